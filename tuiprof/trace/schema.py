@@ -1,0 +1,106 @@
+"""Typed shapes of what torch.profiler writes, for msgspec to decode into.
+
+Decoding into these structs (instead of dicts) is what makes big traces cheap:
+msgspec skips every field not named here without building it, and the structs
+are slotted and untracked by the garbage collector (``gc=False``).  Field names
+follow the file (see ``../shared/TRACE_FORMAT.md``); legacy spellings get their
+own fields and are merged by the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+Number = Union[int, float]
+# Members whose type differs between writers (ROCm writes "stream": "0x0").
+Loose = Union[int, float, str, None]
+
+
+class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
+    """The ``args`` members any analysis reads; everything else is skipped."""
+
+    # operators
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
+    sequence_number: int | None = msgspec.field(default=None, name="Sequence number")
+    fwd_thread_id: int | None = msgspec.field(default=None, name="Fwd thread id")
+    input_dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
+    input_types: list[Any] | None = msgspec.field(default=None, name="Input type")
+    concrete_inputs: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
+    # python_function
+    python_id: int | None = msgspec.field(default=None, name="Python id")
+    python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
+    python_module_id: int | None = msgspec.field(default=None, name="Python module id")
+    # device activity
+    correlation: int | None = None
+    device: Loose = None
+    stream: Loose = None
+    grid: list[Any] | None = None
+    block: list[Any] | None = None
+    registers_per_thread: Loose = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Loose = msgspec.field(default=None, name="shared memory")
+    occupancy_pct: Loose = msgspec.field(default=None, name="est. achieved occupancy %")
+    copy_bytes: Loose = msgspec.field(default=None, name="bytes")
+    # [memory]
+    alloc_bytes: int | None = msgspec.field(default=None, name="Bytes")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    # metadata events (process_name, thread_name)
+    label: str | None = msgspec.field(default=None, name="name")
+
+
+class RawEvent(msgspec.Struct, gc=False, omit_defaults=True):
+    """One Chrome-trace event as Kineto writes it."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: Number = 0.0
+    dur: Number = 0.0
+    id: int | str | None = None
+    args: EventArgs | None = None
+
+
+class DeviceProperties(msgspec.Struct, gc=False):
+    """One GPU from ``deviceProperties`` (``computeProperties`` before 2022)."""
+
+    id: int = 0
+    name: str = ""
+    totalGlobalMem: int = 0
+    computeMajor: int = 0
+    computeMinor: int = 0
+    numSms: int = 0
+
+
+class DistributedInfo(msgspec.Struct, gc=False):
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+
+
+class TraceHeader(msgspec.Struct, gc=False):
+    """Top-level members of a trace document other than its events."""
+
+    schemaVersion: int | None = None
+    deviceProperties: list[DeviceProperties] | None = None
+    computeProperties: list[DeviceProperties] | None = None
+    distributedInfo: DistributedInfo | None = None
+    record_shapes: int | None = None
+    profile_memory: int | None = None
+    with_stack: int | None = None
+    with_modules: int | None = None
+    with_flops: int | None = None
+    baseTimeNanoseconds: int | None = None
+    traceName: str | None = None
+    displayTimeUnit: str | None = None
+    traceEvents: list[RawEvent] = []
+
+
+EVENT_LIST = list[RawEvent]
