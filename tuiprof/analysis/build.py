@@ -1,0 +1,69 @@
+"""Events -> model: the one function every source ends in."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+from tuiprof.analysis.calls import build_calls, to_ns
+from tuiprof.analysis.kernels import aggregate_kernels
+from tuiprof.analysis.memory import build_memory_timelines
+from tuiprof.analysis.model import TraceInfo, TraceModel
+from tuiprof.analysis.modules import build_module_tree
+from tuiprof.analysis.steps import build_steps
+from tuiprof.trace import TraceEvents, load_trace
+from tuiprof.trace.load import ProgressCallback
+
+
+def analyze(store: TraceEvents) -> TraceModel:
+    """Compute every table of the model from a loaded trace."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of small objects, no cycles: the collector only costs time
+    try:
+        calls, activity, unattributed = build_calls(store)
+        model = TraceModel(
+            info=_trace_info(store, calls, activity),
+            report=store.report,
+            calls=calls,
+            activity=activity,
+            unattributed=unattributed,
+            modules=build_module_tree(store.python, calls),
+            kernels=aggregate_kernels(activity, calls),
+            steps=build_steps(calls, activity, store.gpu_annotations),
+            memory=build_memory_timelines(store, calls),
+        )
+        model.operators()
+        return model
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def load_model(
+    path: str | os.PathLike[str], select: str | None = None, progress: ProgressCallback | None = None
+) -> TraceModel:
+    """Open a trace file or run directory and analyse it."""
+    return analyze(load_trace(path, select, progress))
+
+
+def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
+    header = store.header
+    starts = [calls.start_ns[0]] if len(calls) else []
+    ends = [max(calls.end_ns)] if len(calls) else []
+    if activity.events:
+        starts.append(min(to_ns(e.ts) for e in activity.events))
+        ends.append(max(to_ns(e.ts) + to_ns(e.dur) for e in activity.events))
+    dist = header.distributedInfo
+    return TraceInfo(
+        source=store.source,
+        trace_name=os.path.basename(store.source),
+        devices=tuple(d.name for d in store.devices),
+        rank=dist.rank if dist else None,
+        world_size=dist.world_size if dist else None,
+        record_shapes=bool(header.record_shapes),
+        profile_memory=bool(header.profile_memory) or bool(store.memory),
+        with_stack=bool(header.with_stack) or len(store.python) > 0,
+        event_count=store.event_count,
+        uncompressed_bytes=store.uncompressed_bytes,
+        duration_us=(max(ends) - min(starts)) / 1000 if starts else 0.0,
+    )

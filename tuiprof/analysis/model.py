@@ -1,0 +1,91 @@
+"""The analysis model every view reads: built once per trace, then only read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.kernels import KernelStats
+from tuiprof.analysis.memory import MemoryTimeline
+from tuiprof.analysis.modules import ModuleNode, ModuleTree
+from tuiprof.analysis.operators import OperatorStats, aggregate_operators
+from tuiprof.analysis.steps import StepStats
+from tuiprof.trace.decode import DecodeReport
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """What the header says about the run."""
+
+    source: str
+    trace_name: str
+    devices: tuple[str, ...]  # "NVIDIA H100 80GB HBM3"
+    rank: int | None
+    world_size: int | None
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+    event_count: int
+    uncompressed_bytes: int
+    duration_us: float  # first to last CPU or device activity
+
+
+@dataclass
+class TraceModel:
+    info: TraceInfo
+    report: DecodeReport
+    calls: OperatorCalls
+    activity: DeviceActivity
+    unattributed: UnattributedMemory
+    modules: ModuleTree
+    kernels: list[KernelStats]
+    steps: list[StepStats]
+    memory: list[MemoryTimeline]
+    flops_source: str = "recomputed from Input Dims (torch's formulas)"
+    _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
+
+    def operators(
+        self, *, group_by_shape: bool = False, top_level_only: bool = False, module: ModuleNode | None = None
+    ) -> list[OperatorStats]:
+        """The operator table, cached per grouping (and per module filter)."""
+        key = (group_by_shape, top_level_only, module.path if module else None)
+        table = self._tables.get(key)
+        if table is None:
+            rows = module.subtree_operator_rows() if module else None
+            table = aggregate_operators(
+                self.calls,
+                rows,
+                group_by_shape=group_by_shape,
+                top_level_only=top_level_only,
+                unattributed=None if module else self.unattributed,
+            )
+            self._tables[key] = table
+        return table
+
+    @cached_property
+    def total_self_cpu_us(self) -> float:
+        return sum(self.calls.self_ns) / 1000
+
+    @cached_property
+    def total_device_us(self) -> float:
+        return sum(float(e.dur) for e in self.activity.events)
+
+    @cached_property
+    def total_flops(self) -> int:
+        return sum(self.calls.flops)
+
+    @property
+    def has_device(self) -> bool:
+        return bool(self.activity.events)
+
+    @property
+    def peak_memory(self) -> MemoryTimeline | None:
+        """The device timeline with the highest peak (a GPU's before the CPU's)."""
+        device = [t for t in self.memory if not t.is_cpu]
+        pool = device or self.memory
+        return max(pool, key=lambda t: t.peak_bytes) if pool else None
+
+    @property
+    def step_time_us(self) -> float:
+        return sum(s.duration_us for s in self.steps) / len(self.steps) if self.steps else self.info.duration_us

@@ -1,0 +1,108 @@
+"""Operator table: ``key_averages()`` rebuilt from operator calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tuiprof.analysis.calls import STEP_PREFIX, OperatorCalls, UnattributedMemory
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorStats:
+    """One row of the operator table (one name, or one name + input shapes)."""
+
+    name: str
+    input_shapes: str | None
+    calls: int
+    self_cpu_us: float
+    cpu_total_us: float
+    self_device_us: float
+    device_total_us: float
+    self_cpu_mem_bytes: int
+    cpu_mem_bytes: int
+    self_device_mem_bytes: int
+    device_mem_bytes: int
+    flops: int
+    rows: tuple[int, ...]  # call rows in OperatorCalls, for drill-down
+
+    @property
+    def cpu_avg_us(self) -> float:
+        return self.cpu_total_us / self.calls if self.calls else 0.0
+
+    @property
+    def device_avg_us(self) -> float:
+        return self.device_total_us / self.calls if self.calls else 0.0
+
+
+def is_top_level(calls: OperatorCalls, row: int) -> bool:
+    """No enclosing operator, ``ProfilerStep#N`` spans aside (they enclose everything)."""
+    parent = calls.parent[row]
+    while parent >= 0 and calls.name(parent).startswith(STEP_PREFIX):
+        parent = calls.parent[parent]
+    return parent < 0 and not calls.name(row).startswith(STEP_PREFIX)
+
+
+def input_shapes_key(calls: OperatorCalls, row: int) -> str:
+    """torch's ``str(event.input_shapes)``: ``[[4, 3, 32, 32], [64, 3, 7, 7], []]``."""
+    args = calls.events[row].args
+    dims = args.input_dims if args is not None else None
+    return str(dims if dims is not None else [])
+
+
+def aggregate_operators(
+    calls: OperatorCalls,
+    rows: Iterable[int] | None = None,
+    *,
+    group_by_shape: bool = False,
+    top_level_only: bool = False,
+    unattributed: UnattributedMemory | None = None,
+) -> list[OperatorStats]:
+    """Group calls by name (and input shapes), like ``key_averages()``.
+
+    ``rows`` restricts the table to some calls (a module's, a step's).
+    ``unattributed`` adds torch's ``[memory]`` row for records inside no op.
+    """
+    selected = range(len(calls)) if rows is None else rows
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    names = calls.events
+    for row in selected:
+        if top_level_only and not is_top_level(calls, row):
+            continue
+        key = (names[row].name, input_shapes_key(calls, row) if group_by_shape else None)
+        bucket = groups.get(key)
+        if bucket is None:
+            groups[key] = bucket = []
+        bucket.append(row)
+    result = [_stats(calls, name, shapes, members) for (name, shapes), members in groups.items()]
+    if unattributed is not None and unattributed.calls and not top_level_only:
+        result.append(
+            OperatorStats(
+                "[memory]", "[]" if group_by_shape else None, unattributed.calls,
+                0.0, 0.0, 0.0, 0.0,
+                unattributed.cpu_bytes, unattributed.cpu_bytes,
+                unattributed.device_bytes, unattributed.device_bytes,
+                0, (),
+            )
+        )
+    result.sort(key=lambda s: s.self_cpu_us + s.self_device_us, reverse=True)
+    return result
+
+
+def _stats(calls: OperatorCalls, name: str, shapes: str | None, members: list[int]) -> OperatorStats:
+    start, end, self_ns = calls.start_ns, calls.end_ns, calls.self_ns
+    return OperatorStats(
+        name=name,
+        input_shapes=shapes,
+        calls=len(members),
+        self_cpu_us=sum(self_ns[r] for r in members) / 1000,
+        cpu_total_us=sum(end[r] - start[r] for r in members) / 1000,
+        self_device_us=sum(calls.self_device_ns[r] for r in members) / 1000,
+        device_total_us=sum(calls.device_total_ns[r] for r in members) / 1000,
+        self_cpu_mem_bytes=sum(calls.self_cpu_mem[r] for r in members),
+        cpu_mem_bytes=sum(calls.cpu_mem[r] for r in members),
+        self_device_mem_bytes=sum(calls.self_device_mem[r] for r in members),
+        device_mem_bytes=sum(calls.device_mem[r] for r in members),
+        flops=sum(calls.flops[r] for r in members),
+        rows=tuple(members),
+    )
