@@ -1,0 +1,5 @@
+import sys
+
+from tuiprof.cli import main
+
+sys.exit(main())

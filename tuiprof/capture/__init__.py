@@ -1,0 +1,1 @@
+"""Live capture: the only package of tuiprof that imports torch."""

@@ -1,0 +1,1 @@
+"""The model -> tables, CSV, JSON, Markdown (summary and export)."""

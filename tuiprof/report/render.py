@@ -1,0 +1,76 @@
+"""Rows -> text: rich tables for terminals, plain text, CSV, JSON, Markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+
+import orjson
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tuiprof.report.views import Column, Row, public_row
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: str = "") -> str:
+    """Text of ``rows`` in ``fmt``; table text is plain (no colour, ASCII rules)."""
+    if fmt == "json":
+        return orjson.dumps([public_row(r, columns) for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([c.key for c in columns])
+        for row in rows:
+            writer.writerow(["" if row.get(c.key) is None else row.get(c.key) for c in columns])
+        return buffer.getvalue()
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(c.header for c in columns) + " |"]
+        lines.append("|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|")
+        for row in rows:
+            cells = [c.format(row.get(c.key)).replace("|", "\\|") for c in columns]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+    return _plain_table(rows, columns, title)
+
+
+def _plain_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> str:
+    console = Console(file=io.StringIO(), width=_width(), color_system=None, force_terminal=False)
+    console.print(build_rich_table(rows, columns, title, ascii_rules=True))
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> None:
+    """Coloured table for a terminal (honours NO_COLOR through rich)."""
+    Console().print(build_rich_table(rows, columns, title, ascii_rules=False))
+
+
+def build_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, ascii_rules: bool) -> Table:
+    table = Table(title=title or None, box=box.ASCII2 if ascii_rules else box.SIMPLE_HEAD, header_style="bold")
+    for column in columns:
+        table.add_column(
+            column.header,
+            justify="right" if column.numeric else "left",
+            overflow="ellipsis",
+            no_wrap=True,
+            max_width=60 if not column.numeric else None,
+        )
+    for row in rows:
+        table.add_row(*(column.format(row.get(column.key)) for column in columns))
+    return table
+
+
+def _width() -> int:
+    try:
+        import os
+
+        return max(80, int(os.environ.get("COLUMNS", "0")) or 200)
+    except ValueError:
+        return 200
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

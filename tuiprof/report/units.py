@@ -1,0 +1,35 @@
+"""Human formatting of times, bytes and counts (the same in every view)."""
+
+from __future__ import annotations
+
+
+def format_us(value: float) -> str:
+    """Microseconds as torch's tables show them: ``945.536us``, ``18.347ms``, ``1.204s``."""
+    magnitude = abs(value)
+    if magnitude >= 1e6:
+        return f"{value / 1e6:.3f}s"
+    if magnitude >= 1e3:
+        return f"{value / 1e3:.3f}ms"
+    return f"{value:.3f}us"
+
+
+def format_bytes(value: int) -> str:
+    """Bytes in binary units with sign, like torch: ``43.23 MB``, ``-224.00 KB``, ``0 B``."""
+    magnitude = abs(value)
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if magnitude >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value} B"
+
+
+def format_count(value: float) -> str:
+    """Large counts with SI suffixes: ``296.09 M``, ``1.18 T``."""
+    magnitude = abs(value)
+    for unit, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if magnitude >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:g}"
+
+
+def format_pct(value: float) -> str:
+    return f"{value:.2f}%"

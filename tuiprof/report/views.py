@@ -1,0 +1,319 @@
+"""The tables tuiprof shows: their columns, what each means, and their rows.
+
+One definition serves ``summary`` (table, CSV, JSON, Markdown), the
+explorer's tables, its export and its help screen, so a column means the
+same everywhere.  Row values are raw numbers in the unit the key names
+(``_us``, ``_bytes``); formatting happens only when text is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.modules import ModuleNode
+from tuiprof.report.units import format_bytes, format_count, format_pct, format_us
+
+Row = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    kind: str  # text | us | bytes | count | int | pct
+    help: str
+    narrow: bool = True  # shown at 80 columns
+
+    def format(self, value: object) -> str:
+        if value is None or value == "":
+            return "--" if self.kind not in ("text",) else ""
+        if self.kind == "us":
+            return format_us(float(value))  # type: ignore[arg-type]
+        if self.kind == "bytes":
+            return format_bytes(int(value))  # type: ignore[arg-type]
+        if self.kind == "count":
+            return format_count(float(value)) if value else "--"  # type: ignore[arg-type]
+        if self.kind == "pct":
+            return format_pct(float(value))  # type: ignore[arg-type]
+        if self.kind == "int":
+            return f"{int(value):,}"  # type: ignore[arg-type]
+        return str(value)
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind != "text"
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    group_by_shape: bool = False
+    top_level_only: bool = False
+    module: ModuleNode | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    title: str
+    columns: tuple[Column, ...]
+    default_sort: str
+    build: Callable[[TraceModel, ViewOptions], list[Row]]
+
+    def column(self, key: str) -> Column:
+        for column in self.columns:
+            if column.key == key:
+                return column
+        raise KeyError(key)
+
+    def visible_columns(self, options: ViewOptions, model: TraceModel | None = None) -> tuple[Column, ...]:
+        """Columns worth showing: no input shapes unless grouped, no live-only
+        module columns for files, no device columns for CPU-only traces."""
+        hidden: set[str] = set()
+        if self.name == "ops" and not options.group_by_shape:
+            hidden.add("input_shapes")
+        if model is not None:
+            if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
+                hidden |= {"qualified_name", "parameters", "output_shape"}
+            if self.name == "memory" and not len(model.modules.by_frame):
+                hidden.add("peak_module")
+            if not model.has_device:
+                hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
+        return tuple(c for c in self.columns if c.key not in hidden)
+
+    def default_sort_for(self, model: TraceModel) -> str:
+        if self.name == "ops" and model.has_device:
+            return "self_device_us"
+        return self.default_sort
+
+
+def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
+    """Sort by one column; text sorts ascending-first like a file list."""
+
+    def sort_key(row: Row):
+        value = row.get(key)
+        if value is None:
+            return (1, 0)
+        return (0, value)
+
+    ordered = sorted(rows, key=sort_key, reverse=descending)
+    if descending:  # keep missing values last either way
+        ordered.sort(key=lambda r: r.get(key) is None)
+    return ordered
+
+
+# ------------------------------------------------------------------ operators
+
+OPERATOR_COLUMNS = (
+    Column("name", "Name", "text", "Operator or record_function name, as torch names it."),
+    Column("self_cpu_pct", "Self CPU %", "pct", "Self CPU time as a share of all self CPU time.", narrow=False),
+    Column("self_cpu_us", "Self CPU", "us", "CPU time in the operator itself, children (ops and Python frames) excluded."),
+    Column("cpu_total_pct", "CPU total %", "pct", "CPU total as a share of all self CPU time.", narrow=False),
+    Column("cpu_total_us", "CPU total", "us", "Wall time from start to end of every call, children included."),
+    Column("cpu_avg_us", "CPU avg", "us", "CPU total divided by calls.", narrow=False),
+    Column("self_device_us", "Self dev", "us", "Device time of the kernels, memcpys and memsets this operator launched itself."),
+    Column("device_total_us", "Dev total", "us", "Device time of everything launched inside the operator, children included."),
+    Column("device_avg_us", "Dev avg", "us", "Device total divided by calls.", narrow=False),
+    Column("calls", "Calls", "int", "Number of calls (torch merges an only child that has its parent's name)."),
+    Column("cpu_mem_bytes", "CPU Mem", "bytes", "CPU bytes allocated minus freed during the calls, children included.", narrow=False),
+    Column("self_cpu_mem_bytes", "Self CPU Mem", "bytes", "CPU bytes allocated minus freed by the operator itself.", narrow=False),
+    Column("device_mem_bytes", "Dev Mem", "bytes", "Device bytes allocated minus freed during the calls, children included.", narrow=False),
+    Column("self_device_mem_bytes", "Self Dev Mem", "bytes", "Device bytes allocated minus freed by the operator itself.", narrow=False),
+    Column("flops", "FLOPs", "count", "Floating-point operations (torch's formulas: 2 per multiply-add) for conv2d, mm, addmm, bmm, baddbmm, mul, add."),
+    Column("flops_per_s", "FLOP/s", "count", "Achieved FLOP/s: FLOPs over device total (CPU total when no device time).", narrow=False),
+    Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape)."),
+)
+
+
+def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    table = model.operators(
+        group_by_shape=options.group_by_shape, top_level_only=options.top_level_only, module=options.module
+    )
+    total_self = model.total_self_cpu_us or 1.0
+    rows = []
+    for stats in table:
+        busy_us = stats.device_total_us or stats.cpu_total_us
+        row: Row = {
+            "name": stats.name,
+            "self_cpu_pct": 100 * stats.self_cpu_us / total_self,
+            "self_cpu_us": stats.self_cpu_us,
+            "cpu_total_pct": 100 * stats.cpu_total_us / total_self,
+            "cpu_total_us": stats.cpu_total_us,
+            "cpu_avg_us": stats.cpu_avg_us,
+            "self_device_us": stats.self_device_us,
+            "device_total_us": stats.device_total_us,
+            "device_avg_us": stats.device_avg_us,
+            "calls": stats.calls,
+            "cpu_mem_bytes": stats.cpu_mem_bytes,
+            "self_cpu_mem_bytes": stats.self_cpu_mem_bytes,
+            "device_mem_bytes": stats.device_mem_bytes,
+            "self_device_mem_bytes": stats.self_device_mem_bytes,
+            "flops": stats.flops,
+            "flops_per_s": stats.flops / (busy_us / 1e6) if stats.flops and busy_us else None,
+        }
+        if options.group_by_shape:
+            row["input_shapes"] = stats.input_shapes
+        row["_stats"] = stats
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------ modules
+
+MODULE_COLUMNS = (
+    Column("path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."),
+    Column("qualified_name", "Qualified name", "text", "Attribute path in the model (live capture only), e.g. layer1.0.conv1.", narrow=False),
+    Column("calls", "Calls", "int", "Forward calls of this module instance."),
+    Column("self_cpu_us", "Self CPU", "us", "Forward wall time minus the child modules' forward time."),
+    Column("cpu_total_us", "CPU total", "us", "Forward wall time of all calls."),
+    Column("backward_cpu_us", "Bwd CPU", "us", "CPU time of the backward ops of this module's forward ops (via autograd sequence numbers)."),
+    Column("device_total_us", "Dev total", "us", "Device time of everything the forward launched."),
+    Column("backward_device_us", "Bwd dev", "us", "Device time of the backward ops' kernels.", narrow=False),
+    Column("cpu_mem_bytes", "CPU Mem", "bytes", "Self CPU memory of the operators inside (allocated minus freed).", narrow=False),
+    Column("flops", "FLOPs", "count", "FLOPs of the forward operators inside."),
+    Column("parameters", "Params", "int", "Parameter count (live capture only).", narrow=False),
+    Column("output_shape", "Output", "text", "Output shape (live capture only).", narrow=False),
+)
+
+
+def module_row(node: ModuleNode) -> Row:
+    return {
+        "path": node.path,
+        "qualified_name": node.qualified_name,
+        "calls": node.calls,
+        "self_cpu_us": node.self_cpu_us,
+        "cpu_total_us": node.cpu_total_us,
+        "backward_cpu_us": node.backward_cpu_us,
+        "device_total_us": node.device_total_us,
+        "backward_device_us": node.backward_device_us,
+        "cpu_mem_bytes": node.cpu_mem_bytes,
+        "flops": node.flops,
+        "parameters": node.parameters,
+        "output_shape": node.output_shape,
+        "_node": node,
+    }
+
+
+def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    nodes = options.module.walk() if options.module else model.modules.walk()
+    return [module_row(node) for node in nodes]
+
+
+# ------------------------------------------------------------------ kernels
+
+KERNEL_COLUMNS = (
+    Column("name", "Kernel", "text", "Kernel (or Memcpy / Memset) name as the driver reports it."),
+    Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
+    Column("calls", "Calls", "int", "Launches."),
+    Column("device_total_us", "Total", "us", "Sum of device durations."),
+    Column("avg_us", "Avg", "us", "Mean duration."),
+    Column("min_us", "Min", "us", "Shortest launch.", narrow=False),
+    Column("max_us", "Max", "us", "Longest launch.", narrow=False),
+    Column("grid", "Grid", "text", "Most frequent grid dimensions.", narrow=False),
+    Column("block", "Block", "text", "Most frequent block dimensions.", narrow=False),
+    Column("occupancy_pct", "Occ %", "pct", "Mean estimated achieved occupancy.", narrow=False),
+    Column("launcher", "Launched by", "text", "The operator that launched it most often."),
+)
+
+
+def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    return [
+        {
+            "name": k.name,
+            "kind": k.kind,
+            "calls": k.calls,
+            "device_total_us": k.device_total_us,
+            "avg_us": k.avg_us,
+            "min_us": k.min_us,
+            "max_us": k.max_us,
+            "grid": k.grid,
+            "block": k.block,
+            "occupancy_pct": k.occupancy_pct,
+            "launcher": k.launcher,
+            "_stats": k,
+        }
+        for k in model.kernels
+    ]
+
+
+# ------------------------------------------------------------------ steps
+
+STEP_COLUMNS = (
+    Column("name", "Step", "text", "The ProfilerStep#N span (present when a schedule was used)."),
+    Column("duration_us", "Duration", "us", "CPU wall time of the step."),
+    Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
+    Column("kernel_us", "Kernels", "us", "Device time in compute kernels (union of intervals)."),
+    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies.", narrow=False),
+    Column("memset_us", "Memset", "us", "Device time in memsets.", narrow=False),
+    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL).", narrow=False),
+    Column("device_idle_us", "Dev idle", "us", "Step window on the device with nothing running."),
+    Column("idle_pct", "Idle %", "pct", "Device idle share of the step window."),
+)
+
+
+def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    return [
+        {
+            "name": s.name,
+            "duration_us": s.duration_us,
+            "data_loading_us": s.data_loading_us,
+            "kernel_us": s.kernel_us,
+            "memcpy_us": s.memcpy_us,
+            "memset_us": s.memset_us,
+            "communication_us": s.communication_us,
+            "device_idle_us": s.device_idle_us,
+            "idle_pct": s.idle_pct,
+            "_stats": s,
+        }
+        for s in model.steps
+    ]
+
+
+# ------------------------------------------------------------------ memory
+
+MEMORY_COLUMNS = (
+    Column("device", "Device", "text", "Allocator device (CPU, CUDA:0, HIP:0...)."),
+    Column("peak_bytes", "Peak", "bytes", "Highest allocated bytes seen."),
+    Column("peak_at_us", "At", "us", "When the peak happened, from the trace start."),
+    Column("peak_operator", "Operator at peak", "text", "Innermost operator running on the allocating thread at the peak."),
+    Column("peak_module", "Module at peak", "text", "Innermost module running then (with_stack traces).", narrow=False),
+    Column("allocations", "Allocs", "int", "Allocation events."),
+    Column("frees", "Frees", "int", "Free events.", narrow=False),
+)
+
+
+def build_memory_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    rows = []
+    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    for timeline in model.memory:
+        op_row = timeline.peak_operator_row
+        module = model.modules.by_frame.get(model.calls.module[op_row]) if op_row >= 0 else None
+        rows.append(
+            {
+                "device": timeline.device,
+                "peak_bytes": timeline.peak_bytes,
+                "peak_at_us": (timeline.peak_ns - origin) / 1000,
+                "peak_operator": model.calls.name(op_row) if op_row >= 0 else "",
+                "peak_module": module.path if module else "",
+                "allocations": timeline.allocations,
+                "frees": timeline.frees,
+                "_stats": timeline,
+            }
+        )
+    return rows
+
+
+VIEWS: dict[str, View] = {
+    "ops": View("ops", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows),
+    # Modules keep tree order (children by cost) unless a sort is asked for.
+    "modules": View("modules", "Modules", MODULE_COLUMNS, "", build_module_rows),
+    "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
+    "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
+    "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
+}
+
+
+def public_row(row: Row, columns: tuple[Column, ...]) -> Row:
+    """The row as exported: the view's column keys only, raw values."""
+    return {c.key: row.get(c.key) for c in columns}
