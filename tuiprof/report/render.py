@@ -38,9 +38,11 @@ def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: s
 
 
 def _plain_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> str:
-    console = Console(file=io.StringIO(), width=_width(), color_system=None, force_terminal=False)
+    # Not a terminal: no width to respect, so never squeeze numbers.
+    console = Console(file=io.StringIO(), width=1000, color_system=None, force_terminal=False)
     console.print(build_rich_table(rows, columns, title, ascii_rules=True))
-    return console.file.getvalue()  # type: ignore[attr-defined]
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
 def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> None:
@@ -57,19 +59,11 @@ def build_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, a
             overflow="ellipsis",
             no_wrap=True,
             max_width=60 if not column.numeric else None,
+            min_width=len(column.header),
         )
     for row in rows:
         table.add_row(*(column.format(row.get(column.key)) for column in columns))
     return table
-
-
-def _width() -> int:
-    try:
-        import os
-
-        return max(80, int(os.environ.get("COLUMNS", "0")) or 200)
-    except ValueError:
-        return 200
 
 
 def stdout_is_terminal() -> bool:

@@ -80,6 +80,8 @@ class View:
                 hidden.add("peak_module")
             if not model.has_device:
                 hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
+            if not model.has_device and all(t.is_cpu for t in model.memory):
+                hidden |= {c.key for c in self.columns if "device_mem" in c.key}
         return tuple(c for c in self.columns if c.key not in hidden)
 
     def default_sort_for(self, model: TraceModel) -> str:
