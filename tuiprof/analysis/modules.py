@@ -137,7 +137,7 @@ def build_module_tree(frames: PythonFrames, calls: OperatorCalls) -> ModuleTree:
 
     _attribute_operators(calls, by_frame)
     for root in roots.values():
-        _sum_subtree(root, calls)
+        sum_subtree(root, calls)
     tree_roots = sorted(roots.values(), key=lambda n: n.total_with_backward_us, reverse=True)
     return ModuleTree(tree_roots, by_frame)
 
@@ -169,7 +169,7 @@ def _attribute_operators(calls: OperatorCalls, by_frame: dict[int, ModuleNode]) 
         module_of_sequence[seq].backward_rows.append(row)
 
 
-def _sum_subtree(node: ModuleNode, calls: OperatorCalls) -> None:
+def sum_subtree(node: ModuleNode, calls: OperatorCalls) -> None:
     """Fill device time, backward time, memory and FLOPs; sort children by cost."""
     rows = node.operator_rows
     node.self_device_us = sum(calls.self_device_ns[r] for r in rows) / 1000
@@ -180,7 +180,7 @@ def _sum_subtree(node: ModuleNode, calls: OperatorCalls) -> None:
     node.cpu_mem_bytes = node.self_cpu_mem_bytes
     node.flops = sum(calls.flops[r] for r in rows)
     for child in node.children:
-        _sum_subtree(child, calls)
+        sum_subtree(child, calls)
         node.device_total_us += child.device_total_us
         node.backward_cpu_us += child.backward_cpu_us
         node.backward_device_us += child.backward_device_us

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from tuiprof.analysis.calls import STEP_PREFIX, OperatorCalls, UnattributedMemory
 
+STEP_WILDCARD = "ProfilerStep*"
+
 
 @dataclass(frozen=True, slots=True)
 class OperatorStats:
@@ -69,7 +71,10 @@ def aggregate_operators(
     for row in selected:
         if top_level_only and not is_top_level(calls, row):
             continue
-        key = (names[row].name, input_shapes_key(calls, row) if group_by_shape else None)
+        name = names[row].name
+        if name.startswith(STEP_PREFIX):
+            name = STEP_WILDCARD  # key_averages() groups every step under one row
+        key = (name, input_shapes_key(calls, row) if group_by_shape else None)
         bucket = groups.get(key)
         if bucket is None:
             groups[key] = bucket = []

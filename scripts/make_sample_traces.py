@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Capture the project's sample traces with torch.profiler, plus torch's own numbers.
+
+Each trace in ``sample_traces/`` gets a sidecar ``<stem>.key_averages.json``
+with ``key_averages()`` (by name and by name + input shapes) from the same
+profiling window; the fidelity tests compare tuiprof's tables with it.
+
+    python scripts/make_sample_traces.py            # CPU samples (and CUDA ones when a GPU is present)
+    python scripts/make_sample_traces.py --only resnet18_cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from tuiprof.capture.session import CaptureConfig, native_stderr_to, profile_training  # noqa: E402
+
+# The seed's setting: CIFAR-10 shapes, 10 classes, SGD(0.01, 0.9), CrossEntropyLoss.
+SAMPLES = {
+    "resnet18_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=128, wait=1, warmup=1, active=2),
+    "tiny_transformer_cpu": CaptureConfig(
+        model="tuiprof.capture.models:tiny_transformer", device="cpu", batch_size=32, input_shape="32x64",
+        wait=1, warmup=1, active=2,
+    ),
+    "resnet18_cuda": CaptureConfig(model="resnet18", device="cuda", batch_size=128, wait=1, warmup=2, active=2),
+    "tiny_transformer_cuda": CaptureConfig(
+        model="tuiprof.capture.models:tiny_transformer", device="cuda", batch_size=64, input_shape="32x64",
+        wait=1, warmup=2, active=2,
+    ),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "sample_traces")
+    parser.add_argument("--only", action="append", choices=sorted(SAMPLES), help="capture only these")
+    args = parser.parse_args()
+    wanted = args.only or [n for n in SAMPLES if not n.endswith("_cuda") or torch.cuda.is_available()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in wanted:
+        config = SAMPLES[name]
+        trace = args.out / f"{name}.pt.trace.json.gz"
+        torch.manual_seed(0)
+        with native_stderr_to(args.out / ".profiler.log"):
+            result = profile_training(config, trace, want_key_averages=True)
+        sidecar = {
+            "trace": trace.name,
+            "torch": torch.__version__,
+            "config": vars(config),
+            "device": torch.cuda.get_device_name() if config.device == "cuda" else "cpu",
+            "live_flops_by_external_id": result.facts.flops_by_external_id,
+            "modules": {k: vars(v) for k, v in result.facts.modules.items()},
+            "key_averages": result.key_averages,
+        }
+        (args.out / f"{name}.key_averages.json").write_text(json.dumps(sidecar, indent=1, default=str) + "\n")
+        print(f"{trace.relative_to(ROOT) if trace.is_relative_to(ROOT) else trace}: {trace.stat().st_size / 1e6:.2f} MB, "
+              f"{len(result.key_averages)} key_averages rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
