@@ -15,7 +15,9 @@ def print_summary(model: TraceModel, args: Namespace) -> int:
     """Print the view the arguments ask for; diagnostics go to stderr."""
     view = VIEWS[args.view]
     options = ViewOptions(group_by_shape=args.group_by_shape, top_level_only=args.top_level_only)
-    columns = view.visible_columns(options, model)
+    # Data formats keep every column (stable keys for scripts); text drops empty ones.
+    data_format = args.format in ("json", "csv")
+    columns = view.visible_columns(options, None if data_format else model)
     sort_key = args.sort or view.default_sort_for(model)
     if sort_key and sort_key not in {c.key for c in view.columns}:
         keys = ", ".join(c.key for c in view.columns)

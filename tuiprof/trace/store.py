@@ -116,6 +116,7 @@ class TraceEvents:
             elif cat in KERNEL_CATS:
                 kernels.append(event)
             elif cat in RUNTIME_CATS:
+                event.tid = _as_id(event.tid)
                 self.runtime.append(event)
             elif cat in MEMCPY_CATS:
                 self.memcpys.append(event)

@@ -1,0 +1,134 @@
+"""The command line as a user meets it: data on stdout, one line on stderr, exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+RESNET = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
+
+
+def tuiprof(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_summary_imports_neither_torch_nor_textual() -> None:
+    code = (
+        "import sys, runpy; sys.argv = ['tuiprof', 'summary', %r, '--limit', '3'];"
+        "from tuiprof.cli import main; rc = main();"
+        "print('HEAVY', sorted(m for m in ('torch', 'torchvision', 'textual') if m in sys.modules))"
+    ) % str(RESNET)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+
+
+def test_open_without_terminal_prints_tables_without_torch() -> None:
+    code = (
+        "import sys; sys.argv = ['tuiprof', 'open', %r, '--limit', '2'];"
+        "from tuiprof.cli import main; rc = main();"
+        "print('HEAVY', sorted(m for m in ('torch', 'torchvision') if m in sys.modules))"
+    ) % str(RESNET)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert "HEAVY []" in result.stdout and "aten::" in result.stdout, result.stdout + result.stderr
+
+
+def test_json_rows_have_documented_keys() -> None:
+    result = tuiprof("summary", str(RESNET), "--format", "json", "--group-by-shape", "--limit", "5")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    expected = {
+        "name", "calls", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us",
+        "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "flops", "input_shapes",
+    }
+    assert len(rows) == 5 and expected <= set(rows[0])
+
+
+@pytest.mark.parametrize(
+    ("view", "keys"),
+    [
+        ("modules", {"path", "calls", "self_cpu_us", "cpu_total_us", "backward_cpu_us", "device_total_us", "flops"}),
+        ("kernels", {"name", "calls", "device_total_us", "avg_us", "min_us", "max_us"}),
+        ("steps", {"name", "duration_us"}),
+        ("memory", {"device", "peak_bytes"}),
+    ],
+)
+def test_views_as_json(view: str, keys: set[str]) -> None:
+    result = tuiprof("summary", str(RESNET), "--view", view, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    if view == "kernels":
+        assert rows == []  # a CPU trace has no kernels
+        return
+    assert rows and keys <= set(rows[0])
+    if view == "modules":
+        assert rows[0]["path"] == "ResNet_0"
+        assert any(r["path"].startswith("ResNet_0/Sequential_") and r["path"].count("/") == 3 for r in rows)
+
+
+def test_sort_limit_and_formats() -> None:
+    result = tuiprof("summary", str(RESNET), "--sort", "calls", "--limit", "3", "--format", "csv")
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("name,") and len(lines) == 4
+    column = lines[0].split(",").index("calls")
+    calls = [int(line.split(",")[column]) for line in lines[1:]]
+    assert calls == sorted(calls, reverse=True)
+    markdown = tuiprof("summary", str(RESNET), "--limit", "2", "--format", "markdown").stdout
+    assert markdown.startswith("| Name |")
+    table = tuiprof("summary", str(RESNET), "--limit", "2").stdout
+    assert "aten::" in table and "\x1b[" not in table
+
+
+def test_top_level_only_has_no_nested_calls() -> None:
+    rows = json.loads(tuiprof("summary", str(RESNET), "--top-level-only", "--format", "json").stdout)
+    names = {r["name"] for r in rows}
+    assert "model_train" in names and "aten::conv2d" not in names
+
+
+def test_bad_sort_column() -> None:
+    result = tuiprof("summary", str(RESNET), "--sort", "nope")
+    assert result.returncode == 2 and "nope" in result.stderr and "Traceback" not in result.stderr
+
+
+def _write(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def _bad_inputs(tmp_path):
+    real = gzip.decompress(RESNET.read_bytes())
+    empty_dir = tmp_path / "empty_run"
+    empty_dir.mkdir()
+    return {
+        "missing path": str(tmp_path / "nope.json"),
+        "directory without traces": str(empty_dir),
+        "not JSON": _write(tmp_path / "notes.json", b"hello, this is text\n"),
+        "truncated gzip": _write(tmp_path / "cut.json.gz", RESNET.read_bytes()[:5000]),
+        "JSON that is not a trace": _write(tmp_path / "config.json", b'{"lr": 0.01, "layers": [1, 2]}'),
+        "empty trace": _write(tmp_path / "empty.json", b'{"schemaVersion": 1, "traceEvents": []}'),
+        "empty file": _write(tmp_path / "zero.json", b""),
+        "gzip of garbage": _write(tmp_path / "g.json.gz", gzip.compress(b"\x00\x01garbage")),
+        "binary": _write(tmp_path / "bin.json", bytes(range(256)) * 10),
+        "truncated JSON": None if not real else _write(tmp_path / "half.json", b"{" + b" " * 10),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing path", "directory without traces", "not JSON", "truncated gzip", "JSON that is not a trace",
+     "empty trace", "empty file", "gzip of garbage", "binary", "truncated JSON"],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case: str) -> None:
+    path = _bad_inputs(tmp_path)[case]
+    result = tuiprof("summary", path)
+    assert result.returncode == 2, (case, result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("tuiprof: ") and path.split("/")[-1] in lines[0]

@@ -1,0 +1,67 @@
+"""Our operator tables equal torch's key_averages() of the same profiling run.
+
+The sidecars were written by scripts/make_sample_traces.py from the very
+window each sample trace holds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tuiprof.analysis import load_model
+from tuiprof.trace.store import external_id
+
+SAMPLE_NAMES = sorted(p.name.split(".")[0] for p in SAMPLES.glob("*.key_averages.json"))
+
+
+def _load(name: str):
+    sidecar = json.loads((SAMPLES / f"{name}.key_averages.json").read_text())
+    return sidecar, load_model(SAMPLES / f"{name}.pt.trace.json.gz")
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+@pytest.mark.parametrize("by_shape", [False, True], ids=["by-name", "by-shape"])
+def test_operator_table_equals_key_averages(name: str, by_shape: bool) -> None:
+    sidecar, model = _load(name)
+    ours = {(s.name, s.input_shapes): s for s in model.operators(group_by_shape=by_shape)}
+    expected = [r for r in sidecar["key_averages"] if (r["input_shapes"] is not None) == by_shape]
+    assert expected
+    problems = []
+    for record in expected:
+        stats = ours.get((record["name"], record["input_shapes"]))
+        if stats is None:
+            problems.append(f"missing {record['name']} {record['input_shapes']}")
+            continue
+        if stats.calls != record["calls"]:
+            problems.append(f"{record['name']}: calls {stats.calls} != {record['calls']}")
+        for key in ("self_cpu_us", "cpu_total_us"):
+            if record[key] > 100 and abs(getattr(stats, key) - record[key]) > 0.01 * record[key]:
+                problems.append(f"{record['name']}: {key} {getattr(stats, key)} != {record[key]}")
+        for key in ("cpu_mem_bytes", "self_cpu_mem_bytes"):
+            if getattr(stats, key) != record[key]:
+                problems.append(f"{record['name']}: {key} {getattr(stats, key)} != {record[key]}")
+        if record["flops"] and stats.flops != record["flops"]:
+            problems.append(f"{record['name']}: flops {stats.flops} != {record['flops']}")
+    assert not problems, "\n".join(problems[:20])
+    assert len(ours) == len(expected)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_recomputed_flops_equal_torch_per_call(name: str) -> None:
+    sidecar, model = _load(name)
+    live = {int(k): v for k, v in sidecar["live_flops_by_external_id"].items()}
+    assert live
+    calls = model.calls
+    for row in range(len(calls)):
+        ext = external_id(calls.events[row].args)
+        assert calls.flops[row] == live.get(ext, 0), calls.name(row)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_module_instances_match_the_live_run(name: str) -> None:
+    sidecar, model = _load(name)
+    names = {node.name for node in model.modules.walk()}
+    assert names == set(sidecar["modules"])
