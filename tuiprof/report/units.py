@@ -33,3 +33,23 @@ def format_count(value: float) -> str:
 
 def format_pct(value: float) -> str:
     return f"{value:.2f}%"
+
+
+def format_us_short(value: float) -> str:
+    """Three significant digits for tight spots: ``457ms``, ``2.46s``, ``16.5ms``, ``608us``."""
+    for unit, size in (("s", 1e6), ("ms", 1e3), ("us", 1.0)):
+        if abs(value) >= size or unit == "us":
+            scaled = value / size
+            digits = 0 if abs(scaled) >= 100 else 1 if abs(scaled) >= 10 else 2
+            return f"{scaled:.{digits}f}{unit}"
+    return f"{value:.0f}us"
+
+
+def format_bytes_short(value: int) -> str:
+    """``153MB``, ``2.6GB``: bytes for headers."""
+    magnitude = abs(value)
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if magnitude >= size:
+            scaled = value / size
+            return f"{scaled:.1f}{unit}" if abs(scaled) < 10 else f"{scaled:.0f}{unit}"
+    return f"{value}B"

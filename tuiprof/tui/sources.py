@@ -1,0 +1,58 @@
+"""Where the explorer's model comes from, run in a worker thread.
+
+A source is any callable ``(report, cancelled) -> (model, log_lines)``:
+``report(text, fraction)`` shows progress, ``cancelled()`` says the user
+pressed q.  The file source lives here; the live source lives in
+``tuiprof.capture`` (the only package that imports torch).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from tuiprof.analysis import analyze
+from tuiprof.analysis.model import TraceModel
+from tuiprof.trace import LoadProgress, load_trace
+
+Report = Callable[[str, "float | None"], None]
+
+
+class LoadCancelled(Exception):
+    """The user asked to stop loading."""
+
+
+class ModelSource(Protocol):
+    title: str
+
+    def __call__(self, report: Report, cancelled: Callable[[], bool]) -> tuple[TraceModel, list[str]]: ...
+
+
+class FileSource:
+    """Open a trace file or run directory."""
+
+    def __init__(self, path: str, select: str | None = None) -> None:
+        self.path = path
+        self.select = select
+        self.title = path
+
+    def __call__(self, report: Report, cancelled: Callable[[], bool]) -> tuple[TraceModel, list[str]]:
+        started = time.perf_counter()
+
+        def on_progress(progress: LoadProgress) -> None:
+            if cancelled():
+                raise LoadCancelled
+            mb_done, mb_total = progress.done_bytes / 1e6, progress.total_bytes / 1e6
+            elapsed = time.perf_counter() - started
+            events = f", {progress.events:,} events" if progress.events else ""
+            report(
+                f"{progress.phase} {mb_done:,.0f} / {mb_total:,.0f} MB{events}, {elapsed:.1f} s",
+                progress.done_bytes / progress.total_bytes if progress.total_bytes else None,
+            )
+
+        store = load_trace(self.path, self.select, on_progress)
+        if cancelled():
+            raise LoadCancelled
+        report(f"analysing {store.event_count:,} events, {time.perf_counter() - started:.1f} s", None)
+        return analyze(store), []

@@ -1,0 +1,100 @@
+"""The module hierarchy as a lazily built tree, each node with its share of the time."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.modules import ModuleNode
+from tuiprof.report.units import format_count, format_us_short
+
+BAR_WIDTH = 5
+BAR_CELLS = " ▏▎▍▌▋▊▉█"
+
+
+def share_bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    """A fixed-width bar with eighth-cell resolution."""
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, rest = divmod(eighths, 8)
+    return ("█" * full + (BAR_CELLS[rest] if rest else "")).ljust(width)
+
+
+def node_cost_us(node: ModuleNode) -> float:
+    """What the tree ranks by: forward + backward, device time if larger."""
+    return max(node.cpu_total_us + node.backward_cpu_us, node.device_total_us + node.backward_device_us)
+
+
+class ModuleTreeView(Tree[ModuleNode]):
+    """Children are added when a node is first expanded (never expand_all)."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g,home", "scroll_home", "Top", show=False),
+        Binding("G,end", "scroll_end", "Bottom", show=False),
+        Binding("right,l", "expand", "Expand", show=False),
+        Binding("left,h", "collapse", "Collapse", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("modules", id=id)
+        self.show_root = False
+        self.guide_depth = 2
+        self._total_us = 1.0
+
+    def load(self, model: TraceModel) -> None:
+        self.clear()
+        roots = model.modules.roots
+        self._total_us = sum(node_cost_us(r) for r in roots) or 1.0
+        for root in roots:
+            self._add(self.root, root)
+        if self.root.children:
+            first = self.root.children[0]
+            first.expand()
+            self.move_cursor(first)
+
+    def _add(self, parent: TreeNode[ModuleNode], module: ModuleNode) -> TreeNode[ModuleNode]:
+        return parent.add(self._label(module), data=module, allow_expand=bool(module.children))
+
+    def _label(self, module: ModuleNode) -> Text:
+        share = node_cost_us(module) / self._total_us
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(share_bar(share, 4), style="cyan")
+        text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
+        text.append(module.label)
+        text.append(f" {format_us_short(module.cpu_total_us)}", style="green")
+        if module.backward_cpu_us:
+            text.append(f"+{format_us_short(module.backward_cpu_us)}b", style="yellow")
+        if module.device_total_us:
+            text.append(f" dev {format_us_short(module.device_total_us + module.backward_device_us)}", style="magenta")
+        text.append(f" self {format_us_short(module.self_cpu_us)}", style="dim")
+        if module.flops:
+            text.append(f" {format_count(module.flops).replace(' ', '')}FLOP", style="dim")
+        if module.calls > 1:
+            text.append(f" x{module.calls}", style="dim")
+        return text
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[ModuleNode]) -> None:
+        node = event.node
+        if node.data is not None and not node.children:
+            for child in node.data.children:
+                self._add(node, child)
+
+    def action_expand(self) -> None:
+        node = self.cursor_node
+        if node is not None and node.allow_expand and not node.is_expanded:
+            node.expand()
+        elif node is not None and node.children:
+            self.move_cursor(node.children[0])
+
+    def action_collapse(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.is_expanded:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent)
