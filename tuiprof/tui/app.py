@@ -8,6 +8,7 @@ renders only visible lines, so big traces stay instant.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -76,6 +77,7 @@ class ExplorerApp(App[int]):
         self.selected_module: ModuleNode | None = None
         self.log_lines: list[str] = []
         self.exit_code = 0
+        self.error_text = ""
         self._cancel = threading.Event()
         self.load_seconds: float | None = None
 
@@ -115,7 +117,7 @@ class ExplorerApp(App[int]):
     def on_mount(self) -> None:
         self.started = time.perf_counter()
         self.query_one("#views").display = False
-        self.query_one("#filter").display = False
+        self._show_filter_box(False)
         self._load()
 
     # ------------------------------------------------------------ loading
@@ -155,6 +157,7 @@ class ExplorerApp(App[int]):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.exit_code = message.exit_code
+        self.error_text = message.text
         self.query_one("#loading-bar").display = False
         self.query_one("#loading-title", Static).update(Text("Cannot open this trace", style="bold red"))
         self.query_one("#loading-text", Static).update(Text(message.text))
@@ -365,14 +368,13 @@ class ExplorerApp(App[int]):
         if module.qualified_name:
             text.append(f"  {module.qualified_name}", style="cyan")
         text.append(f"  {100 * node_cost_us(module) / total:.1f} % of module time\n")
-        text.append(
-            f"{module.calls} calls · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})"
-            f" · bwd {format_us_short(module.backward_cpu_us)}"
-        )
+        text.append(f"{module.calls} calls · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
+        if module.backward_cpu_us:
+            text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")
         if model.has_device:
-            text.append(
-                f" · device fwd {format_us_short(module.device_total_us)} bwd {format_us_short(module.backward_device_us)}"
-            )
+            text.append(f" · device fwd {format_us_short(module.device_total_us)}")
+            if module.backward_device_us:
+                text.append(f" bwd {format_us_short(module.backward_device_us)}")
         text.append(f"\nFLOPs {format_count(module.flops) if module.flops else '--'} · mem {format_bytes(module.cpu_mem_bytes)}")
         if module.parameters is not None:
             text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
@@ -484,10 +486,16 @@ class ExplorerApp(App[int]):
         if self.focused_table() is None:
             self.notify("This view has no table to filter.", severity="warning")
             return
-        box = self.query_one("#filter", Input)
-        box.display = True
+        box = self._show_filter_box(True)
         box.value = self.focused_table().filter_text  # type: ignore[union-attr]
         box.focus()
+
+    def _show_filter_box(self, shown: bool) -> Input:
+        """The filter box takes focus only while shown (hidden, it would swallow keys)."""
+        box = self.query_one("#filter", Input)
+        box.display = shown
+        box.disabled = not shown
+        return box
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -497,7 +505,7 @@ class ExplorerApp(App[int]):
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.query_one("#filter").display = False
+        self._show_filter_box(False)
         table = self.focused_table()
         if table is not None:
             table.focus()
@@ -507,7 +515,7 @@ class ExplorerApp(App[int]):
         table = self.focused_table()
         if box.display or (table is not None and table.filter_text):
             box.value = ""
-            box.display = False
+            self._show_filter_box(False)
             if table is not None:
                 table.set_filter("")
                 table.focus()
@@ -581,6 +589,12 @@ class ExplorerApp(App[int]):
 
 
 def run_explorer(path: str, select: str | None = None) -> int:
-    app = ExplorerApp(FileSource(path, select))
+    return run_app(ExplorerApp(FileSource(path, select)))
+
+
+def run_app(app: ExplorerApp) -> int:
+    """Run the explorer; a load error is also left on stderr, where scrollback keeps it."""
     result = app.run()
+    if app.error_text:
+        print(f"tuiprof: {app.error_text}", file=sys.stderr)
     return int(result or 0)

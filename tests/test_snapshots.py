@@ -1,0 +1,37 @@
+"""Screens at 80x24 and 120x40 on the resnet18 sample (Textual pinned exactly).
+
+Update after an intended change with ``pytest tests/test_snapshots.py --snapshot-update``
+and look at the SVGs in tests/__snapshots__/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tuiprof.tui.app import ExplorerApp
+from tuiprof.tui.sources import FileSource
+
+RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+
+
+async def _wait_for_load(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        ((80, 24), []),  # Modules
+        ((80, 24), ["3"]),  # Operators
+        ((120, 40), ["1"]),  # Overview
+        ((120, 40), ["down", "space"]),  # Modules, layer4 expanded
+        ((120, 40), ["5"]),  # Memory
+    ],
+    ids=["modules-80x24", "operators-80x24", "overview-120x40", "modules-120x40", "memory-120x40"],
+)
+def test_screens(snap_compare, size, keys) -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)

@@ -1,0 +1,164 @@
+"""The explorer driven by keys, as a user would, reading cells back."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from tests.conftest import SAMPLES, SHARED_TRACES
+from tuiprof.tui.app import ExplorerApp
+from tuiprof.tui.sources import FileSource
+from tuiprof.tui.widgets.module_tree import ModuleTreeView
+from tuiprof.tui.widgets.row_table import RowTable
+
+RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+
+
+async def _loaded(app: ExplorerApp, pilot) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def _names(table: RowTable) -> list[str]:
+    return [str(row.get("name", row.get("path"))) for row in table.rows]
+
+
+async def test_opens_on_modules_and_tree_filters_operators() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        assert app.current_view == "modules"
+        tree = app.query_one("#module-tree", ModuleTreeView)
+        assert tree.cursor_node.data.name == "ResNet_0"
+        all_ops = len(app.query_one("#module-ops", RowTable).rows)
+        await pilot.press("down")  # the costliest child: layer4
+        await pilot.pause()
+        selected = tree.cursor_node.data
+        assert selected.name.startswith("Sequential_")
+        inside = app.query_one("#module-ops", RowTable)
+        assert 0 < len(inside.rows) <= all_ops
+        assert "aten::conv2d" in _names(inside)
+        assert "Optimizer.step#SGD.step" not in _names(inside)
+        assert selected.path in str(app.query_one("#module-detail").render())
+
+
+async def test_sort_keys_change_row_order() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3")
+        table = app.query_one("#ops-table", RowTable)
+        assert table.sort_key == "self_cpu_us"
+        selfs = [r["self_cpu_us"] for r in table.rows]
+        assert selfs == sorted(selfs, reverse=True)
+        await pilot.press("s")
+        assert table.sort_key != "self_cpu_us"
+        key = table.sort_key
+        values = [r[key] for r in table.rows if r[key] is not None]
+        assert values == sorted(values, reverse=table.descending)
+        await pilot.press("r")
+        values = [r[key] for r in table.rows if r[key] is not None]
+        assert values == sorted(values, reverse=table.descending)
+
+
+async def test_filter_narrows_rows_and_escape_restores() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3")
+        table = app.query_one("#ops-table", RowTable)
+        before = len(table.rows)
+        await pilot.press("slash", *"conv", "enter")
+        assert 0 < len(table.rows) < before
+        assert all("conv" in name.lower() for name in _names(table))
+        await pilot.press("escape")
+        assert len(table.rows) == before
+
+
+async def test_group_by_shape_and_top_level_toggles() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3")
+        table = app.query_one("#ops-table", RowTable)
+        by_name = len(table.rows)
+        await pilot.press("i")
+        assert len(table.rows) > by_name
+        assert any(c.key == "input_shapes" for c in table.columns)
+        await pilot.press("i", "t")
+        names = set(_names(table))
+        assert "model_train" in names and "aten::conv2d" not in names
+
+
+async def test_export_writes_the_table_as_shown(tmp_path) -> None:
+    app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3", "slash", *"batch", "enter", "e")
+        table = app.query_one("#ops-table", RowTable)
+        written = list(csv.DictReader((tmp_path / "tuiprof-operators-resnet18_cpu.csv").open()))
+        assert [r["name"] for r in written] == _names(table)
+        assert float(written[0]["self_cpu_us"]) == pytest.approx(table.rows[0]["self_cpu_us"])
+        await pilot.press("E")
+        exported = json.loads((tmp_path / "tuiprof-operators-resnet18_cpu.json").read_text())
+        assert len(exported) == len(table.rows)
+
+
+async def test_help_opens_with_column_definitions() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3", "question_mark")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "HelpScreen"
+        console = Console(record=True, width=200, file=io.StringIO())
+        for widget in app.screen.query("Static"):
+            console.print(widget.content)
+        text = console.export_text()
+        assert "Self CPU" in text and "children" in text
+        await pilot.press("escape")
+        assert app.screen.__class__.__name__ != "HelpScreen"
+
+
+async def test_view_switching_keys() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        for key, view in (("1", "overview"), ("4", "kernels"), ("5", "memory"), ("6", "steps"), ("2", "modules")):
+            await pilot.press(key)
+            assert app.current_view == view
+        await pilot.press("6")
+        steps = app.query_one("#steps-table", RowTable)
+        assert _names(steps) == ["ProfilerStep#2", "ProfilerStep#3"]
+        await pilot.press("4")
+        assert app.query_one("#kernels-table", RowTable).rows == []
+
+
+async def test_bad_file_shows_the_error_not_a_crash(tmp_path) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text("this is not a trace")
+    app = ExplorerApp(FileSource(str(bad)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        text = str(app.query_one("#loading-text").render())
+        assert "broken.json" in text and "not JSON" in text
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_value == 2
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
+async def test_gpu_trace_kernels_view() -> None:
+    app = ExplorerApp(FileSource(str(SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz")))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("4")
+        kernels = app.query_one("#kernels-table", RowTable)
+        totals = [r["device_total_us"] for r in kernels.rows]
+        assert totals and totals == sorted(totals, reverse=True)
+        assert "launched by" in str(app.query_one("#kernel-detail").render())
