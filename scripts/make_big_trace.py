@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Make a large, valid trace by replicating a real one as a longer run.
+
+Every event of the source (python frames, ops, kernels, flows, memory) is
+written again per replica with timestamps shifted past the previous replica
+and every id that joins events (External id, correlation, flow ids, Python
+ids, Ev Idx, ProfilerStep numbers) shifted into a fresh range, so joins stay
+within a replica and the result reads like more steps of the same run.
+
+    python scripts/make_big_trace.py --size-mb 1024 --from ../shared/traces/X.json.gz -o /tmp/big.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+
+import orjson
+
+ID_ARGS = ("External id", "external id", "correlation", "Python id", "Python parent id", "Ev Idx", "Record function id")
+STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=float, required=True, help="approximate uncompressed size")
+    parser.add_argument("--from", dest="source", type=Path, required=True, help="a real trace (.json or .json.gz)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help=".json or .json.gz")
+    args = parser.parse_args()
+
+    opener = gzip.open if args.source.name.endswith(".gz") else open
+    with opener(args.source, "rb") as handle:
+        document = json.load(handle)
+    events = document.pop("traceEvents")
+    timed = [e for e in events if e.get("ph") in ("X", "i", "s", "f") and isinstance(e.get("ts"), (int, float))
+             and e.get("name") != "Record Window End"]
+    start = min(e["ts"] for e in timed)
+    end = max(e["ts"] + e.get("dur", 0) for e in timed)
+    span = (end - start) * 1.01 + 10
+    id_span = 1 + max(
+        [int(v) for e in events for k, v in (e.get("args") or {}).items() if k in ID_ARGS and isinstance(v, int)]
+        + [int(e["id"]) for e in events if isinstance(e.get("id"), int)] + [0]
+    )
+    step_numbers = [int(m.group(1)) for e in events if (m := STEP.match(str(e.get("name", ""))))]
+    step_span = (max(step_numbers) - min(step_numbers) + 1) if step_numbers else 0
+    one_copy = sum(len(orjson.dumps(e)) + 4 for e in events)
+    replicas = max(1, round(args.size_mb * 1e6 / one_copy))
+    metadata = [e for e in events if e.get("ph") == "M"]
+    body = [e for e in events if e.get("ph") != "M"]
+
+    out_open = gzip.open if args.output.name.endswith(".gz") else open
+    with out_open(args.output, "wb") as out:
+        head = orjson.dumps({k: v for k, v in document.items()})[:-1]
+        out.write(head + (b"," if len(head) > 1 else b"") + b'"traceEvents": [\n')
+        first = True
+        for event in metadata:
+            out.write((b"" if first else b",\n") + orjson.dumps(event))
+            first = False
+        for k in range(replicas):
+            chunk = []
+            for event in body:
+                chunk.append(orjson.dumps(_shift(event, k, span, id_span, step_span)))
+            out.write((b"" if first else b",\n") + b",\n".join(chunk))
+            first = False
+        out.write(b"\n]}\n")
+    size = args.output.stat().st_size
+    print(f"{args.output}: {replicas} replicas of {len(body)} events, {size / 1e6:.0f} MB on disk", file=sys.stderr)
+    return 0
+
+
+def _shift(event: dict, k: int, span: float, id_span: int, step_span: int) -> dict:
+    if k == 0:
+        return event
+    shifted = dict(event)
+    if isinstance(shifted.get("ts"), (int, float)):
+        ts = shifted["ts"] + k * span
+        shifted["ts"] = round(ts, 3) if isinstance(event["ts"], float) else int(ts)
+    if isinstance(shifted.get("id"), int):
+        shifted["id"] = shifted["id"] + k * id_span
+    args = shifted.get("args")
+    if args:
+        args = dict(args)
+        for key in ID_ARGS:
+            if isinstance(args.get(key), int) and args[key] >= 0:
+                args[key] = args[key] + k * id_span
+        shifted["args"] = args
+    if step_span:
+        match = STEP.match(str(shifted.get("name", "")))
+        if match:
+            shifted["name"] = f"ProfilerStep#{int(match.group(1)) + k * step_span}"
+    return shifted
+
+
+if __name__ == "__main__":
+    sys.exit(main())
