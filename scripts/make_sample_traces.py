@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from tuiprof.capture.session import CaptureConfig, native_stderr_to, profile_training  # noqa: E402
+from tuiprof.capture.config import CaptureConfig  # noqa: E402
+from tuiprof.capture.session import native_stderr_to, profile_training  # noqa: E402
 
 # The seed's setting: CIFAR-10 shapes, 10 classes, SGD(0.01, 0.9), CrossEntropyLoss.
 SAMPLES = {

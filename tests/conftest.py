@@ -26,3 +26,31 @@ def resnet_model():
     from tuiprof.analysis import load_model
 
     return load_model(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+
+
+def key_averages_mismatches(model, records: list[dict], by_shape: bool) -> list[str]:
+    """Where our operator table differs from torch's key_averages() records:
+    calls exact, self/total CPU within 1 % (ops over 100 us), CPU memory exact,
+    FLOPs equal where torch counts them."""
+    ours = {(s.name, s.input_shapes): s for s in model.operators(group_by_shape=by_shape)}
+    expected = [r for r in records if (r["input_shapes"] is not None) == by_shape]
+    assert expected, "no key_averages records"
+    problems = []
+    for record in expected:
+        stats = ours.get((record["name"], record["input_shapes"]))
+        if stats is None:
+            problems.append(f"missing {record['name']} {record['input_shapes']}")
+            continue
+        if stats.calls != record["calls"]:
+            problems.append(f"{record['name']}: calls {stats.calls} != {record['calls']}")
+        for key in ("self_cpu_us", "cpu_total_us"):
+            if record[key] > 100 and abs(getattr(stats, key) - record[key]) > 0.01 * record[key]:
+                problems.append(f"{record['name']}: {key} {getattr(stats, key)} != {record[key]}")
+        for key in ("cpu_mem_bytes", "self_cpu_mem_bytes"):
+            if getattr(stats, key) != record[key]:
+                problems.append(f"{record['name']}: {key} {getattr(stats, key)} != {record[key]}")
+        if record["flops"] and stats.flops != record["flops"]:
+            problems.append(f"{record['name']}: flops {stats.flops} != {record['flops']}")
+    if len(ours) != len(expected):
+        problems.append(f"{len(ours)} rows, torch has {len(expected)}")
+    return problems

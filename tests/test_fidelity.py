@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, key_averages_mismatches
 from tuiprof.analysis import load_model
 from tuiprof.trace.store import external_id
 
@@ -26,27 +26,7 @@ def _load(name: str):
 @pytest.mark.parametrize("by_shape", [False, True], ids=["by-name", "by-shape"])
 def test_operator_table_equals_key_averages(name: str, by_shape: bool) -> None:
     sidecar, model = _load(name)
-    ours = {(s.name, s.input_shapes): s for s in model.operators(group_by_shape=by_shape)}
-    expected = [r for r in sidecar["key_averages"] if (r["input_shapes"] is not None) == by_shape]
-    assert expected
-    problems = []
-    for record in expected:
-        stats = ours.get((record["name"], record["input_shapes"]))
-        if stats is None:
-            problems.append(f"missing {record['name']} {record['input_shapes']}")
-            continue
-        if stats.calls != record["calls"]:
-            problems.append(f"{record['name']}: calls {stats.calls} != {record['calls']}")
-        for key in ("self_cpu_us", "cpu_total_us"):
-            if record[key] > 100 and abs(getattr(stats, key) - record[key]) > 0.01 * record[key]:
-                problems.append(f"{record['name']}: {key} {getattr(stats, key)} != {record[key]}")
-        for key in ("cpu_mem_bytes", "self_cpu_mem_bytes"):
-            if getattr(stats, key) != record[key]:
-                problems.append(f"{record['name']}: {key} {getattr(stats, key)} != {record[key]}")
-        if record["flops"] and stats.flops != record["flops"]:
-            problems.append(f"{record['name']}: flops {stats.flops} != {record['flops']}")
-    assert not problems, "\n".join(problems[:20])
-    assert len(ours) == len(expected)
+    assert not key_averages_mismatches(model, sidecar["key_averages"], by_shape)
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="profile an unmodified training script, then explore")
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+    run.add_argument(
+        "--continue", dest="keep_running", action="store_true",
+        help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
+    )
     run.set_defaults(handler=_run_capture("run"))
     for sub in (live, run):
         _add_capture_arguments(sub)

@@ -8,24 +8,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tuiprof.errors import TraceError
-
-
-class CaptureError(TraceError):
-    """A capture that cannot start: a bad model name, no CUDA, no dataset."""
-
-    def __init__(self, subject: str, problem: str, remedy: str) -> None:
-        super().__init__(subject, problem, remedy)
-
-
-def parse_shape(text: str) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(part) for part in text.lower().split("x"))
-    except ValueError:
-        shape = ()
-    if not shape or any(d <= 0 for d in shape):
-        raise CaptureError(f"--input-shape {text}", "not a shape", "write it like 3x32x32")
-    return shape
+from tuiprof.capture.config import CaptureError
 
 
 def build_model(name: str, num_classes: int) -> nn.Module:

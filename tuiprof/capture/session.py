@@ -25,47 +25,8 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from tuiprof.analysis.live import LiveFacts, ModuleFacts
-from tuiprof.capture.models import CaptureError, build_model, cifar10_batches, parse_shape, resolve_device, synthetic_batches
-
-
-@dataclass
-class CaptureConfig:
-    model: str = "resnet18"
-    device: str = "auto"
-    batch_size: int = 128
-    input_shape: str = "3x32x32"
-    num_classes: int = 10
-    mode: str = "train"
-    wait: int = 1
-    warmup: int = 1
-    active: int = 3
-    repeat: int = 1
-    record_shapes: bool = True
-    profile_memory: bool = True
-    with_stack: bool = True
-    with_flops: bool = True
-    data: str = "synthetic"
-    data_root: str | None = None
-
-    @property
-    def total_steps(self) -> int:
-        return (self.wait + self.warmup + self.active) * max(1, self.repeat)
-
-    def phase_of(self, step: int) -> str:
-        cycle = step % (self.wait + self.warmup + self.active)
-        if cycle < self.wait:
-            return "wait"
-        return "warmup" if cycle < self.wait + self.warmup else "active"
-
-
-@dataclass(frozen=True)
-class CaptureProgress:
-    step: int  # steps finished
-    total_steps: int
-    phase: str
-    elapsed_s: float
-    loss: float | None
-    message: str = ""
+from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
+from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
 
 
 @dataclass
@@ -97,8 +58,15 @@ def profile_training(
     was recorded is still written.  ``model``/``batches`` let callers (and
     tests) pass their own.
     """
+    started = time.perf_counter()
+
+    def note(message: str) -> None:
+        if on_progress:
+            on_progress(CaptureProgress(0, config.total_steps, "setup", time.perf_counter() - started, None, message))
+
     device = resolve_device(config.device)
     input_shape = parse_shape(config.input_shape)
+    note(f"building {config.model} on {device}")
     model = model if model is not None else build_model(config.model, config.num_classes)
     model = model.to(device)
     model.train(config.mode == "train")
@@ -113,6 +81,7 @@ def profile_training(
     facts = LiveFacts(device=str(device))
     result = CaptureResult(trace_path=None, facts=facts)
     first_inputs, first_targets = next(batches)
+    note("one unprofiled forward to name the modules")
     with _oom_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
 
@@ -121,14 +90,13 @@ def profile_training(
         activities.append(ProfilerActivity.CUDA)
 
     def on_trace_ready(prof: profile) -> None:
-        _write_trace(prof, trace_path)
+        write_trace(prof, trace_path)
         result.trace_path = trace_path
         if config.with_flops:
             facts.flops_by_external_id = {e.id: int(e.flops) for e in prof.events() if e.flops}
         if want_key_averages:
             result.key_averages = key_average_records(prof)
 
-    started = time.perf_counter()
     loss_value: float | None = None
     prof = profile(
         activities=activities,
@@ -253,7 +221,7 @@ def _shape_text(output) -> str:
     return ""
 
 
-def _write_trace(prof: profile, path: Path) -> None:
+def write_trace(prof: profile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.name.endswith(".gz"):
         with tempfile.TemporaryDirectory() as scratch:

@@ -89,7 +89,7 @@ class ExplorerApp(App[int]):
             yield Static(f"Opening {self.source.title}", id="loading-title")
             yield ProgressBar(id="loading-bar", show_eta=False)
             yield Static("", id="loading-text")
-            yield Static("q: cancel", id="loading-hint")
+            yield Static("q: stop and show what was captured" if hasattr(self.source, "stop") else "q: cancel", id="loading-hint")
         with ContentSwitcher(initial="overview", id="views"):
             with VerticalScroll(id="overview"):
                 yield Static(id="overview-body")
@@ -141,7 +141,7 @@ class ExplorerApp(App[int]):
         except Exception as exc:  # TraceError and friends: a message, not a crash
             from tuiprof.errors import TraceError
 
-            code = 2 if isinstance(exc, TraceError) else 1
+            code = getattr(exc, "exit_code", 2) if isinstance(exc, TraceError) else 1
             text = str(exc) if isinstance(exc, TraceError) else f"internal error: {type(exc).__name__}: {exc}"
             self.post_message(LoadFailed(text, code))
             return
@@ -569,6 +569,12 @@ class ExplorerApp(App[int]):
         self.push_screen(HelpScreen(self.current_view, view, self.BINDINGS))
 
     async def action_quit(self) -> None:
+        """Quit; while a live capture runs, the first press stops it and shows what it has."""
+        live = hasattr(self.source, "stop")
+        if self.model is None and live and not self._cancel.is_set() and not self.error_text:
+            self._cancel.set()
+            self.query_one("#loading-hint", Static).update("stopping after this step… (q again: quit now)")
+            return
         self._cancel.set()
         self.exit(self.exit_code)
 

@@ -56,3 +56,15 @@ class FileSource:
             raise LoadCancelled
         report(f"analysing {store.event_count:,} events, {time.perf_counter() - started:.1f} s", None)
         return analyze(store), []
+
+
+class PreparedSource:
+    """A model already built (``tuiprof run`` analyses before the UI starts)."""
+
+    def __init__(self, model: TraceModel, title: str, log_lines: list[str] | None = None) -> None:
+        self.model = model
+        self.title = title
+        self.log_lines = log_lines or []
+
+    def __call__(self, report: Report, cancelled: Callable[[], bool]) -> tuple[TraceModel, list[str]]:
+        return self.model, self.log_lines

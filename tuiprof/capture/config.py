@@ -1,0 +1,65 @@
+"""What a capture is asked to do, and how far it got (no torch import here:
+the explorer's UI starts before torch is loaded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuiprof.errors import TraceError
+
+
+@dataclass
+class CaptureConfig:
+    model: str = "resnet18"
+    device: str = "auto"
+    batch_size: int = 128
+    input_shape: str = "3x32x32"
+    num_classes: int = 10
+    mode: str = "train"
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+    record_shapes: bool = True
+    profile_memory: bool = True
+    with_stack: bool = True
+    with_flops: bool = True
+    data: str = "synthetic"
+    data_root: str | None = None
+
+    @property
+    def total_steps(self) -> int:
+        return (self.wait + self.warmup + self.active) * max(1, self.repeat)
+
+    def phase_of(self, step: int) -> str:
+        cycle = step % (self.wait + self.warmup + self.active)
+        if cycle < self.wait:
+            return "wait"
+        return "warmup" if cycle < self.wait + self.warmup else "active"
+
+
+@dataclass(frozen=True)
+class CaptureProgress:
+    step: int  # steps finished
+    total_steps: int
+    phase: str
+    elapsed_s: float
+    loss: float | None
+    message: str = ""
+
+
+class CaptureError(TraceError):
+    """A capture that cannot start: a bad model name, no CUDA, no dataset."""
+
+    def __init__(self, subject: str, problem: str, remedy: str) -> None:
+        super().__init__(subject, problem, remedy)
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or any(d <= 0 for d in shape):
+        raise CaptureError(f"--input-shape {text}", "not a shape", "write it like 3x32x32")
+    return shape
