@@ -68,7 +68,7 @@ def test_run_profiles_the_example_script(tmp_path) -> None:
     proc = _tuiprof("run", "--no-tui", "--save", str(trace), "examples/train_resnet18_cifar.py", "--batch-size", "4", "--samples", "64")
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
-    assert "ResNet_0/Sequential_" in out and "aten::conv2d" in out
+    assert "ResNet_0/Sequential_" in out and "aten::convolution_backward" in out
     model = load_model(trace)
     assert model.steps and model.modules.roots[0].name == "ResNet_0"
 
