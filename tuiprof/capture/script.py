@@ -35,7 +35,7 @@ def profile_script(
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from tuiprof.capture.session import write_trace
+    from tuiprof.capture.session import torch_flops, write_trace
 
     flops: dict[int, int] = {}
     state = {"steps": 0, "written": False}
@@ -44,7 +44,7 @@ def profile_script(
         write_trace(prof, trace_path)
         state["written"] = True
         if config.with_flops:
-            flops.update({e.id: int(e.flops) for e in prof.events() if e.flops})
+            flops.update(torch_flops(prof))
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     prof = profile(
