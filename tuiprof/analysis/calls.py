@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from tuiprof.analysis.flops import FORMULAS, operator_flops
-from tuiprof.trace.schema import RawEvent
+from tuiprof.trace.schema import RawEvent, decode_member
 from tuiprof.trace.store import TraceEvents, external_id
 
 # Names torch drops before building its tables (profiler_util._filter_name).
@@ -195,7 +195,9 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
 
 def _flops(event: RawEvent) -> int:
     args = event.args
-    return operator_flops(event.name, args.input_dims, args.concrete_inputs) if args is not None else 0
+    if args is None or not args.input_dims:
+        return 0
+    return operator_flops(event.name, decode_member(args.input_dims), decode_member(args.concrete_inputs))
 
 
 def _sum_up(order: list[int], parent: list[int], alive: bytearray, values: list[int], inclusive: bool) -> list[int]:

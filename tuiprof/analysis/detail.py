@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from tuiprof.analysis.calls import to_ns
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.operators import OperatorStats
+from tuiprof.analysis.operators import OperatorStats, input_shapes_key
+from tuiprof.trace.schema import decode_member
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,15 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     kernel_time: Counter[str] = Counter()
     kernel_count: Counter[str] = Counter()
     types = ""
+    shape_cache: dict[bytes, str] = {}
     for row in rows[:20000]:
         node = model.modules.by_frame.get(calls.module[row])
         modules[node.path if node else "(outside modules)"] += 1
         args = calls.events[row].args
         if args is not None:
-            shapes[str(args.input_dims if args.input_dims is not None else [])] += 1
+            shapes[input_shapes_key(calls, row, shape_cache)] += 1
             if not types and args.input_types:
-                types = ", ".join(str(t) for t in args.input_types if t)
+                types = ", ".join(str(t) for t in decode_member(args.input_types) or [] if t)
         parent = calls.parent[row]
         if parent >= 0:
             parents[calls.name(parent)] += 1

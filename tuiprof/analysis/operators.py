@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tuiprof.analysis.calls import STEP_PREFIX, OperatorCalls, UnattributedMemory
+from tuiprof.trace.schema import decode_member
 
 STEP_WILDCARD = "ProfilerStep*"
 
@@ -45,11 +46,19 @@ def is_top_level(calls: OperatorCalls, row: int) -> bool:
     return parent < 0 and not calls.name(row).startswith(STEP_PREFIX)
 
 
-def input_shapes_key(calls: OperatorCalls, row: int) -> str:
-    """torch's ``str(event.input_shapes)``: ``[[4, 3, 32, 32], [64, 3, 7, 7], []]``."""
+def input_shapes_key(calls: OperatorCalls, row: int, cache: dict[bytes, str] | None = None) -> str:
+    """torch's ``str(event.input_shapes)``: ``[[4, 3, 32, 32], [64, 3, 7, 7], []]``.
+
+    ``cache`` maps the undecoded JSON to the key: shapes repeat a lot."""
     args = calls.events[row].args
-    dims = args.input_dims if args is not None else None
-    return str(dims if dims is not None else [])
+    raw = bytes(args.input_dims) if args is not None else b""
+    if cache is not None and raw in cache:
+        return cache[raw]
+    dims = decode_member(args.input_dims) if raw else None
+    key = str(dims if dims is not None else [])
+    if cache is not None:
+        cache[raw] = key
+    return key
 
 
 def aggregate_operators(
@@ -68,13 +77,14 @@ def aggregate_operators(
     selected = range(len(calls)) if rows is None else rows
     groups: dict[tuple[str, str | None], list[int]] = {}
     names = calls.events
+    shapes_cache: dict[bytes, str] = {}
     for row in selected:
         if top_level_only and not is_top_level(calls, row):
             continue
         name = names[row].name
         if name.startswith(STEP_PREFIX):
             name = STEP_WILDCARD  # key_averages() groups every step under one row
-        key = (name, input_shapes_key(calls, row) if group_by_shape else None)
+        key = (name, input_shapes_key(calls, row, shapes_cache) if group_by_shape else None)
         bucket = groups.get(key)
         if bucket is None:
             groups[key] = bucket = []

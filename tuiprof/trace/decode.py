@@ -32,6 +32,7 @@ _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _decode_events = msgspec.json.Decoder(EVENT_LIST).decode
 _decode_header = msgspec.json.Decoder(TraceHeader).decode
 _decode_event = msgspec.json.Decoder(RawEvent).decode
+_decode_event_lax = msgspec.json.Decoder(RawEvent, strict=False).decode
 
 
 @dataclass
@@ -260,11 +261,11 @@ def _convert_loosely(piece: bytes) -> RawEvent | None:
     if not isinstance(value, dict):
         return None
     try:
-        return msgspec.convert(value, RawEvent, strict=False)
+        return _decode_event_lax(piece)  # "12" for 12 and the like
     except msgspec.ValidationError:
         value.pop("args", None)
     try:
-        return msgspec.convert(value, RawEvent, strict=False)
+        return _decode_event_lax(msgspec.json.encode(value))
     except msgspec.ValidationError:
         return None
 

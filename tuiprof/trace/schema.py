@@ -18,6 +18,12 @@ Number = Union[int, float]
 Loose = Union[int, float, str, None]
 
 
+# Input lists stay undecoded JSON text: building nested lists for every
+# operator was 60 % of decoding a big trace, and most are never looked at
+# (decode_members() reads them on demand: FLOPs, input shapes, details).
+NO_MEMBER = msgspec.Raw(b"")
+
+
 class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     """The ``args`` members any analysis reads; everything else is skipped."""
 
@@ -26,9 +32,9 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     external_id_legacy: int | None = msgspec.field(default=None, name="external id")
     sequence_number: int | None = msgspec.field(default=None, name="Sequence number")
     fwd_thread_id: int | None = msgspec.field(default=None, name="Fwd thread id")
-    input_dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
-    input_types: list[Any] | None = msgspec.field(default=None, name="Input type")
-    concrete_inputs: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_MEMBER, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=NO_MEMBER, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=NO_MEMBER, name="Concrete Inputs")
     # python_function
     python_id: int | None = msgspec.field(default=None, name="Python id")
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
@@ -104,3 +110,16 @@ class TraceHeader(msgspec.Struct, gc=False):
 
 
 EVENT_LIST = list[RawEvent]
+
+_decode_any = msgspec.json.Decoder().decode
+
+
+def decode_member(raw: msgspec.Raw) -> list[Any] | None:
+    """An undecoded input list (``Input Dims``...) as Python lists; None if absent or broken."""
+    if not raw:
+        return None
+    try:
+        value = _decode_any(raw)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, list) else None
