@@ -63,6 +63,12 @@ class TraceModel:
             self._tables[key] = table
         return table
 
+    def has_operator_table(
+        self, *, group_by_shape: bool = False, top_level_only: bool = False, module: ModuleNode | None = None
+    ) -> bool:
+        """Whether :meth:`operators` would answer from its cache."""
+        return (group_by_shape, top_level_only, module.path if module else None) in self._tables
+
     @cached_property
     def total_self_cpu_us(self) -> float:
         return sum(self.calls.self_ns) / 1000

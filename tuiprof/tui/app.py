@@ -12,12 +12,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
+from textual.worker import get_current_worker
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -48,6 +50,7 @@ VIEW_KEYS = {
     "steps": ("6", "Steps", "steps-table"),
     "log": ("7", "Log", None),
 }
+ASYNC_CALLS = 50_000  # operator calls above which tables are built off the UI thread
 TABLE_VIEWS = {"module-ops": "ops", "ops-table": "ops", "kernels-table": "kernels", "memory-ops": "ops", "steps-table": "steps"}
 MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
 
@@ -180,6 +183,17 @@ class ExplorerApp(App[int]):
             self._fill_log()
         first = "modules" if self.model.modules.roots else "overview"
         self.action_show_view(first)
+        if len(self.model.calls) > ASYNC_CALLS:
+            self.run_worker(self._prepare_other_groupings, thread=True, group="prepare")
+
+    def _prepare_other_groupings(self) -> None:
+        """Big traces: build the toggled operator tables ahead, so i and t answer from cache."""
+        model = self.model
+        assert model is not None
+        for shapes, top in ((False, True), (True, False)):
+            if get_current_worker().is_cancelled:
+                return
+            model.operators(group_by_shape=shapes, top_level_only=top)
 
     # ------------------------------------------------------------ views
 
@@ -340,12 +354,41 @@ class ExplorerApp(App[int]):
             log.write(line)
 
     def _fill_table(self, table_id: str, options: ViewOptions) -> None:
+        """Rows for a table: at once when cheap, else built in a worker.
+
+        Operator tables of big traces (hundreds of thousands of calls) take
+        longer than a key press may; the table says so and fills when ready.
+        """
+        model = self.model
+        assert model is not None
+        view = VIEWS[TABLE_VIEWS[table_id]]
+        if view.name == "ops" and len(model.calls) > ASYNC_CALLS and not model.has_operator_table(
+            group_by_shape=options.group_by_shape, top_level_only=options.top_level_only, module=options.module
+        ):
+            table = self.query_one(f"#{table_id}", RowTable)
+            table.empty_message = "computing…"
+            table.set_data(table.columns, [], table.sort_key, table.descending)
+            self.run_worker(
+                partial(self._build_rows_in_background, table_id, options),
+                thread=True, exclusive=True, group=f"rows-{table_id}",
+            )
+            return
+        self._show_rows(table_id, options, view.build(model, options))
+
+    def _build_rows_in_background(self, table_id: str, options: ViewOptions) -> None:
+        assert self.model is not None
+        rows = VIEWS[TABLE_VIEWS[table_id]].build(self.model, options)
+        if not get_current_worker().is_cancelled:  # a newer request for this table won
+            self.call_from_thread(self._show_rows, table_id, options, rows)
+
+    def _show_rows(self, table_id: str, options: ViewOptions, rows: list[Row]) -> None:
         model = self.model
         assert model is not None
         view = VIEWS[TABLE_VIEWS[table_id]]
         table = self.query_one(f"#{table_id}", RowTable)
+        table.empty_message = "nothing to show"
         sort = table.sort_key or view.default_sort_for(model)
-        table.set_data(view.visible_columns(options, model), view.build(model, options), sort, table.descending if table.sort_key else True)
+        table.set_data(view.visible_columns(options, model), rows, sort, table.descending if table.sort_key else True)
 
     # ------------------------------------------------------------ selection
 
