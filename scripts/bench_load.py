@@ -33,7 +33,7 @@ else:
     from tuiprof.analysis import load_model
     model = load_model(path)
     # analysis-ready: every table the explorer opens with
-    model.operators(); model.operators(group_by_shape=True)
+    model.operators()
     sum(1 for _ in model.modules.walk()); len(model.kernels); len(model.steps); len(model.memory)
     events = model.info.event_count
 elapsed = time.perf_counter() - started
