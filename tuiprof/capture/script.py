@@ -33,9 +33,7 @@ def profile_script(
     """Run ``script`` under the profiler; returns (steps seen, interrupted, torch FLOPs by External id)."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    from tuiprof.capture.session import torch_flops, write_trace
+    from tuiprof.capture.session import make_profiler, torch_flops, write_trace
 
     flops: dict[int, int] = {}
     state = {"steps": 0, "written": False}
@@ -46,16 +44,7 @@ def profile_script(
         if config.with_flops:
             flops.update(torch_flops(prof))
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    prof = profile(
-        activities=activities,
-        schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
-        on_trace_ready=on_trace_ready,
-        record_shapes=config.record_shapes,
-        profile_memory=config.profile_memory,
-        with_stack=config.with_stack,
-        with_flops=config.with_flops,
-    )
+    prof = make_profiler(config, torch.cuda.is_available(), on_trace_ready)
 
     def after_step(optimizer, args, kwargs) -> None:
         if state["steps"] >= config.total_steps:

@@ -85,10 +85,6 @@ def profile_training(
     with _oom_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
 
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-
     def on_trace_ready(prof: profile) -> None:
         write_trace(prof, trace_path)
         result.trace_path = trace_path
@@ -98,15 +94,7 @@ def profile_training(
             result.key_averages = key_average_records(prof)
 
     loss_value: float | None = None
-    prof = profile(
-        activities=activities,
-        schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
-        on_trace_ready=on_trace_ready,
-        record_shapes=config.record_shapes,
-        profile_memory=config.profile_memory,
-        with_stack=config.with_stack,
-        with_flops=config.with_flops,
-    )
+    prof = make_profiler(config, device.type == "cuda", on_trace_ready)
     try:
         with _oom_as_error(config), prof:
             inputs, targets = first_inputs, first_targets
@@ -133,6 +121,20 @@ def profile_training(
             )
         )
     return result
+
+
+def make_profiler(config: CaptureConfig, cuda: bool, on_trace_ready: Callable[[profile], None]) -> profile:
+    """torch.profiler with the config's schedule and switches (CUDA activity when asked)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    return profile(
+        activities=activities,
+        schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
+        on_trace_ready=on_trace_ready,
+        record_shapes=config.record_shapes,
+        profile_memory=config.profile_memory,
+        with_stack=config.with_stack,
+        with_flops=config.with_flops,
+    )
 
 
 def _train_step(

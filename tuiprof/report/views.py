@@ -219,24 +219,13 @@ KERNEL_COLUMNS = (
 )
 
 
+def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
+    """Rows whose column keys are the items' attribute names."""
+    return [{**{c.key: getattr(item, c.key) for c in columns}, "_stats": item} for item in items]
+
+
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    return [
-        {
-            "name": k.name,
-            "kind": k.kind,
-            "calls": k.calls,
-            "device_total_us": k.device_total_us,
-            "avg_us": k.avg_us,
-            "min_us": k.min_us,
-            "max_us": k.max_us,
-            "grid": k.grid,
-            "block": k.block,
-            "occupancy_pct": k.occupancy_pct,
-            "launcher": k.launcher,
-            "_stats": k,
-        }
-        for k in model.kernels
-    ]
+    return _attribute_rows(model.kernels, KERNEL_COLUMNS)
 
 
 # ------------------------------------------------------------------ steps
@@ -255,21 +244,7 @@ STEP_COLUMNS = (
 
 
 def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    return [
-        {
-            "name": s.name,
-            "duration_us": s.duration_us,
-            "data_loading_us": s.data_loading_us,
-            "kernel_us": s.kernel_us,
-            "memcpy_us": s.memcpy_us,
-            "memset_us": s.memset_us,
-            "communication_us": s.communication_us,
-            "device_idle_us": s.device_idle_us,
-            "idle_pct": s.idle_pct,
-            "_stats": s,
-        }
-        for s in model.steps
-    ]
+    return _attribute_rows(model.steps, STEP_COLUMNS)
 
 
 # ------------------------------------------------------------------ memory
