@@ -292,6 +292,18 @@ class ExplorerApp(App[int]):
         for stats in ranked[:5]:
             operators.add_row(stats.name, format_us(getattr(stats, key)), str(stats.calls), format_count(stats.flops) if stats.flops else "--")
         blocks.append(operators)
+        if model.kernels:
+            kernels = Table(title="Top kernels", title_justify="left", box=None, header_style="bold", pad_edge=False)
+            kernels.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=70)
+            for header in ("total", "calls", "launched by"):
+                kernels.add_column(header, justify="right" if header != "launched by" else "left")
+            for kernel in model.kernels[:5]:
+                kernels.add_row(kernel.name, format_us(kernel.device_total_us), str(kernel.calls), kernel.launcher)
+            blocks += [Text(), kernels]
+        peak = model.peak_memory
+        if peak is not None:
+            origin = model.calls.start_ns[0] if len(model.calls) else 0
+            blocks += [Text(), Text(f"{peak.device} memory", style="bold"), MemoryCurve(peak, origin, 3)]
         self.query_one("#overview-body", Static).update(Group(*blocks))
 
     def _fill_modules(self) -> None:
