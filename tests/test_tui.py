@@ -162,3 +162,20 @@ async def test_gpu_trace_kernels_view() -> None:
         totals = [r["device_total_us"] for r in kernels.rows]
         assert totals and totals == sorted(totals, reverse=True)
         assert "launched by" in str(app.query_one("#kernel-detail").render())
+
+
+async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
+    app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3", "slash", *"aten::conv2d", "enter")
+        table = app.query_one("#ops-table", RowTable)
+        stats = table.current_row["_stats"]
+        await pilot.press("enter")
+        await pilot.pause()
+        calls = app.screen.query_one("#event-table", RowTable)
+        assert len(calls.rows) == stats.calls == 40
+        assert sum(r["cpu_total_us"] for r in calls.rows) == pytest.approx(stats.cpu_total_us)
+        assert all("Conv2d" in r["module"] for r in calls.rows)
+        await pilot.press("escape")
+        assert app.screen.query_one("#ops-table")

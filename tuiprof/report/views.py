@@ -294,3 +294,76 @@ VIEWS: dict[str, View] = {
 def public_row(row: Row, columns: tuple[Column, ...]) -> Row:
     """The row as exported: the view's column keys only, raw values."""
     return {c.key: row.get(c.key) for c in columns}
+
+
+# ------------------------------------------------------------------ raw events (drill-down)
+
+CALL_COLUMNS = (
+    Column("start_us", "Start", "us", "When the call started, from the first operator of the trace."),
+    Column("cpu_total_us", "CPU total", "us", "Start to end of this call."),
+    Column("self_cpu_us", "Self CPU", "us", "This call minus its children."),
+    Column("device_total_us", "Dev total", "us", "Device time of everything this call launched."),
+    Column("cpu_mem_bytes", "CPU Mem", "bytes", "CPU bytes allocated minus freed during the call.", narrow=False),
+    Column("flops", "FLOPs", "count", "FLOPs of this call.", narrow=False),
+    Column("thread", "Thread", "text", "Thread id.", narrow=False),
+    Column("module", "Module", "text", "Innermost module running this call."),
+    Column("input_shapes", "Input shapes", "text", "Input Dims of this call.", narrow=False),
+)
+
+
+def build_call_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
+    """One row per call of an operator (its OperatorStats.rows)."""
+    from tuiprof.analysis.operators import input_shapes_key
+
+    calls = model.calls
+    origin = calls.start_ns[0] if len(calls) else 0
+    shapes: dict[bytes, str] = {}
+    result = []
+    for row in rows:
+        node = model.modules.by_frame.get(calls.module[row])
+        result.append(
+            {
+                "start_us": (calls.start_ns[row] - origin) / 1000,
+                "cpu_total_us": (calls.end_ns[row] - calls.start_ns[row]) / 1000,
+                "self_cpu_us": calls.self_ns[row] / 1000,
+                "device_total_us": calls.device_total_ns[row] / 1000,
+                "cpu_mem_bytes": calls.cpu_mem[row],
+                "flops": calls.flops[row],
+                "thread": str(calls.tid[row]),
+                "module": node.label if node else "",
+                "input_shapes": input_shapes_key(calls, row, shapes),
+            }
+        )
+    return result
+
+
+LAUNCH_COLUMNS = (
+    Column("start_us", "Start", "us", "When the kernel started on the device, from the first operator of the trace."),
+    Column("duration_us", "Duration", "us", "Device duration of this launch."),
+    Column("stream", "Stream", "text", "Device stream."),
+    Column("grid", "Grid", "text", "Grid dimensions.", narrow=False),
+    Column("block", "Block", "text", "Block dimensions.", narrow=False),
+    Column("launcher", "Launched by", "text", "The operator whose call launched it."),
+)
+
+
+def build_launch_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
+    """One row per launch of a kernel (its KernelStats.rows)."""
+    activity = model.activity
+    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    result = []
+    for index in rows:
+        event = activity.events[index]
+        args = event.args
+        launcher = activity.launcher[index]
+        result.append(
+            {
+                "start_us": (round(event.ts * 1000) - origin) / 1000,
+                "duration_us": round(event.dur * 1000) / 1000,
+                "stream": "" if args is None or args.stream is None else str(args.stream),
+                "grid": "x".join(map(str, args.grid)) if args is not None and args.grid else "",
+                "block": "x".join(map(str, args.block)) if args is not None and args.block else "",
+                "launcher": model.calls.name(launcher) if launcher >= 0 else "",
+            }
+        )
+    return result

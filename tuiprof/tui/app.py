@@ -32,8 +32,18 @@ from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.hints import build_hints
 from tuiprof.report.render import render_rows
 from tuiprof.report.units import format_bytes, format_bytes_short, format_count, format_us, format_us_short
-from tuiprof.report.views import VIEWS, Row, ViewOptions, module_row
+from tuiprof.report.views import (
+    CALL_COLUMNS,
+    LAUNCH_COLUMNS,
+    VIEWS,
+    Row,
+    ViewOptions,
+    build_call_rows,
+    build_launch_rows,
+    module_row,
+)
 from tuiprof.tui.messages import LoadFailed, LoadFinished, LoadProgress
+from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.widgets.memory_chart import MemoryCurve
@@ -463,6 +473,33 @@ class ExplorerApp(App[int]):
                 table.cursor = index
                 break
 
+    @on(RowTable.Selected, "#ops-table")
+    def _operator_selected(self, event: RowTable.Selected) -> None:
+        """Enter on an operator: every one of its calls."""
+        if event.row is None or self.model is None or "_stats" not in event.row:
+            return
+        stats = event.row["_stats"]
+        title = f"{stats.name}: {stats.calls:,} calls (esc: back)"
+        self.push_screen(
+            EventListScreen(title, CALL_COLUMNS, build_call_rows(self.model, stats.rows), "cpu_total_us", self._export_path("calls"))
+        )
+
+    @on(RowTable.Selected, "#kernels-table")
+    def _kernel_selected(self, event: RowTable.Selected) -> None:
+        """Enter on a kernel: every launch."""
+        if event.row is None or self.model is None:
+            return
+        stats = event.row["_stats"]
+        title = f"{stats.name}: {stats.calls:,} launches (esc: back)"
+        self.push_screen(
+            EventListScreen(title, LAUNCH_COLUMNS, build_launch_rows(self.model, stats.rows), "duration_us", self._export_path("launches"))
+        )
+
+    def _export_path(self, what: str) -> Path:
+        assert self.model is not None
+        stem = Path(self.model.info.trace_name).name.split(".")[0] or "trace"
+        return self.export_dir / f"tuiprof-{what}-{stem}.csv"
+
     def _operator_text(self, row: Row | None) -> Text:
         model = self.model
         if row is None or model is None or "_stats" not in row:
@@ -611,8 +648,7 @@ class ExplorerApp(App[int]):
         if self.current_view == "modules" and self.selected_module is None and not rows:
             rows = [module_row(n) for n in self.model.modules.walk()]
             columns = VIEWS["modules"].columns
-        stem = Path(self.model.info.trace_name).name.split(".")[0] or "trace"
-        path = self.export_dir / f"tuiprof-{self.current_view}-{stem}.{fmt}"
+        path = self._export_path(self.current_view).with_suffix(f".{fmt}")
         path.write_text(render_rows(rows, columns, fmt))
         self.notify(f"Wrote {len(rows)} rows to {path}", title="Export", timeout=6)
 

@@ -17,7 +17,7 @@ KEYS = [
     ("tab / shift+tab", "next / previous pane"),
     ("↑↓ j k, PgUp PgDn, g G", "move, page, top, bottom"),
     ("← → h l, space", "tree: collapse / expand"),
-    ("enter", "drill in (module operator -> Operators view)"),
+    ("enter", "drill in: an operator's calls, a kernel's launches, a module's operator in the Operators view"),
     ("s / r", "sort by the next column / reverse (or click a header)"),
     ("/", "filter rows by name; esc clears"),
     ("i", "group operators by input shape"),
