@@ -87,9 +87,6 @@ class ModuleTree:
         for root in self.roots:
             yield from root.walk()
 
-    def find(self, path: str) -> ModuleNode | None:
-        return next((n for n in self.walk() if n.path == path), None)
-
 
 def build_module_tree(frames: PythonFrames, calls: OperatorCalls) -> ModuleTree:
     modules = frames.modules

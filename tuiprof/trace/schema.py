@@ -56,8 +56,6 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
-    # metadata events (process_name, thread_name)
-    label: str | None = msgspec.field(default=None, name="name")
 
 
 class RawEvent(msgspec.Struct, gc=False, omit_defaults=True):

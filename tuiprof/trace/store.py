@@ -66,8 +66,6 @@ class TraceEvents:
     memory: list[RawEvent] = field(default_factory=list)
     gpu_annotations: list[RawEvent] = field(default_factory=list)
     python: PythonFrames = field(default_factory=PythonFrames)
-    thread_names: dict[tuple[int | str, int | str], str] = field(default_factory=dict)
-    process_names: dict[int | str, str] = field(default_factory=dict)
     other_events: int = 0
     event_count: int = 0
     uncompressed_bytes: int = 0
@@ -76,10 +74,6 @@ class TraceEvents:
     @property
     def devices(self) -> list[DeviceProperties]:
         return self.header.deviceProperties or self.header.computeProperties or []
-
-    @property
-    def has_device_activity(self) -> bool:
-        return bool(self.kernels or self.memcpys or self.memsets)
 
     def add_batch(self, batch: list[RawEvent]) -> None:
         """Sort one decoded batch into the store (the hot loop of loading).
@@ -107,10 +101,7 @@ class TraceEvents:
                 if bucket is not None:
                     bucket.append(event)
                     continue
-            elif event.ph == "M":
-                self._add_metadata(event)
-                continue
-            self.other_events += 1
+            self.other_events += 1  # flows, metadata, instants: the joins use ids instead
         self._add_frames(frames)
         names = self._names
         for event in operators:
@@ -144,15 +135,6 @@ class TraceEvents:
         for index, event in enumerate(frames):
             if event.name.startswith(MODULE_PREFIX):
                 py.modules[first + index] = sys.intern(event.name[len(MODULE_PREFIX) :])
-
-    def _add_metadata(self, event: RawEvent) -> None:
-        label = event.args.label if event.args else None
-        if label is None:
-            return
-        if event.name == "thread_name":
-            self.thread_names[(_as_id(event.pid), _as_id(event.tid))] = label
-        elif event.name == "process_name":
-            self.process_names[_as_id(event.pid)] = label
 
 
 def _as_id(value: int | str) -> int | str:
