@@ -72,6 +72,7 @@ class OperatorCalls:
     tid: list[int | str] = field(default_factory=list)
     start_ns: array = field(default_factory=lambda: array("q"))
     end_ns: array = field(default_factory=lambda: array("q"))
+    total_ns: array = field(default_factory=lambda: array("q"))  # end - start (summing epoch times overflows to bigints)
     self_ns: array = field(default_factory=lambda: array("q"))
     self_device_ns: array = field(default_factory=lambda: array("q"))
     device_total_ns: array = field(default_factory=lambda: array("q"))
@@ -152,15 +153,23 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     activity = _attach_device_activity(store, operator_events, alive, parent, self_device)
     cpu_mem, device_mem, unattributed = _memory_per_node(store, starts, ends)
 
-    # Bottom-up sums over living children (children come after parents in ``order``).
+    # Bottom-up sums over living children, in one pass (children come after parents in ``order``).
+    durations = [e - s for s, e in zip(starts, ends)]
     child_time = [0] * n_nodes
+    device_total = list(self_device)
+    child_cpu_mem = [0] * n_nodes
+    child_device_mem = [0] * n_nodes
+    with_device, with_memory = bool(activity.events), bool(store.memory)
     for node in reversed(order):
         p = parent[node]
-        if p >= 0 and alive[node]:
-            child_time[p] += ends[node] - starts[node]
-    device_total = _sum_up(order, parent, alive, self_device, inclusive=True) if activity.events else self_device
-    child_cpu_mem = _sum_up(order, parent, alive, cpu_mem, inclusive=False) if store.memory else cpu_mem
-    child_device_mem = _sum_up(order, parent, alive, device_mem, inclusive=False) if store.memory else device_mem
+        if p < 0 or not alive[node]:
+            continue
+        child_time[p] += durations[node]
+        if with_device:
+            device_total[p] += device_total[node]
+        if with_memory:
+            child_cpu_mem[p] += cpu_mem[node]
+            child_device_mem[p] += device_mem[node]
 
     op_rows = sorted((i for i in range(n_ops) if alive[i]), key=starts.__getitem__)
     row_of = [-1] * n_ops
@@ -171,17 +180,14 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.tid = [tids[n] for n in op_rows]
     calls.start_ns = array("q", [starts[n] for n in op_rows])
     calls.end_ns = array("q", [ends[n] for n in op_rows])
-    calls.self_ns = array("q", [ends[n] - starts[n] - child_time[n] for n in op_rows])
+    calls.total_ns = array("q", [durations[n] for n in op_rows])
+    calls.self_ns = array("q", [durations[n] - child_time[n] for n in op_rows])
     calls.self_device_ns = array("q", [self_device[n] for n in op_rows])
     calls.device_total_ns = array("q", [device_total[n] for n in op_rows])
     calls.cpu_mem = array("q", [cpu_mem[n] for n in op_rows])
     calls.device_mem = array("q", [device_mem[n] for n in op_rows])
-    if store.memory:
-        calls.self_cpu_mem = array("q", [cpu_mem[n] - child_cpu_mem[n] for n in op_rows])
-        calls.self_device_mem = array("q", [device_mem[n] - child_device_mem[n] for n in op_rows])
-    else:
-        calls.self_cpu_mem = array("q", bytes(8 * len(op_rows)))
-        calls.self_device_mem = array("q", bytes(8 * len(op_rows)))
+    calls.self_cpu_mem = array("q", [cpu_mem[n] - child_cpu_mem[n] for n in op_rows])
+    calls.self_device_mem = array("q", [device_mem[n] - child_device_mem[n] for n in op_rows])
     calls.flops = array("q", [_flops(e) if e.name in FORMULAS else 0 for e in calls.events])
     calls.parent = array("q", [row_of[op_parent[n]] if op_parent[n] >= 0 else -1 for n in op_rows])
     calls.module = array("q", [module_of[n] for n in op_rows])
@@ -198,17 +204,6 @@ def _flops(event: RawEvent) -> int:
     if args is None or not args.input_dims:
         return 0
     return operator_flops(event.name, decode_member(args.input_dims), decode_member(args.concrete_inputs))
-
-
-def _sum_up(order: list[int], parent: list[int], alive: bytearray, values: list[int], inclusive: bool) -> list[int]:
-    """Per node: its value plus its living children's (inclusive, recursively),
-    or only the sum of its living children's values (not inclusive)."""
-    totals = list(values) if inclusive else [0] * len(values)
-    for node in reversed(order):
-        p = parent[node]
-        if p >= 0 and alive[node]:
-            totals[p] += totals[node] if inclusive else values[node]
-    return totals
 
 
 def _nest(starts: list[int], ends: list[int], tids: list) -> tuple[list[int], list[int]]:

@@ -52,7 +52,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     share_parent = None
     if parents:
         top_parent = parents.most_common(1)[0][0]
-        parent_total = sum(calls.end_ns[r] - calls.start_ns[r] for r in parent_rows[top_parent]) / 1000
+        parent_total = sum(map(calls.total_ns.__getitem__, parent_rows[top_parent])) / 1000
         if parent_total:
             share_parent = 100 * stats.cpu_total_us / parent_total
     share_step = None

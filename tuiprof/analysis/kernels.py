@@ -39,9 +39,9 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
             args = activity.events[r].args
             if args is not None:
                 if args.grid:
-                    grids[_shape(args.grid)] += 1
+                    grids[tuple(args.grid)] += 1
                 if args.block:
-                    blocks[_shape(args.block)] += 1
+                    blocks[tuple(args.block)] += 1
                 if isinstance(args.occupancy_pct, (int, float)):
                     occupancy.append(float(args.occupancy_pct))
             launcher = activity.launcher[r]
@@ -57,8 +57,8 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
                 avg_us=total / len(rows),
                 min_us=min(durations),
                 max_us=max(durations),
-                grid=grids.most_common(1)[0][0] if grids else "",
-                block=blocks.most_common(1)[0][0] if blocks else "",
+                grid=_shape(grids.most_common(1)[0][0]) if grids else "",
+                block=_shape(blocks.most_common(1)[0][0]) if blocks else "",
                 occupancy_pct=sum(occupancy) / len(occupancy) if occupancy else None,
                 launcher=launchers.most_common(1)[0][0] if launchers else "",
                 rows=tuple(rows),
@@ -68,5 +68,5 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
     return result
 
 
-def _shape(values: list) -> str:
+def _shape(values: tuple) -> str:
     return "x".join(str(v) for v in values)

@@ -171,7 +171,7 @@ def sum_subtree(node: ModuleNode, calls: OperatorCalls) -> None:
     rows = node.operator_rows
     node.self_device_us = sum(calls.self_device_ns[r] for r in rows) / 1000
     node.self_cpu_mem_bytes = sum(calls.self_cpu_mem[r] for r in rows)
-    node.backward_cpu_us = sum(calls.end_ns[r] - calls.start_ns[r] for r in node.backward_rows) / 1000
+    node.backward_cpu_us = sum(map(calls.total_ns.__getitem__, node.backward_rows)) / 1000
     node.backward_device_us = sum(calls.device_total_ns[r] for r in node.backward_rows) / 1000
     node.device_total_us = node.self_device_us
     node.cpu_mem_bytes = node.self_cpu_mem_bytes

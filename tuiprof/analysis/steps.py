@@ -56,7 +56,7 @@ def build_steps(
     loading: dict[int, int] = {row: 0 for row in step_rows}
     for row, step in step_of_call.items():
         if calls.name(row).startswith(DATA_LOADING_PREFIX):
-            loading[step] += calls.end_ns[row] - calls.start_ns[row]
+            loading[step] += calls.total_ns[row]
 
     steps = []
     for row in step_rows:

@@ -324,7 +324,7 @@ def build_call_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
         result.append(
             {
                 "start_us": (calls.start_ns[row] - origin) / 1000,
-                "cpu_total_us": (calls.end_ns[row] - calls.start_ns[row]) / 1000,
+                "cpu_total_us": calls.total_ns[row] / 1000,
                 "self_cpu_us": calls.self_ns[row] / 1000,
                 "device_total_us": calls.device_total_ns[row] / 1000,
                 "cpu_mem_bytes": calls.cpu_mem[row],
