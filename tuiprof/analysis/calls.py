@@ -216,12 +216,11 @@ def _nest(starts: list[int], ends: list[int], tids: list) -> tuple[list[int], li
         bucket.append(node)
     parent = [-1] * len(tids)
     order: list[int] = []
-    # One int per node sorts like (start, -end) and much faster than tuples.
-    base = min(starts) if starts else 0
-    span = (max(ends) - base + 1) if ends else 1
-    sort_key = [(s - base) * span + (span - 1 - (e - base)) for s, e in zip(starts, ends)]
+    negative_ends = [-e for e in ends]
     for nodes in by_thread.values():
-        nodes.sort(key=sort_key.__getitem__)
+        # (start, -end) order as two stable sorts on ints: much faster than tuple keys.
+        nodes.sort(key=negative_ends.__getitem__)
+        nodes.sort(key=starts.__getitem__)
         stack: list[int] = []
         for node in nodes:
             start, end = starts[node], ends[node]
@@ -274,22 +273,22 @@ def _attach_device_activity(
     store: TraceEvents, operator_events: list[RawEvent], alive: bytearray, parent: list[int], self_device: list[int]
 ) -> DeviceActivity:
     """Join kernels, memcpys and memsets to the operator that launched them."""
+    launching = ("cpu_op", "user_annotation", "Operator")
     by_external: dict[int, int] = {}
-    for node, event in enumerate(operator_events):
-        if event.cat != "cpu_op" and event.cat != "user_annotation" and event.cat != "Operator":
-            continue
-        ext = external_id(event.args)
-        if ext is not None and ext not in by_external:
-            by_external[ext] = node
-    runtime_external: dict[int, int] = {}
-    for event in store.runtime:
-        args = event.args
-        ext = external_id(args)
-        if args is not None and args.correlation is not None and ext is not None:
-            runtime_external[args.correlation] = ext
-
+    for node in range(len(operator_events) - 1, -1, -1):  # backwards: the first op with an id wins
+        event = operator_events[node]
+        if event.cat in launching:
+            ext = external_id(event.args)
+            if ext is not None:
+                by_external[ext] = node
+    runtime_external = {
+        e.args.correlation: ext
+        for e in store.runtime
+        if e.args is not None and e.args.correlation is not None and (ext := external_id(e.args)) is not None
+    }
     activity = DeviceActivity()
     for kind, events in (("kernel", store.kernels), ("memcpy", store.memcpys), ("memset", store.memsets)):
+        launchers = []
         for event in events:
             args = event.args
             ext = external_id(args)
@@ -298,10 +297,11 @@ def _attach_device_activity(
             node = by_external.get(ext, -1) if ext is not None else -1
             if node >= 0:
                 node = _living(node, alive, parent)
-                self_device[node] += to_ns(event.dur)
-            activity.events.append(event)
-            activity.kind.append(kind)
-            activity.launcher.append(node)
+                self_device[node] += round(event.dur * 1000)
+            launchers.append(node)
+        activity.events += events
+        activity.kind += [kind] * len(events)
+        activity.launcher.extend(launchers)
     return activity
 
 
