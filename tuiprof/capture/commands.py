@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import time
 from argparse import Namespace
+from contextlib import contextmanager
 from pathlib import Path
 
 from tuiprof.capture.config import CaptureConfig, CaptureProgress
@@ -84,7 +86,8 @@ def _live_without_ui(live, args: Namespace) -> int:
             print(f"tuiprof: {describe_progress(progress)}", file=terminal, flush=True)
 
     try:
-        result = live.capture(on_progress)
+        with _stop_on_sigint(live.stop, terminal):
+            result = live.capture(on_progress)
     finally:
         terminal.close()
     _save(live, args.save)
@@ -101,6 +104,27 @@ def _live_without_ui(live, args: Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_INTERRUPTED if result.interrupted else 0
+
+
+@contextmanager
+def _stop_on_sigint(stop, terminal):
+    """First Ctrl-C: finish the current step, keep what was recorded. Second: abort.
+
+    A KeyboardInterrupt raised inside torch.profiler's step transitions can
+    leave Kineto stuck; a flag checked between steps cannot.
+    """
+
+    def handler(signum, frame) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("tuiprof: stopping after this step (Ctrl-C again to abort)", file=terminal, flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _check_save_path(path: str) -> None:
