@@ -71,3 +71,20 @@ def test_run_directory_picks_rank_and_lists_all() -> None:
     assert len(every) == 8 and chosen.rank == 0
     chosen, _ = resolve_trace(SHARED_TRACES / "dlrm_8ranks", "5")
     assert chosen.rank == 5 and "worker5" in chosen.name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dlrm_8ranks",  # its kernels' External id is the correlation: joined through the launch
+        "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+        "hta__trace_filter__sampled_rank-0.json.gz",
+        "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz",
+        "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz",
+    ],
+)
+def test_every_device_event_finds_its_launching_operator(name: str) -> None:
+    model = load_model(SHARED_TRACES / name)
+    launched = sum(1 for row in model.activity.launcher if row >= 0)
+    assert launched >= 0.95 * len(model.activity.launcher)
+    assert sum(s.self_device_us for s in model.operators()) == pytest.approx(model.total_device_us, rel=0.05)

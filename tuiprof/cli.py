@@ -113,8 +113,25 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import load_model
     from tuiprof.report.summary import print_summary
 
-    model = load_model(resolve_path(args), args.trace)
+    path = resolve_path(args)
+    note_run_directory(path, args.trace)
+    model = load_model(path, args.trace)
     return print_summary(model, args)
+
+
+def note_run_directory(path: str, select: str | None) -> None:
+    """A run directory holds several traces: say which one is shown and how to pick another."""
+    if not Path(path).is_dir():
+        return
+    from tuiprof.trace import resolve_trace
+
+    chosen, traces = resolve_trace(path, select)
+    if len(traces) > 1:
+        rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
+        print(
+            f"tuiprof: {path} holds {len(traces)} traces; showing {rank}{chosen.name} (pick another with --trace RANK|NAME)",
+            file=sys.stderr,
+        )
 
 
 def run_open(args: argparse.Namespace) -> int:
@@ -122,7 +139,9 @@ def run_open(args: argparse.Namespace) -> int:
         return run_summary(args)
     from tuiprof.tui.app import run_explorer
 
-    return run_explorer(resolve_path(args), args.trace)
+    path = resolve_path(args)
+    note_run_directory(path, args.trace)
+    return run_explorer(path, args.trace)
 
 
 def _run_capture(kind: str):

@@ -150,7 +150,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
             op_parent[node] = p
 
     self_device = [0] * n_nodes
-    activity = _attach_device_activity(store, operator_events, alive, parent, self_device)
+    activity = _attach_device_activity(store, operator_events, alive, parent, op_parent, self_device)
     cpu_mem, device_mem, unattributed = _memory_per_node(store, starts, ends)
 
     # Bottom-up sums over living children, in one pass (children come after parents in ``order``).
@@ -270,31 +270,42 @@ def _living(node: int, alive: bytearray, parent: list[int]) -> int:
 
 
 def _attach_device_activity(
-    store: TraceEvents, operator_events: list[RawEvent], alive: bytearray, parent: list[int], self_device: list[int]
+    store: TraceEvents,
+    operator_events: list[RawEvent],
+    alive: bytearray,
+    parent: list[int],
+    op_parent: list[int],
+    self_device: list[int],
 ) -> DeviceActivity:
-    """Join kernels, memcpys and memsets to the operator that launched them."""
+    """Join kernels, memcpys and memsets to the operator that launched them.
+
+    First by ``External id`` (a device event carries its operator's); where
+    that names no operator (some writers put the correlation there), through
+    the runtime launch with the same ``correlation`` to the operator that
+    encloses the launch on its thread.
+    """
     launching = ("cpu_op", "user_annotation", "Operator")
     by_external: dict[int, int] = {}
+    launch_by_correlation: dict[int, int] = {}
     for node in range(len(operator_events) - 1, -1, -1):  # backwards: the first op with an id wins
         event = operator_events[node]
+        args = event.args
         if event.cat in launching:
-            ext = external_id(event.args)
+            ext = external_id(args)
             if ext is not None:
                 by_external[ext] = node
-    runtime_external = {
-        e.args.correlation: ext
-        for e in store.runtime
-        if e.args is not None and e.args.correlation is not None and (ext := external_id(e.args)) is not None
-    }
+        elif args is not None and args.correlation is not None:
+            launch_by_correlation[args.correlation] = node
     activity = DeviceActivity()
     for kind, events in (("kernel", store.kernels), ("memcpy", store.memcpys), ("memset", store.memsets)):
         launchers = []
         for event in events:
             args = event.args
             ext = external_id(args)
-            if ext is None and args is not None and args.correlation is not None:
-                ext = runtime_external.get(args.correlation)
             node = by_external.get(ext, -1) if ext is not None else -1
+            if node < 0 and args is not None and args.correlation is not None:
+                launch = launch_by_correlation.get(args.correlation, -1)
+                node = op_parent[launch] if launch >= 0 else -1
             if node >= 0:
                 node = _living(node, alive, parent)
                 self_device[node] += round(event.dur * 1000)
