@@ -5,7 +5,6 @@ CUDA tests run when CUDA is present and skip cleanly otherwise.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
