@@ -19,6 +19,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
+from textual.timer import Timer
 from textual.worker import get_current_worker
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -61,6 +62,7 @@ VIEW_KEYS = {
     "log": ("7", "Log", None),
 }
 ASYNC_CALLS = 50_000  # operator calls above which tables are built off the UI thread
+MODULE_SETTLE_S = 0.15  # big traces: how long the tree cursor rests before its operators are computed
 TABLE_VIEWS = {"module-ops": "ops", "ops-table": "ops", "kernels-table": "kernels", "memory-ops": "ops", "steps-table": "steps"}
 MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
 
@@ -91,6 +93,7 @@ class ExplorerApp(App[int]):
         self.log_lines: list[str] = []
         self.exit_code = 0
         self.error_text = ""
+        self._module_timer: Timer | None = None
         self._cancel = threading.Event()
         self.load_seconds: float | None = None
 
@@ -420,9 +423,19 @@ class ExplorerApp(App[int]):
         if module is None or self.model is None:
             return
         self.selected_module = module
-        options = ViewOptions(self.options.group_by_shape, self.options.top_level_only, module)
-        self._fill_table("module-ops", options)
         self.query_one("#module-detail", Static).update(self._module_text(module))
+        if self._module_timer is not None:
+            self._module_timer.stop()
+        if len(self.model.calls) > ASYNC_CALLS:
+            # Big traces: fill the module's operators once the cursor rests, so
+            # walking the tree with j/k stays instant.
+            self._module_timer = self.set_timer(MODULE_SETTLE_S, self._fill_selected_module)
+        else:
+            self._fill_selected_module()
+
+    def _fill_selected_module(self) -> None:
+        options = ViewOptions(self.options.group_by_shape, self.options.top_level_only, self.selected_module)
+        self._fill_table("module-ops", options)
 
     def _module_text(self, module: ModuleNode) -> Text:
         model = self.model
