@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Step-time overhead of tuiprof's capture over bare torch.profiler, same flags.
 
-Both run in this process, alternating rounds, on the same model and batch;
+Both run in this process, alternating rounds (and which goes first), on the same model and batch;
 the median time of the profiled (active) steps is compared.  Target: ratio
 <= 1.05.
 
@@ -75,10 +75,14 @@ def main() -> int:
     bare: list[float] = []
     ours: list[float] = []
     with tempfile.TemporaryDirectory() as scratch, native_stderr_to(Path(scratch) / "profiler.log"):
-        for _ in range(args.rounds):
-            bare += bare_profiler(model, batches, config, device)
-            result = profile_training(config, Path(scratch) / "ours.json", model=model, batches=batches)
-            ours += [t for i, t in enumerate(result.step_times_s) if config.phase_of(i) == "active"]
+        for round_index in range(args.rounds):
+            # Alternate which goes first, so warm-up and allocator state favour neither.
+            for which in ("bare", "ours") if round_index % 2 == 0 else ("ours", "bare"):
+                if which == "bare":
+                    bare += bare_profiler(model, batches, config, device)
+                else:
+                    result = profile_training(config, Path(scratch) / "ours.json", model=model, batches=batches)
+                    ours += [t for i, t in enumerate(result.step_times_s) if config.phase_of(i) == "active"]
     bare_median, ours_median = statistics.median(bare), statistics.median(ours)
     print(f"resnet18 batch {args.batch_size} on {device}, {len(bare)} active steps each, {args.rounds} alternating rounds")
     print(f"bare torch.profiler: median step {bare_median * 1000:.1f} ms")
