@@ -41,7 +41,7 @@ class MemoryCurve:
         yield Text(" " * (axis + 1) + start + end.rjust(width - len(start)), style="dim")
         legend = Text(" " * (axis + 1))
         legend.append("█ allocated", style="cyan")
-        if timeline.reserved:
+        if any(timeline.reserved):
             legend.append("  █ reserved", style="blue")
         legend.append(f"  ▲ peak {format_bytes(timeline.peak_bytes)} at {format_us((timeline.peak_ns - self.origin_ns) / 1000)}", style="bold red")
         if self.peak_label:
@@ -55,7 +55,7 @@ class MemoryCurve:
         first, last = times[0], times[-1]
         span = max(1, last - first)
         alloc = [0] * width
-        reserved = [0] * width if self.timeline.reserved else []
+        reserved = [0] * width if any(self.timeline.reserved) else []  # the CPU allocator reports none
         for index, time_ns in enumerate(times):
             column = min(width - 1, (time_ns - first) * width // span)
             alloc[column] = max(alloc[column], self.timeline.allocated[index])
