@@ -133,3 +133,34 @@ def test_live_on_cuda_records_kernels(tmp_path) -> None:
     conv = next(s for s in model.operators() if s.name == "aten::conv2d")
     assert conv.device_total_us > 0
     assert any(t.device.startswith("CUDA") for t in model.memory)
+
+
+def test_recomputed_flops_equal_torch_for_every_formula(tmp_path) -> None:
+    """conv2d with stride/padding/dilation/groups, mm, addmm, bmm, baddbmm, mul, add."""
+    from torch.nn import functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    from tuiprof.capture.session import torch_flops
+    from tuiprof.trace.store import external_id
+
+    x = torch.randn(2, 8, 17, 19)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+        F.conv2d(x, torch.randn(16, 4, 3, 5), stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2)
+        F.conv2d(x, torch.randn(8, 8, 1, 1))
+        torch.mm(torch.randn(5, 7), torch.randn(7, 3))
+        torch.addmm(torch.randn(3), torch.randn(5, 7), torch.randn(7, 3))
+        torch.bmm(torch.randn(4, 5, 7), torch.randn(4, 7, 3))
+        torch.baddbmm(torch.randn(4, 5, 3), torch.randn(4, 5, 7), torch.randn(4, 7, 3))
+        torch.mul(torch.randn(6, 7), torch.randn(6, 7))
+        torch.add(torch.randn(6, 7), torch.randn(6, 7))
+    path = tmp_path / "formulas.json"
+    prof.export_chrome_trace(str(path))
+    expected = torch_flops(prof)
+    model = load_model(path)
+    seen = set()
+    for row, event in enumerate(model.calls.events):
+        ext = external_id(event.args)
+        if ext in expected:
+            seen.add(event.name)
+            assert model.calls.flops[row] == expected[ext], event.name
+    assert {"aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mul", "aten::add"} <= seen
