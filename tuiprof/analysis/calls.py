@@ -138,8 +138,8 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
 
     # Innermost module and nearest operator ancestor, in parent-first order.
     modules = py.modules
-    module_of = [-1] * n_nodes
-    op_parent = [-1] * n_nodes
+    module_of = array("q", [-1]) * n_nodes
+    op_parent = array("q", [-1]) * n_nodes
     for node in order:
         p = parent[node]
         if p < 0:
@@ -157,7 +157,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     cpu_mem, device_mem, unattributed = _memory_per_node(store, starts_np, ends_np)
 
     # Sums over living direct children (self time, self memory)...
-    parent_np = np.array(parent, dtype=np.int64)
+    parent_np = np.frombuffer(parent, dtype=np.int64)
     alive_np = np.frombuffer(alive, dtype=np.uint8).astype(bool)
     linked = alive_np & (parent_np >= 0)
     durations = ends_np - starts_np
@@ -177,7 +177,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     op_rows = op_rows_np.tolist()
     row_of = np.full(n_ops + 1, -1, dtype=np.int64)  # index -1 (no parent) maps to -1
     row_of[op_rows_np] = np.arange(len(op_rows_np))
-    op_parent_np = np.array(op_parent, dtype=np.int64)[op_rows_np]
+    op_parent_np = np.frombuffer(op_parent, dtype=np.int64)[op_rows_np]
 
     def column(values) -> array:
         return array("q", np.asarray(values, dtype=np.int64).tobytes())
@@ -198,7 +198,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.self_device_mem = column(device_mem[op_rows_np] - np.rint(child_device_mem[op_rows_np]).astype(np.int64))
     calls.flops = column([_flops(e) if e.name in FORMULAS else 0 for e in calls.events])
     calls.parent = column(row_of[op_parent_np])
-    calls.module = column([module_of[n] for n in op_rows])
+    calls.module = column(np.frombuffer(module_of, dtype=np.int64)[op_rows_np])
     row_list = row_of.tolist()
     for index, node in enumerate(activity.launcher):
         if node >= 0:
@@ -215,7 +215,7 @@ def _flops(event: RawEvent) -> int:
     return operator_flops(event.name, decode_member(args.input_dims), decode_member(args.concrete_inputs))
 
 
-def _nest(starts: np.ndarray, ends: np.ndarray, tids: list) -> tuple[list[int], list[int]]:
+def _nest(starts: np.ndarray, ends: np.ndarray, tids: list) -> tuple[array, array]:
     """torch's ``_populate_cpu_children``: a parent for every node, per thread.
 
     Nodes are ordered by (thread, start, -end); a stack per thread then finds
@@ -223,10 +223,13 @@ def _nest(starts: np.ndarray, ends: np.ndarray, tids: list) -> tuple[list[int], 
     """
     thread_codes: dict[int | str, int] = {}
     codes = np.fromiter((thread_codes.setdefault(t, len(thread_codes)) for t in tids), dtype=np.int64, count=len(tids))
-    order = np.lexsort((-ends, starts, codes)).tolist()
-    code_list, end_list = codes.tolist(), ends.tolist()
-    start_list = starts.tolist()
-    parent = [-1] * len(tids)
+    # array('q') rather than lists: the same speed to index, 8 bytes a node instead of ~36.
+    order_np = np.lexsort((-ends, starts, codes))
+    order = array("q", order_np.astype(np.int64).tobytes())
+    code_list = array("q", codes.tobytes())
+    end_list = array("q", ends.tobytes())
+    start_list = array("q", starts.tobytes())
+    parent = array("q", [-1]) * len(tids)
     stack: list[int] = []
     current_thread = -1
     for node in order:
@@ -245,13 +248,13 @@ def _nest(starts: np.ndarray, ends: np.ndarray, tids: list) -> tuple[list[int], 
     return order, parent
 
 
-def _merge_duplicates(order: list[int], parent: list[int], events: list[RawEvent], n_ops: int) -> bytearray:
+def _merge_duplicates(order: array, parent: array, events: list[RawEvent], n_ops: int) -> bytearray:
     """torch's ``_remove_dup_nodes``: an only child named like its parent merges into it.
 
     Rewrites ``parent`` so every node points at a living ancestor; returns
     which nodes live.  Parent-first order makes chains collapse in one pass.
     """
-    child_count = [0] * len(parent)
+    child_count = array("q", bytes(8 * len(parent)))
     for node in order:
         if parent[node] >= 0:
             child_count[parent[node]] += 1
@@ -272,7 +275,7 @@ def _merge_duplicates(order: list[int], parent: list[int], events: list[RawEvent
     return alive
 
 
-def _living(node: int, alive: bytearray, parent: list[int]) -> int:
+def _living(node: int, alive: bytearray, parent: array) -> int:
     while node >= 0 and not alive[node]:
         node = parent[node]
     return node
@@ -282,8 +285,8 @@ def _attach_device_activity(
     store: TraceEvents,
     operator_events: list[RawEvent],
     alive: bytearray,
-    parent: list[int],
-    op_parent: list[int],
+    parent: array,
+    op_parent: array,
     self_device: list[int],
 ) -> DeviceActivity:
     """Join kernels, memcpys and memsets to the operator that launched them.

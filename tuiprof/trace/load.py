@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,18 @@ def load_trace(
     return load_trace_file(trace, progress)
 
 
+def _release_pages(data: bytes | mmap.mmap, upto: int) -> None:
+    """Drop the mapped pages already decoded from this process's memory.
+
+    They are clean file pages (the kernel reloads them if touched again);
+    without this, a 1 GB file counts 1 GB towards peak RSS while decoding.
+    """
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        aligned = upto - upto % mmap.PAGESIZE
+        if aligned > 0:
+            data.madvise(mmap.MADV_DONTNEED, 0, aligned)
+
+
 def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) -> TraceEvents:
     source = str(trace.path)
     report = DecodeReport()
@@ -50,11 +63,11 @@ def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) 
         data = read_trace_bytes(trace, on_read)
         store = TraceEvents(source=source, header=None, report=report)  # type: ignore[arg-type]
         store.uncompressed_bytes = len(data)
-        on_decode = None
-        if progress:
-            on_decode = lambda done, total: progress(  # noqa: E731
-                LoadProgress("decoding", done, total, store.event_count)
-            )
+        def on_decode(done: int, total: int) -> None:
+            _release_pages(data, done)
+            if progress:
+                progress(LoadProgress("decoding", done, total, store.event_count))
+
         store.header = decode_document(data, store.add_batch, report, on_decode, source)
         close = getattr(data, "close", None)
         if close:
