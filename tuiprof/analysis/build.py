@@ -60,7 +60,8 @@ def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
         devices=tuple(d.name for d in store.devices),
         rank=dist.rank if dist else None,
         world_size=dist.world_size if dist else None,
-        record_shapes=bool(header.record_shapes),
+        record_shapes=bool(header.record_shapes)  # files before 2022 lack the flag: look at the ops
+        or any(e.args is not None and e.args.input_dims for e in store.operators[:5000]),
         profile_memory=bool(header.profile_memory) or bool(store.memory),
         with_stack=bool(header.with_stack) or len(store.python) > 0,
         event_count=store.event_count,

@@ -46,8 +46,16 @@ def build_hints(model: TraceModel) -> list[str]:
         backward = sum(r.backward_cpu_us for r in roots)
         if forward and backward:
             hints.append(f"Backward takes {backward / forward:.1f}x the forward CPU time.")
-    elif model.info.event_count:
+    elif model.info.with_stack:
+        hints.append("No nn.Module frames although stacks were recorded (TorchScript or compiled code?): no module tree.")
+    else:
         hints.append("No module tree: profile with with_stack=True (with_modules alone records nothing for eager models).")
+    if not model.info.record_shapes and len(model.calls):
+        hints.append("No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
+    elif model.total_flops:
+        hints.append(f"FLOPs {model.flops_source}.")
+    if not model.info.profile_memory:
+        hints.append("No memory events: profile with profile_memory=True to see allocations.")
     peak = model.peak_memory
     if peak is not None and peak.peak_operator_row >= 0:
         hints.append(
