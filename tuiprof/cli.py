@@ -114,15 +114,15 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.report.summary import print_summary
 
     path = resolve_path(args)
-    note_run_directory(path, args.trace)
-    model = load_model(path, args.trace)
+    model = load_model(choose_trace(path, args.trace))
     return print_summary(model, args)
 
 
-def note_run_directory(path: str, select: str | None) -> None:
-    """A run directory holds several traces: say which one is shown and how to pick another."""
+def choose_trace(path: str, select: str | None) -> str:
+    """The file to open: ``path`` itself, or the chosen trace of a run directory
+    (saying which one is shown and how to pick another)."""
     if not Path(path).is_dir():
-        return
+        return path
     from tuiprof.trace import resolve_trace
 
     chosen, traces = resolve_trace(path, select)
@@ -132,6 +132,7 @@ def note_run_directory(path: str, select: str | None) -> None:
             f"tuiprof: {path} holds {len(traces)} traces; showing {rank}{chosen.name} (pick another with --trace RANK|NAME)",
             file=sys.stderr,
         )
+    return str(chosen.path)
 
 
 def run_open(args: argparse.Namespace) -> int:
@@ -140,8 +141,7 @@ def run_open(args: argparse.Namespace) -> int:
     from tuiprof.tui.app import run_explorer
 
     path = resolve_path(args)
-    note_run_directory(path, args.trace)
-    return run_explorer(path, args.trace)
+    return run_explorer(choose_trace(path, args.trace))
 
 
 def _run_capture(kind: str):
