@@ -216,7 +216,7 @@ class ExplorerApp(App[int]):
         self.query_one("#views", ContentSwitcher).current = view
         focus = {"modules": "#module-tree", "operators": "#ops-table", "kernels": "#kernels-table",
                  "memory": "#memory-ops", "steps": "#steps-table", "overview": "#overview", "log": "#log"}[view]
-        self.query_one(focus).focus()
+        self.screen.set_focus(self.query_one(focus))  # now, not after a refresh: keys typed right after go there
         self._fill_header()
 
     @property
