@@ -7,6 +7,10 @@ and every id that joins events (External id, correlation, flow ids, Python
 ids, Ev Idx, ProfilerStep numbers) shifted into a fresh range, so joins stay
 within a replica and the result reads like more steps of the same run.
 
+Events are written in Kineto's own layout (one member group per line, two-space
+indented objects, ``ts``/``dur`` with three decimals), so the benchmark reads
+the same bytes a real ``export_chrome_trace`` file holds.
+
     python scripts/make_big_trace.py --size-mb 1024 --from ../shared/traces/X.json.gz -o /tmp/big.json
 """
 
@@ -47,7 +51,7 @@ def main() -> int:
     )
     step_numbers = [int(m.group(1)) for e in events if (m := STEP.match(str(e.get("name", ""))))]
     step_span = (max(step_numbers) - min(step_numbers) + 1) if step_numbers else 0
-    one_copy = sum(len(orjson.dumps(e)) + 4 for e in events)
+    one_copy = sum(len(kineto_text(e)) + 2 for e in events)
     replicas = max(1, round(args.size_mb * 1e6 / one_copy))
     metadata = [e for e in events if e.get("ph") == "M"]
     body = [e for e in events if e.get("ph") != "M"]
@@ -58,18 +62,34 @@ def main() -> int:
         out.write(head + (b"," if len(head) > 1 else b"") + b'"traceEvents": [\n')
         first = True
         for event in metadata:
-            out.write((b"" if first else b",\n") + orjson.dumps(event))
+            out.write((b"" if first else b",\n") + kineto_text(event))
             first = False
         for k in range(replicas):
             chunk = []
             for event in body:
-                chunk.append(orjson.dumps(_shift(event, k, span, id_span, step_span)))
+                chunk.append(kineto_text(_shift(event, k, span, id_span, step_span)))
             out.write((b"" if first else b",\n") + b",\n".join(chunk))
             first = False
         out.write(b"\n]}\n")
     size = args.output.stat().st_size
     print(f"{args.output}: {replicas} replicas of {len(body)} events, {size / 1e6:.0f} MB on disk", file=sys.stderr)
     return 0
+
+
+def _member(key: str, value) -> bytes:
+    if key in ("ts", "dur") and isinstance(value, float):
+        return b'"%s": %.3f' % (key.encode(), value)
+    return orjson.dumps(key) + b": " + orjson.dumps(value)
+
+
+def kineto_text(event: dict) -> bytes:
+    """One event as libkineto's ChromeTraceLogger lays it out."""
+    head = b", ".join(_member(k, v) for k, v in event.items() if k != "args")
+    text = b"  {\n    " + head
+    if "args" in event:
+        members = b", ".join(_member(k, v) for k, v in event["args"].items())
+        text += b",\n    \"args\": {\n      " + members + b"\n    }"
+    return text + b"\n  }"
 
 
 def _shift(event: dict, k: int, span: float, id_span: int, step_span: int) -> dict:

@@ -141,7 +141,6 @@ def test_recomputed_flops_equal_torch_for_every_formula(tmp_path) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from tuiprof.capture.session import torch_flops
-    from tuiprof.trace.store import external_id
 
     x = torch.randn(2, 8, 17, 19)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
@@ -158,9 +157,9 @@ def test_recomputed_flops_equal_torch_for_every_formula(tmp_path) -> None:
     expected = torch_flops(prof)
     model = load_model(path)
     seen = set()
-    for row, event in enumerate(model.calls.events):
-        ext = external_id(event.args)
+    calls = model.calls
+    for row, ext in enumerate(calls.external_id):
         if ext in expected:
-            seen.add(event.name)
-            assert model.calls.flops[row] == expected[ext], event.name
+            seen.add(calls.name(row))
+            assert calls.flops[row] == expected[ext], calls.name(row)
     assert {"aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mul", "aten::add"} <= seen

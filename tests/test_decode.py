@@ -103,4 +103,4 @@ def test_chunked_decode_equals_one_pass(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(decode, "CHUNK_BYTES", 4096)
     store = _load(tmp_path, data, "t.json.gz")
     assert store.event_count == 3000 and store.report.repaired == 0
-    assert [e.ts for e in store.operators] == [10 * i for i in range(3000)]
+    assert store.cpu.start_ns.tolist() == [10_000 * i for i in range(3000)]

@@ -12,7 +12,6 @@ import pytest
 
 from tests.conftest import SAMPLES, key_averages_mismatches
 from tuiprof.analysis import load_model
-from tuiprof.trace.store import external_id
 
 SAMPLE_NAMES = sorted(p.name.split(".")[0] for p in SAMPLES.glob("*.key_averages.json"))
 
@@ -36,8 +35,7 @@ def test_recomputed_flops_equal_torch_per_call(name: str) -> None:
     assert live
     calls = model.calls
     for row in range(len(calls)):
-        ext = external_id(calls.events[row].args)
-        assert calls.flops[row] == live.get(ext, 0), calls.name(row)
+        assert calls.flops[row] == live.get(calls.external_id[row], 0), calls.name(row)
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import os
 
-from tuiprof.analysis.calls import build_calls, to_ns
+from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.memory import build_memory_timelines
 from tuiprof.analysis.model import TraceInfo, TraceModel
@@ -27,7 +27,7 @@ def analyze(store: TraceEvents) -> TraceModel:
             calls=calls,
             activity=activity,
             unattributed=unattributed,
-            modules=build_module_tree(store.python, calls),
+            modules=build_module_tree(store, calls),
             kernels=aggregate_kernels(activity, calls),
             steps=build_steps(calls, activity, store.gpu_annotations),
             memory=build_memory_timelines(store, calls),
@@ -49,10 +49,10 @@ def load_model(
 def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
     header = store.header
     starts = [calls.start_ns[0]] if len(calls) else []
-    ends = [max(calls.end_ns)] if len(calls) else []
+    ends = [int(calls.column("end_ns").max())] if len(calls) else []
     if activity.events:
-        starts.append(min(to_ns(e.ts) for e in activity.events))
-        ends.append(max(to_ns(e.ts) + to_ns(e.dur) for e in activity.events))
+        starts.append(int(activity.start_ns.min()))
+        ends.append(int((activity.start_ns + activity.dur_ns).max()))
     dist = header.distributedInfo
     return TraceInfo(
         source=store.source,
@@ -61,9 +61,9 @@ def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
         rank=dist.rank if dist else None,
         world_size=dist.world_size if dist else None,
         record_shapes=bool(header.record_shapes)  # files before 2022 lack the flag: look at the ops
-        or any(e.args is not None and e.args.input_dims for e in store.operators[:5000]),
+        or bool((store.cpu.dims_len[:5000] > 0).any()),
         profile_memory=bool(header.profile_memory) or bool(store.memory),
-        with_stack=bool(header.with_stack) or len(store.python) > 0,
+        with_stack=bool(header.with_stack) or len(store.frames) > 0,
         event_count=store.event_count,
         uncompressed_bytes=store.uncompressed_bytes,
         duration_us=(max(ends) - min(starts)) / 1000 if starts else 0.0,

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuiprof.analysis.flops import FORMULAS, operator_flops
-from tuiprof.trace.schema import RawEvent, decode_member
-from tuiprof.trace.store import TraceEvents, external_id
+from tuiprof.trace.columns import NONE, OPERATOR_CATEGORY_CODES, CpuEvents, int_column, to_ns_column
+from tuiprof.trace.schema import RawEvent, decode_member, external_id
+from tuiprof.trace.store import TraceEvents
 
 # Names torch drops before building its tables (profiler_util._filter_name).
 FILTERED_NAMES = frozenset(
@@ -60,16 +61,24 @@ def to_ns(value: float | int) -> int:
 
 @dataclass
 class OperatorCalls:
-    """One row per reported operator call (merged duplicates removed).
+    """One row per reported operator call (merged duplicates removed), in start order.
 
-    Columns are parallel lists/arrays indexed by call row.  ``module`` is the
-    row in ``PythonFrames`` of the innermost ``nn.Module`` call enclosing the
+    Columns are parallel arrays indexed by call row.  ``module`` is the row
+    in the store's frames of the innermost ``nn.Module`` call enclosing the
     call (-1 outside every module); ``parent`` is the enclosing call row
-    (-1 at the top, python frames skipped).
+    (-1 at the top, python frames skipped).  ``cpu_row`` is the call's row in
+    ``cpu`` (the store's columns), where its input lists are found.
     """
 
-    events: list[RawEvent] = field(default_factory=list)
-    tid: list[int | str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # the store's name table
+    threads: list[int | str] = field(default_factory=list)  # the store's thread table
+    cpu: CpuEvents = field(default_factory=CpuEvents.empty)
+    inputs: bytes = b""
+    cpu_row: array = field(default_factory=lambda: array("q"))
+    name_id: array = field(default_factory=lambda: array("q"))
+    thread: array = field(default_factory=lambda: array("q"))
+    external_id: array = field(default_factory=lambda: array("q"))  # -1: none
+    sequence_number: array = field(default_factory=lambda: array("q"))  # -1: none
     start_ns: array = field(default_factory=lambda: array("q"))
     end_ns: array = field(default_factory=lambda: array("q"))
     total_ns: array = field(default_factory=lambda: array("q"))  # end - start (summing epoch times overflows to bigints)
@@ -86,10 +95,26 @@ class OperatorCalls:
     kernel_rows: dict[int, list[int]] = field(default_factory=dict)  # call row -> device event rows
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self.name_id)
 
     def name(self, row: int) -> str:
-        return self.events[row].name
+        return self.names[self.name_id[row]]
+
+    def tid(self, row: int) -> int | str:
+        return self.threads[self.thread[row]]
+
+    def input_texts(self, row: int) -> tuple[bytes, bytes, bytes]:
+        """Undecoded ``Input Dims``, ``Input type`` and ``Concrete Inputs`` of a call."""
+        cpu, index = self.cpu, self.cpu_row[row]
+        at = int(cpu.input_at[index])
+        dims_end = at + int(cpu.dims_len[index])
+        types_end = dims_end + int(cpu.types_len[index])
+        inputs = self.inputs
+        return inputs[at:dims_end], inputs[dims_end:types_end], inputs[types_end : types_end + int(cpu.concrete_len[index])]
+
+    def column(self, name: str) -> np.ndarray:
+        """A column as a numpy view (no copy)."""
+        return np.frombuffer(getattr(self, name), dtype=np.int64)
 
 
 @dataclass
@@ -99,6 +124,8 @@ class DeviceActivity:
     events: list[RawEvent] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)  # "kernel" | "memcpy" | "memset"
     launcher: array = field(default_factory=lambda: array("q"))  # call row, -1 unknown
+    start_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    dur_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 @dataclass
@@ -110,222 +137,256 @@ class UnattributedMemory:
     device_bytes: int = 0
 
 
+def _column(values) -> array:
+    return array("q", np.ascontiguousarray(values, dtype=np.int64).tobytes())
+
+
 def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, UnattributedMemory]:
     """Nest, merge and attribute every CPU event of ``store``.
 
-    Sorting, interval look-ups, child sums and column gathering are numpy
-    (int64 nanoseconds, exact); what depends on a parent computed just
-    before (the stack pass, merging, module inheritance) stays a Python loop
-    over plain lists.
+    Every pass is numpy over int64 columns (nanoseconds, exact): nesting and
+    the ancestor look-ups that torch does with a stack or a parent walk are
+    pointer jumping (:func:`_nest`, :func:`nearest_ancestor`), which needs
+    O(log depth) array passes instead of a Python step per node.
     """
-    operator_events = [e for e in store.operators if e.name not in FILTERED_NAMES]
-    operator_events += [e for e in store.runtime if e.name not in FILTERED_NAMES]
-    n_ops = len(operator_events)
-    py = store.python
-    n_nodes = n_ops + len(py)
+    cpu, frames = store.cpu, store.frames
+    filtered = np.array([i for i, name in enumerate(store.names) if name in FILTERED_NAMES], dtype=np.int64)
+    op_index = np.flatnonzero(~np.isin(cpu.name, filtered))  # node -> cpu row
+    n_ops = len(op_index)
+    n_nodes = n_ops + len(frames)
 
-    starts_np = np.empty(n_nodes, dtype=np.int64)
-    ends_np = np.empty(n_nodes, dtype=np.int64)
-    starts_np[:n_ops] = [round(e.ts * 1000) for e in operator_events]
-    ends_np[:n_ops] = starts_np[:n_ops] + np.array([round(e.dur * 1000) for e in operator_events], dtype=np.int64)
-    starts_np[n_ops:] = np.frombuffer(py.start_ns, dtype=np.int64) if len(py) else []
-    ends_np[n_ops:] = np.frombuffer(py.end_ns, dtype=np.int64) if len(py) else []
-    tids: list[int | str] = [e.tid for e in operator_events]
-    tids += py.tid
+    op_starts = cpu.start_ns[op_index]
+    starts = np.concatenate((op_starts, frames.start_ns))
+    ends = np.concatenate((op_starts + cpu.dur_ns[op_index], frames.end_ns))
+    threads = np.concatenate((cpu.thread[op_index], frames.thread))
+    names = np.concatenate((cpu.name[op_index], np.full(len(frames), -1, dtype=np.int64)))
 
-    order, parent = _nest(starts_np, ends_np, tids)
-    alive = _merge_duplicates(order, parent, operator_events, n_ops)
+    order, parent = _nest(starts, ends, threads)
+    alive, parent = _merge_duplicates(parent, names, n_ops)
 
-    # Innermost module and nearest operator ancestor, in parent-first order.
-    modules = py.modules
-    module_of = array("q", [-1]) * n_nodes
-    op_parent = array("q", [-1]) * n_nodes
-    for node in order:
-        p = parent[node]
-        if p < 0:
-            continue
-        if p >= n_ops:
-            frame = p - n_ops
-            module_of[node] = frame if frame in modules else module_of[p]
-            op_parent[node] = op_parent[p]
-        else:
-            module_of[node] = module_of[p]
-            op_parent[node] = p
+    # Innermost module and nearest operator ancestor (through living parents).
+    is_module = np.zeros(n_nodes, dtype=bool)
+    is_module[n_ops:] = frames.module >= 0
+    module_of = nearest_ancestor(parent, is_module)
+    module_of = np.where(module_of >= 0, module_of - n_ops, -1)
+    is_op = np.zeros(n_nodes, dtype=bool)
+    is_op[:n_ops] = True
+    op_parent = nearest_ancestor(parent, is_op)
 
-    self_device = [0] * n_nodes
-    activity = _attach_device_activity(store, operator_events, alive, parent, op_parent, self_device)
-    cpu_mem, device_mem, unattributed = _memory_per_node(store, starts_np, ends_np)
+    self_device = np.zeros(n_nodes, dtype=np.int64)
+    activity = _attach_device_activity(store, op_index, alive, parent, op_parent, self_device)
+    cpu_mem, device_mem, unattributed = _memory_per_node(store, starts, ends)
 
     # Sums over living direct children (self time, self memory)...
-    parent_np = np.frombuffer(parent, dtype=np.int64)
-    alive_np = np.frombuffer(alive, dtype=np.uint8).astype(bool)
-    linked = alive_np & (parent_np >= 0)
-    durations = ends_np - starts_np
-    child_time = np.bincount(parent_np[linked], weights=durations[linked], minlength=n_nodes)
-    child_cpu_mem = np.bincount(parent_np[linked], weights=cpu_mem[linked], minlength=n_nodes)
-    child_device_mem = np.bincount(parent_np[linked], weights=device_mem[linked], minlength=n_nodes)
-    # ...and device time over whole subtrees (children come after parents in ``order``).
-    device_total = list(self_device)
-    if activity.events:
-        for node in reversed(order):
-            p = parent[node]
-            if p >= 0 and alive[node]:
-                device_total[p] += device_total[node]
+    linked = alive & (parent >= 0)
+    durations = ends - starts
+    child_time = np.bincount(parent[linked], weights=durations[linked], minlength=n_nodes)
+    child_cpu_mem = np.bincount(parent[linked], weights=cpu_mem[linked], minlength=n_nodes)
+    child_device_mem = np.bincount(parent[linked], weights=device_mem[linked], minlength=n_nodes)
+    # ...and device time over whole subtrees of living operators.
+    device_total = _subtree_sums(self_device, op_parent, alive & is_op) if activity.events else self_device
 
-    op_rows_np = np.flatnonzero(alive_np[:n_ops])
-    op_rows_np = op_rows_np[np.argsort(starts_np[op_rows_np], kind="stable")]
-    op_rows = op_rows_np.tolist()
+    op_rows = np.flatnonzero(alive[:n_ops])
+    op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
     row_of = np.full(n_ops + 1, -1, dtype=np.int64)  # index -1 (no parent) maps to -1
-    row_of[op_rows_np] = np.arange(len(op_rows_np))
-    op_parent_np = np.frombuffer(op_parent, dtype=np.int64)[op_rows_np]
+    row_of[op_rows] = np.arange(len(op_rows))
+    cpu_rows = op_index[op_rows]
 
-    def column(values) -> array:
-        return array("q", np.asarray(values, dtype=np.int64).tobytes())
-
-    calls = OperatorCalls()
-    calls.events = [operator_events[n] for n in op_rows]
-    calls.tid = [tids[n] for n in op_rows]
-    calls.start_ns = column(starts_np[op_rows_np])
-    calls.end_ns = column(ends_np[op_rows_np])
-    calls.total_ns = column(durations[op_rows_np])
+    calls = OperatorCalls(names=store.names, threads=store.threads, cpu=cpu, inputs=store.inputs)
+    calls.cpu_row = _column(cpu_rows)
+    calls.name_id = _column(cpu.name[cpu_rows])
+    calls.thread = _column(cpu.thread[cpu_rows])
+    calls.external_id = _column(cpu.external_id[cpu_rows])
+    calls.sequence_number = _column(cpu.sequence_number[cpu_rows])
+    calls.start_ns = _column(starts[op_rows])
+    calls.end_ns = _column(ends[op_rows])
+    calls.total_ns = _column(durations[op_rows])
     # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
-    calls.self_ns = column(durations[op_rows_np] - np.rint(child_time[op_rows_np]).astype(np.int64))
-    calls.self_device_ns = column([self_device[n] for n in op_rows])
-    calls.device_total_ns = column([device_total[n] for n in op_rows])
-    calls.cpu_mem = column(cpu_mem[op_rows_np])
-    calls.device_mem = column(device_mem[op_rows_np])
-    calls.self_cpu_mem = column(cpu_mem[op_rows_np] - np.rint(child_cpu_mem[op_rows_np]).astype(np.int64))
-    calls.self_device_mem = column(device_mem[op_rows_np] - np.rint(child_device_mem[op_rows_np]).astype(np.int64))
-    calls.flops = column([_flops(e) if e.name in FORMULAS else 0 for e in calls.events])
-    calls.parent = column(row_of[op_parent_np])
-    calls.module = column(np.frombuffer(module_of, dtype=np.int64)[op_rows_np])
-    row_list = row_of.tolist()
-    for index, node in enumerate(activity.launcher):
-        if node >= 0:
-            row = row_list[node]
-            activity.launcher[index] = row
-            calls.kernel_rows.setdefault(row, []).append(index)
+    calls.self_ns = _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64))
+    calls.self_device_ns = _column(self_device[op_rows])
+    calls.device_total_ns = _column(device_total[op_rows])
+    calls.cpu_mem = _column(cpu_mem[op_rows])
+    calls.device_mem = _column(device_mem[op_rows])
+    calls.self_cpu_mem = _column(cpu_mem[op_rows] - np.rint(child_cpu_mem[op_rows]).astype(np.int64))
+    calls.self_device_mem = _column(device_mem[op_rows] - np.rint(child_device_mem[op_rows]).astype(np.int64))
+    calls.parent = _column(row_of[op_parent[op_rows]])
+    calls.module = _column(module_of[op_rows])
+    calls.flops = _column(_flops(calls))
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    if len(launcher):
+        rows = np.where(launcher >= 0, row_of[launcher], -1)
+        activity.launcher = _column(rows)
+        for index, row in enumerate(rows.tolist()):
+            if row >= 0:
+                calls.kernel_rows.setdefault(row, []).append(index)
     return calls, activity, unattributed
 
 
-def _flops(event: RawEvent) -> int:
-    args = event.args
-    if args is None or not args.input_dims:
-        return 0
-    return operator_flops(event.name, decode_member(args.input_dims), decode_member(args.concrete_inputs))
+def _flops(calls: OperatorCalls) -> np.ndarray:
+    """Recomputed FLOPs of every call torch has a formula for (shapes repeat: memoised)."""
+    flops = np.zeros(len(calls), dtype=np.int64)
+    codes = [i for i, name in enumerate(calls.names) if name in FORMULAS]
+    if not codes:
+        return flops
+    known: dict[tuple[int, bytes, bytes], int] = {}
+    for row in np.flatnonzero(np.isin(calls.column("name_id"), codes)).tolist():
+        dims, _, concrete = calls.input_texts(row)
+        if not dims:
+            continue
+        key = (calls.name_id[row], dims, concrete)
+        value = known.get(key)
+        if value is None:
+            value = known[key] = operator_flops(calls.name(row), decode_member(dims), decode_member(concrete))
+        flops[row] = value
+    return flops
 
 
-def _nest(starts: np.ndarray, ends: np.ndarray, tids: list) -> tuple[array, array]:
+def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """torch's ``_populate_cpu_children``: a parent for every node, per thread.
 
-    Nodes are ordered by (thread, start, -end); a stack per thread then finds
-    each node's innermost enclosing node (a partial overlap is no parent).
+    torch sorts by (thread, start, -end) and keeps a stack: a node's parent is
+    the innermost open node that ends after it starts and not before it ends
+    (a partial overlap is no parent).  That is the nearest earlier node of the
+    thread whose end is >= max(end, start + 1): a node skipped on the way was
+    either closed or overlapped, and so was everything it skipped.  Found by
+    pointer jumping: each unresolved node jumps to its candidate's candidate.
     """
-    thread_codes: dict[int | str, int] = {}
-    codes = np.fromiter((thread_codes.setdefault(t, len(thread_codes)) for t in tids), dtype=np.int64, count=len(tids))
-    # array('q') rather than lists: the same speed to index, 8 bytes a node instead of ~36.
-    order_np = np.lexsort((-ends, starts, codes))
-    order = array("q", order_np.astype(np.int64).tobytes())
-    code_list = array("q", codes.tobytes())
-    end_list = array("q", ends.tobytes())
-    start_list = array("q", starts.tobytes())
-    parent = array("q", [-1]) * len(tids)
-    stack: list[int] = []
-    current_thread = -1
-    for node in order:
-        if code_list[node] != current_thread:
-            current_thread = code_list[node]
-            stack = []
-        start, end = start_list[node], end_list[node]
-        while stack:
-            top_end = end_list[stack[-1]]
-            if start >= top_end or end > top_end:
-                stack.pop()
-            else:
-                parent[node] = stack[-1]
-                break
-        stack.append(node)
+    order = np.lexsort((-ends, starts, threads))
+    n = len(order)
+    sorted_ends = ends[order]
+    need = np.maximum(sorted_ends, starts[order] + 1)
+    candidate = np.arange(-1, n - 1, dtype=np.int64)
+    if n:
+        candidate[1:][threads[order][1:] != threads[order][:-1]] = -1
+    pending = np.flatnonzero(candidate >= 0)
+    while len(pending):
+        found = sorted_ends[candidate[pending]] >= need[pending]
+        pending = pending[~found]
+        candidate[pending] = candidate[candidate[pending]]
+        pending = pending[candidate[pending] >= 0]
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[order] = np.where(candidate >= 0, order[candidate], -1)
     return order, parent
 
 
-def _merge_duplicates(order: array, parent: array, events: list[RawEvent], n_ops: int) -> bytearray:
+def nearest_ancestor(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For every node, its nearest proper ancestor where ``wanted`` is true (-1: none)."""
+    result = parent.copy()
+    pending = np.flatnonzero(result >= 0)
+    while len(pending):
+        pending = pending[~wanted[result[pending]]]
+        # Jump to the candidate's own candidate: it has moved past unwanted
+        # nodes too, so the chain left to walk halves each round.
+        result[pending] = result[result[pending]]
+        pending = pending[result[pending] >= 0]
+    return result
+
+
+def _merge_duplicates(parent: np.ndarray, names: np.ndarray, n_ops: int) -> tuple[np.ndarray, np.ndarray]:
     """torch's ``_remove_dup_nodes``: an only child named like its parent merges into it.
 
-    Rewrites ``parent`` so every node points at a living ancestor; returns
-    which nodes live.  Parent-first order makes chains collapse in one pass.
+    torch repeats the merge until nothing changes; what that removes is every
+    operator whose original parent is an operator of the same name with one
+    child (a chain collapses into its top).  Returns which nodes live and
+    every node's nearest living ancestor as its parent.
     """
-    child_count = array("q", bytes(8 * len(parent)))
-    for node in order:
-        if parent[node] >= 0:
-            child_count[parent[node]] += 1
-    alive = bytearray([1]) * len(parent)
-    for node in order:
-        p = parent[node]
-        while p >= 0 and not alive[p]:
-            p = parent[p]
-        parent[node] = p
-        if (
-            node < n_ops
-            and 0 <= p < n_ops
-            and child_count[p] == 1
-            and events[p].name == events[node].name
-        ):
-            alive[node] = 0
-            child_count[p] = child_count[node]
-    return alive
+    n = len(parent)
+    has_parent = parent >= 0
+    child_count = np.bincount(parent[has_parent], minlength=n)
+    safe_parent = np.where(has_parent, parent, 0)
+    dead = np.zeros(n, dtype=bool)
+    dead[:n_ops] = (
+        (parent[:n_ops] >= 0)
+        & (parent[:n_ops] < n_ops)
+        & (child_count[safe_parent[:n_ops]] == 1)
+        & (names[:n_ops] == names[safe_parent[:n_ops]])
+    )
+    alive = ~dead
+    if dead.any():
+        parent = nearest_ancestor(parent, alive)
+    return alive, parent
 
 
-def _living(node: int, alive: bytearray, parent: array) -> int:
-    while node >= 0 and not alive[node]:
-        node = parent[node]
-    return node
+def _subtree_sums(values: np.ndarray, parent: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """``values`` summed over each member's subtree of members (``parent`` links them)."""
+    up = np.where(members, parent, -1)
+    depth = (up >= 0).astype(np.int64)  # list ranking: hops to ``up``, which jumps ahead
+    pending = np.flatnonzero(up >= 0)
+    while len(pending):
+        ahead = up[pending]
+        depth[pending] += depth[ahead]
+        up[pending] = up[ahead]
+        pending = pending[up[pending] >= 0]
+    totals = values.astype(np.float64)
+    linked = np.flatnonzero(members & (parent >= 0))
+    for level in range(int(depth.max(initial=0)), 0, -1):
+        rows = linked[depth[linked] == level]
+        totals += np.bincount(parent[rows], weights=totals[rows], minlength=len(values))
+    return np.rint(totals).astype(np.int64)
+
+
+def _living(nodes: np.ndarray, alive: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Each node itself if alive, else its nearest living ancestor."""
+    return np.where(nodes >= 0, np.where(alive[nodes], nodes, parent[nodes]), -1)
 
 
 def _attach_device_activity(
     store: TraceEvents,
-    operator_events: list[RawEvent],
-    alive: bytearray,
-    parent: array,
-    op_parent: array,
-    self_device: list[int],
+    op_index: np.ndarray,
+    alive: np.ndarray,
+    parent: np.ndarray,
+    op_parent: np.ndarray,
+    self_device: np.ndarray,
 ) -> DeviceActivity:
     """Join kernels, memcpys and memsets to the operator that launched them.
 
     First by ``External id`` (a device event carries its operator's); where
     that names no operator (some writers put the correlation there), through
     the runtime launch with the same ``correlation`` to the operator that
-    encloses the launch on its thread.
+    encloses the launch on its thread.  Where ids repeat, the first node wins.
     """
-    launching = ("cpu_op", "user_annotation", "Operator")
-    by_external: dict[int, int] = {}
-    launch_by_correlation: dict[int, int] = {}
-    for node in range(len(operator_events) - 1, -1, -1):  # backwards: the first op with an id wins
-        event = operator_events[node]
-        args = event.args
-        if event.cat in launching:
-            ext = external_id(args)
-            if ext is not None:
-                by_external[ext] = node
-        elif args is not None and args.correlation is not None:
-            launch_by_correlation[args.correlation] = node
     activity = DeviceActivity()
     for kind, events in (("kernel", store.kernels), ("memcpy", store.memcpys), ("memset", store.memsets)):
-        launchers = []
-        for event in events:
-            args = event.args
-            ext = external_id(args)
-            node = by_external.get(ext, -1) if ext is not None else -1
-            if node < 0 and args is not None and args.correlation is not None:
-                launch = launch_by_correlation.get(args.correlation, -1)
-                node = op_parent[launch] if launch >= 0 else -1
-            if node >= 0:
-                node = _living(node, alive, parent)
-                self_device[node] += round(event.dur * 1000)
-            launchers.append(node)
         activity.events += events
         activity.kind += [kind] * len(events)
-        activity.launcher.extend(launchers)
+    if not activity.events:
+        return activity
+    activity.start_ns = to_ns_column([e.ts for e in activity.events])
+    activity.dur_ns = durations = to_ns_column([e.dur for e in activity.events])
+    cpu = store.cpu
+    launching = np.isin(cpu.category[op_index], OPERATOR_CATEGORY_CODES)
+    external = cpu.external_id[op_index]
+    correlation = cpu.correlation[op_index]
+    by_external = _first_node_by_id(np.where(launching, external, NONE))
+    by_correlation = _first_node_by_id(np.where(launching, NONE, correlation))
+
+    args = [e.args for e in activity.events]
+    event_external = int_column([NONE if (ext := external_id(a)) is None else ext for a in args])
+    event_correlation = int_column([NONE if a is None or a.correlation is None else a.correlation for a in args])
+    node = _look_up(by_external, event_external)
+    launch = _look_up(by_correlation, event_correlation)
+    through_launch = (node < 0) & (launch >= 0)
+    node[through_launch] = op_parent[launch[through_launch]]
+    node = _living(node, alive, parent)
+    joined = node >= 0
+    self_device += np.bincount(node[joined], weights=durations[joined], minlength=len(self_device)).astype(np.int64)
+    activity.launcher = _column(node)
     return activity
+
+
+def _first_node_by_id(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids (NONE left out) and the first node carrying each."""
+    present = np.flatnonzero(ids != NONE)
+    unique, first = np.unique(ids[present], return_index=True)
+    return unique, present[first]
+
+
+def _look_up(table: tuple[np.ndarray, np.ndarray], ids: np.ndarray) -> np.ndarray:
+    keys, nodes = table
+    if not len(keys):
+        return np.full(len(ids), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+    return np.where((keys[at] == ids) & (ids != NONE), nodes[at], -1)
 
 
 def _memory_per_node(
@@ -337,12 +398,12 @@ def _memory_per_node(
     cpu_mem = np.zeros(n_nodes, dtype=np.int64)
     device_mem = np.zeros(n_nodes, dtype=np.int64)
     unattributed = UnattributedMemory()
-    records = [e.args for e in store.memory if e.args is not None]
+    records = [e for e in store.memory if e.args is not None]
     if not records:
         return cpu_mem, device_mem, unattributed
-    times = np.array([round(e.ts * 1000) for e in store.memory if e.args is not None], dtype=np.int64)
-    sizes = np.array([a.alloc_bytes or 0 for a in records], dtype=np.int64)
-    kinds = np.array([-1 if a.device_type is None else a.device_type for a in records], dtype=np.int64)
+    times = to_ns_column([e.ts for e in records])
+    sizes = int_column([e.args.alloc_bytes or 0 for e in records])
+    kinds = int_column([-1 if e.args.device_type is None else e.args.device_type for e in records])
     by_time = np.argsort(times, kind="stable")
     times, sizes, kinds = times[by_time], sizes[by_time], kinds[by_time]
     is_cpu = np.isin(kinds, list(CPU_MEMORY_TYPES))

@@ -36,11 +36,11 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     for row in rows[:20000]:
         node = model.modules.by_frame.get(calls.module[row])
         modules[node.path if node else "(outside modules)"] += 1
-        args = calls.events[row].args
-        if args is not None:
+        dims, input_types, _ = calls.input_texts(row)
+        if dims:
             shapes[input_shapes_key(calls, row, shape_cache)] += 1
-            if not types and args.input_types:
-                types = ", ".join(str(t) for t in decode_member(args.input_types) or [] if t)
+        if not types and input_types:
+            types = ", ".join(str(t) for t in decode_member(input_types) or [] if t)
         parent = calls.parent[row]
         if parent >= 0:
             parents[calls.name(parent)] += 1

@@ -7,11 +7,11 @@ operator call, keyed by the call's ``External id``, and per module instance
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import sum_subtree
-from tuiprof.trace.store import external_id
+from tuiprof.analysis.modules import fill_totals
 
 
 @dataclass
@@ -33,14 +33,12 @@ def apply_live_facts(model: TraceModel, facts: LiveFacts) -> TraceModel:
     """Replace recomputed FLOPs with torch's and name the module tree."""
     calls = model.calls
     if facts.flops_by_external_id:
-        for row, event in enumerate(calls.events):
-            ext = external_id(event.args)
-            calls.flops[row] = facts.flops_by_external_id.get(ext, 0) if ext is not None else 0
+        measured = facts.flops_by_external_id
+        calls.flops = array("q", [measured.get(ext, 0) if ext >= 0 else 0 for ext in calls.external_id])
         model.flops_source = "measured by torch.profiler (with_flops)"
         model._tables.clear()
         model.__dict__.pop("total_flops", None)
-        for root in model.modules.roots:
-            sum_subtree(root, calls)
+        fill_totals(model.modules, calls)
     for node in model.modules.walk():
         known = facts.modules.get(node.name)
         if known is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tuiprof.analysis.calls import CPU_MEMORY_TYPES, OperatorCalls, to_ns
-from tuiprof.trace.store import TraceEvents
+from tuiprof.trace.store import TraceEvents, as_thread_id
 
 DEVICE_TYPE_NAMES = {0: "CPU", 1: "CUDA", 2: "MKLDNN", 5: "IDEEP", 6: "HIP", 12: "XPU", 20: "PrivateUse1"}
 
@@ -77,10 +79,13 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
 
 def innermost_call_at(calls: OperatorCalls, tid: int | str, time_ns: int) -> int:
     """The latest-starting call on ``tid`` whose span holds ``time_ns``."""
-    best = -1
-    for row in range(len(calls)):
-        if calls.start_ns[row] > time_ns:
-            break  # rows are in start order
-        if calls.tid[row] == tid and calls.end_ns[row] >= time_ns:
-            best = row
-    return best
+    tid = as_thread_id(tid)
+    if tid not in calls.threads:
+        return -1
+    thread = calls.threads.index(tid)
+    starts = calls.column("start_ns")
+    started = int(np.searchsorted(starts, time_ns, side="right"))  # rows are in start order
+    holding = np.flatnonzero(
+        (calls.column("thread")[:started] == thread) & (calls.column("end_ns")[:started] >= time_ns)
+    )
+    return int(holding[-1]) if len(holding) else -1

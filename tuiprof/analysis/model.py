@@ -75,7 +75,7 @@ class TraceModel:
 
     @cached_property
     def total_device_us(self) -> float:
-        return sum(float(e.dur) for e in self.activity.events)
+        return float(sum(e.dur for e in self.activity.events))
 
     @cached_property
     def total_flops(self) -> int:

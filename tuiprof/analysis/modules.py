@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tuiprof.analysis.calls import OperatorCalls
-from tuiprof.trace.store import PythonFrames
+import numpy as np
+
+from tuiprof.analysis.calls import OperatorCalls, nearest_ancestor
+from tuiprof.trace.columns import NONE, FrameColumns
+from tuiprof.trace.store import TraceEvents
 
 
 @dataclass(eq=False)
@@ -88,31 +91,21 @@ class ModuleTree:
             yield from root.walk()
 
 
-def build_module_tree(frames: PythonFrames, calls: OperatorCalls) -> ModuleTree:
-    modules = frames.modules
+def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
+    modules = store.module_names()
     if not modules:
         return ModuleTree([], {})
-    row_of_id = {pid: row for row, pid in enumerate(frames.python_id) if pid >= 0}
-    nearest_module: dict[int, int] = {}  # frame row -> module frame row above it (-1 none)
-
-    def parent_module(row: int) -> int:
-        """Module frame row enclosing frame ``row`` (-1 at the top), memoised."""
-        chain = []
-        current = row_of_id.get(frames.parent_id[row], -1)
-        while current >= 0 and current not in modules and current not in nearest_module:
-            chain.append(current)
-            current = row_of_id.get(frames.parent_id[current], -1)
-        if current >= 0 and current not in modules:
-            current = nearest_module[current]
-        for visited in chain:
-            nearest_module[visited] = current
-        return current
+    frames = store.frames
+    module_above = _module_above(frames)
 
     roots: dict[str, ModuleNode] = {}
     nodes: dict[str, ModuleNode] = {}
     by_frame: dict[int, ModuleNode] = {}
-    for row in sorted(modules, key=frames.start_ns.__getitem__):
-        up = parent_module(row)
+    starts, ends = frames.start_ns, frames.end_ns
+    rows = np.array(sorted(modules), dtype=np.int64)
+    rows = rows[np.argsort(starts[rows], kind="stable")]
+    durations = ((ends[rows] - starts[rows]) / 1000).tolist()
+    for row, up, duration in zip(rows.tolist(), module_above[rows].tolist(), durations):
         parent_node = by_frame.get(up) if up >= 0 else None
         name = modules[row]
         path = f"{parent_node.path}/{name}" if parent_node else name
@@ -124,7 +117,6 @@ def build_module_tree(frames: PythonFrames, calls: OperatorCalls) -> ModuleTree:
                 parent_node.children.append(node)
             else:
                 roots[path] = node
-        duration = (frames.end_ns[row] - frames.start_ns[row]) / 1000
         node.calls += 1
         node.cpu_total_us += duration
         node.self_cpu_us += duration
@@ -132,55 +124,92 @@ def build_module_tree(frames: PythonFrames, calls: OperatorCalls) -> ModuleTree:
             parent_node.self_cpu_us -= duration
         by_frame[row] = node
 
+    tree = ModuleTree(list(roots.values()), by_frame)
     _attribute_operators(calls, by_frame)
-    for root in roots.values():
-        sum_subtree(root, calls)
-    tree_roots = sorted(roots.values(), key=lambda n: n.total_with_backward_us, reverse=True)
-    return ModuleTree(tree_roots, by_frame)
+    fill_totals(tree, calls)
+    tree.roots.sort(key=lambda n: n.total_with_backward_us, reverse=True)
+    return tree
+
+
+def _module_above(frames: FrameColumns) -> np.ndarray:
+    """For every frame, the nearest ``nn.Module`` frame up its ``Python parent id``
+    chain (-1 at the top).  A repeated Python id means its last frame."""
+    ids = frames.python_id
+    by_id = np.argsort(ids, kind="stable")
+    sorted_ids = ids[by_id]
+    last = np.ones(len(ids), dtype=bool)
+    last[:-1] = sorted_ids[1:] != sorted_ids[:-1]
+    keys, rows = sorted_ids[last], by_id[last]
+    parent = np.full(len(ids), -1, dtype=np.int64)
+    if len(keys):
+        at = np.minimum(np.searchsorted(keys, frames.parent_id), len(keys) - 1)
+        parent = np.where((keys[at] == frames.parent_id) & (frames.parent_id >= 0), rows[at], -1)
+    return nearest_ancestor(parent, frames.module >= 0)
 
 
 def _attribute_operators(calls: OperatorCalls, by_frame: dict[int, ModuleNode]) -> None:
-    module_of_sequence: dict[int, ModuleNode] = {}
-    for row in range(len(calls)):
-        frame = calls.module[row]
-        if frame < 0:
-            continue
-        node = by_frame[frame]
-        node.operator_rows.append(row)
-        args = calls.events[row].args
-        if args is not None and args.sequence_number is not None:
-            module_of_sequence.setdefault(args.sequence_number, node)
-    if not module_of_sequence:
+    """Each call to the module it ran in; each backward root to the module of its forward op."""
+    module = calls.column("module")
+    inside = np.flatnonzero(module >= 0)
+    inside = inside[np.argsort(module[inside], kind="stable")]
+    frames_of = module[inside]
+    if len(inside):
+        cuts = np.flatnonzero(frames_of[1:] != frames_of[:-1]) + 1
+        for frame, rows in zip(frames_of[np.concatenate(([0], cuts))].tolist(), np.split(inside, cuts)):
+            by_frame[frame].operator_rows.extend(rows.tolist())
+
+    sequence = calls.column("sequence_number")
+    forward = np.flatnonzero((module >= 0) & (sequence >= 0))
+    if not len(forward):
         return
-    for row in range(len(calls)):
-        if calls.module[row] >= 0:
-            continue
-        args = calls.events[row].args
-        seq = args.sequence_number if args is not None else None
-        if seq is None or seq not in module_of_sequence:
-            continue
-        parent = calls.parent[row]
-        parent_args = calls.events[parent].args if parent >= 0 else None
-        if parent_args is not None and parent_args.sequence_number == seq:
-            continue  # not the root of this backward node
-        module_of_sequence[seq].backward_rows.append(row)
+    seqs, first = np.unique(sequence[forward], return_index=True)  # the first forward op of each
+    forward_frame = module[forward[first]]
+    candidates = np.flatnonzero((module < 0) & (sequence >= 0))
+    at = np.minimum(np.searchsorted(seqs, sequence[candidates]), len(seqs) - 1)
+    known = seqs[at] == sequence[candidates]
+    candidates, at = candidates[known], at[known]
+    parent = calls.column("parent")[candidates]
+    parent_seq = np.where(parent >= 0, sequence[np.maximum(parent, 0)], NONE)
+    roots = parent_seq != sequence[candidates]  # not the root of this backward node otherwise
+    for row, frame in zip(candidates[roots].tolist(), forward_frame[at[roots]].tolist()):
+        by_frame[frame].backward_rows.append(row)
 
 
-def sum_subtree(node: ModuleNode, calls: OperatorCalls) -> None:
-    """Fill device time, backward time, memory and FLOPs; sort children by cost."""
-    rows = node.operator_rows
-    node.self_device_us = sum(calls.self_device_ns[r] for r in rows) / 1000
-    node.self_cpu_mem_bytes = sum(calls.self_cpu_mem[r] for r in rows)
-    node.backward_cpu_us = sum(map(calls.total_ns.__getitem__, node.backward_rows)) / 1000
-    node.backward_device_us = sum(calls.device_total_ns[r] for r in node.backward_rows) / 1000
-    node.device_total_us = node.self_device_us
-    node.cpu_mem_bytes = node.self_cpu_mem_bytes
-    node.flops = sum(calls.flops[r] for r in rows)
-    for child in node.children:
-        sum_subtree(child, calls)
-        node.device_total_us += child.device_total_us
-        node.backward_cpu_us += child.backward_cpu_us
-        node.backward_device_us += child.backward_device_us
-        node.cpu_mem_bytes += child.cpu_mem_bytes
-        node.flops += child.flops
-    node.children.sort(key=lambda n: n.total_with_backward_us + n.device_total_us, reverse=True)
+def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:
+    """Device time, backward time, memory and FLOPs of every node; children sorted by cost."""
+    nodes = list(tree.walk())
+
+    def per_node(rows_of, column: str) -> list[int]:
+        """Exact int64 sums of ``column`` over each node's rows (rows grouped by node)."""
+        counts = np.array([len(rows_of(n)) for n in nodes], dtype=np.int64)
+        rows = np.fromiter((r for n in nodes for r in rows_of(n)), dtype=np.int64, count=int(counts.sum()))
+        if not len(rows):
+            return [0] * len(nodes)
+        values = np.append(calls.column(column)[rows], 0)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        sums = np.add.reduceat(values, starts)
+        return np.where(counts > 0, sums, 0).tolist()
+
+    forward = lambda n: n.operator_rows  # noqa: E731
+    backward = lambda n: n.backward_rows  # noqa: E731
+    self_device = per_node(forward, "self_device_ns")
+    self_mem = per_node(forward, "self_cpu_mem")
+    flops = per_node(forward, "flops")
+    back_cpu = per_node(backward, "total_ns")
+    back_device = per_node(backward, "device_total_ns")
+    for i, node in enumerate(nodes):
+        node.self_device_us = node.device_total_us = self_device[i] / 1000
+        node.self_cpu_mem_bytes = node.cpu_mem_bytes = self_mem[i]
+        node.flops = flops[i]
+        node.backward_cpu_us = back_cpu[i] / 1000
+        node.backward_device_us = back_device[i] / 1000
+    for node in reversed(nodes):  # children before parents
+        parent = node.parent
+        if parent is not None:
+            parent.device_total_us += node.device_total_us
+            parent.backward_cpu_us += node.backward_cpu_us
+            parent.backward_device_us += node.backward_device_us
+            parent.cpu_mem_bytes += node.cpu_mem_bytes
+            parent.flops += node.flops
+    for node in nodes:
+        node.children.sort(key=lambda n: n.total_with_backward_us + n.device_total_us, reverse=True)

@@ -52,11 +52,10 @@ def input_shapes_key(calls: OperatorCalls, row: int, cache: dict[bytes, str] | N
     """torch's ``str(event.input_shapes)``: ``[[4, 3, 32, 32], [64, 3, 7, 7], []]``.
 
     ``cache`` maps the undecoded JSON to the key: shapes repeat a lot."""
-    args = calls.events[row].args
-    raw = bytes(args.input_dims) if args is not None else b""
+    raw = calls.input_texts(row)[0]
     if cache is not None and raw in cache:
         return cache[raw]
-    dims = decode_member(args.input_dims) if raw else None
+    dims = decode_member(raw) if raw else None
     key = str(dims if dims is not None else [])
     if cache is not None:
         cache[raw] = key
@@ -76,21 +75,10 @@ def aggregate_operators(
     ``rows`` restricts the table to some calls (a module's, a step's).
     ``unattributed`` adds torch's ``[memory]`` row for records inside no op.
     """
-    selected = range(len(calls)) if rows is None else rows
-    groups: dict[tuple[str, str | None], list[int]] = {}
-    names = calls.events
-    shapes_cache: dict[bytes, str] = {}
-    for row in selected:
-        if top_level_only and not is_top_level(calls, row):
-            continue
-        name = names[row].name
-        if name.startswith(STEP_PREFIX):
-            name = STEP_WILDCARD  # key_averages() groups every step under one row
-        key = (name, input_shapes_key(calls, row, shapes_cache) if group_by_shape else None)
-        bucket = groups.get(key)
-        if bucket is None:
-            groups[key] = bucket = []
-        bucket.append(row)
+    if rows is None and not group_by_shape and not top_level_only:
+        groups = _groups_by_name(calls)
+    else:
+        groups = _groups(calls, range(len(calls)) if rows is None else rows, group_by_shape, top_level_only)
     result = [_stats(calls, name, shapes, members) for (name, shapes), members in groups.items()]
     if unattributed is not None and unattributed.calls and not top_level_only:
         result.append(
@@ -104,6 +92,43 @@ def aggregate_operators(
         )
     result.sort(key=lambda s: s.self_cpu_us + s.self_device_us, reverse=True)
     return result
+
+
+def _groups_by_name(calls: OperatorCalls) -> dict[tuple[str, str | None], list[int]]:
+    """Every call grouped by name with numpy (the table every trace opens with)."""
+    names = calls.names
+    step_code = len(names)  # every ProfilerStep#N shares one group
+    remap = np.array([step_code if n.startswith(STEP_PREFIX) else i for i, n in enumerate(names)] + [step_code])
+    codes = remap[calls.column("name_id")]
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
+    firsts = np.concatenate(([0], cuts)) if len(order) else cuts
+    found = [
+        (STEP_WILDCARD if code == step_code else names[code], members.tolist())
+        for code, members in zip(sorted_codes[firsts].tolist(), np.split(order, cuts) if len(order) else [])
+    ]
+    found.sort(key=lambda group: group[1][0])  # first-call order, as a walk over the rows gives
+    return {(name, None): members for name, members in found}
+
+
+def _groups(
+    calls: OperatorCalls, selected: Iterable[int], group_by_shape: bool, top_level_only: bool
+) -> dict[tuple[str, str | None], list[int]]:
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    shapes_cache: dict[bytes, str] = {}
+    for row in selected:
+        if top_level_only and not is_top_level(calls, row):
+            continue
+        name = calls.name(row)
+        if name.startswith(STEP_PREFIX):
+            name = STEP_WILDCARD  # key_averages() groups every step under one row
+        key = (name, input_shapes_key(calls, row, shapes_cache) if group_by_shape else None)
+        bucket = groups.get(key)
+        if bucket is None:
+            groups[key] = bucket = []
+        bucket.append(row)
+    return groups
 
 
 def _stats(calls: OperatorCalls, name: str, shapes: str | None, members: list[int]) -> OperatorStats:

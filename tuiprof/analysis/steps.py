@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, to_ns
+import numpy as np
+
+from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, nearest_ancestor, to_ns
 from tuiprof.trace.schema import RawEvent
 
 DATA_LOADING_PREFIX = "enumerate(DataLoader)"
@@ -41,52 +43,49 @@ def is_communication(name: str) -> bool:
 def build_steps(
     calls: OperatorCalls, activity: DeviceActivity, gpu_annotations: list[RawEvent]
 ) -> list[StepStats]:
-    step_rows = [r for r in range(len(calls)) if calls.name(r).startswith(STEP_PREFIX)]
-    if not step_rows:
+    step_codes = [i for i, name in enumerate(calls.names) if name.startswith(STEP_PREFIX)]
+    name_id = calls.column("name_id")
+    step_rows = np.flatnonzero(np.isin(name_id, step_codes))
+    if not len(step_rows):
         return []
     device_windows = {
         e.name: (to_ns(e.ts), to_ns(e.ts) + to_ns(e.dur)) for e in gpu_annotations if e.name.startswith(STEP_PREFIX)
     }
-    step_of_call = _step_of_calls(calls, step_rows)
-    per_step: dict[int, list[int]] = {row: [] for row in step_rows}
-    for index, launcher in enumerate(activity.launcher):
-        step = step_of_call.get(launcher) if launcher >= 0 else None
-        if step is not None:
-            per_step[step].append(index)
-    loading: dict[int, int] = {row: 0 for row in step_rows}
-    for row, step in step_of_call.items():
-        if calls.name(row).startswith(DATA_LOADING_PREFIX):
-            loading[step] += calls.total_ns[row]
+    step_of = _step_of_calls(calls, step_rows)
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
+    loading_codes = [i for i, name in enumerate(calls.names) if name.startswith(DATA_LOADING_PREFIX)]
+    loading_rows = np.flatnonzero(np.isin(name_id, loading_codes) & (step_of >= 0))
+    loading = np.bincount(step_of[loading_rows], weights=calls.column("total_ns")[loading_rows], minlength=len(calls))
+    kinds = _activity_kinds(activity)
 
     steps = []
-    for row in step_rows:
+    for row in step_rows.tolist():
         name = calls.name(row)
         start, end = calls.start_ns[row], calls.end_ns[row]
         window = device_windows.get(name, (start, end))
-        spans: dict[str, list[tuple[int, int]]] = {"kernel": [], "memcpy": [], "memset": [], "comm": []}
-        for index in per_step[row]:
-            event = activity.events[index]
-            kind = activity.kind[index]
-            if kind == "kernel" and is_communication(event.name):
-                kind = "comm"
-            begin = to_ns(event.ts)
-            spans[kind].append((begin, begin + to_ns(event.dur)))
-        every = [s for group in spans.values() for s in group]
-        if every:
-            window = (min(window[0], min(s[0] for s in every)), max(window[1], max(s[1] for s in every)))
-        busy = _union_ns(every)
-        window_ns = window[1] - window[0] if every or name in device_windows else 0
+        mine = np.flatnonzero(activity_step == row)
+        begins, finishes = activity.start_ns[mine], activity.start_ns[mine] + activity.dur_ns[mine]
+        if len(mine):
+            window = (min(window[0], int(begins.min())), max(window[1], int(finishes.max())))
+        busy = _union_ns(begins, finishes)
+        window_ns = window[1] - window[0] if len(mine) or name in device_windows else 0
+
+        def union_of(kind: int) -> int:
+            chosen = kinds[mine] == kind
+            return _union_ns(begins[chosen], finishes[chosen])
+
         steps.append(
             StepStats(
                 name=name,
                 number=_step_number(name),
                 start_ns=start,
                 duration_us=(end - start) / 1000,
-                data_loading_us=loading[row] / 1000,
-                kernel_us=_union_ns(spans["kernel"]) / 1000,
-                memcpy_us=_union_ns(spans["memcpy"]) / 1000,
-                memset_us=_union_ns(spans["memset"]) / 1000,
-                communication_us=_union_ns(spans["comm"]) / 1000,
+                data_loading_us=round(loading[row]) / 1000,
+                kernel_us=union_of(_KERNEL) / 1000,
+                memcpy_us=union_of(_MEMCPY) / 1000,
+                memset_us=union_of(_MEMSET) / 1000,
+                communication_us=union_of(_COMMUNICATION) / 1000,
                 device_busy_us=busy / 1000,
                 device_idle_us=max(0, window_ns - busy) / 1000,
                 device_window_us=window_ns / 1000,
@@ -95,38 +94,58 @@ def build_steps(
     return steps
 
 
-def _step_of_calls(calls: OperatorCalls, step_rows: list[int]) -> dict[int, int]:
-    """Call row -> the step row enclosing it (by nesting, else by time)."""
-    steps = set(step_rows)
-    result: dict[int, int] = {}
-    for row in range(len(calls)):
-        parent = calls.parent[row]
-        while parent >= 0 and parent not in steps:
-            parent = calls.parent[parent]
-        if parent >= 0:
-            result[row] = parent
-            continue
-        start = calls.start_ns[row]
-        for step in step_rows:  # other threads (backward, data workers)
-            if calls.start_ns[step] <= start < calls.end_ns[step] and step != row:
-                result[row] = step
-                break
+_KERNEL, _MEMCPY, _MEMSET, _COMMUNICATION = range(4)
+
+
+def _activity_kinds(activity: DeviceActivity) -> np.ndarray:
+    """Kind of each device event, collective kernels (NCCL, RCCL...) apart."""
+    codes = {"kernel": _KERNEL, "memcpy": _MEMCPY, "memset": _MEMSET}
+    communication: dict[str, bool] = {}
+    kinds = []
+    for event, kind in zip(activity.events, activity.kind):
+        if kind == "kernel":
+            name = event.name
+            comm = communication.get(name)
+            if comm is None:
+                comm = communication[name] = is_communication(name)
+            kinds.append(_COMMUNICATION if comm else _KERNEL)
+        else:
+            kinds.append(codes[kind])
+    return np.array(kinds, dtype=np.int64)
+
+
+def _step_of_calls(calls: OperatorCalls, step_rows: np.ndarray) -> np.ndarray:
+    """Call row -> the step row enclosing it (by nesting, else by time; -1 none)."""
+    is_step = np.zeros(len(calls), dtype=bool)
+    is_step[step_rows] = True
+    result = nearest_ancestor(calls.column("parent"), is_step)
+    loose = np.flatnonzero(result < 0)  # other threads (backward, data workers)
+    starts, ends = calls.column("start_ns"), calls.column("end_ns")
+    step_starts, step_ends = starts[step_rows], ends[step_rows]
+    if len(step_rows) > 1 and (step_ends[:-1] > step_starts[1:]).any():
+        for row in loose.tolist():  # overlapping steps: the first that holds the call
+            holding = np.flatnonzero((step_starts <= starts[row]) & (starts[row] < step_ends) & (step_rows != row))
+            if len(holding):
+                result[row] = step_rows[holding[0]]
+        return result
+    at = np.searchsorted(step_starts, starts[loose], side="right") - 1
+    safe = np.maximum(at, 0)
+    holds = (at >= 0) & (starts[loose] < step_ends[safe]) & (step_rows[safe] != loose)
+    result[loose[holds]] = step_rows[safe[holds]]
     return result
 
 
-def _union_ns(spans: list[tuple[int, int]]) -> int:
-    total = 0
-    current_start = current_end = None
-    for begin, end in sorted(spans):
-        if current_end is None or begin > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = begin, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
+def _union_ns(begins: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of the spans (touching spans merge)."""
+    if not len(begins):
+        return 0
+    order = np.argsort(begins, kind="stable")
+    begins, ends = begins[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    fresh = np.ones(len(begins), dtype=bool)
+    fresh[1:] = begins[1:] > reach[:-1]
+    firsts = np.flatnonzero(fresh)
+    return int((np.maximum.reduceat(ends, firsts) - begins[firsts]).sum())
 
 
 def _step_number(name: str) -> int:

@@ -329,7 +329,7 @@ def build_call_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
                 "device_total_us": calls.device_total_ns[row] / 1000,
                 "cpu_mem_bytes": calls.cpu_mem[row],
                 "flops": calls.flops[row],
-                "thread": str(calls.tid[row]),
+                "thread": str(calls.tid(row)),
                 "module": node.label if node else "",
                 "input_shapes": input_shapes_key(calls, row, shapes),
             }

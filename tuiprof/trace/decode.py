@@ -1,22 +1,22 @@
-"""Bytes of a trace document -> header + batches of typed events.
+"""Bytes of a trace document -> header + spans of whole events -> typed events.
 
 The fast path never builds the whole document: it finds the ``traceEvents``
-array, cuts it into chunks of whole events at ``}`` ``,`` ``{`` boundaries, and
-decodes each chunk with msgspec into :class:`RawEvent` structs.  A cut is
-proven by the decode itself: a cut inside a string or a nested object makes
-the chunk invalid JSON, and the next candidate boundary is tried.  Each batch
-is handed to the caller and dropped, so peak memory is one chunk of structs
-plus whatever the caller keeps.
+array and cuts it into spans of whole events at ``}`` ``,`` ``{`` boundaries
+(:func:`plan_document`); each span is then decoded by msgspec into
+:class:`RawEvent` structs (:func:`decode_span`), in this process or in a
+worker, since a span needs nothing but the bytes.
 
-When a chunk cannot be decoded even at a proven boundary (the malformations
-listed in TRACE_FORMAT.md), that chunk falls back to :func:`salvage_events`,
-which splits it into single events, repairs what it can and counts the rest.
+A cut is trusted when the whitespace between the two events holds a newline
+(a raw newline can't be inside a JSON string; Kineto writes one there), else
+when the event after it decodes on its own.  If a span still fails to decode
+(a cut in the wrong place, or the malformations listed in TRACE_FORMAT.md),
+it falls back to :func:`salvage_events`, which splits it into single events,
+repairs what it can and counts the rest.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
@@ -28,6 +28,7 @@ CHUNK_BYTES = 16 << 20
 # Between two events: the end of one object, a comma, the start of the next.
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_SEARCH_WINDOW = 1 << 20
 
 _decode_events = msgspec.json.Decoder(EVENT_LIST).decode
 _decode_header = msgspec.json.Decoder(TraceHeader).decode
@@ -47,20 +48,29 @@ class DecodeReport:
         if problem not in self.problems and len(self.problems) < 20:
             self.problems.append(problem)
 
+    def merge(self, other: DecodeReport) -> None:
+        self.repaired += other.repaired
+        self.skipped += other.skipped
+        for problem in other.problems:
+            self.note(problem)
 
-ProgressFn = Callable[[int, int], None]
+
+@dataclass
+class DocumentPlan:
+    """Where the events of a document are: spans of whole events, in file order.
+
+    ``header`` holds the top-level members (those after the array too);
+    ``inline_events`` the events of a small document decoded whole.
+    """
+
+    header: TraceHeader
+    spans: list[tuple[int, int]]
+    inline_events: list[RawEvent] = field(default_factory=list)
 
 
-def decode_document(
-    buf: bytes | memoryview,
-    on_batch: Callable[[list[RawEvent]], None],
-    report: DecodeReport,
-    progress: ProgressFn | None = None,
-    source: str = "trace",
-) -> TraceHeader:
-    """Decode a whole trace document, streaming its events to ``on_batch``.
+def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "trace") -> DocumentPlan:
+    """Find the event array, read the members around it and cut it into spans.
 
-    Returns the header (top-level members, with ``traceEvents`` emptied).
     Raises :class:`TraceError` when the bytes are not a trace at all.
     """
     view = memoryview(buf)
@@ -81,25 +91,74 @@ def decode_document(
             header = _decode_small_document(view, source)
             if not header.traceEvents:
                 raise TraceError(source, "this JSON has no traceEvents", "pass a trace written by torch.profiler")
-            on_batch(header.traceEvents)
-            header.traceEvents = []
-            return header
+            events, header.traceEvents = header.traceEvents, []
+            return DocumentPlan(header, [], events)
         body_start = match.end()
         header = _decode_header_prefix(view[:body_start], source, report)
     else:
         raise TraceError(source, "this is not JSON", "pass a .json or .json.gz written by torch.profiler")
 
     end, tail = _split_tail(view, body_start, report)
-    for batch in _iter_event_chunks(view, body_start, end, report, progress):
-        on_batch(batch)
     if tail is not None:
         for name in tail.__struct_fields__:
             value = getattr(tail, name)
             if value is not None and name != "traceEvents":
                 setattr(header, name, value)
-    if progress:
-        progress(size, size)
-    return header
+    return DocumentPlan(header, _plan_spans(view, body_start, end))
+
+
+def _plan_spans(view: memoryview, pos: int, end: int) -> list[tuple[int, int]]:
+    spans = []
+    while pos < end:
+        cut = _find_cut(view, pos + CHUNK_BYTES, end) if pos + CHUNK_BYTES < end else None
+        if cut is None:
+            spans.append((pos, end))
+            break
+        close, next_open = cut
+        spans.append((pos, close))
+        pos = next_open
+    return spans
+
+
+def _find_cut(view: memoryview, target: int, end: int) -> tuple[int, int] | None:
+    """The first trusted boundary after ``target``: (just after ``}``, at ``{``)."""
+    search_from = target
+    while search_from < end:
+        window = bytes(view[search_from : min(end, search_from + _SEARCH_WINDOW)])
+        for match in _BOUNDARY.finditer(window):
+            close = search_from + match.start() + 1
+            next_open = search_from + match.end() - 1
+            if b"\n" in match.group() or _event_decodes_at(view, next_open, end):
+                return close, next_open
+        if search_from + len(window) >= end:
+            return None
+        search_from += max(1, len(window) - 64)
+    return None
+
+
+def _event_decodes_at(view: memoryview, pos: int, end: int) -> bool:
+    """Whether an event object starts at ``pos`` (the next boundary ends it)."""
+    window = bytes(view[pos : min(end, pos + _SEARCH_WINDOW)])
+    for match in _BOUNDARY.finditer(window):
+        try:
+            _decode_event(window[: match.start() + 1])
+            return True
+        except msgspec.MsgspecError:
+            continue
+    return False
+
+
+def decode_span(view: bytes | memoryview, start: int, end: int, report: DecodeReport) -> list[RawEvent]:
+    """The events between two cuts (salvaged one by one if the span is damaged)."""
+    text = bytearray(end - start + 2)
+    text[0:1] = b"["
+    with memoryview(view) as whole:
+        text[1:-1] = whole[start:end]
+    text[-1:] = b"]"
+    try:
+        return _decode_events(text)
+    except msgspec.MsgspecError:
+        return salvage_events(bytes(text[1:-1]).rstrip().rstrip(b","), report)
 
 
 def _first_non_space(view: memoryview) -> int | None:
@@ -155,56 +214,6 @@ def _split_tail(view: memoryview, body_start: int, report: DecodeReport) -> tupl
         return window_start + len(stripped) - 1, None
     report.note("the event array is not closed (truncated file?): read what is there")
     return len(view), None
-
-
-def _iter_event_chunks(
-    view: memoryview, pos: int, end: int, report: DecodeReport, progress: ProgressFn | None
-) -> Iterator[list[RawEvent]]:
-    """Yield decoded batches from the array body between ``pos`` and ``end``."""
-    size = len(view)
-    while pos < end:
-        target = pos + CHUNK_BYTES
-        if target >= end:
-            yield _decode_chunk(view[pos:end], report)
-            pos = end
-        else:
-            batch, pos = _decode_until_boundary(view, pos, target, end, report)
-            yield batch
-        if progress:
-            progress(pos, size)
-
-
-def _decode_until_boundary(
-    view: memoryview, pos: int, target: int, end: int, report: DecodeReport
-) -> tuple[list[RawEvent], int]:
-    """Decode events from ``pos`` up to the first proven boundary after ``target``."""
-    search_from = target
-    for _ in range(64):
-        window = bytes(view[search_from : min(end, search_from + (1 << 20))])
-        match = _BOUNDARY.search(window)
-        if match is None:
-            if search_from + len(window) >= end:
-                break
-            search_from += max(1, len(window) - 64)
-            continue
-        cut = search_from + match.start() + 1  # just after the closing brace
-        try:
-            batch = _decode_events(b"[" + bytes(view[pos:cut]) + b"]")
-        except msgspec.MsgspecError:
-            search_from = cut
-            continue
-        next_pos = search_from + match.end() - 1  # at the opening brace
-        return batch, next_pos
-    # No clean cut found: take everything to the end through the slow path.
-    return _decode_chunk(view[pos:end], report), end
-
-
-def _decode_chunk(chunk: memoryview, report: DecodeReport) -> list[RawEvent]:
-    data = bytes(chunk).rstrip().rstrip(b",")
-    try:
-        return _decode_events(b"[" + data + b"]")
-    except msgspec.MsgspecError:
-        return salvage_events(data, report)
 
 
 # ---------------------------------------------------------------- salvage

@@ -1,17 +1,27 @@
-"""Open a trace path and decode it into a :class:`TraceEvents` store."""
+"""Open a trace path and decode it into a :class:`TraceEvents` store.
+
+Plain files are memory-mapped; a big ``.json.gz`` is first inflated into a
+temporary file.  The event array is cut into spans that are decoded in this
+process or, for big files on several cores, in worker processes
+(:mod:`tuiprof.trace.parallel`), and merged in file order.
+"""
 
 from __future__ import annotations
 
 import gc
 import mmap
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tuiprof.errors import TraceError
-from tuiprof.trace.decode import DecodeReport, decode_document
-from tuiprof.trace.source import TraceFile, read_trace_bytes, resolve_trace
-from tuiprof.trace.store import TraceEvents
+from tuiprof.trace.columns import columns_from_events
+from tuiprof.trace.decode import DecodeReport, plan_document
+from tuiprof.trace.parallel import decode_columns, decode_in_workers, release_pages, worker_count
+from tuiprof.trace.source import TraceFile, gzip_to_file, is_gzip, read_trace_bytes, resolve_trace
+from tuiprof.trace.store import StoreBuilder, TraceEvents
 
 
 @dataclass(frozen=True)
@@ -37,44 +47,76 @@ def load_trace(
     return load_trace_file(trace, progress)
 
 
-def _release_pages(data: bytes | mmap.mmap, upto: int) -> None:
-    """Drop the mapped pages already decoded from this process's memory.
-
-    They are clean file pages (the kernel reloads them if touched again);
-    without this, a 1 GB file counts 1 GB towards peak RSS while decoding.
-    """
-    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        aligned = upto - upto % mmap.PAGESIZE
-        if aligned > 0:
-            data.madvise(mmap.MADV_DONTNEED, 0, aligned)
+# A gzip trace this big (compressed) is inflated into a temporary file and
+# decoded from there: workers can map it, and it stays out of this process.
+GZIP_TO_FILE_BYTES = 4 << 20
 
 
 def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) -> TraceEvents:
     source = str(trace.path)
+    on_read = None
+    if progress:
+        on_read = lambda done, total: progress(LoadProgress("reading", done, total, 0))  # noqa: E731
+    if trace.size_bytes >= GZIP_TO_FILE_BYTES and is_gzip(trace):
+        with tempfile.NamedTemporaryFile(prefix="tuiprof-", suffix=".json") as inflated:
+            gzip_to_file(trace, inflated, on_read)
+            plain = TraceFile(Path(inflated.name), os.path.getsize(inflated.name), trace.rank)
+            return _load(source, plain, progress)
+    return _load(source, trace, progress, on_read)
+
+
+def _load(source: str, trace: TraceFile, progress: ProgressCallback | None, on_read=None) -> TraceEvents:
     report = DecodeReport()
     # Decoding allocates millions of untracked structs; the cyclic GC would
     # rescan the growing heap over and over for nothing (measured 2-3x).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        on_read = None
-        if progress:
-            on_read = lambda done, total: progress(LoadProgress("reading", done, total, 0))  # noqa: E731
         data = read_trace_bytes(trace, on_read)
-        store = TraceEvents(source=source, header=None, report=report)  # type: ignore[arg-type]
-        store.uncompressed_bytes = len(data)
-        def on_decode(done: int, total: int) -> None:
-            _release_pages(data, done)
-            if progress:
-                progress(LoadProgress("decoding", done, total, store.event_count))
-
-        store.header = decode_document(data, store.add_batch, report, on_decode, source)
-        close = getattr(data, "close", None)
-        if close:
-            close()
+        try:
+            store = _decode(source, trace, data, report, progress)
+        finally:
+            _close(data)
     finally:
         if gc_was_enabled:
             gc.enable()
     if store.event_count == 0:
         raise TraceError(source, "the trace holds no events", "profile at least one active step")
     return store
+
+
+def _decode(
+    source: str, trace: TraceFile, data: bytes | mmap.mmap, report: DecodeReport, progress: ProgressCallback | None
+) -> TraceEvents:
+    plan = plan_document(data, report, source)
+    store = TraceEvents(source=source, header=plan.header, report=report)
+    store.uncompressed_bytes = len(data)
+    builder = StoreBuilder(store)
+    if plan.inline_events:
+        builder.add(columns_from_events(plan.inline_events))
+    workers = worker_count(len(data), len(plan.spans)) if isinstance(data, mmap.mmap) else 1
+    if workers > 1:
+        chunks = decode_in_workers(str(trace.path), plan.spans, workers)
+    else:
+        chunks = (decode_columns(data, start, end) for start, end in plan.spans)
+    try:
+        for (start, end), (chunk, chunk_report) in zip(plan.spans, chunks):
+            if workers == 1:
+                release_pages(data, start, end)
+            report.merge(chunk_report)
+            builder.add(chunk)
+            if progress:
+                progress(LoadProgress("decoding", end, len(data), store.event_count))
+    finally:
+        close = getattr(chunks, "close", None)
+        if close:
+            close()  # stops the workers when the load was aborted
+    return builder.finish()
+
+
+def _close(data: bytes | mmap.mmap) -> None:
+    if isinstance(data, mmap.mmap):
+        try:
+            data.close()
+        except BufferError:
+            pass  # a view of it is held by the traceback of a load error: unmapped with it

@@ -115,3 +115,10 @@ def decode_member(raw: msgspec.Raw) -> list[Any] | None:
     except msgspec.DecodeError:
         return None
     return value if isinstance(value, list) else None
+
+
+def external_id(args: EventArgs | None) -> int | None:
+    """``External id`` under either spelling (lower-case before 2022)."""
+    if args is None:
+        return None
+    return args.external_id if args.external_id is not None else args.external_id_legacy

@@ -114,9 +114,45 @@ def read_trace_bytes(trace: TraceFile, progress: ReadProgress | None = None) -> 
 
 
 def _gunzip(handle, compressed_size: int, source: str, progress: ReadProgress | None) -> bytes:
+    parts: list[bytes] = []
+    inflate_gzip(handle, compressed_size, source, parts.append, progress)
+    return b"".join(parts)
+
+
+def gzip_to_file(trace: TraceFile, target, progress: ReadProgress | None = None) -> None:
+    """Inflate a ``.json.gz`` into the open binary file ``target``, block by block.
+
+    Big gzip traces are decoded from such a file like a plain trace: worker
+    processes can map it, and its pages are the kernel's cache, not this
+    process's memory.
+    """
+    source = str(trace.path)
+    try:
+        handle = open(trace.path, "rb")
+    except OSError as exc:
+        raise TraceError(source, f"cannot be read ({exc.strerror})", "check its permissions") from None
+    with handle:
+        try:
+            inflate_gzip(handle, trace.size_bytes, source, target.write, progress)
+        except OSError as exc:
+            raise TraceError(source, f"cannot be inflated ({exc.strerror})", "free space in the temporary folder (TMPDIR)") from None
+    target.flush()
+
+
+def is_gzip(trace: TraceFile) -> bool:
+    try:
+        with open(trace.path, "rb") as handle:
+            return handle.read(2) == _GZIP_MAGIC
+    except OSError:
+        return False
+
+
+def inflate_gzip(
+    handle, compressed_size: int, source: str, write: Callable[[bytes], object], progress: ReadProgress | None
+) -> None:
+    """Inflate gzip data (concatenated members too) from ``handle`` into ``write``."""
     handle.seek(0)
     inflater = zlib.decompressobj(wbits=31)
-    parts: list[bytes] = []
     done = 0
     try:
         while True:
@@ -124,16 +160,15 @@ def _gunzip(handle, compressed_size: int, source: str, progress: ReadProgress | 
             if not block:
                 break
             done += len(block)
-            parts.append(inflater.decompress(block))
+            write(inflater.decompress(block))
             while inflater.unused_data:  # concatenated gzip members
                 rest = inflater.unused_data
                 inflater = zlib.decompressobj(wbits=31)
-                parts.append(inflater.decompress(rest))
+                write(inflater.decompress(rest))
             if progress:
                 progress(done, compressed_size)
-        parts.append(inflater.flush())
+        write(inflater.flush())
     except zlib.error as exc:
         raise TraceError(source, f"the gzip data is corrupt ({exc})", "copy the file again") from None
     if not inflater.eof:
         raise TraceError(source, "the gzip file is truncated", "copy the file again, or re-export the trace")
-    return b"".join(parts)

@@ -1,0 +1,225 @@
+"""Decoded events as columns: what a decode worker sends back.
+
+A big trace holds millions of CPU operators, runtime launches and python
+frames.  Kept as one Python object each they cost ~500 bytes and a Python
+loop per analysis pass; as columns (numpy int64, names and threads as codes
+into small tables, undecoded input lists in one bytes blob) they cost ~100
+bytes and every pass is a numpy operation.  The kinds that stay few (device
+activity, ``[memory]`` records, GPU annotations) remain typed structs.
+
+:func:`columns_from_events` runs in decode workers, one chunk at a time, with
+chunk-local name and thread tables; :mod:`tuiprof.trace.store` merges chunks
+into global tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent
+
+# CPU-side categories kept as columns: operators first (they launch device
+# work and carry External id), then runtime and driver calls (they carry
+# the correlation id).  2021 names beside modern ones (TRACE_FORMAT.md).
+CPU_CATEGORIES = ("cpu_op", "user_annotation", "Operator", "cuda_runtime", "cuda_driver", "Runtime")
+OPERATOR_CATEGORY_CODES = (0, 1, 2)
+_CPU_CODE = {name: code for code, name in enumerate(CPU_CATEGORIES)}
+FRAME_CATEGORY = "python_function"
+# Few per trace: kept as structs, routed by category into these lists.
+STRUCT_KINDS = {
+    "kernel": "kernels", "Kernel": "kernels",
+    "gpu_memcpy": "memcpys", "Memcpy": "memcpys",
+    "gpu_memset": "memsets", "Memset": "memsets",
+    "gpu_user_annotation": "gpu_annotations",
+}
+MODULE_PREFIX = "nn.Module: "
+MEMORY_NAME = "[memory]"
+NONE = -1  # a missing id in an int column
+_EMPTY_ARGS = EventArgs()
+# Timestamps below this many microseconds convert to nanoseconds exactly in
+# float64 (x * 1000 stays under 2**53); larger ones take the exact int path.
+_FLOAT_EXACT_US = 2**53 // 1000
+
+
+class Columns:
+    """A dataclass of equally long numpy columns, with concatenation and row selection."""
+
+    def __len__(self) -> int:
+        first = fields(self)[0]  # type: ignore[arg-type]
+        return len(getattr(self, first.name))
+
+    def take(self, rows: np.ndarray):
+        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})  # type: ignore[arg-type]
+
+    @classmethod
+    def concat(cls, parts: list):
+        if not parts:
+            return cls.empty()
+        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})  # type: ignore[arg-type]
+
+    @classmethod
+    def empty(cls):
+        return cls(**{f.name: np.empty(0, dtype=np.int64) for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass
+class CpuEvents(Columns):
+    """Operators (``cpu_op``, ``user_annotation``) and runtime launches, one row each.
+
+    ``name`` and ``thread`` are codes into the store's tables; ids are
+    ``NONE`` when absent.  ``input_at`` is the offset in the input blob where
+    this event's ``Input Dims``, ``Input type`` and ``Concrete Inputs`` JSON
+    texts follow each other (``dims_len`` ... bytes long; 0 when absent).
+    """
+
+    name: np.ndarray
+    category: np.ndarray
+    thread: np.ndarray
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    external_id: np.ndarray
+    correlation: np.ndarray
+    sequence_number: np.ndarray
+    input_at: np.ndarray
+    dims_len: np.ndarray
+    types_len: np.ndarray
+    concrete_len: np.ndarray
+
+
+@dataclass
+class FrameColumns(Columns):
+    """``python_function`` frames; ``module`` is the name code of an ``nn.Module``
+    frame's module (``Conv2d_1``), ``NONE`` for other frames."""
+
+    thread: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    python_id: np.ndarray
+    parent_id: np.ndarray
+    module: np.ndarray
+
+
+@dataclass
+class ChunkColumns:
+    """One decoded chunk: columns whose codes index the chunk's own tables."""
+
+    names: list[str]
+    threads: list[int | str]
+    cpu: CpuEvents
+    frames: FrameColumns
+    inputs: bytes
+    structs: dict[str, list[RawEvent]] = field(default_factory=dict)  # kind -> events, file order
+    memory: list[RawEvent] = field(default_factory=list)
+    event_count: int = 0
+    other_events: int = 0
+
+
+def to_ns_column(values: list[int | float]) -> np.ndarray:
+    """``round(v * 1000)`` for every value, exactly as Python computes it."""
+    if not values:
+        return np.empty(0, dtype=np.int64)
+    column = np.array(values)
+    if column.dtype.kind == "i":
+        return column.astype(np.int64) * 1000
+    if column.dtype.kind == "f" and float(np.abs(column).max()) < _FLOAT_EXACT_US:
+        return np.rint(column * 1000).astype(np.int64)
+    return int_column([round(v * 1000) for v in values])
+
+
+def int_column(values: list[int]) -> np.ndarray:
+    """An int64 column; a value beyond int64 (broken writers) becomes NONE."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return np.array([v if -(2**63) <= v < 2**63 else NONE for v in values], dtype=np.int64)
+
+
+def _ids(values: list[int | None]) -> np.ndarray:
+    return int_column([NONE if v is None else v for v in values])
+
+
+def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
+    """Route one decoded batch by kind and turn the CPU-side kinds into columns.
+
+    Per-kind comprehensions over routed lists cost about a third of doing
+    the work event by event.
+    """
+    cpu: list[RawEvent] = []
+    frames: list[RawEvent] = []
+    memory: list[RawEvent] = []
+    structs: dict[str, list[RawEvent]] = {kind: [] for kind in set(STRUCT_KINDS.values())}
+    routes: dict[str, list[RawEvent]] = {cat: cpu for cat in CPU_CATEGORIES}
+    routes[FRAME_CATEGORY] = frames
+    for cat, kind in STRUCT_KINDS.items():
+        routes[cat] = structs[kind]
+    other = 0
+    for event in events:
+        if event.name == MEMORY_NAME:
+            memory.append(event)
+            continue
+        if event.ph == "X":
+            bucket = routes.get(event.cat)
+            if bucket is not None:
+                bucket.append(event)
+                continue
+        other += 1  # flows, metadata, instants: the joins use ids instead
+
+    names: dict[str, int] = {}
+    threads: dict[int | str, int] = {}
+    code = names.setdefault
+    thread = threads.setdefault
+
+    cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
+    raw_inputs = [(a.input_dims, a.input_types, a.concrete_inputs) for a in cpu_args]
+    lengths = np.array([(len(d), len(t), len(c)) for d, t, c in raw_inputs], dtype=np.int64).reshape(-1, 3)
+    starts = np.zeros(len(cpu), dtype=np.int64)
+    if len(cpu) > 1:
+        np.cumsum(lengths.sum(axis=1)[:-1], out=starts[1:])
+    inputs = b"".join([part for triple in raw_inputs for part in triple])
+    cpu_columns = CpuEvents(
+        name=np.array([code(e.name, len(names)) for e in cpu], dtype=np.int64),
+        category=np.array([_CPU_CODE[e.cat] for e in cpu], dtype=np.int64),
+        thread=np.array([thread(e.tid, len(threads)) for e in cpu], dtype=np.int64),
+        start_ns=to_ns_column([e.ts for e in cpu]),
+        dur_ns=to_ns_column([e.dur for e in cpu]),
+        external_id=_ids([a.external_id if a.external_id is not None else a.external_id_legacy for a in cpu_args]),
+        correlation=_ids([a.correlation for a in cpu_args]),
+        sequence_number=_ids([a.sequence_number for a in cpu_args]),
+        input_at=starts,
+        dims_len=lengths[:, 0].copy(),
+        types_len=lengths[:, 1].copy(),
+        concrete_len=lengths[:, 2].copy(),
+    )
+
+    frame_args = [e.args or _EMPTY_ARGS for e in frames]
+    frame_start = to_ns_column([e.ts for e in frames])
+    prefix = len(MODULE_PREFIX)
+    frame_columns = FrameColumns(
+        thread=np.array([thread(e.tid, len(threads)) for e in frames], dtype=np.int64),
+        start_ns=frame_start,
+        end_ns=frame_start + to_ns_column([e.dur for e in frames]),
+        python_id=_ids([a.python_id for a in frame_args]),
+        parent_id=_ids([a.python_parent_id for a in frame_args]),
+        module=np.array(
+            [code(e.name[prefix:], len(names)) if e.name.startswith(MODULE_PREFIX) else NONE for e in frames],
+            dtype=np.int64,
+        ),
+    )
+    for group in (memory, *structs.values()):
+        for event in group:
+            if event.args is not None and event.args.input_dims:
+                args = event.args  # a Raw would keep the decoded chunk alive
+                args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER
+    return ChunkColumns(
+        names=list(names),
+        threads=list(threads),
+        cpu=cpu_columns,
+        frames=frame_columns,
+        inputs=inputs,
+        structs=structs,
+        memory=memory,
+        event_count=len(events),
+        other_events=other,
+    )

@@ -1,0 +1,137 @@
+"""Decoding spans of a trace file in worker processes.
+
+JSON decoding is the one step of opening a trace that no library runs on
+several cores, and on a big trace it is most of the time.  Each worker maps
+the file itself (nothing is sent to it but a path and two offsets), decodes
+its span with msgspec, turns it into columns (:func:`columns_from_events`)
+and sends those back pickled: ~100 bytes an event instead of a struct.
+
+Workers are plain ``python -m tuiprof.trace.parallel`` processes talking
+pickle over pipes, not ``multiprocessing``: its ``spawn`` re-runs the
+caller's main script (a user's unguarded script would loop), and ``fork``
+from the explorer's loader thread is unsafe in a threaded process.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from tuiprof.trace.columns import ChunkColumns, columns_from_events
+from tuiprof.trace.decode import DecodeReport, decode_span
+
+# Below this, starting workers (~0.2 s: a fresh interpreter importing msgspec
+# and numpy) costs more than it saves on 2 cores (scripts/bench_load.py).
+PARALLEL_MIN_BYTES = 64 << 20
+MAX_WORKERS = 16
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+_maps: dict[str, mmap.mmap] = {}  # per worker process: the file, mapped once
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def worker_count(size: int, spans: int) -> int:
+    """How many decode processes to start for a file (1: decode in this process)."""
+    if size < PARALLEL_MIN_BYTES or spans < 2:
+        return 1
+    return max(1, min(usable_cores(), spans, MAX_WORKERS))
+
+
+def decode_columns(view, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
+    """One span -> columns, wherever it runs."""
+    report = DecodeReport()
+    return columns_from_events(decode_span(view, start, end, report)), report
+
+
+def _decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
+    data = _maps.get(path)
+    if data is None:
+        with open(path, "rb") as handle:
+            data = _maps[path] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    result = decode_columns(data, start, end)
+    release_pages(data, start, end)
+    return result
+
+
+def release_pages(data, start: int, end: int) -> None:
+    """Drop the mapped pages of a decoded span from this process's memory.
+
+    They are clean file pages (the kernel reloads them if touched again);
+    without this, a 1 GB file counts 1 GB towards peak RSS while decoding.
+    """
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    first = start - start % mmap.PAGESIZE
+    last = end - end % mmap.PAGESIZE
+    if last > first:
+        data.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def decode_in_workers(
+    path: str, spans: list[tuple[int, int]], workers: int
+) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
+    """Decoded spans of the file at ``path``, in file order.
+
+    Span ``i`` goes to worker ``i % workers``; each worker answers its spans
+    in order, so reading answers in file order keeps every worker busy with
+    at most one answer waiting.  A span a worker failed on is decoded here.
+    Closing the iterator early (the user aborted the load) kills the workers.
+    """
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tuiprof.trace.parallel"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        )
+        for _ in range(workers)
+    ]
+    try:
+        for index, span in enumerate(spans):
+            pickle.dump((path, *span), processes[index % workers].stdin)
+        for process in processes:
+            process.stdin.close()  # type: ignore[union-attr]
+        for index, (start, end) in enumerate(spans):
+            try:
+                answer = pickle.load(processes[index % workers].stdout)  # type: ignore[arg-type]
+            except (EOFError, pickle.UnpicklingError):
+                answer = None  # the worker died: this span and its next ones are decoded here
+            if isinstance(answer, tuple):
+                yield answer
+            else:
+                yield _decode_file_span(path, start, end)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+            process.stdout.close()  # type: ignore[union-attr]
+
+
+def _serve() -> None:
+    """Worker loop: decode each requested span, answer with its columns (or an error text)."""
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            path, start, end = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            answer: object = _decode_file_span(path, start, end)
+        except Exception as exc:  # noqa: BLE001 - the parent decodes the span itself
+            answer = f"{type(exc).__name__}: {exc}"
+        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    _serve()
