@@ -50,7 +50,7 @@ def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
     header = store.header
     starts = [calls.start_ns[0]] if len(calls) else []
     ends = [int(calls.column("end_ns").max())] if len(calls) else []
-    if activity.events:
+    if len(activity):
         starts.append(int(activity.start_ns.min()))
         ends.append(int((activity.start_ns + activity.dur_ns).max()))
     dist = header.distributedInfo

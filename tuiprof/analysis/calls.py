@@ -31,8 +31,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuiprof.analysis.flops import FORMULAS, operator_flops
-from tuiprof.trace.columns import NONE, OPERATOR_CATEGORY_CODES, CpuEvents, int_column, to_ns_column
-from tuiprof.trace.schema import RawEvent, decode_member, external_id
+from tuiprof.trace.columns import (
+    DEVICE_KINDS,
+    NONE,
+    OPERATOR_CATEGORY_CODES,
+    CpuEvents,
+    DeviceEvents,
+    int_column,
+    to_ns_column,
+)
+from tuiprof.trace.schema import decode_member
 from tuiprof.trace.store import TraceEvents
 
 # Names torch drops before building its tables (profiler_util._filter_name).
@@ -119,13 +127,33 @@ class OperatorCalls:
 
 @dataclass
 class DeviceActivity:
-    """Kernels, memcpys and memsets in one list, with the call that launched each."""
+    """Kernels, memcpys and memsets (the store's columns), with the call that launched each."""
 
-    events: list[RawEvent] = field(default_factory=list)
-    kind: list[str] = field(default_factory=list)  # "kernel" | "memcpy" | "memset"
+    names: list[str] = field(default_factory=list)  # the store's name table
+    events: DeviceEvents = field(default_factory=DeviceEvents.empty)
     launcher: array = field(default_factory=lambda: array("q"))  # call row, -1 unknown
-    start_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    dur_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def name(self, index: int) -> str:
+        return self.names[self.events.name[index]]
+
+    def kind(self, index: int) -> str:
+        return DEVICE_KINDS[self.events.kind[index]]
+
+    def text(self, column: str, index: int) -> str:
+        """A text column (``stream``, ``grid``, ``block``) of one event; "" when absent."""
+        code = getattr(self.events, column)[index]
+        return self.names[code] if code >= 0 else ""
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        return self.events.start_ns
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.events.dur_ns
 
 
 @dataclass
@@ -184,7 +212,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     child_cpu_mem = np.bincount(parent[linked], weights=cpu_mem[linked], minlength=n_nodes)
     child_device_mem = np.bincount(parent[linked], weights=device_mem[linked], minlength=n_nodes)
     # ...and device time over whole subtrees of living operators.
-    device_total = _subtree_sums(self_device, op_parent, alive & is_op) if activity.events else self_device
+    device_total = _subtree_sums(self_device, op_parent, alive & is_op) if len(activity) else self_device
 
     op_rows = np.flatnonzero(alive[:n_ops])
     op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
@@ -345,14 +373,10 @@ def _attach_device_activity(
     the runtime launch with the same ``correlation`` to the operator that
     encloses the launch on its thread.  Where ids repeat, the first node wins.
     """
-    activity = DeviceActivity()
-    for kind, events in (("kernel", store.kernels), ("memcpy", store.memcpys), ("memset", store.memsets)):
-        activity.events += events
-        activity.kind += [kind] * len(events)
-    if not activity.events:
+    device = store.device
+    activity = DeviceActivity(names=store.names, events=device)
+    if not len(device):
         return activity
-    activity.start_ns = to_ns_column([e.ts for e in activity.events])
-    activity.dur_ns = durations = to_ns_column([e.dur for e in activity.events])
     cpu = store.cpu
     launching = np.isin(cpu.category[op_index], OPERATOR_CATEGORY_CODES)
     external = cpu.external_id[op_index]
@@ -360,16 +384,15 @@ def _attach_device_activity(
     by_external = _first_node_by_id(np.where(launching, external, NONE))
     by_correlation = _first_node_by_id(np.where(launching, NONE, correlation))
 
-    args = [e.args for e in activity.events]
-    event_external = int_column([NONE if (ext := external_id(a)) is None else ext for a in args])
-    event_correlation = int_column([NONE if a is None or a.correlation is None else a.correlation for a in args])
-    node = _look_up(by_external, event_external)
-    launch = _look_up(by_correlation, event_correlation)
+    node = _look_up(by_external, device.external_id)
+    launch = _look_up(by_correlation, device.correlation)
     through_launch = (node < 0) & (launch >= 0)
     node[through_launch] = op_parent[launch[through_launch]]
     node = _living(node, alive, parent)
     joined = node >= 0
-    self_device += np.bincount(node[joined], weights=durations[joined], minlength=len(self_device)).astype(np.int64)
+    self_device += np.rint(
+        np.bincount(node[joined], weights=device.dur_ns[joined], minlength=len(self_device))
+    ).astype(np.int64)
     activity.launcher = _column(node)
     return activity
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from tuiprof.analysis.calls import to_ns
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.operators import OperatorStats, input_shapes_key
 from tuiprof.trace.schema import decode_member
@@ -46,9 +45,9 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
             parents[calls.name(parent)] += 1
             parent_rows.setdefault(calls.name(parent), set()).add(parent)
         for index in calls.kernel_rows.get(row, ()):
-            event = model.activity.events[index]
-            kernel_time[event.name] += to_ns(event.dur) / 1000
-            kernel_count[event.name] += 1
+            name = model.activity.name(index)
+            kernel_time[name] += int(model.activity.dur_ns[index]) / 1000
+            kernel_count[name] += 1
     share_parent = None
     if parents:
         top_parent = parents.most_common(1)[0][0]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
-from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, to_ns
+import numpy as np
+
+from tuiprof.analysis.calls import DeviceActivity, OperatorCalls
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,48 +26,52 @@ class KernelStats:
 
 
 def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[KernelStats]:
-    groups: dict[str, list[int]] = {}
-    for index, event in enumerate(activity.events):
-        groups.setdefault(event.name, []).append(index)
+    """Group device events by name, with numpy over the activity's columns."""
+    events = activity.events
+    if not len(events):
+        return []
+    codes, grids, blocks, occupancies = events.name, events.grid, events.block, events.occupancy
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    launcher_name = np.where(launcher >= 0, calls.column("name_id")[np.maximum(launcher, 0)], -1)
+    durations = events.dur_ns
+    names = activity.names
+
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
     result = []
-    for name, rows in groups.items():
-        durations = [to_ns(activity.events[r].dur) / 1000 for r in rows]
-        grids: Counter[str] = Counter()
-        blocks: Counter[str] = Counter()
-        launchers: Counter[str] = Counter()
-        occupancy = []
-        for r in rows:
-            args = activity.events[r].args
-            if args is not None:
-                if args.grid:
-                    grids[tuple(args.grid)] += 1
-                if args.block:
-                    blocks[tuple(args.block)] += 1
-                if isinstance(args.occupancy_pct, (int, float)):
-                    occupancy.append(float(args.occupancy_pct))
-            launcher = activity.launcher[r]
-            if launcher >= 0:
-                launchers[calls.name(launcher)] += 1
-        total = sum(durations)
+    for code, rows in zip(sorted_codes[np.concatenate(([0], cuts))].tolist(), np.split(order, cuts)):
+        spans = durations[rows]
+        total = int(spans.sum()) / 1000
+        grid, block, who = _most_common(grids[rows]), _most_common(blocks[rows]), _most_common(launcher_name[rows])
+        occupied = occupancies[rows]
+        occupied = occupied[~np.isnan(occupied)]
         result.append(
             KernelStats(
-                name=name,
-                kind=activity.kind[rows[0]],
+                name=names[code],
+                kind=activity.kind(rows[0]),
                 calls=len(rows),
                 device_total_us=total,
                 avg_us=total / len(rows),
-                min_us=min(durations),
-                max_us=max(durations),
-                grid=_shape(grids.most_common(1)[0][0]) if grids else "",
-                block=_shape(blocks.most_common(1)[0][0]) if blocks else "",
-                occupancy_pct=sum(occupancy) / len(occupancy) if occupancy else None,
-                launcher=launchers.most_common(1)[0][0] if launchers else "",
-                rows=tuple(rows),
+                min_us=int(spans.min()) / 1000,
+                max_us=int(spans.max()) / 1000,
+                grid=names[grid] if grid >= 0 else "",
+                block=names[block] if block >= 0 else "",
+                occupancy_pct=float(occupied.mean()) if len(occupied) else None,
+                launcher=calls.names[who] if who >= 0 else "",
+                rows=tuple(rows.tolist()),
             )
         )
     result.sort(key=lambda k: k.device_total_us, reverse=True)
     return result
 
 
-def _shape(values: tuple) -> str:
-    return "x".join(str(v) for v in values)
+def _most_common(codes: np.ndarray) -> int:
+    """The most frequent code >= 0 (the first seen on a tie, as Counter gives); -1 if none."""
+    codes = codes[codes >= 0]
+    if not len(codes):
+        return -1
+    values, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    tied = np.flatnonzero(counts == counts.max())
+    return int(values[tied[np.argmin(first[tied])]])
+

@@ -75,7 +75,7 @@ class TraceModel:
 
     @cached_property
     def total_device_us(self) -> float:
-        return float(sum(e.dur for e in self.activity.events))
+        return int(self.activity.dur_ns.sum()) / 1000
 
     @cached_property
     def total_flops(self) -> int:
@@ -83,7 +83,7 @@ class TraceModel:
 
     @property
     def has_device(self) -> bool:
-        return bool(self.activity.events)
+        return len(self.activity) > 0
 
     @property
     def peak_memory(self) -> MemoryTimeline | None:

@@ -99,19 +99,12 @@ _KERNEL, _MEMCPY, _MEMSET, _COMMUNICATION = range(4)
 
 def _activity_kinds(activity: DeviceActivity) -> np.ndarray:
     """Kind of each device event, collective kernels (NCCL, RCCL...) apart."""
-    codes = {"kernel": _KERNEL, "memcpy": _MEMCPY, "memset": _MEMSET}
-    communication: dict[str, bool] = {}
-    kinds = []
-    for event, kind in zip(activity.events, activity.kind):
-        if kind == "kernel":
-            name = event.name
-            comm = communication.get(name)
-            if comm is None:
-                comm = communication[name] = is_communication(name)
-            kinds.append(_COMMUNICATION if comm else _KERNEL)
-        else:
-            kinds.append(codes[kind])
-    return np.array(kinds, dtype=np.int64)
+    events = activity.events
+    kinds = events.kind.copy()  # DEVICE_KINDS order: kernel, memcpy, memset
+    kernel_names = np.unique(events.name[kinds == _KERNEL])
+    collective = [code for code in kernel_names.tolist() if is_communication(activity.names[code])]
+    kinds[(kinds == _KERNEL) & np.isin(events.name, collective)] = _COMMUNICATION
+    return kinds
 
 
 def _step_of_calls(calls: OperatorCalls, step_rows: np.ndarray) -> np.ndarray:

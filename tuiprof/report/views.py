@@ -353,16 +353,14 @@ def build_launch_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
     origin = model.calls.start_ns[0] if len(model.calls) else 0
     result = []
     for index in rows:
-        event = activity.events[index]
-        args = event.args
         launcher = activity.launcher[index]
         result.append(
             {
-                "start_us": (round(event.ts * 1000) - origin) / 1000,
-                "duration_us": round(event.dur * 1000) / 1000,
-                "stream": "" if args is None or args.stream is None else str(args.stream),
-                "grid": "x".join(map(str, args.grid)) if args is not None and args.grid else "",
-                "block": "x".join(map(str, args.block)) if args is not None and args.block else "",
+                "start_us": (int(activity.start_ns[index]) - origin) / 1000,
+                "duration_us": int(activity.dur_ns[index]) / 1000,
+                "stream": activity.text("stream", index),
+                "grid": activity.text("grid", index),
+                "block": activity.text("block", index),
                 "launcher": model.calls.name(launcher) if launcher >= 0 else "",
             }
         )

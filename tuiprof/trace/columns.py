@@ -14,6 +14,7 @@ into global tables.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -27,13 +28,9 @@ CPU_CATEGORIES = ("cpu_op", "user_annotation", "Operator", "cuda_runtime", "cuda
 OPERATOR_CATEGORY_CODES = (0, 1, 2)
 _CPU_CODE = {name: code for code, name in enumerate(CPU_CATEGORIES)}
 FRAME_CATEGORY = "python_function"
-# Few per trace: kept as structs, routed by category into these lists.
-STRUCT_KINDS = {
-    "kernel": "kernels", "Kernel": "kernels",
-    "gpu_memcpy": "memcpys", "Memcpy": "memcpys",
-    "gpu_memset": "memsets", "Memset": "memsets",
-    "gpu_user_annotation": "gpu_annotations",
-}
+DEVICE_KINDS = ("kernel", "memcpy", "memset")
+_DEVICE_CODE = {"kernel": 0, "Kernel": 0, "gpu_memcpy": 1, "Memcpy": 1, "gpu_memset": 2, "Memset": 2}
+GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"  # few per trace: kept as structs
 MODULE_PREFIX = "nn.Module: "
 MEMORY_NAME = "[memory]"
 NONE = -1  # a missing id in an int column
@@ -102,6 +99,27 @@ class FrameColumns(Columns):
 
 
 @dataclass
+class DeviceEvents(Columns):
+    """Kernels, memcpys and memsets (``kind`` indexes DEVICE_KINDS).
+
+    ``name``, ``stream``, ``grid`` and ``block`` are codes into the name
+    table (``"128x1x1"`` for a grid); ``occupancy`` is the estimated achieved
+    occupancy in percent, NaN when not written.
+    """
+
+    name: np.ndarray
+    kind: np.ndarray
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    external_id: np.ndarray
+    correlation: np.ndarray
+    stream: np.ndarray
+    grid: np.ndarray
+    block: np.ndarray
+    occupancy: np.ndarray
+
+
+@dataclass
 class ChunkColumns:
     """One decoded chunk: columns whose codes index the chunk's own tables."""
 
@@ -109,8 +127,9 @@ class ChunkColumns:
     threads: list[int | str]
     cpu: CpuEvents
     frames: FrameColumns
+    device: DeviceEvents
     inputs: bytes
-    structs: dict[str, list[RawEvent]] = field(default_factory=dict)  # kind -> events, file order
+    gpu_annotations: list[RawEvent] = field(default_factory=list)
     memory: list[RawEvent] = field(default_factory=list)
     event_count: int = 0
     other_events: int = 0
@@ -149,11 +168,12 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     cpu: list[RawEvent] = []
     frames: list[RawEvent] = []
     memory: list[RawEvent] = []
-    structs: dict[str, list[RawEvent]] = {kind: [] for kind in set(STRUCT_KINDS.values())}
+    device: list[RawEvent] = []
+    gpu_annotations: list[RawEvent] = []
     routes: dict[str, list[RawEvent]] = {cat: cpu for cat in CPU_CATEGORIES}
     routes[FRAME_CATEGORY] = frames
-    for cat, kind in STRUCT_KINDS.items():
-        routes[cat] = structs[kind]
+    routes.update({cat: device for cat in _DEVICE_CODE})
+    routes[GPU_ANNOTATION_CATEGORY] = gpu_annotations
     other = 0
     for event in events:
         if event.name == MEMORY_NAME:
@@ -207,7 +227,8 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
             dtype=np.int64,
         ),
     )
-    for group in (memory, *structs.values()):
+    device_columns = _device_columns(device, names) if device else DeviceEvents.empty()
+    for group in (memory, gpu_annotations):
         for event in group:
             if event.args is not None and event.args.input_dims:
                 args = event.args  # a Raw would keep the decoded chunk alive
@@ -217,9 +238,40 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         threads=list(threads),
         cpu=cpu_columns,
         frames=frame_columns,
+        device=device_columns,
         inputs=inputs,
-        structs=structs,
+        gpu_annotations=gpu_annotations,
         memory=memory,
         event_count=len(events),
         other_events=other,
+    )
+
+
+def _device_columns(events: list[RawEvent], names: dict[str, int]) -> DeviceEvents:
+    """Device events as columns; their texts (name, stream, grid, block) as name codes."""
+    code = names.setdefault
+    external, correlation, stream, grid, block, occupancy = [], [], [], [], [], []
+    for event in events:
+        args = event.args
+        if args is None:
+            args = _EMPTY_ARGS
+        ext = args.external_id if args.external_id is not None else args.external_id_legacy
+        external.append(NONE if ext is None else ext)
+        correlation.append(NONE if args.correlation is None else args.correlation)
+        stream.append(NONE if args.stream is None else code(str(args.stream), len(names)))
+        grid.append(code("x".join(map(str, args.grid)), len(names)) if args.grid else NONE)
+        block.append(code("x".join(map(str, args.block)), len(names)) if args.block else NONE)
+        value = args.occupancy_pct
+        occupancy.append(float(value) if isinstance(value, (int, float)) else math.nan)
+    return DeviceEvents(
+        name=np.array([code(e.name, len(names)) for e in events], dtype=np.int64),
+        kind=np.array([_DEVICE_CODE[e.cat] for e in events], dtype=np.int64),
+        start_ns=to_ns_column([e.ts for e in events]),
+        dur_ns=to_ns_column([e.dur for e in events]),
+        external_id=int_column(external),
+        correlation=int_column(correlation),
+        stream=np.array(stream, dtype=np.int64),
+        grid=np.array(grid, dtype=np.int64),
+        block=np.array(block, dtype=np.int64),
+        occupancy=np.array(occupancy, dtype=np.float64),
     )

@@ -19,6 +19,7 @@ from tuiprof.trace.columns import (
     OPERATOR_CATEGORY_CODES,
     ChunkColumns,
     CpuEvents,
+    DeviceEvents,
     FrameColumns,
 )
 from tuiprof.trace.decode import DecodeReport
@@ -30,7 +31,8 @@ class TraceEvents:
     """Everything the analysis layer needs from one trace file.
 
     ``cpu`` holds operators before runtime launches, each in file order (the
-    order torch's own nesting sees them in).  ``threads`` holds each thread id
+    order torch's own nesting sees them in); ``device`` kernels, then memcpys,
+    then memsets.  ``threads`` holds each thread id
     as written (``25738``, or a string such as ``"stream 7"``; legacy
     ``"25738"`` is read as the number).
     """
@@ -42,10 +44,8 @@ class TraceEvents:
     threads: list[int | str] = field(default_factory=list)
     cpu: CpuEvents = field(default_factory=CpuEvents.empty)
     frames: FrameColumns = field(default_factory=FrameColumns.empty)
+    device: DeviceEvents = field(default_factory=DeviceEvents.empty)
     inputs: bytes = b""
-    kernels: list[RawEvent] = field(default_factory=list)
-    memcpys: list[RawEvent] = field(default_factory=list)
-    memsets: list[RawEvent] = field(default_factory=list)
     gpu_annotations: list[RawEvent] = field(default_factory=list)
     memory: list[RawEvent] = field(default_factory=list)
     other_events: int = 0
@@ -87,6 +87,7 @@ class StoreBuilder:
         self._threads: dict[int | str, int] = {}
         self._cpu: list[CpuEvents] = []
         self._frames: list[FrameColumns] = []
+        self._device: list[DeviceEvents] = []
         self._inputs: list[bytes] = []
         self._input_offset = 0
 
@@ -109,8 +110,13 @@ class StoreBuilder:
             modules = frames.module >= 0
             frames.module[modules] = name_map[frames.module[modules]]
             self._frames.append(frames)
-        for kind, events in chunk.structs.items():
-            getattr(store, kind).extend(events)
+        device = chunk.device
+        if len(device):
+            for column in (device.name, device.stream, device.grid, device.block):
+                known = column >= 0
+                column[known] = name_map[column[known]]
+            self._device.append(device)
+        store.gpu_annotations.extend(chunk.gpu_annotations)
         store.memory.extend(chunk.memory)
 
     def finish(self) -> TraceEvents:
@@ -119,8 +125,10 @@ class StoreBuilder:
         # Operators first, then runtime launches, each in file order.
         store.cpu = cpu.take(np.argsort(~np.isin(cpu.category, OPERATOR_CATEGORY_CODES), kind="stable"))
         store.frames = FrameColumns.concat(self._frames)
+        device = DeviceEvents.concat(self._device)
+        store.device = device.take(np.argsort(device.kind, kind="stable"))
         store.inputs = b"".join(self._inputs)
-        self._cpu, self._frames, self._inputs = [], [], []
+        self._cpu, self._frames, self._device, self._inputs = [], [], [], []
         return store
 
     @staticmethod
