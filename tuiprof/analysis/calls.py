@@ -166,7 +166,9 @@ class UnattributedMemory:
 
 
 def _column(values) -> array:
-    return array("q", np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    column = array("q")
+    column.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.int64)).cast("B"))
+    return column
 
 
 def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, UnattributedMemory]:
@@ -347,8 +349,10 @@ def _subtree_sums(values: np.ndarray, parent: np.ndarray, members: np.ndarray) -
         pending = pending[up[pending] >= 0]
     totals = values.astype(np.float64)
     linked = np.flatnonzero(members & (parent >= 0))
-    for level in range(int(depth.max(initial=0)), 0, -1):
-        rows = linked[depth[linked] == level]
+    linked = linked[np.argsort(depth[linked], kind="stable")]
+    levels = depth[linked]
+    cuts = np.flatnonzero(levels[1:] != levels[:-1]) + 1
+    for rows in reversed(np.split(linked, cuts)):  # deepest level first
         totals += np.bincount(parent[rows], weights=totals[rows], minlength=len(values))
     return np.rint(totals).astype(np.int64)
 

@@ -150,13 +150,19 @@ def _module_above(frames: FrameColumns) -> np.ndarray:
 def _attribute_operators(calls: OperatorCalls, by_frame: dict[int, ModuleNode]) -> None:
     """Each call to the module it ran in; each backward root to the module of its forward op."""
     module = calls.column("module")
+    nodes = list({id(node): node for node in by_frame.values()}.values())
+    node_index = {id(node): i for i, node in enumerate(nodes)}
+    frame_rows = np.fromiter(by_frame, dtype=np.int64, count=len(by_frame))
+    node_of_frame = np.full(int(frame_rows.max()) + 1 if len(frame_rows) else 0, -1, dtype=np.int64)
+    node_of_frame[frame_rows] = [node_index[id(by_frame[f])] for f in frame_rows.tolist()]
     inside = np.flatnonzero(module >= 0)
-    inside = inside[np.argsort(module[inside], kind="stable")]
-    frames_of = module[inside]
+    owner = node_of_frame[module[inside]]
+    inside = inside[np.argsort(owner, kind="stable")]  # call rows stay in start order within a node
+    owner = np.sort(owner, kind="stable")
     if len(inside):
-        cuts = np.flatnonzero(frames_of[1:] != frames_of[:-1]) + 1
-        for frame, rows in zip(frames_of[np.concatenate(([0], cuts))].tolist(), np.split(inside, cuts)):
-            by_frame[frame].operator_rows.extend(rows.tolist())
+        cuts = np.flatnonzero(owner[1:] != owner[:-1]) + 1
+        for i, rows in zip(owner[np.concatenate(([0], cuts))].tolist(), np.split(inside, cuts)):
+            nodes[i].operator_rows = rows.tolist()
 
     sequence = calls.column("sequence_number")
     forward = np.flatnonzero((module >= 0) & (sequence >= 0))
@@ -179,24 +185,24 @@ def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:
     """Device time, backward time, memory and FLOPs of every node; children sorted by cost."""
     nodes = list(tree.walk())
 
-    def per_node(rows_of, column: str) -> list[int]:
-        """Exact int64 sums of ``column`` over each node's rows (rows grouped by node)."""
-        counts = np.array([len(rows_of(n)) for n in nodes], dtype=np.int64)
-        rows = np.fromiter((r for n in nodes for r in rows_of(n)), dtype=np.int64, count=int(counts.sum()))
-        if not len(rows):
-            return [0] * len(nodes)
-        values = np.append(calls.column(column)[rows], 0)
+    def summer(row_lists: list[list[int]]):
+        """Exact int64 sums of a column over each node's rows."""
+        counts = np.array([len(rows) for rows in row_lists], dtype=np.int64)
+        rows = np.array([r for rows in row_lists for r in rows], dtype=np.int64)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        sums = np.add.reduceat(values, starts)
-        return np.where(counts > 0, sums, 0).tolist()
 
-    forward = lambda n: n.operator_rows  # noqa: E731
-    backward = lambda n: n.backward_rows  # noqa: E731
-    self_device = per_node(forward, "self_device_ns")
-    self_mem = per_node(forward, "self_cpu_mem")
-    flops = per_node(forward, "flops")
-    back_cpu = per_node(backward, "total_ns")
-    back_device = per_node(backward, "device_total_ns")
+        def per_node(column: str) -> list[int]:
+            if not len(rows):
+                return [0] * len(nodes)
+            sums = np.add.reduceat(np.append(calls.column(column)[rows], 0), starts)
+            return np.where(counts > 0, sums, 0).tolist()
+
+        return per_node
+
+    forward = summer([n.operator_rows for n in nodes])
+    backward = summer([n.backward_rows for n in nodes])
+    self_device, self_mem, flops = forward("self_device_ns"), forward("self_cpu_mem"), forward("flops")
+    back_cpu, back_device = backward("total_ns"), backward("device_total_ns")
     for i, node in enumerate(nodes):
         node.self_device_us = node.device_total_us = self_device[i] / 1000
         node.self_cpu_mem_bytes = node.cpu_mem_bytes = self_mem[i]

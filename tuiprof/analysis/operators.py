@@ -94,7 +94,7 @@ def aggregate_operators(
     return result
 
 
-def _groups_by_name(calls: OperatorCalls) -> dict[tuple[str, str | None], list[int]]:
+def _groups_by_name(calls: OperatorCalls) -> dict[tuple[str, str | None], np.ndarray]:
     """Every call grouped by name with numpy (the table every trace opens with)."""
     names = calls.names
     step_code = len(names)  # every ProfilerStep#N shares one group
@@ -105,7 +105,7 @@ def _groups_by_name(calls: OperatorCalls) -> dict[tuple[str, str | None], list[i
     cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
     firsts = np.concatenate(([0], cuts)) if len(order) else cuts
     found = [
-        (STEP_WILDCARD if code == step_code else names[code], members.tolist())
+        (STEP_WILDCARD if code == step_code else names[code], members)
         for code, members in zip(sorted_codes[firsts].tolist(), np.split(order, cuts) if len(order) else [])
     ]
     found.sort(key=lambda group: group[1][0])  # first-call order, as a walk over the rows gives
@@ -131,14 +131,17 @@ def _groups(
     return groups
 
 
-def _stats(calls: OperatorCalls, name: str, shapes: str | None, members: list[int]) -> OperatorStats:
+def _stats(calls: OperatorCalls, name: str, shapes: str | None, members: list[int] | np.ndarray) -> OperatorStats:
     if len(members) < 64:
+        members = members.tolist() if isinstance(members, np.ndarray) else members
+        rows = tuple(members)
 
         def total(column) -> int:
-            return sum(map(column.__getitem__, members))
+            return sum(map(column.__getitem__, rows))
 
     else:  # big traces: 1e5+ calls of one operator; gather with numpy (a view of the array, no copy)
-        index = np.array(members, dtype=np.intp)
+        index = np.asarray(members, dtype=np.intp)
+        rows = tuple(index.tolist())
 
         def total(column) -> int:
             return int(np.frombuffer(column, dtype=np.int64)[index].sum())
@@ -156,5 +159,5 @@ def _stats(calls: OperatorCalls, name: str, shapes: str | None, members: list[in
         self_device_mem_bytes=total(calls.self_device_mem),
         device_mem_bytes=total(calls.device_mem),
         flops=total(calls.flops),
-        rows=tuple(members),
+        rows=rows,
     )
