@@ -3,7 +3,9 @@
 
 Each measurement runs in its own process (so peak RSS is its own), in the
 same run, alternating, and the ratio is what to trust: these machines are
-noisy, single absolute times are not.
+noisy, single absolute times are not.  "worker MB" is the peak RSS of the
+largest decode worker process tuiprof started (0 when it decoded in-process);
+the workers run at the same time as the parent, one per core.
 
     python scripts/bench_load.py /tmp/big.json [/tmp/big.json.gz] [--repeat 2]
 """
@@ -38,7 +40,8 @@ else:
     events = model.info.event_count
 elapsed = time.perf_counter() - started
 peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_kb / 1024, "events": events}))
+worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest decode worker
+print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_kb / 1024, "worker_rss_mb": worker_kb / 1024, "events": events}))
 """.replace("ROOT", repr(str(ROOT)))
 
 
@@ -67,7 +70,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="alternating runs of each mode; the best is kept")
     parser.add_argument("--skip-json", action="store_true", help="tuiprof only (for sizes stdlib cannot hold)")
     args = parser.parse_args()
-    print(f"{'file':<28} {'MB':>7} {'mode':<8} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>11} {'RSS/file':>8}")
+    print(f"{'file':<28} {'MB':>7} {'mode':<8} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>11} {'RSS/file':>8} {'worker MB':>9}")
     for path in args.files:
         size_mb = uncompressed_size(path) / 1e6
         best: dict[str, dict] = {}
@@ -79,7 +82,7 @@ def main() -> int:
         for mode, run in best.items():
             print(
                 f"{path.name[-28:]:<28} {size_mb:7.0f} {mode:<8} {run['seconds']:8.2f} {size_mb / run['seconds']:7.0f} "
-                f"{run['peak_rss_mb']:11.0f} {run['peak_rss_mb'] / size_mb:8.2f}"
+                f"{run['peak_rss_mb']:11.0f} {run['peak_rss_mb'] / size_mb:8.2f} {run['worker_rss_mb']:9.0f}"
             )
         if "json" in best:
             speedup = best["json"]["seconds"] / best["tuiprof"]["seconds"]

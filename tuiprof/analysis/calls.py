@@ -100,7 +100,6 @@ class OperatorCalls:
     flops: array = field(default_factory=lambda: array("q"))
     parent: array = field(default_factory=lambda: array("q"))
     module: array = field(default_factory=lambda: array("q"))
-    kernel_rows: dict[int, list[int]] = field(default_factory=dict)  # call row -> device event rows
 
     def __len__(self) -> int:
         return len(self.name_id)
@@ -132,6 +131,7 @@ class DeviceActivity:
     names: list[str] = field(default_factory=list)  # the store's name table
     events: DeviceEvents = field(default_factory=DeviceEvents.empty)
     launcher: array = field(default_factory=lambda: array("q"))  # call row, -1 unknown
+    _by_launcher: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -146,6 +146,16 @@ class DeviceActivity:
         """A text column (``stream``, ``grid``, ``block``) of one event; "" when absent."""
         code = getattr(self.events, column)[index]
         return self.names[code] if code >= 0 else ""
+
+    def launched_by(self, row: int) -> list[int]:
+        """Device event indices launched by call ``row`` (an index built on first use)."""
+        if self._by_launcher is None:
+            launcher = np.frombuffer(self.launcher, dtype=np.int64)
+            order = np.argsort(launcher, kind="stable")
+            self._by_launcher = (launcher[order], order)
+        launchers, order = self._by_launcher
+        lo, hi = np.searchsorted(launchers, [row, row + 1])
+        return order[lo:hi].tolist()
 
     @property
     def start_ns(self) -> np.ndarray:
@@ -214,7 +224,10 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     child_cpu_mem = np.bincount(parent[linked], weights=cpu_mem[linked], minlength=n_nodes)
     child_device_mem = np.bincount(parent[linked], weights=device_mem[linked], minlength=n_nodes)
     # ...and device time over whole subtrees of living operators.
-    device_total = _subtree_sums(self_device, op_parent, alive & is_op) if len(activity) else self_device
+    device_total = self_device
+    if len(activity):  # operators are the first n_ops nodes, and their op_parent is one of them
+        device_total = self_device.copy()
+        device_total[:n_ops] = _subtree_sums(self_device[:n_ops], op_parent[:n_ops], alive[:n_ops])
 
     op_rows = np.flatnonzero(alive[:n_ops])
     op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
@@ -244,11 +257,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.flops = _column(_flops(calls))
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     if len(launcher):
-        rows = np.where(launcher >= 0, row_of[launcher], -1)
-        activity.launcher = _column(rows)
-        for index, row in enumerate(rows.tolist()):
-            if row >= 0:
-                calls.kernel_rows.setdefault(row, []).append(index)
+        activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed
 
 
@@ -443,9 +452,7 @@ def _memory_per_node(
     device_mem = device_prefix[hi] - device_prefix[lo]
     # A record inside no node's interval is one of torch's "[memory]" rows.
     spans = lo < hi
-    coverage = np.zeros(len(times) + 1, dtype=np.int64)
-    np.add.at(coverage, lo[spans], 1)
-    np.add.at(coverage, hi[spans], -1)
+    coverage = np.bincount(lo[spans], minlength=len(times) + 1) - np.bincount(hi[spans], minlength=len(times) + 1)
     outside = np.cumsum(coverage[:-1]) == 0
     unattributed.calls = int(outside.sum())
     unattributed.cpu_bytes = int(sizes[outside & is_cpu].sum())

@@ -44,7 +44,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         if parent >= 0:
             parents[calls.name(parent)] += 1
             parent_rows.setdefault(calls.name(parent), set()).add(parent)
-        for index in calls.kernel_rows.get(row, ()):
+        for index in model.activity.launched_by(row):
             name = model.activity.name(index)
             kernel_time[name] += int(model.activity.dur_ns[index]) / 1000
             kernel_count[name] += 1

@@ -47,7 +47,7 @@ class Columns:
         first = fields(self)[0]  # type: ignore[arg-type]
         return len(getattr(self, first.name))
 
-    def take(self, rows: np.ndarray):
+    def take(self, rows: np.ndarray | slice):
         return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})  # type: ignore[arg-type]
 
     @classmethod
@@ -131,6 +131,7 @@ class ChunkColumns:
     inputs: bytes
     gpu_annotations: list[RawEvent] = field(default_factory=list)
     memory: list[RawEvent] = field(default_factory=list)
+    operator_count: int = 0  # cpu rows before this are operators, after it runtime launches
     event_count: int = 0
     other_events: int = 0
 
@@ -165,12 +166,13 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     Per-kind comprehensions over routed lists cost about a third of doing
     the work event by event.
     """
-    cpu: list[RawEvent] = []
+    operators: list[RawEvent] = []
+    launches: list[RawEvent] = []
     frames: list[RawEvent] = []
     memory: list[RawEvent] = []
     device: list[RawEvent] = []
     gpu_annotations: list[RawEvent] = []
-    routes: dict[str, list[RawEvent]] = {cat: cpu for cat in CPU_CATEGORIES}
+    routes = {cat: operators if code in OPERATOR_CATEGORY_CODES else launches for code, cat in enumerate(CPU_CATEGORIES)}
     routes[FRAME_CATEGORY] = frames
     routes.update({cat: device for cat in _DEVICE_CODE})
     routes[GPU_ANNOTATION_CATEGORY] = gpu_annotations
@@ -191,6 +193,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     code = names.setdefault
     thread = threads.setdefault
 
+    cpu = operators + launches  # operators first: the store keeps them before launches
     cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
     raw_inputs = [(a.input_dims, a.input_types, a.concrete_inputs) for a in cpu_args]
     lengths = np.array([(len(d), len(t), len(c)) for d, t, c in raw_inputs], dtype=np.int64).reshape(-1, 3)
@@ -242,6 +245,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         inputs=inputs,
         gpu_annotations=gpu_annotations,
         memory=memory,
+        operator_count=len(operators),
         event_count=len(events),
         other_events=other,
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 from tuiprof.errors import TraceError
 from tuiprof.trace.columns import columns_from_events
 from tuiprof.trace.decode import DecodeReport, plan_document
-from tuiprof.trace.parallel import decode_columns, decode_in_workers, release_pages, worker_count
+from tuiprof.trace.parallel import DecodeWorkers, decode_columns, release_pages, worker_count
 from tuiprof.trace.source import TraceFile, gzip_to_file, is_gzip, read_trace_bytes, resolve_trace
 from tuiprof.trace.store import StoreBuilder, TraceEvents
 
@@ -88,29 +88,29 @@ def _load(source: str, trace: TraceFile, progress: ProgressCallback | None, on_r
 def _decode(
     source: str, trace: TraceFile, data: bytes | mmap.mmap, report: DecodeReport, progress: ProgressCallback | None
 ) -> TraceEvents:
-    plan = plan_document(data, report, source)
-    store = TraceEvents(source=source, header=plan.header, report=report)
-    store.uncompressed_bytes = len(data)
-    builder = StoreBuilder(store)
-    if plan.inline_events:
-        builder.add(columns_from_events(plan.inline_events))
-    workers = worker_count(len(data), len(plan.spans)) if isinstance(data, mmap.mmap) else 1
-    if workers > 1:
-        chunks = decode_in_workers(str(trace.path), plan.spans, workers)
-    else:
-        chunks = (decode_columns(data, start, end) for start, end in plan.spans)
+    workers = worker_count(len(data)) if isinstance(data, mmap.mmap) else 1
+    pool = DecodeWorkers(workers) if workers > 1 else None
     try:
+        plan = plan_document(data, report, source)
+        store = TraceEvents(source=source, header=plan.header, report=report)
+        store.uncompressed_bytes = len(data)
+        builder = StoreBuilder(store)
+        if plan.inline_events:
+            builder.add(columns_from_events(plan.inline_events))
+        if pool is not None:
+            chunks = pool.decode(str(trace.path), plan.spans)
+        else:
+            chunks = (decode_columns(data, start, end) for start, end in plan.spans)
         for (start, end), (chunk, chunk_report) in zip(plan.spans, chunks):
-            if workers == 1:
+            if pool is None:
                 release_pages(data, start, end)
             report.merge(chunk_report)
             builder.add(chunk)
             if progress:
                 progress(LoadProgress("decoding", end, len(data), store.event_count))
     finally:
-        close = getattr(chunks, "close", None)
-        if close:
-            close()  # stops the workers when the load was aborted
+        if pool is not None:
+            pool.close()  # at once when the load was aborted
     return builder.finish()
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
-from tuiprof.trace.decode import DecodeReport, decode_span
+from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span
 
 # Below this, starting workers (~0.2 s: a fresh interpreter importing msgspec
 # and numpy) costs more than it saves on 2 cores (scripts/bench_load.py).
@@ -41,11 +41,11 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def worker_count(size: int, spans: int) -> int:
+def worker_count(size: int) -> int:
     """How many decode processes to start for a file (1: decode in this process)."""
-    if size < PARALLEL_MIN_BYTES or spans < 2:
+    if size < PARALLEL_MIN_BYTES:
         return 1
-    return max(1, min(usable_cores(), spans, MAX_WORKERS))
+    return max(1, min(usable_cores(), -(-size // CHUNK_BYTES), MAX_WORKERS))
 
 
 def decode_columns(view, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
@@ -78,43 +78,52 @@ def release_pages(data, start: int, end: int) -> None:
         data.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
-def decode_in_workers(
-    path: str, spans: list[tuple[int, int]], workers: int
-) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
-    """Decoded spans of the file at ``path``, in file order.
+class DecodeWorkers:
+    """Worker processes, started before the file is planned (their start-up
+    overlaps with it), then given the spans once."""
 
-    Span ``i`` goes to worker ``i % workers``; each worker answers its spans
-    in order, so reading answers in file order keeps every worker busy with
-    at most one answer waiting.  A span a worker failed on is decoded here.
-    Closing the iterator early (the user aborted the load) kills the workers.
-    """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tuiprof.trace.parallel"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-        )
-        for _ in range(workers)
-    ]
-    try:
+    def __init__(self, count: int) -> None:
+        pythonpath = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tuiprof.trace.parallel"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONPATH=pythonpath),
+            )
+            for _ in range(count)
+        ]
+
+    def decode(self, path: str, spans: list[tuple[int, int]]) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
+        """Decoded spans of the file at ``path``, in file order.
+
+        Span ``i`` goes to worker ``i % count``; each worker answers its spans
+        in order, so reading answers in file order keeps every worker busy
+        with at most one answer waiting.  A span a worker failed on (or after
+        it died) is decoded here.
+        """
+        processes = self.processes
         for index, span in enumerate(spans):
-            pickle.dump((path, *span), processes[index % workers].stdin)
+            pickle.dump((path, *span), processes[index % len(processes)].stdin)
         for process in processes:
             process.stdin.close()  # type: ignore[union-attr]
         for index, (start, end) in enumerate(spans):
             try:
-                answer = pickle.load(processes[index % workers].stdout)  # type: ignore[arg-type]
+                answer = pickle.load(processes[index % len(processes)].stdout)  # type: ignore[arg-type]
             except (EOFError, pickle.UnpicklingError):
-                answer = None  # the worker died: this span and its next ones are decoded here
-            if isinstance(answer, tuple):
-                yield answer
-            else:
-                yield _decode_file_span(path, start, end)
-    finally:
-        for process in processes:
+                answer = None
+            yield answer if isinstance(answer, tuple) else _decode_file_span(path, start, end)
+
+    def close(self) -> None:
+        """Stop every worker (at once when a load is aborted)."""
+        for process in self.processes:
             process.kill()
             process.wait()
-            process.stdout.close()  # type: ignore[union-attr]
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None and not pipe.closed:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
 
 
 def _serve() -> None:

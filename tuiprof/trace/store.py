@@ -16,6 +16,7 @@ import numpy as np
 
 from tuiprof.trace.columns import (
     CPU_CATEGORIES,
+    DEVICE_KINDS,
     OPERATOR_CATEGORY_CODES,
     ChunkColumns,
     CpuEvents,
@@ -85,9 +86,10 @@ class StoreBuilder:
         self.store = store
         self._names: dict[str, int] = {}
         self._threads: dict[int | str, int] = {}
-        self._cpu: list[CpuEvents] = []
+        self._operators: list[CpuEvents] = []
+        self._launches: list[CpuEvents] = []
         self._frames: list[FrameColumns] = []
-        self._device: list[DeviceEvents] = []
+        self._device: list[list[DeviceEvents]] = [[] for _ in DEVICE_KINDS]  # per kind, in file order
         self._inputs: list[bytes] = []
         self._input_offset = 0
 
@@ -102,7 +104,8 @@ class StoreBuilder:
             cpu.name = name_map[cpu.name]
             cpu.thread = thread_map[cpu.thread]
             cpu.input_at += self._input_offset
-            self._cpu.append(cpu)
+            self._operators.append(cpu.take(slice(0, chunk.operator_count)))
+            self._launches.append(cpu.take(slice(chunk.operator_count, None)))
             self._inputs.append(chunk.inputs)
             self._input_offset += len(chunk.inputs)
         if len(frames):
@@ -115,20 +118,19 @@ class StoreBuilder:
             for column in (device.name, device.stream, device.grid, device.block):
                 known = column >= 0
                 column[known] = name_map[column[known]]
-            self._device.append(device)
+            for kind, parts in enumerate(self._device):
+                parts.append(device.take(np.flatnonzero(device.kind == kind)))
         store.gpu_annotations.extend(chunk.gpu_annotations)
         store.memory.extend(chunk.memory)
 
     def finish(self) -> TraceEvents:
         store = self.store
-        cpu = CpuEvents.concat(self._cpu)
-        # Operators first, then runtime launches, each in file order.
-        store.cpu = cpu.take(np.argsort(~np.isin(cpu.category, OPERATOR_CATEGORY_CODES), kind="stable"))
+        store.cpu = CpuEvents.concat(self._operators + self._launches)  # each in file order
         store.frames = FrameColumns.concat(self._frames)
-        device = DeviceEvents.concat(self._device)
-        store.device = device.take(np.argsort(device.kind, kind="stable"))
+        store.device = DeviceEvents.concat([part for parts in self._device for part in parts])
         store.inputs = b"".join(self._inputs)
-        self._cpu, self._frames, self._device, self._inputs = [], [], [], []
+        self._operators, self._launches, self._frames, self._inputs = [], [], [], []
+        self._device = [[] for _ in DEVICE_KINDS]
         return store
 
     @staticmethod
