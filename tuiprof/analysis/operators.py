@@ -76,10 +76,10 @@ def aggregate_operators(
     ``unattributed`` adds torch's ``[memory]`` row for records inside no op.
     """
     if rows is None and not group_by_shape and not top_level_only:
-        groups = _groups_by_name(calls)
+        result = _stats_by_name(calls)
     else:
         groups = _groups(calls, range(len(calls)) if rows is None else rows, group_by_shape, top_level_only)
-    result = [_stats(calls, name, shapes, members) for (name, shapes), members in groups.items()]
+        result = [_stats(calls, name, shapes, members) for (name, shapes), members in groups.items()]
     if unattributed is not None and unattributed.calls and not top_level_only:
         result.append(
             OperatorStats(
@@ -94,8 +94,13 @@ def aggregate_operators(
     return result
 
 
-def _groups_by_name(calls: OperatorCalls) -> dict[tuple[str, str | None], np.ndarray]:
-    """Every call grouped by name with numpy (the table every trace opens with)."""
+_SUMMED = ("self_ns", "total_ns", "self_device_ns", "device_total_ns", "self_cpu_mem", "cpu_mem",
+           "self_device_mem", "device_mem", "flops")
+
+
+def _stats_by_name(calls: OperatorCalls) -> list[OperatorStats]:
+    """Every call grouped by name with numpy (the table every trace opens with):
+    one gather and one segmented sum per column."""
     names = calls.names
     step_code = len(names)  # every ProfilerStep#N shares one group
     remap = np.array([step_code if n.startswith(STEP_PREFIX) else i for i, n in enumerate(names)] + [step_code])
@@ -103,13 +108,32 @@ def _groups_by_name(calls: OperatorCalls) -> dict[tuple[str, str | None], np.nda
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
-    firsts = np.concatenate(([0], cuts)) if len(order) else cuts
-    found = [
-        (STEP_WILDCARD if code == step_code else names[code], members)
-        for code, members in zip(sorted_codes[firsts].tolist(), np.split(order, cuts) if len(order) else [])
-    ]
-    found.sort(key=lambda group: group[1][0])  # first-call order, as a walk over the rows gives
-    return {(name, None): members for name, members in found}
+    if not len(order):
+        return []
+    firsts = np.concatenate(([0], cuts))
+    sums = [np.add.reduceat(calls.column(column)[order], firsts).tolist() for column in _SUMMED]
+    result = []
+    for group, (code, members) in enumerate(zip(sorted_codes[firsts].tolist(), np.split(order, cuts))):
+        self_ns, total_ns, self_dev, dev_total, self_mem, mem, self_dev_mem, dev_mem, flops = (s[group] for s in sums)
+        result.append(
+            OperatorStats(
+                name=STEP_WILDCARD if code == step_code else names[code],
+                input_shapes=None,
+                calls=len(members),
+                self_cpu_us=self_ns / 1000,
+                cpu_total_us=total_ns / 1000,
+                self_device_us=self_dev / 1000,
+                device_total_us=dev_total / 1000,
+                self_cpu_mem_bytes=self_mem,
+                cpu_mem_bytes=mem,
+                self_device_mem_bytes=self_dev_mem,
+                device_mem_bytes=dev_mem,
+                flops=flops,
+                rows=tuple(members.tolist()),
+            )
+        )
+    result.sort(key=lambda stats: stats.rows[0])  # first-call order, as a walk over the rows gives
+    return result
 
 
 def _groups(

@@ -66,9 +66,9 @@ class CpuEvents(Columns):
     """Operators (``cpu_op``, ``user_annotation``) and runtime launches, one row each.
 
     ``name`` and ``thread`` are codes into the store's tables; ids are
-    ``NONE`` when absent.  ``input_at`` is the offset in the input blob where
-    this event's ``Input Dims``, ``Input type`` and ``Concrete Inputs`` JSON
-    texts follow each other (``dims_len`` ... bytes long; 0 when absent).
+    ``NONE`` when absent.  ``dims_at``/``dims_len`` locate the event's
+    ``Input Dims`` JSON text in the store's input blob (``types_*`` its
+    ``Input type``, ``concrete_*`` its ``Concrete Inputs``; length 0 when absent).
     """
 
     name: np.ndarray
@@ -79,10 +79,20 @@ class CpuEvents(Columns):
     external_id: np.ndarray
     correlation: np.ndarray
     sequence_number: np.ndarray
-    input_at: np.ndarray
+    dims_at: np.ndarray
     dims_len: np.ndarray
+    types_at: np.ndarray
     types_len: np.ndarray
+    concrete_at: np.ndarray
     concrete_len: np.ndarray
+
+
+def input_texts(cpu: CpuEvents, inputs: bytes, row: int) -> tuple[bytes, bytes, bytes]:
+    """Undecoded ``Input Dims``, ``Input type`` and ``Concrete Inputs`` of cpu row ``row``."""
+    return tuple(  # type: ignore[return-value]
+        inputs[int(at[row]) : int(at[row]) + int(length[row])]
+        for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len))
+    )
 
 
 @dataclass
@@ -195,12 +205,13 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
 
     cpu = operators + launches  # operators first: the store keeps them before launches
     cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
-    raw_inputs = [(a.input_dims, a.input_types, a.concrete_inputs) for a in cpu_args]
-    lengths = np.array([(len(d), len(t), len(c)) for d, t, c in raw_inputs], dtype=np.int64).reshape(-1, 3)
-    starts = np.zeros(len(cpu), dtype=np.int64)
-    if len(cpu) > 1:
-        np.cumsum(lengths.sum(axis=1)[:-1], out=starts[1:])
-    inputs = b"".join([part for triple in raw_inputs for part in triple])
+    dims = [a.input_dims for a in cpu_args]
+    types = [a.input_types for a in cpu_args]
+    concrete = [a.concrete_inputs for a in cpu_args]
+    # One blob per chunk: every Input Dims text, then every Input type, then every Concrete Inputs.
+    inputs = b"".join(dims) + b"".join(types) + b"".join(concrete)
+    lengths = [np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)) for texts in (dims, types, concrete)]
+    offsets = np.concatenate(lengths).cumsum() - np.concatenate(lengths)
     cpu_columns = CpuEvents(
         name=np.array([code(e.name, len(names)) for e in cpu], dtype=np.int64),
         category=np.array([_CPU_CODE[e.cat] for e in cpu], dtype=np.int64),
@@ -210,10 +221,12 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         external_id=_ids([a.external_id if a.external_id is not None else a.external_id_legacy for a in cpu_args]),
         correlation=_ids([a.correlation for a in cpu_args]),
         sequence_number=_ids([a.sequence_number for a in cpu_args]),
-        input_at=starts,
-        dims_len=lengths[:, 0].copy(),
-        types_len=lengths[:, 1].copy(),
-        concrete_len=lengths[:, 2].copy(),
+        dims_at=offsets[: len(cpu)],
+        dims_len=lengths[0],
+        types_at=offsets[len(cpu) : 2 * len(cpu)],
+        types_len=lengths[1],
+        concrete_at=offsets[2 * len(cpu) :],
+        concrete_len=lengths[2],
     )
 
     frame_args = [e.args or _EMPTY_ARGS for e in frames]

@@ -61,14 +61,6 @@ class TraceEvents:
     def operator_count(self) -> int:
         return int(np.isin(self.cpu.category, OPERATOR_CATEGORY_CODES).sum())
 
-    def input_texts(self, row: int) -> tuple[bytes, bytes, bytes]:
-        """Undecoded ``Input Dims``, ``Input type``, ``Concrete Inputs`` of cpu row ``row``."""
-        cpu = self.cpu
-        at = int(cpu.input_at[row])
-        dims_end = at + int(cpu.dims_len[row])
-        types_end = dims_end + int(cpu.types_len[row])
-        return self.inputs[at:dims_end], self.inputs[dims_end:types_end], self.inputs[types_end : types_end + int(cpu.concrete_len[row])]
-
     def module_names(self) -> dict[int, str]:
         """Frame row -> module name (``Conv2d_1``) for the ``nn.Module`` frames."""
         rows = np.flatnonzero(self.frames.module >= 0)
@@ -103,7 +95,8 @@ class StoreBuilder:
         if len(cpu):
             cpu.name = name_map[cpu.name]
             cpu.thread = thread_map[cpu.thread]
-            cpu.input_at += self._input_offset
+            for at in (cpu.dims_at, cpu.types_at, cpu.concrete_at):
+                at += self._input_offset
             self._operators.append(cpu.take(slice(0, chunk.operator_count)))
             self._launches.append(cpu.take(slice(chunk.operator_count, None)))
             self._inputs.append(chunk.inputs)
