@@ -101,6 +101,8 @@ class OperatorCalls:
     flops: array = field(default_factory=lambda: array("q"))
     parent: array = field(default_factory=lambda: array("q"))
     module: array = field(default_factory=lambda: array("q"))
+    # (code per call, input-shapes keys): built on first use by operators.shape_codes
+    shape_index: tuple[np.ndarray, list[str]] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.name_id)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.calls import STEP_PREFIX, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.calls import STEP_PREFIX, OperatorCalls, UnattributedMemory, nearest_ancestor
 from tuiprof.trace.schema import decode_member
 
 STEP_WILDCARD = "ProfilerStep*"
@@ -40,12 +40,12 @@ class OperatorStats:
         return self.device_total_us / self.calls if self.calls else 0.0
 
 
-def is_top_level(calls: OperatorCalls, row: int) -> bool:
-    """No enclosing operator, ``ProfilerStep#N`` spans aside (they enclose everything)."""
-    parent = calls.parent[row]
-    while parent >= 0 and calls.name(parent).startswith(STEP_PREFIX):
-        parent = calls.parent[parent]
-    return parent < 0 and not calls.name(row).startswith(STEP_PREFIX)
+def top_level_rows(calls: OperatorCalls) -> np.ndarray:
+    """Whether each call has no enclosing operator, ``ProfilerStep#N`` spans aside
+    (they enclose everything, and are not top-level operators themselves)."""
+    is_step = np.isin(calls.column("name_id"), _step_codes(calls))
+    above = nearest_ancestor(calls.column("parent"), ~is_step)
+    return (above < 0) & ~is_step
 
 
 def input_shapes_key(calls: OperatorCalls, row: int, cache: dict[bytes, str] | None = None) -> str:
@@ -55,11 +55,40 @@ def input_shapes_key(calls: OperatorCalls, row: int, cache: dict[bytes, str] | N
     raw = calls.input_texts(row)[0]
     if cache is not None and raw in cache:
         return cache[raw]
-    dims = decode_member(raw) if raw else None
-    key = str(dims if dims is not None else [])
+    key = _shapes_text(raw)
     if cache is not None:
         cache[raw] = key
     return key
+
+
+def _shapes_text(raw: bytes) -> str:
+    dims = decode_member(raw) if raw else None
+    return str(dims if dims is not None else [])
+
+
+def shape_codes(calls: OperatorCalls) -> tuple[np.ndarray, list[str]]:
+    """Each call's input-shapes key as a code into a list of keys (computed once per
+    trace: one bytes slice and dict look-up per call, one decode per distinct text)."""
+    if calls.shape_index is None:
+        texts: dict[bytes, int] = {}
+        inputs, cpu = calls.inputs, calls.cpu
+        rows = np.frombuffer(calls.cpu_row, dtype=np.int64)
+        starts, lengths = cpu.dims_at[rows].tolist(), cpu.dims_len[rows].tolist()
+        codes = np.array(
+            [texts.setdefault(inputs[a : a + n], len(texts)) for a, n in zip(starts, lengths)], dtype=np.int64
+        )
+        keys: dict[str, int] = {}
+        by_text = np.array([keys.setdefault(_shapes_text(raw), len(keys)) for raw in texts], dtype=np.int64)
+        calls.shape_index = (by_text[codes] if len(codes) else codes, list(keys))
+    return calls.shape_index
+
+
+def _step_codes(calls: OperatorCalls) -> list[int]:
+    return [i for i, name in enumerate(calls.names) if name.startswith(STEP_PREFIX)]
+
+
+_SUMMED = ("self_ns", "total_ns", "self_device_ns", "device_total_ns", "self_cpu_mem", "cpu_mem",
+           "self_device_mem", "device_mem", "flops")
 
 
 def aggregate_operators(
@@ -74,12 +103,23 @@ def aggregate_operators(
 
     ``rows`` restricts the table to some calls (a module's, a step's).
     ``unattributed`` adds torch's ``[memory]`` row for records inside no op.
+    Grouping is one stable sort of group keys, then one gather and one
+    segmented sum per column; groups come in first-call order (the order a
+    walk over ``rows`` meets them), then by self time.
     """
-    if rows is None and not group_by_shape and not top_level_only:
-        result = _stats_by_name(calls)
-    else:
-        groups = _groups(calls, range(len(calls)) if rows is None else rows, group_by_shape, top_level_only)
-        result = [_stats(calls, name, shapes, members) for (name, shapes), members in groups.items()]
+    selected = np.arange(len(calls)) if rows is None else np.fromiter(rows, dtype=np.int64)
+    if top_level_only:
+        selected = selected[top_level_rows(calls)[selected]]
+    names = calls.names
+    step_code = len(names)  # every ProfilerStep#N shares one group (key_averages' ProfilerStep*)
+    remap = np.arange(len(names) + 1)
+    remap[_step_codes(calls)] = step_code
+    keys = remap[calls.column("name_id")[selected]]
+    shapes: list[str] = []
+    if group_by_shape:
+        codes, shapes = shape_codes(calls)
+        keys = keys * max(1, len(shapes)) + codes[selected]
+    result = _stats_by_key(calls, selected, keys, names, step_code, shapes)
     if unattributed is not None and unattributed.calls and not top_level_only:
         result.append(
             OperatorStats(
@@ -94,94 +134,39 @@ def aggregate_operators(
     return result
 
 
-_SUMMED = ("self_ns", "total_ns", "self_device_ns", "device_total_ns", "self_cpu_mem", "cpu_mem",
-           "self_device_mem", "device_mem", "flops")
-
-
-def _stats_by_name(calls: OperatorCalls) -> list[OperatorStats]:
-    """Every call grouped by name with numpy (the table every trace opens with):
-    one gather and one segmented sum per column."""
-    names = calls.names
-    step_code = len(names)  # every ProfilerStep#N shares one group
-    remap = np.array([step_code if n.startswith(STEP_PREFIX) else i for i, n in enumerate(names)] + [step_code])
-    codes = remap[calls.column("name_id")]
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
-    if not len(order):
+def _stats_by_key(
+    calls: OperatorCalls, selected: np.ndarray, keys: np.ndarray, names: list[str], step_code: int, shapes: list[str]
+) -> list[OperatorStats]:
+    if not len(selected):
         return []
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
     firsts = np.concatenate(([0], cuts))
-    sums = [np.add.reduceat(calls.column(column)[order], firsts).tolist() for column in _SUMMED]
-    result = []
-    for group, (code, members) in enumerate(zip(sorted_codes[firsts].tolist(), np.split(order, cuts))):
+    members_sorted = selected[order]
+    sums = [np.add.reduceat(calls.column(column)[members_sorted], firsts).tolist() for column in _SUMMED]
+    width = max(1, len(shapes))
+    found = []
+    for group, (key, position, members) in enumerate(
+        zip(sorted_keys[firsts].tolist(), order[firsts].tolist(), np.split(members_sorted, cuts))
+    ):
+        code, shape = divmod(key, width) if shapes else (key, -1)
         self_ns, total_ns, self_dev, dev_total, self_mem, mem, self_dev_mem, dev_mem, flops = (s[group] for s in sums)
-        result.append(
-            OperatorStats(
-                name=STEP_WILDCARD if code == step_code else names[code],
-                input_shapes=None,
-                calls=len(members),
-                self_cpu_us=self_ns / 1000,
-                cpu_total_us=total_ns / 1000,
-                self_device_us=self_dev / 1000,
-                device_total_us=dev_total / 1000,
-                self_cpu_mem_bytes=self_mem,
-                cpu_mem_bytes=mem,
-                self_device_mem_bytes=self_dev_mem,
-                device_mem_bytes=dev_mem,
-                flops=flops,
-                rows=tuple(members.tolist()),
-            )
+        stats = OperatorStats(
+            name=STEP_WILDCARD if code == step_code else names[code],
+            input_shapes=shapes[shape] if shapes else None,
+            calls=len(members),
+            self_cpu_us=self_ns / 1000,
+            cpu_total_us=total_ns / 1000,
+            self_device_us=self_dev / 1000,
+            device_total_us=dev_total / 1000,
+            self_cpu_mem_bytes=self_mem,
+            cpu_mem_bytes=mem,
+            self_device_mem_bytes=self_dev_mem,
+            device_mem_bytes=dev_mem,
+            flops=flops,
+            rows=tuple(members.tolist()),
         )
-    result.sort(key=lambda stats: stats.rows[0])  # first-call order, as a walk over the rows gives
-    return result
-
-
-def _groups(
-    calls: OperatorCalls, selected: Iterable[int], group_by_shape: bool, top_level_only: bool
-) -> dict[tuple[str, str | None], list[int]]:
-    groups: dict[tuple[str, str | None], list[int]] = {}
-    shapes_cache: dict[bytes, str] = {}
-    for row in selected:
-        if top_level_only and not is_top_level(calls, row):
-            continue
-        name = calls.name(row)
-        if name.startswith(STEP_PREFIX):
-            name = STEP_WILDCARD  # key_averages() groups every step under one row
-        key = (name, input_shapes_key(calls, row, shapes_cache) if group_by_shape else None)
-        bucket = groups.get(key)
-        if bucket is None:
-            groups[key] = bucket = []
-        bucket.append(row)
-    return groups
-
-
-def _stats(calls: OperatorCalls, name: str, shapes: str | None, members: list[int] | np.ndarray) -> OperatorStats:
-    if len(members) < 64:
-        members = members.tolist() if isinstance(members, np.ndarray) else members
-        rows = tuple(members)
-
-        def total(column) -> int:
-            return sum(map(column.__getitem__, rows))
-
-    else:  # big traces: 1e5+ calls of one operator; gather with numpy (a view of the array, no copy)
-        index = np.asarray(members, dtype=np.intp)
-        rows = tuple(index.tolist())
-
-        def total(column) -> int:
-            return int(np.frombuffer(column, dtype=np.int64)[index].sum())
-
-    return OperatorStats(
-        name=name,
-        input_shapes=shapes,
-        calls=len(members),
-        self_cpu_us=total(calls.self_ns) / 1000,
-        cpu_total_us=total(calls.total_ns) / 1000,
-        self_device_us=total(calls.self_device_ns) / 1000,
-        device_total_us=total(calls.device_total_ns) / 1000,
-        self_cpu_mem_bytes=total(calls.self_cpu_mem),
-        cpu_mem_bytes=total(calls.cpu_mem),
-        self_device_mem_bytes=total(calls.self_device_mem),
-        device_mem_bytes=total(calls.device_mem),
-        flops=total(calls.flops),
-        rows=rows,
-    )
+        found.append((position, stats))
+    found.sort(key=lambda item: item[0])
+    return [stats for _, stats in found]
