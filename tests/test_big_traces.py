@@ -1,0 +1,220 @@
+"""The big-trace engine: array passes equal torch's loops, workers equal one process.
+
+The columnar analysis replaces torch's stack walk (``_populate_cpu_children``)
+and duplicate merge (``_remove_dup_nodes``) with pointer jumping; these tests
+hold the numpy versions to straightforward Python transcriptions of torch's
+loops on random intervals with ties, zero durations, partial overlaps and
+several threads.  The decode tests force the worker processes on a small file
+and compare every column with an in-process decode.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
+from tuiprof.analysis import load_model
+from tuiprof.analysis.calls import _merge_duplicates, _nest, _subtree_sums
+from tuiprof.errors import TraceError
+from tuiprof.trace import decode, load, parallel
+from tuiprof.trace.columns import CpuEvents, DeviceEvents, FrameColumns, input_texts
+from tuiprof.trace.load import load_trace
+
+
+def _stack_parents(starts, ends, threads) -> list[int]:
+    """torch's _populate_cpu_children, as written there."""
+    order = sorted(range(len(starts)), key=lambda i: (threads[i], starts[i], -ends[i]))
+    parent = [-1] * len(starts)
+    stack: list[int] = []
+    thread = None
+    for node in order:
+        if threads[node] != thread:
+            thread, stack = threads[node], []
+        while stack:
+            top = stack[-1]
+            if starts[node] >= ends[top] or ends[node] > ends[top]:
+                stack.pop()
+            else:
+                parent[node] = top
+                break
+        stack.append(node)
+    return parent
+
+
+def _random_intervals(rng, n: int):
+    starts = rng.integers(0, 400, n)
+    durations = rng.choice([0, 0, 1, 3, 10, 50, 200], n)
+    threads = rng.integers(0, 3, n)
+    return starts.astype(np.int64), (starts + durations).astype(np.int64), threads.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_nesting_equals_torchs_stack_walk(seed: int) -> None:
+    starts, ends, threads = _random_intervals(np.random.default_rng(seed), 3000)
+    _, parent = _nest(starts, ends, threads)
+    assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    starts, ends, threads = _random_intervals(rng, 2000)
+    _, parent = _nest(starts, ends, threads)
+    names = rng.integers(0, 3, len(starts)).astype(np.int64)  # few names: many merges
+    n_ops = 1500  # the rest stand for python frames (never merged)
+    alive, living_parent = _merge_duplicates(parent.copy(), names, n_ops)
+
+    # torch: repeat until stable; a merged node's children move to its parent.
+    reference_parent = parent.tolist()
+    children: dict[int, list[int]] = {}
+    for node, p in enumerate(reference_parent):
+        children.setdefault(p, []).append(node)
+    dead: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in range(n_ops):
+            p = reference_parent[node]
+            if node in dead or not (0 <= p < n_ops) or names[p] != names[node] or len(children[p]) != 1:
+                continue
+            children[p] = children.pop(node, [])
+            for child in children[p]:
+                reference_parent[child] = p
+            dead.add(node)
+            changed = True
+    assert set(np.flatnonzero(~alive).tolist()) == dead
+    living = [i for i in range(len(alive)) if alive[i]]
+    assert [living_parent[i] for i in living] == [reference_parent[i] for i in living]
+
+
+def test_subtree_sums_equal_a_bottom_up_walk() -> None:
+    rng = np.random.default_rng(3)
+    n = 3000
+    parent = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)], dtype=np.int64)
+    members = rng.random(n) < 0.8
+    values = rng.integers(0, 1000, n).astype(np.int64)
+    expected = values.copy()
+    for node in range(n - 1, 0, -1):  # children have higher indices here
+        if members[node]:
+            expected[parent[node]] += expected[node]
+    assert _subtree_sums(values, parent, members).tolist() == expected.tolist()
+
+
+_CODED = ("name", "thread", "module", "stream", "grid", "block")
+
+
+def _resolve(store, table: str, codes: np.ndarray) -> list:
+    values = getattr(store, table)
+    return [values[c] if c >= 0 else None for c in codes.tolist()]
+
+
+def _columns_equal(a, b) -> None:
+    for table in ("cpu", "frames", "device"):
+        left, right = getattr(a, table), getattr(b, table)
+        for name in left.__dataclass_fields__:
+            if name.endswith("_at"):
+                continue  # blob offsets depend on where chunks were cut
+            if name in _CODED:  # codes depend on which chunk met a name first: compare what they name
+                table_of = "threads" if name == "thread" else "names"
+                assert _resolve(a, table_of, getattr(left, name)) == _resolve(b, table_of, getattr(right, name)), name
+            else:
+                assert np.array_equal(getattr(left, name), getattr(right, name), equal_nan=True), (table, name)
+    texts = [input_texts(a.cpu, a.inputs, row) for row in range(len(a.cpu))]
+    assert texts == [input_texts(b.cpu, b.inputs, row) for row in range(len(b.cpu))]
+    assert set(a.names) == set(b.names) and set(a.threads) == set(b.threads)
+    assert a.event_count == b.event_count and a.other_events == b.other_events
+    assert len(a.memory) == len(b.memory) and len(a.gpu_annotations) == len(b.gpu_annotations)
+
+
+def _force_workers(monkeypatch) -> None:
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 64 << 10)
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz",  # CUDA, frames, memory
+        "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",  # legacy
+    ],
+)
+def test_worker_processes_decode_what_one_process_decodes(tmp_path, monkeypatch, name: str) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SHARED_TRACES / name).read_bytes()))
+    alone = load_trace(plain)
+    _force_workers(monkeypatch)
+    started = []
+    original = parallel.DecodeWorkers.__init__
+
+    def counting(self, count: int) -> None:
+        started.append(count)
+        original(self, count)
+
+    monkeypatch.setattr(parallel.DecodeWorkers, "__init__", counting)
+    together = load_trace(plain)
+    assert started == [2]
+    _columns_equal(alone, together)
+
+
+def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> None:
+    sample = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
+    from_memory = load_trace(sample)
+    monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
+    _force_workers(monkeypatch)
+    from_file = load_trace(sample)
+    _columns_equal(from_memory, from_file)
+    assert from_file.source == str(sample)
+    assert not list(tmp_path.glob("tuiprof-*"))
+
+
+def test_aborting_a_parallel_load_stops_the_workers(tmp_path, monkeypatch) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
+    _force_workers(monkeypatch)
+    pools: list = []
+    original = parallel.DecodeWorkers.__init__
+
+    def keep(self, count: int) -> None:
+        original(self, count)
+        pools.append(self)
+
+    monkeypatch.setattr(parallel.DecodeWorkers, "__init__", keep)
+
+    class Abort(Exception):
+        pass
+
+    def abort(progress) -> None:
+        raise Abort
+
+    with pytest.raises(Abort):
+        load_trace(plain, progress=abort)
+    assert pools and all(p.poll() is not None for p in pools[0].processes)
+
+
+def test_parallel_load_gives_the_same_model(tmp_path, monkeypatch) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
+    alone = load_model(plain)
+    _force_workers(monkeypatch)
+    together = load_model(plain)
+    assert alone.operators() == together.operators()
+    assert [n.path for n in alone.modules.walk()] == [n.path for n in together.modules.walk()]
+
+
+def test_a_truncated_big_file_is_one_clear_error(tmp_path, monkeypatch) -> None:
+    _force_workers(monkeypatch)
+    path = tmp_path / "cut.json"
+    path.write_bytes(b'{"traceEvents": ')
+    with pytest.raises(TraceError):
+        load_trace(path)
+
+
+def test_empty_tables_concatenate() -> None:
+    for table in (CpuEvents, FrameColumns, DeviceEvents):
+        assert len(table.concat([])) == 0
