@@ -296,6 +296,7 @@ def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> tuple[np
     if n:
         sorted_threads = threads[order]
         candidate[1:][sorted_threads[1:] != sorted_threads[:-1]] = -1
+        candidate[_without_enclosing(sorted_ends, need, sorted_threads)] = -1
     pending = np.flatnonzero(candidate >= 0)
     while len(pending):
         found = sorted_ends[candidate[pending]] >= need[pending]
@@ -305,6 +306,25 @@ def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> tuple[np
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(candidate >= 0, order[candidate], -1)
     return order, parent
+
+
+def _without_enclosing(sorted_ends: np.ndarray, need: np.ndarray, sorted_threads: np.ndarray) -> np.ndarray:
+    """Nodes no earlier node of their thread reaches (the thread's top level).
+
+    Resolved up front: walking them to the top is what would take pointer
+    jumping the most rounds (every earlier top-level node is on the way).
+    Ends and needs are keyed by thread in the high bits so one running
+    maximum serves every thread."""
+    low = int(min(sorted_ends.min(), need.min()))
+    time_bits = int(max(sorted_ends.max(), need.max()) - low).bit_length()
+    if time_bits + int(sorted_threads.max()).bit_length() > 62:
+        return np.zeros(len(need), dtype=bool)  # cannot key: leave them all to pointer jumping
+    shift = sorted_threads << time_bits
+    reach = np.maximum.accumulate(shift | (sorted_ends - low))
+    earlier = np.empty_like(reach)
+    earlier[0] = -1
+    earlier[1:] = reach[:-1]
+    return earlier < (shift | (need - low))
 
 
 def _thread_time_order(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:

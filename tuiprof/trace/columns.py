@@ -267,6 +267,15 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
 def _device_columns(events: list[RawEvent], names: dict[str, int]) -> DeviceEvents:
     """Device events as columns; their texts (name, stream, grid, block) as name codes."""
     code = names.setdefault
+    shapes: dict[tuple, int] = {}  # launch shapes repeat: "x".join once per distinct shape
+
+    def shape_code(values: list) -> int:
+        key = tuple(values)
+        found = shapes.get(key)
+        if found is None:
+            found = shapes[key] = code("x".join(map(str, key)), len(names))
+        return found
+
     external, correlation, stream, grid, block, occupancy = [], [], [], [], [], []
     for event in events:
         args = event.args
@@ -276,8 +285,8 @@ def _device_columns(events: list[RawEvent], names: dict[str, int]) -> DeviceEven
         external.append(NONE if ext is None else ext)
         correlation.append(NONE if args.correlation is None else args.correlation)
         stream.append(NONE if args.stream is None else code(str(args.stream), len(names)))
-        grid.append(code("x".join(map(str, args.grid)), len(names)) if args.grid else NONE)
-        block.append(code("x".join(map(str, args.block)), len(names)) if args.block else NONE)
+        grid.append(shape_code(args.grid) if args.grid else NONE)
+        block.append(shape_code(args.block) if args.block else NONE)
         value = args.occupancy_pct
         occupancy.append(float(value) if isinstance(value, (int, float)) else math.nan)
     return DeviceEvents(

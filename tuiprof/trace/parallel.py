@@ -14,6 +14,7 @@ from the explorer's loader thread is unsafe in a threaded process.
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 import pickle
@@ -129,6 +130,7 @@ class DecodeWorkers:
 def _serve() -> None:
     """Worker loop: decode each requested span, answer with its columns (or an error text)."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    gc.disable()  # decoded structs hold no cycles: collections would only cost time (~15 %)
     while True:
         try:
             path, start, end = pickle.load(requests)
