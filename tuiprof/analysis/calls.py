@@ -26,6 +26,7 @@ nanosecond decimals that floats at epoch magnitudes cannot compare exactly.
 from __future__ import annotations
 
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -199,7 +200,12 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     threads = np.concatenate((cpu.thread[op_index], frames.thread))
     names = np.concatenate((cpu.name[op_index], np.full(len(frames), -1, dtype=np.int64)))
 
-    order, parent = _nest(starts, ends, threads)
+    # Memory per node needs only the spans: it runs beside the nesting, whose
+    # sorts (like its searchsorted) release the GIL, so a second core helps.
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        memory = beside.submit(_memory_per_node, store, starts, ends)
+        order, parent = _nest(starts, ends, threads)
+        cpu_mem, device_mem, unattributed = memory.result()
     alive, parent = _merge_duplicates(parent, names, n_ops)
 
     # Innermost module and nearest operator ancestor (through living parents).
@@ -213,7 +219,6 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
 
     self_device = np.zeros(n_nodes, dtype=np.int64)
     activity = _attach_device_activity(store, op_index, alive, parent, op_parent, self_device)
-    cpu_mem, device_mem, unattributed = _memory_per_node(store, starts, ends)
 
     # Sums over living direct children (self time, self memory)...
     linked = alive & (parent >= 0)
