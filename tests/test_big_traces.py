@@ -11,13 +11,14 @@ and compare every column with an in-process decode.
 from __future__ import annotations
 
 import gzip
+from array import array
 
 import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
 from tuiprof.analysis import load_model
-from tuiprof.analysis.calls import _merge_duplicates, _nest, _subtree_sums
+from tuiprof.analysis.calls import DeviceActivity, _launched_below, _merge_duplicates, _nest
 from tuiprof.errors import TraceError
 from tuiprof.trace import decode, load, parallel
 from tuiprof.trace.columns import CpuEvents, DeviceEvents, FrameColumns, input_texts
@@ -90,17 +91,21 @@ def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
     assert [living_parent[i] for i in living] == [reference_parent[i] for i in living]
 
 
-def test_subtree_sums_equal_a_bottom_up_walk() -> None:
+def test_device_time_below_an_operator_equals_a_walk_up() -> None:
     rng = np.random.default_rng(3)
     n = 3000
-    parent = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)], dtype=np.int64)
-    members = rng.random(n) < 0.8
-    values = rng.integers(0, 1000, n).astype(np.int64)
-    expected = values.copy()
-    for node in range(n - 1, 0, -1):  # children have higher indices here
-        if members[node]:
-            expected[parent[node]] += expected[node]
-    assert _subtree_sums(values, parent, members).tolist() == expected.tolist()
+    op_parent = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)], dtype=np.int64)
+    launcher = rng.integers(-1, n, 5000).astype(np.int64)
+    durations = rng.integers(0, 1000, 5000).astype(np.int64)
+    activity = DeviceActivity(events=DeviceEvents.empty())
+    activity.events.dur_ns = durations
+    activity.launcher = array("q", launcher.tobytes())
+    expected = [0] * n
+    for node, duration in zip(launcher.tolist(), durations.tolist()):
+        while node >= 0:
+            expected[node] += duration
+            node = int(op_parent[node])
+    assert _launched_below(activity, op_parent, n).tolist() == expected
 
 
 _CODED = ("name", "thread", "module", "stream", "grid", "block")

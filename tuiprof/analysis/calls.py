@@ -223,14 +223,12 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     # Sums over living direct children (self time, self memory)...
     linked = alive & (parent >= 0)
     durations = ends - starts
-    child_time = np.bincount(parent[linked], weights=durations[linked], minlength=n_nodes)
-    child_cpu_mem = np.bincount(parent[linked], weights=cpu_mem[linked], minlength=n_nodes)
-    child_device_mem = np.bincount(parent[linked], weights=device_mem[linked], minlength=n_nodes)
+    up = parent[linked]
+    child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
+    child_cpu_mem = np.bincount(up, weights=cpu_mem[linked], minlength=n_nodes)
+    child_device_mem = np.bincount(up, weights=device_mem[linked], minlength=n_nodes)
     # ...and device time over whole subtrees of living operators.
-    device_total = self_device
-    if len(activity):  # operators are the first n_ops nodes, and their op_parent is one of them
-        device_total = self_device.copy()
-        device_total[:n_ops] = _subtree_sums(self_device[:n_ops], op_parent[:n_ops], alive[:n_ops])
+    device_total = _launched_below(activity, op_parent, n_nodes) if len(activity) else self_device
 
     op_rows = np.flatnonzero(alive[:n_ops])
     op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
@@ -388,23 +386,21 @@ def _merge_duplicates(parent: np.ndarray, names: np.ndarray, n_ops: int) -> tupl
     return alive, parent
 
 
-def _subtree_sums(values: np.ndarray, parent: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """``values`` summed over each member's subtree of members (``parent`` links them)."""
-    up = np.where(members, parent, -1)
-    depth = (up >= 0).astype(np.int64)  # list ranking: hops to ``up``, which jumps ahead
-    pending = np.flatnonzero(up >= 0)
-    while len(pending):
-        ahead = up[pending]
-        depth[pending] += depth[ahead]
-        up[pending] = up[ahead]
-        pending = pending[up[pending] >= 0]
-    totals = values.astype(np.float64)
-    linked = np.flatnonzero(members & (parent >= 0))
-    linked = linked[np.argsort(depth[linked], kind="stable")]
-    levels = depth[linked]
-    cuts = np.flatnonzero(levels[1:] != levels[:-1]) + 1
-    for rows in reversed(np.split(linked, cuts)):  # deepest level first
-        totals += np.bincount(parent[rows], weights=totals[rows], minlength=len(values))
+def _launched_below(activity: DeviceActivity, op_parent: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Device time of everything each operator launched, itself or below it.
+
+    Each device event is added to its launcher and then to every operator
+    above it: one ``bincount`` per level of operator nesting (about ten),
+    over the device events only."""
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    joined = launcher >= 0
+    nodes, weights = launcher[joined], activity.dur_ns[joined].astype(np.float64)
+    totals = np.zeros(n_nodes, dtype=np.float64)
+    while len(nodes):
+        totals += np.bincount(nodes, weights=weights, minlength=n_nodes)
+        nodes = op_parent[nodes]
+        still = nodes >= 0
+        nodes, weights = nodes[still], weights[still]
     return np.rint(totals).astype(np.int64)
 
 
