@@ -27,11 +27,12 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     """Facts over every call of ``stats`` (numpy counts: instant for 1e6 calls)."""
     calls = model.calls
     rows = np.array(stats.rows, dtype=np.int64)
-    by_frame = model.modules.by_frame
+    node_of_frame, nodes = model.modules.frame_index()
     modules: Counter[str] = Counter()
-    for frame, count in _counts(calls.column("module")[rows]):
-        node = by_frame.get(frame)
-        modules[node.path if node else "(outside modules)"] += count
+    frames = calls.column("module")[rows]
+    owners = np.where(frames >= 0, node_of_frame[np.maximum(frames, 0)], -1) if len(nodes) else np.full(len(rows), -1)
+    for owner, count in _counts(owners):
+        modules[nodes[owner].path if owner >= 0 else "(outside modules)"] += count
 
     shapes: Counter[str] = Counter()
     with_dims = rows[calls.cpu.dims_len[calls.column("cpu_row")[rows]] > 0]
@@ -44,11 +45,9 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         for row in with_dims[:20000].tolist():
             shapes[input_shapes_key(calls, row, cache)] += 1
     types = ""
-    for row in rows[:1000].tolist():
-        input_types = calls.input_texts(row)[1]
-        if input_types:
-            types = ", ".join(str(t) for t in decode_member(input_types) or [] if t)
-            break
+    typed = np.flatnonzero(calls.cpu.types_len[calls.column("cpu_row")[rows]] > 0)
+    if len(typed):
+        types = ", ".join(str(t) for t in decode_member(calls.input_texts(int(rows[typed[0]]))[1]) or [] if t)
 
     parent_rows = calls.column("parent")[rows]
     parent_rows = parent_rows[parent_rows >= 0]
@@ -57,12 +56,16 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     share_parent = None
     if parents:
         top_code = calls.names.index(parents.most_common(1)[0][0])
-        parent_total = int(calls.column("total_ns")[np.unique(parent_rows[parent_names == top_code])].sum()) / 1000
+        chosen = np.zeros(len(calls), dtype=bool)
+        chosen[parent_rows[parent_names == top_code]] = True  # each parent call once
+        parent_total = int(calls.column("total_ns")[chosen].sum()) / 1000
         if parent_total:
             share_parent = 100 * stats.cpu_total_us / parent_total
 
     activity = model.activity
-    launched = np.flatnonzero(np.isin(np.frombuffer(activity.launcher, dtype=np.int64), rows))
+    mine = np.zeros(len(calls) + 1, dtype=bool)  # index -1 (no launcher) lands on the extra slot
+    mine[rows] = True
+    launched = np.flatnonzero(mine[np.frombuffer(activity.launcher, dtype=np.int64)])
     kernel_names = activity.events.name[launched]
     kernel_time: Counter[str] = Counter()
     kernel_count: dict[str, int] = {}

@@ -85,10 +85,24 @@ class ModuleNode:
 class ModuleTree:
     roots: list[ModuleNode]
     by_frame: dict[int, ModuleNode]  # python frame row -> node
+    _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
 
     def walk(self):
         for root in self.roots:
             yield from root.walk()
+
+    def frame_index(self) -> tuple[np.ndarray, list[ModuleNode]]:
+        """Frame row -> index into a node list (-1: no module frame), for numpy look-ups."""
+        if self._frame_index is None:
+            nodes = list(self.walk())
+            position = {id(node): i for i, node in enumerate(nodes)}
+            size = max(self.by_frame, default=-1) + 1
+            index = np.full(size, -1, dtype=np.int64)
+            if size:
+                frames = np.fromiter(self.by_frame, dtype=np.int64, count=len(self.by_frame))
+                index[frames] = [position[id(node)] for node in self.by_frame.values()]
+            self._frame_index = (index, nodes)
+        return self._frame_index
 
 
 def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
