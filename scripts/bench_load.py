@@ -7,7 +7,7 @@ noisy, single absolute times are not.  "worker MB" is the peak RSS of the
 largest decode worker process tuiprof started (0 when it decoded in-process);
 the workers run at the same time as the parent, one per core.
 
-    python scripts/bench_load.py /tmp/big.json [/tmp/big.json.gz] [--repeat 2]
+    python scripts/bench_load.py /tmp/big.json [/tmp/big.json.gz] [--repeat 2] [--cache warm|cold|as-is]
 """
 
 from __future__ import annotations
@@ -45,6 +45,26 @@ print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_kb / 1024, "worker_rss
 """.replace("ROOT", repr(str(ROOT)))
 
 
+def prepare_cache(path: Path, cache: str) -> None:
+    """Start each run with the file in the same state, whichever tool ran before.
+
+    ``warm``: read it once, so it is in the page cache (as after copying it
+    over). ``cold``: drop the page cache (root only), so it comes from disk.
+    Measured here: a cold read of 1 GB alone takes ~2 s, and the VM evicts
+    the cache after memory-hungry runs (json.load peaks at 5 GB), so without
+    this the tool that runs second is measured cold."""
+    if cache == "warm":
+        with open(path, "rb") as handle:
+            while handle.read(16 << 20):
+                pass
+    elif cache == "cold":
+        os.sync()
+        try:
+            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        except OSError as exc:
+            raise SystemExit(f"--cache cold needs root on Linux ({exc})") from None
+
+
 def measure(path: Path, mode: str) -> dict:
     result = subprocess.run([sys.executable, "-c", CHILD, str(path), mode], capture_output=True, text=True)
     if result.returncode != 0:
@@ -69,6 +89,8 @@ def main() -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--repeat", type=int, default=1, help="alternating runs of each mode; the best is kept")
     parser.add_argument("--skip-json", action="store_true", help="tuiprof only (for sizes stdlib cannot hold)")
+    parser.add_argument("--cache", choices=("warm", "cold", "as-is"), default="warm",
+                        help="page-cache state of the file before each run (default: warm)")
     args = parser.parse_args()
     print(f"{'file':<28} {'MB':>7} {'mode':<8} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>11} {'RSS/file':>8} {'worker MB':>9}")
     for path in args.files:
@@ -76,6 +98,7 @@ def main() -> int:
         best: dict[str, dict] = {}
         for _ in range(args.repeat):
             for mode in ("tuiprof",) if args.skip_json else ("json", "tuiprof"):
+                prepare_cache(path, args.cache)
                 run = measure(path, mode)
                 if mode not in best or run["seconds"] < best[mode]["seconds"]:
                     best[mode] = run

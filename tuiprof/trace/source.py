@@ -100,17 +100,20 @@ ReadProgress = Callable[[int, int], None]
 def read_trace_bytes(trace: TraceFile, progress: ReadProgress | None = None) -> bytes | mmap.mmap:
     """The uncompressed document: an mmap for plain files, bytes for gzip."""
     source = str(trace.path)
-    try:
-        handle = open(trace.path, "rb")
-    except OSError as exc:
-        raise TraceError(source, f"cannot be read ({exc.strerror})", "check its permissions") from None
-    with handle:
+    with _open(trace) as handle:
         magic = handle.read(2)
         if magic == _GZIP_MAGIC:
             return _gunzip(handle, trace.size_bytes, source, progress)
         if trace.size_bytes == 0:
             raise TraceError(source, "the file is empty", "pass a trace written by torch.profiler")
         return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _open(trace: TraceFile):
+    try:
+        return open(trace.path, "rb")
+    except OSError as exc:
+        raise TraceError(str(trace.path), f"cannot be read ({exc.strerror})", "check its permissions") from None
 
 
 def _gunzip(handle, compressed_size: int, source: str, progress: ReadProgress | None) -> bytes:
@@ -127,11 +130,7 @@ def gzip_to_file(trace: TraceFile, target, progress: ReadProgress | None = None)
     process's memory.
     """
     source = str(trace.path)
-    try:
-        handle = open(trace.path, "rb")
-    except OSError as exc:
-        raise TraceError(source, f"cannot be read ({exc.strerror})", "check its permissions") from None
-    with handle:
+    with _open(trace) as handle:
         try:
             inflate_gzip(handle, trace.size_bytes, source, target.write, progress)
         except OSError as exc:
