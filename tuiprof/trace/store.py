@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuiprof.trace.columns import (
-    CPU_CATEGORIES,
     DEVICE_KINDS,
-    OPERATOR_CATEGORY_CODES,
     ChunkColumns,
     CpuEvents,
     DeviceEvents,
@@ -57,18 +55,11 @@ class TraceEvents:
     def devices(self) -> list[DeviceProperties]:
         return self.header.deviceProperties or self.header.computeProperties or []
 
-    @property
-    def operator_count(self) -> int:
-        return int(np.isin(self.cpu.category, OPERATOR_CATEGORY_CODES).sum())
-
     def module_names(self) -> dict[int, str]:
         """Frame row -> module name (``Conv2d_1``) for the ``nn.Module`` frames."""
         rows = np.flatnonzero(self.frames.module >= 0)
         names = self.names
         return {int(row): names[code] for row, code in zip(rows.tolist(), self.frames.module[rows].tolist())}
-
-    def category_name(self, code: int) -> str:
-        return CPU_CATEGORIES[code]
 
 
 class StoreBuilder:
