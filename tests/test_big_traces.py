@@ -212,6 +212,15 @@ def test_parallel_load_gives_the_same_model(tmp_path, monkeypatch) -> None:
     assert [n.path for n in alone.modules.walk()] == [n.path for n in together.modules.walk()]
 
 
+def test_workers_that_cannot_start_leave_the_work_to_this_process(tmp_path, monkeypatch) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
+    alone = load_trace(plain)
+    _force_workers(monkeypatch)
+    monkeypatch.setattr(parallel.sys, "executable", "/bin/false")  # every worker exits at once
+    _columns_equal(alone, load_trace(plain))
+
+
 def test_a_truncated_big_file_is_one_clear_error(tmp_path, monkeypatch) -> None:
     _force_workers(monkeypatch)
     path = tmp_path / "cut.json"

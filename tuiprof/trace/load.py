@@ -89,7 +89,12 @@ def _decode(
     source: str, trace: TraceFile, data: bytes | mmap.mmap, report: DecodeReport, progress: ProgressCallback | None
 ) -> TraceEvents:
     workers = worker_count(len(data)) if isinstance(data, mmap.mmap) else 1
-    pool = DecodeWorkers(workers) if workers > 1 else None
+    pool = None
+    if workers > 1:
+        try:
+            pool = DecodeWorkers(workers)
+        except OSError:  # no processes can be started here: decode in this one
+            pool = None
     try:
         plan = plan_document(data, report, source)
         store = TraceEvents(source=source, header=plan.header, report=report)

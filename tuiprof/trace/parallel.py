@@ -104,9 +104,15 @@ class DecodeWorkers:
         """
         processes = self.processes
         for index, span in enumerate(spans):
-            pickle.dump((path, *span), processes[index % len(processes)].stdin)
+            try:
+                pickle.dump((path, *span), processes[index % len(processes)].stdin)
+            except OSError:
+                pass  # that worker is gone: reading its answer fails, and the span is decoded here
         for process in processes:
-            process.stdin.close()  # type: ignore[union-attr]
+            try:
+                process.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
         for index, (start, end) in enumerate(spans):
             try:
                 answer = pickle.load(processes[index % len(processes)].stdout)  # type: ignore[arg-type]
