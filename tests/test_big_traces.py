@@ -55,7 +55,7 @@ def _random_intervals(rng, n: int):
 @pytest.mark.parametrize("seed", range(8))
 def test_nesting_equals_torchs_stack_walk(seed: int) -> None:
     starts, ends, threads = _random_intervals(np.random.default_rng(seed), 3000)
-    _, parent = _nest(starts, ends, threads)
+    parent = _nest(starts, ends, threads)
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
@@ -63,7 +63,7 @@ def test_nesting_equals_torchs_stack_walk(seed: int) -> None:
 def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
     rng = np.random.default_rng(seed)
     starts, ends, threads = _random_intervals(rng, 2000)
-    _, parent = _nest(starts, ends, threads)
+    parent = _nest(starts, ends, threads)
     names = rng.integers(0, 3, len(starts)).astype(np.int64)  # few names: many merges
     n_ops = 1500  # the rest stand for python frames (never merged)
     alive, living_parent = _merge_duplicates(parent.copy(), names, n_ops)

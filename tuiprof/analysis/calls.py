@@ -26,11 +26,13 @@ nanosecond decimals that floats at epoch magnitudes cannot compare exactly.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tuiprof.analysis.arrays import id_table, look_up, nearest_ancestor
 from tuiprof.analysis.flops import FORMULAS, operator_flops
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
@@ -63,6 +65,11 @@ CPU_MEMORY_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
 DEVICE_MEMORY_TYPES = frozenset({1, 6, 12, 20})  # CUDA, HIP, XPU, PrivateUse1
 STEP_PREFIX = "ProfilerStep#"
 BACKWARD_ROOT_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def is_step_name(name: str) -> bool:
+    """``ProfilerStep#N``: the spans a profiler schedule writes around each step."""
+    return name.startswith(STEP_PREFIX)
 
 
 def to_ns(value: float | int) -> int:
@@ -118,6 +125,10 @@ class OperatorCalls:
         """Undecoded ``Input Dims``, ``Input type`` and ``Concrete Inputs`` of a call."""
         return input_texts(self.cpu, self.inputs, self.cpu_row[row])
 
+    def name_codes(self, wanted: Callable[[str], bool]) -> list[int]:
+        """Codes of the names ``wanted`` accepts (to select calls by name with numpy)."""
+        return [code for code, name in enumerate(self.names) if wanted(name)]
+
     def column(self, name: str) -> np.ndarray:
         """A column as a numpy view (no copy)."""
         return np.frombuffer(getattr(self, name), dtype=np.int64)
@@ -130,7 +141,6 @@ class DeviceActivity:
     names: list[str] = field(default_factory=list)  # the store's name table
     events: DeviceEvents = field(default_factory=DeviceEvents.empty)
     launcher: array = field(default_factory=lambda: array("q"))  # call row, -1 unknown
-    _by_launcher: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -145,16 +155,6 @@ class DeviceActivity:
         """A text column (``stream``, ``grid``, ``block``) of one event; "" when absent."""
         code = getattr(self.events, column)[index]
         return self.names[code] if code >= 0 else ""
-
-    def launched_by(self, row: int) -> list[int]:
-        """Device event indices launched by call ``row`` (an index built on first use)."""
-        if self._by_launcher is None:
-            launcher = np.frombuffer(self.launcher, dtype=np.int64)
-            order = np.argsort(launcher, kind="stable")
-            self._by_launcher = (launcher[order], order)
-        launchers, order = self._by_launcher
-        lo, hi = np.searchsorted(launchers, [row, row + 1])
-        return order[lo:hi].tolist()
 
     @property
     def start_ns(self) -> np.ndarray:
@@ -185,7 +185,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
 
     Every pass is numpy over int64 columns (nanoseconds, exact): nesting and
     the ancestor look-ups that torch does with a stack or a parent walk are
-    pointer jumping (:func:`_nest`, :func:`nearest_ancestor`), which needs
+    pointer jumping (:func:`_nest`, ``arrays.nearest_ancestor``), which needs
     O(log depth) array passes instead of a Python step per node.
     """
     cpu, frames = store.cpu, store.frames
@@ -204,7 +204,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     # sorts (like its searchsorted) release the GIL, so a second core helps.
     with ThreadPoolExecutor(max_workers=1) as beside:
         memory = beside.submit(_memory_per_node, store, starts, ends)
-        order, parent = _nest(starts, ends, threads)
+        parent = _nest(starts, ends, threads)
         cpu_mem, device_mem, unattributed = memory.result()
     alive, parent = _merge_duplicates(parent, names, n_ops)
 
@@ -265,7 +265,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
 def _flops(calls: OperatorCalls) -> np.ndarray:
     """Recomputed FLOPs of every call torch has a formula for (shapes repeat: memoised)."""
     flops = np.zeros(len(calls), dtype=np.int64)
-    codes = [i for i, name in enumerate(calls.names) if name in FORMULAS]
+    codes = calls.name_codes(FORMULAS.__contains__)
     if not codes:
         return flops
     known: dict[tuple[int, bytes, bytes], int] = {}
@@ -281,7 +281,7 @@ def _flops(calls: OperatorCalls) -> np.ndarray:
     return flops
 
 
-def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:
     """torch's ``_populate_cpu_children``: a parent for every node, per thread.
 
     torch sorts by (thread, start, -end) and keeps a stack: a node's parent is
@@ -308,7 +308,7 @@ def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> tuple[np
         pending = pending[candidate[pending] >= 0]
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(candidate >= 0, order[candidate], -1)
-    return order, parent
+    return parent
 
 
 def _without_enclosing(sorted_ends: np.ndarray, need: np.ndarray, sorted_threads: np.ndarray) -> np.ndarray:
@@ -316,49 +316,39 @@ def _without_enclosing(sorted_ends: np.ndarray, need: np.ndarray, sorted_threads
 
     Resolved up front: walking them to the top is what would take pointer
     jumping the most rounds (every earlier top-level node is on the way).
-    Ends and needs are keyed by thread in the high bits so one running
-    maximum serves every thread."""
-    low = int(min(sorted_ends.min(), need.min()))
-    time_bits = int(max(sorted_ends.max(), need.max()) - low).bit_length()
-    if time_bits + int(sorted_threads.max()).bit_length() > 62:
+    One running maximum over thread-keyed ends serves every thread."""
+    keyed = _thread_keyed(sorted_threads, sorted_ends, need)
+    if keyed is None:
         return np.zeros(len(need), dtype=bool)  # cannot key: leave them all to pointer jumping
-    shift = sorted_threads << time_bits
-    reach = np.maximum.accumulate(shift | (sorted_ends - low))
+    keyed_ends, keyed_need = keyed
+    reach = np.maximum.accumulate(keyed_ends)
     earlier = np.empty_like(reach)
     earlier[0] = -1
     earlier[1:] = reach[:-1]
-    return earlier < (shift | (need - low))
+    return earlier < keyed_need
 
 
 def _thread_time_order(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    """Node order by (thread, start, -end), stable.
-
-    Thread and start usually fit one int64 key (thread code in the high bits,
-    start relative to the first in the low ones): two sort passes instead of
-    lexsort's three."""
+    """Node order by (thread, start, -end), stable: two sort passes instead of lexsort's three
+    when thread and start fit one key."""
     if not len(starts):
         return np.empty(0, dtype=np.int64)
-    offset = starts - starts.min()
-    time_bits = int(offset.max()).bit_length()
-    thread_bits = int(threads.max()).bit_length()
-    if time_bits + thread_bits > 62:
-        return np.lexsort((-ends, starts, threads))
     by_end = np.argsort(-ends, kind="stable")
-    key = (threads[by_end] << time_bits) | offset[by_end]
-    return by_end[np.argsort(key, kind="stable")]
+    keyed = _thread_keyed(threads[by_end], starts[by_end])
+    if keyed is None:
+        return np.lexsort((-ends, starts, threads))
+    return by_end[np.argsort(keyed[0], kind="stable")]
 
 
-def nearest_ancestor(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """For every node, its nearest proper ancestor where ``wanted`` is true (-1: none)."""
-    result = parent.copy()
-    pending = np.flatnonzero(result >= 0)
-    while len(pending):
-        pending = pending[~wanted[result[pending]]]
-        # Jump to the candidate's own candidate: it has moved past unwanted
-        # nodes too, so the chain left to walk halves each round.
-        result[pending] = result[result[pending]]
-        pending = pending[result[pending] >= 0]
-    return result
+def _thread_keyed(threads: np.ndarray, *times: np.ndarray) -> list[np.ndarray] | None:
+    """Each time column as one int64 key per row: thread code in the high bits, the
+    time (relative to the smallest of all columns) in the low ones; None if they don't fit."""
+    low = min(int(t.min()) for t in times)
+    time_bits = max(int(t.max()) - low for t in times).bit_length()
+    if time_bits + int(threads.max()).bit_length() > 62:
+        return None
+    shifted = threads << time_bits
+    return [shifted | (t - low) for t in times]
 
 
 def _merge_duplicates(parent: np.ndarray, names: np.ndarray, n_ops: int) -> tuple[np.ndarray, np.ndarray]:
@@ -432,11 +422,11 @@ def _attach_device_activity(
     launching = np.isin(cpu.category[op_index], OPERATOR_CATEGORY_CODES)
     external = cpu.external_id[op_index]
     correlation = cpu.correlation[op_index]
-    by_external = _first_node_by_id(np.where(launching, external, NONE))
-    by_correlation = _first_node_by_id(np.where(launching, NONE, correlation))
+    by_external = id_table(np.where(launching, external, NONE), NONE)
+    by_correlation = id_table(np.where(launching, NONE, correlation), NONE)
 
-    node = _look_up(by_external, device.external_id)
-    launch = _look_up(by_correlation, device.correlation)
+    node = look_up(by_external, device.external_id, NONE)
+    launch = look_up(by_correlation, device.correlation, NONE)
     through_launch = (node < 0) & (launch >= 0)
     node[through_launch] = op_parent[launch[through_launch]]
     node = _living(node, alive, parent)
@@ -446,21 +436,6 @@ def _attach_device_activity(
     ).astype(np.int64)
     activity.launcher = _column(node)
     return activity
-
-
-def _first_node_by_id(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct ids (NONE left out) and the first node carrying each."""
-    present = np.flatnonzero(ids != NONE)
-    unique, first = np.unique(ids[present], return_index=True)
-    return unique, present[first]
-
-
-def _look_up(table: tuple[np.ndarray, np.ndarray], ids: np.ndarray) -> np.ndarray:
-    keys, nodes = table
-    if not len(keys):
-        return np.full(len(ids), -1, dtype=np.int64)
-    at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
-    return np.where((keys[at] == ids) & (ids != NONE), nodes[at], -1)
 
 
 def _memory_per_node(

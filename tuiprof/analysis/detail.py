@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuiprof.analysis.arrays import counts_first_seen
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.operators import OperatorStats, input_shapes_key
 from tuiprof.trace.schema import decode_member
@@ -31,14 +32,14 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     modules: Counter[str] = Counter()
     frames = calls.column("module")[rows]
     owners = np.where(frames >= 0, node_of_frame[np.maximum(frames, 0)], -1) if len(nodes) else np.full(len(rows), -1)
-    for owner, count in _counts(owners):
+    for owner, count in counts_first_seen(owners):
         modules[nodes[owner].path if owner >= 0 else "(outside modules)"] += count
 
     shapes: Counter[str] = Counter()
     with_dims = rows[calls.cpu.dims_len[calls.column("cpu_row")[rows]] > 0]
     if calls.shape_index is not None:  # prepared: the codes of every call
         codes, keys = calls.shape_index
-        for code, count in _counts(codes[with_dims]):
+        for code, count in counts_first_seen(codes[with_dims]):
             shapes[keys[code]] += count
     else:
         cache: dict[bytes, str] = {}
@@ -52,7 +53,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     parent_rows = calls.column("parent")[rows]
     parent_rows = parent_rows[parent_rows >= 0]
     parent_names = calls.column("name_id")[parent_rows]
-    parents = Counter({calls.names[code]: count for code, count in _counts(parent_names)})
+    parents = Counter({calls.names[code]: count for code, count in counts_first_seen(parent_names)})
     share_parent = None
     if parents:
         top_code = calls.names.index(parents.most_common(1)[0][0])
@@ -69,7 +70,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     kernel_names = activity.events.name[launched]
     kernel_time: Counter[str] = Counter()
     kernel_count: dict[str, int] = {}
-    for code, count in _counts(kernel_names):
+    for code, count in counts_first_seen(kernel_names):
         name = activity.names[code]
         kernel_count[name] = count
         kernel_time[name] = int(activity.dur_ns[launched[kernel_names == code]].sum()) / 1000
@@ -87,11 +88,3 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         share_of_step_pct=share_step,
     )
 
-
-def _counts(values: np.ndarray) -> list[tuple[int, int]]:
-    """(value, count) pairs in first-seen order, as a Counter fed one by one keeps them."""
-    if not len(values):
-        return []
-    unique, first, counts = np.unique(values, return_index=True, return_counts=True)
-    order = np.argsort(first, kind="stable")
-    return list(zip(unique[order].tolist(), counts[order].tolist()))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuiprof.analysis.arrays import counts_first_seen, group_rows
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls
 
 
@@ -36,11 +37,8 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
     durations = events.dur_ns
     names = activity.names
 
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
     result = []
-    for code, rows in zip(sorted_codes[np.concatenate(([0], cuts))].tolist(), np.split(order, cuts)):
+    for code, rows in zip(*group_rows(codes)):
         spans = durations[rows]
         total = int(spans.sum()) / 1000
         grid, block, who = _most_common(grids[rows]), _most_common(blocks[rows]), _most_common(launcher_name[rows])
@@ -68,10 +66,6 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
 
 def _most_common(codes: np.ndarray) -> int:
     """The most frequent code >= 0 (the first seen on a tie, as Counter gives); -1 if none."""
-    codes = codes[codes >= 0]
-    if not len(codes):
-        return -1
-    values, first, counts = np.unique(codes, return_index=True, return_counts=True)
-    tied = np.flatnonzero(counts == counts.max())
-    return int(values[tied[np.argmin(first[tied])]])
+    pairs = counts_first_seen(codes[codes >= 0])
+    return max(pairs, key=lambda pair: pair[1])[0] if pairs else -1  # max keeps the first of equals
 

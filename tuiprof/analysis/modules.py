@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuiprof.analysis.calls import OperatorCalls, nearest_ancestor
+from tuiprof.analysis.arrays import group_rows, id_table, look_up, nearest_ancestor
+from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.trace.columns import NONE, FrameColumns
 from tuiprof.trace.store import TraceEvents
 
@@ -139,7 +140,7 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
         by_frame[row] = node
 
     tree = ModuleTree(list(roots.values()), by_frame)
-    _attribute_operators(calls, by_frame)
+    _attribute_operators(calls, tree)
     fill_totals(tree, calls)
     tree.roots.sort(key=lambda n: n.total_with_backward_us, reverse=True)
     return tree
@@ -148,51 +149,29 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
 def _module_above(frames: FrameColumns) -> np.ndarray:
     """For every frame, the nearest ``nn.Module`` frame up its ``Python parent id``
     chain (-1 at the top).  A repeated Python id means its last frame."""
-    ids = frames.python_id
-    by_id = np.argsort(ids, kind="stable")
-    sorted_ids = ids[by_id]
-    last = np.ones(len(ids), dtype=bool)
-    last[:-1] = sorted_ids[1:] != sorted_ids[:-1]
-    keys, rows = sorted_ids[last], by_id[last]
-    parent = np.full(len(ids), -1, dtype=np.int64)
-    if len(keys):
-        at = np.minimum(np.searchsorted(keys, frames.parent_id), len(keys) - 1)
-        parent = np.where((keys[at] == frames.parent_id) & (frames.parent_id >= 0), rows[at], -1)
+    parent = look_up(id_table(frames.python_id, NONE, last=True), frames.parent_id, NONE)
     return nearest_ancestor(parent, frames.module >= 0)
 
 
-def _attribute_operators(calls: OperatorCalls, by_frame: dict[int, ModuleNode]) -> None:
+def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:
     """Each call to the module it ran in; each backward root to the module of its forward op."""
+    node_of_frame, nodes = tree.frame_index()
     module = calls.column("module")
-    nodes = list({id(node): node for node in by_frame.values()}.values())
-    node_index = {id(node): i for i, node in enumerate(nodes)}
-    frame_rows = np.fromiter(by_frame, dtype=np.int64, count=len(by_frame))
-    node_of_frame = np.full(int(frame_rows.max()) + 1 if len(frame_rows) else 0, -1, dtype=np.int64)
-    node_of_frame[frame_rows] = [node_index[id(by_frame[f])] for f in frame_rows.tolist()]
     inside = np.flatnonzero(module >= 0)
-    owner = node_of_frame[module[inside]]
-    inside = inside[np.argsort(owner, kind="stable")]  # call rows stay in start order within a node
-    owner = np.sort(owner, kind="stable")
-    if len(inside):
-        cuts = np.flatnonzero(owner[1:] != owner[:-1]) + 1
-        for i, rows in zip(owner[np.concatenate(([0], cuts))].tolist(), np.split(inside, cuts)):
-            nodes[i].operator_rows = rows.tolist()
+    for node, where in zip(*group_rows(node_of_frame[module[inside]])):
+        nodes[node].operator_rows = inside[where].tolist()  # in start order
 
     sequence = calls.column("sequence_number")
-    forward = np.flatnonzero((module >= 0) & (sequence >= 0))
-    if not len(forward):
-        return
-    seqs, first = np.unique(sequence[forward], return_index=True)  # the first forward op of each
-    forward_frame = module[forward[first]]
+    first_forward = id_table(np.where(module >= 0, sequence, NONE), NONE)  # sequence -> its first forward call
     candidates = np.flatnonzero((module < 0) & (sequence >= 0))
-    at = np.minimum(np.searchsorted(seqs, sequence[candidates]), len(seqs) - 1)
-    known = seqs[at] == sequence[candidates]
-    candidates, at = candidates[known], at[known]
+    forward = look_up(first_forward, sequence[candidates], NONE)
+    known = forward >= 0
+    candidates, forward = candidates[known], forward[known]
     parent = calls.column("parent")[candidates]
     parent_seq = np.where(parent >= 0, sequence[np.maximum(parent, 0)], NONE)
     roots = parent_seq != sequence[candidates]  # not the root of this backward node otherwise
-    for row, frame in zip(candidates[roots].tolist(), forward_frame[at[roots]].tolist()):
-        by_frame[frame].backward_rows.append(row)
+    for row, owner in zip(candidates[roots].tolist(), node_of_frame[module[forward[roots]]].tolist()):
+        nodes[owner].backward_rows.append(row)
 
 
 def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:

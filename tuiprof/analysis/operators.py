@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.calls import STEP_PREFIX, OperatorCalls, UnattributedMemory, nearest_ancestor
+from tuiprof.analysis.arrays import group_rows, nearest_ancestor
+from tuiprof.analysis.calls import OperatorCalls, UnattributedMemory, is_step_name
 from tuiprof.trace.schema import decode_member
 
 STEP_WILDCARD = "ProfilerStep*"
@@ -43,7 +44,7 @@ class OperatorStats:
 def top_level_rows(calls: OperatorCalls) -> np.ndarray:
     """Whether each call has no enclosing operator, ``ProfilerStep#N`` spans aside
     (they enclose everything, and are not top-level operators themselves)."""
-    is_step = np.isin(calls.column("name_id"), _step_codes(calls))
+    is_step = np.isin(calls.column("name_id"), calls.name_codes(is_step_name))
     above = nearest_ancestor(calls.column("parent"), ~is_step)
     return (above < 0) & ~is_step
 
@@ -83,10 +84,6 @@ def shape_codes(calls: OperatorCalls) -> tuple[np.ndarray, list[str]]:
     return calls.shape_index
 
 
-def _step_codes(calls: OperatorCalls) -> list[int]:
-    return [i for i, name in enumerate(calls.names) if name.startswith(STEP_PREFIX)]
-
-
 _SUMMED = ("self_ns", "total_ns", "self_device_ns", "device_total_ns", "self_cpu_mem", "cpu_mem",
            "self_device_mem", "device_mem", "flops")
 
@@ -113,7 +110,7 @@ def aggregate_operators(
     names = calls.names
     step_code = len(names)  # every ProfilerStep#N shares one group (key_averages' ProfilerStep*)
     remap = np.arange(len(names) + 1)
-    remap[_step_codes(calls)] = step_code
+    remap[calls.name_codes(is_step_name)] = step_code
     keys = remap[calls.column("name_id")[selected]]
     shapes: list[str] = []
     if group_by_shape:
@@ -137,19 +134,16 @@ def aggregate_operators(
 def _stats_by_key(
     calls: OperatorCalls, selected: np.ndarray, keys: np.ndarray, names: list[str], step_code: int, shapes: list[str]
 ) -> list[OperatorStats]:
-    if not len(selected):
+    group_keys, positions = group_rows(keys)
+    if not group_keys:
         return []
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
-    firsts = np.concatenate(([0], cuts))
-    members_sorted = selected[order]
+    members_sorted = selected[np.concatenate(positions)]
+    firsts = np.cumsum([0] + [len(p) for p in positions[:-1]])
     sums = [np.add.reduceat(calls.column(column)[members_sorted], firsts).tolist() for column in _SUMMED]
     width = max(1, len(shapes))
     found = []
-    for group, (key, position, members) in enumerate(
-        zip(sorted_keys[firsts].tolist(), order[firsts].tolist(), np.split(members_sorted, cuts))
-    ):
+    for group, (key, where) in enumerate(zip(group_keys, positions)):
+        members = selected[where]
         code, shape = divmod(key, width) if shapes else (key, -1)
         self_ns, total_ns, self_dev, dev_total, self_mem, mem, self_dev_mem, dev_mem, flops = (s[group] for s in sums)
         stats = OperatorStats(
@@ -167,6 +161,6 @@ def _stats_by_key(
             flops=flops,
             rows=tuple(members.tolist()),
         )
-        found.append((position, stats))
+        found.append((int(where[0]), stats))
     found.sort(key=lambda item: item[0])
     return [stats for _, stats in found]

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, nearest_ancestor, to_ns
+from tuiprof.analysis.arrays import nearest_ancestor
+from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, is_step_name, to_ns
 from tuiprof.trace.schema import RawEvent
 
 DATA_LOADING_PREFIX = "enumerate(DataLoader)"
@@ -43,18 +44,17 @@ def is_communication(name: str) -> bool:
 def build_steps(
     calls: OperatorCalls, activity: DeviceActivity, gpu_annotations: list[RawEvent]
 ) -> list[StepStats]:
-    step_codes = [i for i, name in enumerate(calls.names) if name.startswith(STEP_PREFIX)]
     name_id = calls.column("name_id")
-    step_rows = np.flatnonzero(np.isin(name_id, step_codes))
+    step_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(is_step_name)))
     if not len(step_rows):
         return []
     device_windows = {
-        e.name: (to_ns(e.ts), to_ns(e.ts) + to_ns(e.dur)) for e in gpu_annotations if e.name.startswith(STEP_PREFIX)
+        e.name: (to_ns(e.ts), to_ns(e.ts) + to_ns(e.dur)) for e in gpu_annotations if is_step_name(e.name)
     }
     step_of = _step_of_calls(calls, step_rows)
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
-    loading_codes = [i for i, name in enumerate(calls.names) if name.startswith(DATA_LOADING_PREFIX)]
+    loading_codes = calls.name_codes(lambda name: name.startswith(DATA_LOADING_PREFIX))
     loading_rows = np.flatnonzero(np.isin(name_id, loading_codes) & (step_of >= 0))
     loading = np.bincount(step_of[loading_rows], weights=calls.column("total_ns")[loading_rows], minlength=len(calls))
     kinds = _activity_kinds(activity)

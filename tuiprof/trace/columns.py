@@ -4,8 +4,9 @@ A big trace holds millions of CPU operators, runtime launches and python
 frames.  Kept as one Python object each they cost ~500 bytes and a Python
 loop per analysis pass; as columns (numpy int64, names and threads as codes
 into small tables, undecoded input lists in one bytes blob) they cost ~100
-bytes and every pass is a numpy operation.  The kinds that stay few (device
-activity, ``[memory]`` records, GPU annotations) remain typed structs.
+bytes and every pass is a numpy operation.  Device activity is columns too;
+the kinds that stay few (``[memory]`` records, GPU annotations) remain typed
+structs.
 
 :func:`columns_from_events` runs in decode workers, one chunk at a time, with
 chunk-local name and thread tables; :mod:`tuiprof.trace.store` merges chunks
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, external_id
 
 # CPU-side categories kept as columns: operators first (they launch device
 # work and carry External id), then runtime and driver calls (they carry
@@ -218,7 +219,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         thread=np.array([thread(e.tid, len(threads)) for e in cpu], dtype=np.int64),
         start_ns=to_ns_column([e.ts for e in cpu]),
         dur_ns=to_ns_column([e.dur for e in cpu]),
-        external_id=_ids([a.external_id if a.external_id is not None else a.external_id_legacy for a in cpu_args]),
+        external_id=_ids([external_id(a) for a in cpu_args]),
         correlation=_ids([a.correlation for a in cpu_args]),
         sequence_number=_ids([a.sequence_number for a in cpu_args]),
         dims_at=offsets[: len(cpu)],
@@ -281,7 +282,7 @@ def _device_columns(events: list[RawEvent], names: dict[str, int]) -> DeviceEven
         args = event.args
         if args is None:
             args = _EMPTY_ARGS
-        ext = args.external_id if args.external_id is not None else args.external_id_legacy
+        ext = external_id(args)
         external.append(NONE if ext is None else ext)
         correlation.append(NONE if args.correlation is None else args.correlation)
         stream.append(NONE if args.stream is None else code(str(args.stream), len(names)))

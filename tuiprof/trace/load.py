@@ -19,7 +19,7 @@ from pathlib import Path
 from tuiprof.errors import TraceError
 from tuiprof.trace.columns import columns_from_events
 from tuiprof.trace.decode import DecodeReport, plan_document
-from tuiprof.trace.parallel import DecodeWorkers, decode_columns, release_pages, worker_count
+from tuiprof.trace.parallel import DecodeWorkers, decode_columns, worker_count
 from tuiprof.trace.source import TraceFile, gzip_to_file, is_gzip, read_trace_bytes, resolve_trace
 from tuiprof.trace.store import StoreBuilder, TraceEvents
 
@@ -103,12 +103,10 @@ def _decode(
         if plan.inline_events:
             builder.add(columns_from_events(plan.inline_events))
         if pool is not None:
-            chunks = pool.decode(str(trace.path), plan.spans)
+            chunks = pool.decode(str(trace.path), data, plan.spans)
         else:
             chunks = (decode_columns(data, start, end) for start, end in plan.spans)
-        for (start, end), (chunk, chunk_report) in zip(plan.spans, chunks):
-            if pool is None:
-                release_pages(data, start, end)
+        for (_, end), (chunk, chunk_report) in zip(plan.spans, chunks):
             report.merge(chunk_report)
             builder.add(chunk)
             if progress:

@@ -49,24 +49,25 @@ def worker_count(size: int) -> int:
     return max(1, min(usable_cores(), -(-size // CHUNK_BYTES), MAX_WORKERS))
 
 
-def decode_columns(view, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
-    """One span -> columns, wherever it runs."""
+def decode_columns(data, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
+    """One span -> columns, wherever it runs; a mapped span's pages are released after."""
     report = DecodeReport()
-    return columns_from_events(decode_span(view, start, end, report)), report
-
-
-def _decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
-    data = _maps.get(path)
-    if data is None:
-        with open(path, "rb") as handle:
-            data = _maps[path] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    result = decode_columns(data, start, end)
+    result = columns_from_events(decode_span(data, start, end, report)), report
     release_pages(data, start, end)
     return result
 
 
+def _decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
+    """In a worker: the span of the file at ``path``, mapped once per process."""
+    data = _maps.get(path)
+    if data is None:
+        with open(path, "rb") as handle:
+            data = _maps[path] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    return decode_columns(data, start, end)
+
+
 def release_pages(data, start: int, end: int) -> None:
-    """Drop the mapped pages of a decoded span from this process's memory.
+    """Drop the mapped pages of a decoded span from this process's memory (if mapped).
 
     They are clean file pages (the kernel reloads them if touched again);
     without this, a 1 GB file counts 1 GB towards peak RSS while decoding.
@@ -94,8 +95,8 @@ class DecodeWorkers:
             for _ in range(count)
         ]
 
-    def decode(self, path: str, spans: list[tuple[int, int]]) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
-        """Decoded spans of the file at ``path``, in file order.
+    def decode(self, path: str, data: mmap.mmap, spans: list[tuple[int, int]]) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
+        """Decoded spans of the file at ``path`` (mapped here as ``data``), in file order.
 
         Span ``i`` goes to worker ``i % count``; each worker answers its spans
         in order, so reading answers in file order keeps every worker busy
@@ -118,7 +119,7 @@ class DecodeWorkers:
                 answer = pickle.load(processes[index % len(processes)].stdout)  # type: ignore[arg-type]
             except (EOFError, pickle.UnpicklingError):
                 answer = None
-            yield answer if isinstance(answer, tuple) else _decode_file_span(path, start, end)
+            yield answer if isinstance(answer, tuple) else decode_columns(data, start, end)
 
     def close(self) -> None:
         """Stop every worker (at once when a load is aborted)."""

@@ -1,9 +1,9 @@
 """Decoded events, sorted by kind: what every analysis reads.
 
 The dominant kinds (operators, runtime launches, python frames) are columns
-(:mod:`tuiprof.trace.columns`) whose names and threads are codes into one
-table each; the few device events and ``[memory]`` records stay typed
-structs.  Chunks decoded apart (in worker processes) are merged here, in
+(:mod:`tuiprof.trace.columns`), and so are device events: names and threads
+are codes into one table each.  The few ``[memory]`` records and GPU
+annotations stay typed structs.  Chunks decoded apart (in worker processes) are merged here, in
 file order, into those global tables.  Legacy category names are mapped by
 the columns' category codes, so nothing downstream knows about them.
 """

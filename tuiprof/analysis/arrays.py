@@ -1,0 +1,66 @@
+"""The array primitives every analysis pass is built from.
+
+Each replaces a Python loop over calls or events with a few numpy passes:
+climbing a parent array (:func:`nearest_ancestor`), grouping rows by a key
+(:func:`group_rows`), joining on ids (:func:`id_table`, :func:`look_up`) and
+counting values the way ``collections.Counter`` orders them
+(:func:`counts_first_seen`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NO_ROW = -1
+
+
+def nearest_ancestor(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For every node, its nearest proper ancestor where ``wanted`` is true (-1: none)."""
+    result = parent.copy()
+    pending = np.flatnonzero(result >= 0)
+    while len(pending):
+        pending = pending[~wanted[result[pending]]]
+        # Jump to the candidate's own candidate: it has moved past unwanted
+        # nodes too, so the chain left to walk halves each round.
+        result[pending] = result[result[pending]]
+        pending = pending[result[pending] >= 0]
+    return result
+
+
+def group_rows(keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
+    """Distinct keys (ascending) and, for each, the indices holding it in their order.
+
+    One stable sort: rows stay in their original order within a group."""
+    if not len(keys):
+        return [], []
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
+    return sorted_keys[np.concatenate(([0], cuts))].tolist(), np.split(order, cuts)
+
+
+def id_table(ids: np.ndarray, missing: int, *, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids (``missing`` left out) and the first (or last) index carrying each."""
+    present = np.flatnonzero(ids != missing)
+    if last:
+        present = present[::-1]
+    unique, first = np.unique(ids[present], return_index=True)
+    return unique, present[first]
+
+
+def look_up(table: tuple[np.ndarray, np.ndarray], ids: np.ndarray, missing: int) -> np.ndarray:
+    """The index :func:`id_table` holds for each id (``NO_ROW`` where none, or ``missing``)."""
+    keys, rows = table
+    if not len(keys):
+        return np.full(len(ids), NO_ROW, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+    return np.where((keys[at] == ids) & (ids != missing), rows[at], NO_ROW)
+
+
+def counts_first_seen(values: np.ndarray) -> list[tuple[int, int]]:
+    """(value, count) pairs in first-seen order, as a Counter fed one by one keeps them."""
+    if not len(values):
+        return []
+    unique, first, counts = np.unique(values, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return list(zip(unique[order].tolist(), counts[order].tolist()))
