@@ -26,7 +26,7 @@ class EventListScreen(Screen[None]):
         Binding("E", "export('json')", "Export JSON", show=False),
     ]
     DEFAULT_CSS = """
-    EventListScreen #event-title { height: 1; background: $panel; padding: 0 1; }
+    EventListScreen #event-title { height: 1; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     EventListScreen RowTable { height: 1fr; }
     """
 
