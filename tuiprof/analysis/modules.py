@@ -64,8 +64,11 @@ class ModuleNode:
         return f"{self.qualified_name} ({self.class_name})" if self.qualified_name else self.name
 
     @property
-    def total_with_backward_us(self) -> float:
-        return self.cpu_total_us + self.backward_cpu_us
+    def cost_us(self) -> float:
+        """What a module costs, the one measure every view ranks and shares by:
+        forward plus backward, on the device when that is larger than on the CPU
+        (a GPU model's CPU time is mostly launching)."""
+        return max(self.cpu_total_us + self.backward_cpu_us, self.device_total_us + self.backward_device_us)
 
     def walk(self):
         """This node and every descendant, parents first."""
@@ -142,7 +145,7 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     tree = ModuleTree(list(roots.values()), by_frame)
     _attribute_operators(calls, tree)
     fill_totals(tree, calls)
-    tree.roots.sort(key=lambda n: n.total_with_backward_us, reverse=True)
+    tree.roots.sort(key=lambda n: n.cost_us, reverse=True)
     return tree
 
 
@@ -211,4 +214,4 @@ def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:
             parent.cpu_mem_bytes += node.cpu_mem_bytes
             parent.flops += node.flops
     for node in nodes:
-        node.children.sort(key=lambda n: n.total_with_backward_us + n.device_total_us, reverse=True)
+        node.children.sort(key=lambda n: n.cost_us, reverse=True)

@@ -53,3 +53,8 @@ def format_bytes_short(value: int) -> str:
             scaled = value / size
             return f"{scaled:.1f}{unit}" if abs(scaled) < 10 else f"{scaled:.0f}{unit}"
     return f"{value}B"
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``1 step``, ``3 steps``, ``12,345 calls``: a count with the word that agrees."""
+    return f"{count:,} {word if count == 1 else (words or word + 's')}"

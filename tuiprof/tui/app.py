@@ -30,7 +30,7 @@ from textual.widgets import ContentSwitcher, Footer, Input, ProgressBar, RichLog
 from tuiprof.analysis.detail import operator_detail
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
-from tuiprof.report.hints import build_hints
+from tuiprof.report.findings import findings
 from tuiprof.report.render import render_rows
 from tuiprof.report.units import format_bytes, format_bytes_short, format_count, format_us, format_us_short
 from tuiprof.report.views import (
@@ -48,7 +48,7 @@ from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.widgets.memory_chart import MemoryCurve
-from tuiprof.tui.widgets.module_tree import ModuleTreeView, node_cost_us
+from tuiprof.tui.widgets.module_tree import ModuleTreeView
 from tuiprof.tui.widgets.row_table import RowTable
 
 # view id -> (key, title, the RowTable that export and help use)
@@ -258,7 +258,7 @@ class ExplorerApp(App[int]):
         model = self.model
         assert model is not None
         blocks: list = []
-        hints = build_hints(model)
+        hints = [f.text for f in findings(model)]
         if hints:
             blocks.append(Text("Findings", style="bold underline"))
             blocks.extend(Text(f" • {hint}") for hint in hints)
@@ -286,7 +286,7 @@ class ExplorerApp(App[int]):
             for header in headers:
                 modules.add_column(header, justify="right")
             leaves = sorted(
-                (n for n in model.modules.walk() if n.depth > 0 and not n.children), key=node_cost_us, reverse=True
+                (n for n in model.modules.walk() if n.depth > 0 and not n.children), key=lambda n: n.cost_us, reverse=True
             )
             for node in leaves[:5]:
                 name = node.qualified_name or "/".join(node.path.split("/")[-2:])
@@ -440,12 +440,12 @@ class ExplorerApp(App[int]):
     def _module_text(self, module: ModuleNode) -> Text:
         model = self.model
         assert model is not None
-        total = sum(node_cost_us(r) for r in model.modules.roots) or 1.0
+        total = sum(r.cost_us for r in model.modules.roots) or 1.0
         text = Text()
         text.append(module.path, style="bold")
         if module.qualified_name:
             text.append(f"  {module.qualified_name}", style="cyan")
-        text.append(f"  {100 * node_cost_us(module) / total:.1f} % of module time\n")
+        text.append(f"  {100 * module.cost_us / total:.1f} % of module time\n")
         text.append(f"{module.calls} calls · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
         if module.backward_cpu_us:
             text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")

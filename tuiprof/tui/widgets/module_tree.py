@@ -22,11 +22,6 @@ def share_bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return ("█" * full + (BAR_CELLS[rest] if rest else "")).ljust(width)
 
 
-def node_cost_us(node: ModuleNode) -> float:
-    """What the tree ranks by: forward + backward, device time if larger."""
-    return max(node.cpu_total_us + node.backward_cpu_us, node.device_total_us + node.backward_device_us)
-
-
 class ModuleTreeView(Tree[ModuleNode]):
     """Children are added when a node is first expanded (never expand_all)."""
 
@@ -48,7 +43,7 @@ class ModuleTreeView(Tree[ModuleNode]):
     def load(self, model: TraceModel) -> None:
         self.clear()
         roots = model.modules.roots
-        self._total_us = sum(node_cost_us(r) for r in roots) or 1.0
+        self._total_us = sum(r.cost_us for r in roots) or 1.0
         for root in roots:
             self._add(self.root, root)
         if self.root.children:
@@ -60,7 +55,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         return parent.add(self._label(module), data=module, allow_expand=bool(module.children))
 
     def _label(self, module: ModuleNode) -> Text:
-        share = node_cost_us(module) / self._total_us
+        share = module.cost_us / self._total_us
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(share_bar(share, 4), style="cyan")
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")

@@ -1,0 +1,47 @@
+"""What is most expensive: the rankings the Overview, the header and the module
+tree share, so "top module" and "share of module time" mean one thing everywhere."""
+
+from __future__ import annotations
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.operators import OperatorStats
+
+STEP_ROW = "ProfilerStep*"  # the merged step spans: a container, never "the top operator"
+
+
+def module_time_us(model: TraceModel) -> float:
+    """All module time: the roots' costs (forward + backward, see ModuleNode.cost_us)."""
+    return sum(root.cost_us for root in model.modules.roots)
+
+
+def module_share(model: TraceModel, node: ModuleNode) -> float:
+    """The node's cost as a fraction of all module time (0 when there is none)."""
+    total = module_time_us(model)
+    return node.cost_us / total if total else 0.0
+
+
+def top_modules(model: TraceModel, limit: int = 5) -> list[ModuleNode]:
+    """The costliest leaf modules (the layers that do the work), forward + backward."""
+    leaves = (n for n in model.modules.walk() if n.depth > 0 and not n.children)
+    return sorted(leaves, key=lambda n: n.cost_us, reverse=True)[:limit]
+
+
+def operator_rank_key(model: TraceModel) -> str:
+    """Operators rank by self device time on GPU traces, else by self CPU time."""
+    return "self_device_us" if model.has_device else "self_cpu_us"
+
+
+def top_operators(model: TraceModel, limit: int = 5) -> list[OperatorStats]:
+    key = operator_rank_key(model)
+    ranked = sorted((s for s in model.operators() if s.name != STEP_ROW), key=lambda s: getattr(s, key), reverse=True)
+    return ranked[:limit]
+
+
+def achieved_flops_per_s(model: TraceModel) -> float | None:
+    """FLOPs over the time they took: device time on GPU traces, else the
+    modules' forward + backward CPU time (None without FLOPs or time)."""
+    if not model.total_flops:
+        return None
+    busy_us = model.total_device_us or sum(r.cpu_total_us + r.backward_cpu_us for r in model.modules.roots)
+    return model.total_flops / (busy_us / 1e6) if busy_us else None

@@ -1,0 +1,147 @@
+"""Plain-language findings for the Overview: what a profiler expert would say first.
+
+One rule per function, each returning a :class:`Finding` or None; the
+thresholds are named constants with the reason beside them.  ``findings``
+runs every rule in ``RULES`` order (the order the Overview lists them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranking import STEP_ROW
+from tuiprof.report.units import format_bytes, format_us, plural
+
+# A share below these is normal for a healthy training step and not worth a line.
+DATA_LOADING_SHARE = 0.05  # input pipelines that keep up cost a few % of the step
+GPU_IDLE_SHARE = 0.10  # a device busy 90 % of the step is as good as eager mode gets
+DOMINANT_OPERATOR_SHARE = 0.15  # one operator at this share of self CPU is where to look first
+COPY_SHARE = 0.10  # host-device copies above this are usually avoidable (pinned memory, .to once)
+LAUNCH_SHARE = 0.20  # CPU time in launch calls above this means the GPU waits for launches
+TINY_KERNEL_US = 10.0  # kernels shorter than this cost less than their launch
+
+COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "cudaMemcpyAsync", "hipMemcpyWithStream", "cudaMemcpy")
+LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str  # stable, for tests and exports: "gpu-idle"
+    severity: str  # "warning": costs time now; "info": a fact about the trace or how it was recorded
+    text: str
+
+
+def data_loading(model: TraceModel) -> Finding | None:
+    steps = model.steps
+    if not steps:
+        return None
+    mean_step = sum(s.duration_us for s in steps) / len(steps)
+    loading = sum(s.data_loading_us for s in steps) / len(steps)
+    if not mean_step or loading / mean_step < DATA_LOADING_SHARE:
+        return None
+    return Finding("data-loading", "warning", f"Data loading is {100 * loading / mean_step:.0f} % of step time ({format_us(loading)} per step).")
+
+
+def gpu_idle(model: TraceModel) -> Finding | None:
+    windows = [s for s in model.steps if s.device_window_us]
+    if not windows:
+        return None
+    idle = sum(s.device_idle_us for s in windows) / sum(s.device_window_us for s in windows)
+    if idle < GPU_IDLE_SHARE:
+        return None
+    return Finding("gpu-idle", "warning", f"GPU idle {100 * idle:.0f} % of the step: the device waits for the CPU.")
+
+
+def no_steps(model: TraceModel) -> Finding | None:
+    if model.steps:
+        return None
+    return Finding("no-steps", "info", "No ProfilerStep spans: profile with a schedule and call prof.step() to see steps.")
+
+
+def dominant_operator(model: TraceModel) -> Finding | None:
+    total_self = model.total_self_cpu_us
+    ranked = [s for s in model.operators() if s.name != STEP_ROW]
+    if not ranked or not total_self:
+        return None
+    top = max(ranked, key=lambda s: s.self_cpu_us)
+    if top.self_cpu_us / total_self < DOMINANT_OPERATOR_SHARE:
+        return None
+    return Finding("dominant-operator", "warning", f"{top.name} is {100 * top.self_cpu_us / total_self:.0f} % of self CPU time ({plural(top.calls, 'call')}).")
+
+
+def copies(model: TraceModel) -> Finding | None:
+    total_self = model.total_self_cpu_us
+    spent = sum(s.self_cpu_us for s in model.operators() if s.name in COPY_OPS)
+    if not total_self or spent / total_self < COPY_SHARE:
+        return None
+    return Finding("copies", "warning", f"Copies (aten::copy_, to, memcpy) are {100 * spent / total_self:.0f} % of CPU time: host-device copies.")
+
+
+def launch_bound(model: TraceModel) -> Finding | None:
+    total_self = model.total_self_cpu_us
+    launches = sum(s.self_cpu_us for s in model.operators() if s.name in LAUNCH_NAMES)
+    if not model.kernels or not total_self or launches / total_self < LAUNCH_SHARE:
+        return None
+    tiny = sum(k.calls for k in model.kernels if k.avg_us < TINY_KERNEL_US)
+    return Finding(
+        "launch-bound", "warning",
+        f"Kernel launches take {100 * launches / total_self:.0f} % of CPU time ({plural(tiny, 'launch', 'launches')} under "
+        f"{TINY_KERNEL_US:.0f} us): launch-bound; try CUDA graphs or torch.compile.",
+    )
+
+
+def backward_ratio(model: TraceModel) -> Finding | None:
+    roots = model.modules.roots
+    forward = sum(r.cpu_total_us for r in roots)
+    backward = sum(r.backward_cpu_us for r in roots)
+    if not forward or not backward:
+        return None
+    return Finding("backward-ratio", "info", f"Backward takes {backward / forward:.1f}x the forward CPU time.")
+
+
+def module_tree_missing(model: TraceModel) -> Finding | None:
+    if model.modules.roots:
+        return None
+    if model.info.with_stack:
+        return Finding("no-module-tree", "info", "No nn.Module frames although stacks were recorded (TorchScript or compiled code?): no module tree.")
+    return Finding("no-module-tree", "info", "No module tree: profile with with_stack=True (with_modules alone records nothing for eager models).")
+
+
+def shapes_and_flops(model: TraceModel) -> Finding | None:
+    if not model.info.record_shapes and len(model.calls):
+        return Finding("no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
+    if model.total_flops:
+        return Finding("flops-source", "info", f"FLOPs {model.flops_source}.")
+    return None
+
+
+def memory_not_recorded(model: TraceModel) -> Finding | None:
+    if model.info.profile_memory:
+        return None
+    return Finding("no-memory", "info", "No memory events: profile with profile_memory=True to see allocations.")
+
+
+def memory_peak(model: TraceModel) -> Finding | None:
+    peak = model.peak_memory
+    if peak is None or peak.peak_operator_row < 0:
+        return None
+    return Finding("memory-peak", "info", f"Peak {peak.device} memory {format_bytes(peak.peak_bytes)} during {model.calls.name(peak.peak_operator_row)}.")
+
+
+def damaged_file(model: TraceModel) -> Finding | None:
+    if not (model.report.skipped or model.report.repaired):
+        return None
+    return Finding("damaged", "warning", f"The file was damaged: {plural(model.report.repaired, 'event')} repaired, {model.report.skipped:,} skipped.")
+
+
+RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
+    data_loading, gpu_idle, no_steps, dominant_operator, copies, launch_bound, backward_ratio,
+    module_tree_missing, shapes_and_flops, memory_not_recorded, memory_peak, damaged_file,
+)
+
+
+def findings(model: TraceModel) -> list[Finding]:
+    """Every rule that has something to say, in the Overview's order."""
+    return [finding for rule in RULES if (finding := rule(model)) is not None]
