@@ -24,10 +24,10 @@ async def _wait_for_load(pilot) -> None:
 @pytest.mark.parametrize(
     ("size", "keys"),
     [
-        ((80, 24), []),  # Modules
+        ((80, 24), ["2"]),  # Modules
         ((80, 24), ["3"]),  # Operators
         ((120, 40), ["1"]),  # Overview
-        ((120, 40), ["down", "space"]),  # Modules, layer4 expanded
+        ((120, 40), ["2", "down", "space"]),  # Modules, layer4 expanded
         ((120, 40), ["5"]),  # Memory
     ],
     ids=["modules-80x24", "operators-80x24", "overview-120x40", "modules-120x40", "memory-120x40"],

@@ -28,10 +28,12 @@ def _names(table: RowTable) -> list[str]:
     return [str(row.get("name", row.get("path"))) for row in table.rows]
 
 
-async def test_opens_on_modules_and_tree_filters_operators() -> None:
+async def test_opens_on_overview_and_tree_filters_operators() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
+        assert app.current_view == "overview"
+        await pilot.press("2")
         assert app.current_view == "modules"
         tree = app.query_one("#module-tree", ModuleTreeView)
         assert tree.cursor_node.data.name == "ResNet_0"

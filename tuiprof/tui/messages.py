@@ -1,4 +1,4 @@
-"""Messages the explorer's loading worker posts to the UI (all immutable)."""
+"""Messages of the explorer, named as events (all immutable)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,38 @@ from textual.message import Message
 from tuiprof.analysis.model import TraceModel
 
 
-class LoadProgress(Message):
-    """Loading advanced: a line of text and a fraction done (None: unknown)."""
+class LoadAdvanced(Message):
+    """Loading advanced: a line of text and a fraction done (None: unknown).
+
+    A newer one replaces one still queued, so a fast loader cannot flood the UI."""
 
     def __init__(self, text: str, fraction: float | None) -> None:
         super().__init__()
         self.text = text
         self.fraction = fraction
 
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LoadAdvanced)
+
 
 class LoadFinished(Message):
-    def __init__(self, model: TraceModel, log_lines: list[str]) -> None:
+    def __init__(self, model: TraceModel, log_lines: tuple[str, ...]) -> None:
         super().__init__()
         self.model = model
         self.log_lines = log_lines
 
 
 class LoadFailed(Message):
-    def __init__(self, text: str, exit_code: int = 2) -> None:
+    def __init__(self, text: str, exit_code: int) -> None:
         super().__init__()
         self.text = text
         self.exit_code = exit_code
+
+
+class JumpTo(Message):
+    """Show ``view`` with the cursor on the row named ``name`` (drill-down across views)."""
+
+    def __init__(self, view: str, name: str) -> None:
+        super().__init__()
+        self.view = view
+        self.name = name

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.ranking import module_share
 from tuiprof.report.units import format_count, format_us_short
+from tuiprof.tui.commands import TREE_COMMANDS, bindings
 
 BAR_WIDTH = 5
 BAR_CELLS = " ▏▎▍▌▋▊▉█"
@@ -25,25 +26,19 @@ def share_bar(fraction: float, width: int = BAR_WIDTH) -> str:
 class ModuleTreeView(Tree[ModuleNode]):
     """Children are added when a node is first expanded (never expand_all)."""
 
-    BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g,home", "scroll_home", "Top", show=False),
-        Binding("G,end", "scroll_end", "Bottom", show=False),
-        Binding("right,l", "expand", "Expand", show=False),
-        Binding("left,h", "collapse", "Collapse", show=False),
-    ]
+    BINDINGS = bindings(TREE_COMMANDS)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("modules", id=id)
         self.show_root = False
         self.guide_depth = 2
-        self._total_us = 1.0
+        self.auto_expand = False  # enter drills into the module's operators; space expands
+        self._model: TraceModel | None = None
 
     def load(self, model: TraceModel) -> None:
         self.clear()
         roots = model.modules.roots
-        self._total_us = sum(r.cost_us for r in roots) or 1.0
+        self._model = model
         for root in roots:
             self._add(self.root, root)
         if self.root.children:
@@ -55,7 +50,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         return parent.add(self._label(module), data=module, allow_expand=bool(module.children))
 
     def _label(self, module: ModuleNode) -> Text:
-        share = module.cost_us / self._total_us
+        share = module_share(self._model, module) if self._model is not None else 0.0
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(share_bar(share, 4), style="cyan")
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")

@@ -12,7 +12,6 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -20,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tuiprof.report.views import Column, Row, sort_rows
+from tuiprof.tui.commands import TABLE_COMMANDS, bindings
 
 GAP = 2
 MAX_TEXT_WIDTH = 60
@@ -30,17 +30,7 @@ MIN_NAME = 22  # narrowest a name column gets before numeric columns are dropped
 class RowTable(ScrollView, can_focus=True):
     """Rows of one view; line 0 is the header, the rest scroll under it."""
 
-    BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "PgUp", show=False),
-        Binding("pagedown", "page(1)", "PgDn", show=False),
-        Binding("home,g", "jump(0)", "Top", show=False),
-        Binding("end,G", "jump(-1)", "Bottom", show=False),
-        Binding("s", "next_sort", "Sort", tooltip="Sort by the next column"),
-        Binding("r", "reverse_sort", "Reverse", tooltip="Reverse the sort order"),
-        Binding("enter", "select", "Open", show=False),
-    ]
+    BINDINGS = bindings(TABLE_COMMANDS)
     COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim"}
     DEFAULT_CSS = """
     RowTable { background: $surface; }
@@ -103,6 +93,14 @@ class RowTable(ScrollView, can_focus=True):
         self.sort_key = key
         self.descending = column.numeric if descending is None else descending
         self._apply()
+
+    def select_where(self, matches) -> bool:
+        """Move the cursor to the first shown row for which ``matches(row)`` is true."""
+        for index, row in enumerate(self.rows):
+            if matches(row):
+                self.cursor = index
+                return True
+        return False
 
     @property
     def current_row(self) -> Row | None:

@@ -1,0 +1,108 @@
+"""The detail pane's text for one row of a view: operator, kernel, step, module.
+
+Plain rich Text built from the model (the explorer shows it as is); names from
+the trace are appended as text, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from tuiprof.analysis.detail import operator_detail
+from tuiprof.analysis.kernels import KernelStats
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.operators import OperatorStats
+from tuiprof.analysis.ranking import module_share
+from tuiprof.analysis.steps import StepStats
+from tuiprof.report.units import format_bytes, format_count, format_us, format_us_short, plural
+
+DETAIL_MODULES = 3  # modules listed on the "in:" line, most calls first
+DETAIL_KERNELS = 3
+
+
+def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
+    detail = operator_detail(model, stats)
+    text = Text()
+    text.append(stats.name, style="bold")
+    text.append(f"  {plural(stats.calls, 'call')}")
+    if detail.share_of_step_pct is not None:
+        text.append(f" · {detail.share_of_step_pct:.1f} % of step time")
+    if detail.share_of_parent_pct is not None and detail.parents:
+        text.append(f" · {detail.share_of_parent_pct:.0f} % of ")
+        text.append(detail.parents[0][0])
+    text.append("\n")
+    text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
+    if model.has_device:
+        text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
+    text.append(f" · mem CPU {format_bytes(stats.cpu_mem_bytes)}")
+    if stats.device_mem_bytes or model.has_device:
+        text.append(f" dev {format_bytes(stats.device_mem_bytes)}")
+    if stats.flops:
+        text.append(f" · {format_count(stats.flops)}FLOP")
+    text.append("\n")
+    if detail.modules:
+        text.append("in: ", style="dim")
+        text.append(", ".join(f"{path} ({n})" for path, n in detail.modules[:DETAIL_MODULES]))
+        if len(detail.modules) > DETAIL_MODULES:
+            text.append(f" +{len(detail.modules) - DETAIL_MODULES} more", style="dim")
+        text.append("\n")
+    if detail.input_shapes and detail.input_shapes[0][0] not in ("[]", "None"):
+        text.append("shapes: ", style="dim")
+        text.append(detail.input_shapes[0][0])
+        if len(detail.input_shapes) > 1:
+            text.append(f" +{len(detail.input_shapes) - 1} more")
+        if detail.input_types:
+            text.append(f"  ({detail.input_types})", style="dim")
+        text.append("\n")
+    for name, launches, us in detail.kernels[:DETAIL_KERNELS]:
+        text.append("kernel: ", style="dim")
+        text.append(f"{format_us(us)} x{launches} ")
+        text.append(name)
+        text.append("\n")
+    return text
+
+
+def kernel_text(kernel: KernelStats) -> Text:
+    text = Text(kernel.name, style="bold")
+    text.append("\n")
+    text.append(
+        f"{kernel.kind} · {plural(kernel.calls, 'launch', 'launches')} · total {format_us(kernel.device_total_us)} · "
+        f"avg {format_us(kernel.avg_us)} min {format_us(kernel.min_us)} max {format_us(kernel.max_us)}\n"
+    )
+    occupancy = f"{kernel.occupancy_pct:.0f} %" if kernel.occupancy_pct is not None else "--"
+    text.append(f"grid {kernel.grid or '--'} block {kernel.block or '--'} · occupancy {occupancy} · launched by ")
+    text.append(kernel.launcher or "--")
+    return text
+
+
+def step_text(step: StepStats) -> Text:
+    text = Text(f"{step.name}: {format_us(step.duration_us)}", style="bold")
+    text.append(f"  data loading {format_us(step.data_loading_us)}\n")
+    if step.device_window_us:
+        text.append(
+            f"device: kernels {format_us(step.kernel_us)} · memcpy {format_us(step.memcpy_us)} · memset {format_us(step.memset_us)}"
+            f" · comm {format_us(step.communication_us)} · idle {format_us(step.device_idle_us)} ({step.idle_pct:.0f} %)"
+        )
+    else:
+        text.append("CPU-only step: no device activity recorded.")
+    return text
+
+
+def module_text(model: TraceModel, module: ModuleNode) -> Text:
+    text = Text()
+    text.append(module.path, style="bold")
+    if module.qualified_name:
+        text.append(f"  {module.qualified_name}", style="cyan")
+    text.append(f"  {100 * module_share(model, module):.1f} % of module time\n")
+    text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
+    if module.backward_cpu_us:
+        text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")
+    if model.has_device:
+        text.append(f" · device fwd {format_us_short(module.device_total_us)}")
+        if module.backward_device_us:
+            text.append(f" bwd {format_us_short(module.backward_device_us)}")
+    text.append(f"\nFLOPs {format_count(module.flops) if module.flops else '--'} · mem {format_bytes(module.cpu_mem_bytes)}")
+    if module.parameters is not None:
+        text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
+    return text

@@ -1,0 +1,89 @@
+"""Every key of the explorer in one table: the bindings, the footer, the ``?``
+help and the command palette are all derived from it (as harlequin and
+dolphie do), so a key is described once.
+
+``scope`` says where a key is bound: ``app`` (anywhere), ``table`` (a
+:class:`RowTable`), ``tree`` (the module tree).  Views add their keys with
+:meth:`Command` entries of their own and the same helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Command:
+    keys: str  # Textual key names, comma-separated: "question_mark,f1"
+    action: str  # Textual action: "export('csv')"
+    title: str  # the footer's and the palette's short name
+    help: str  # what it does, for ? and the palette
+    scope: str = "app"
+    show: bool = False  # in the footer
+    display: str | None = None  # how ? shows the key(s), default: the key names
+    priority: bool = False
+    palette: bool = True  # offered in ctrl+p (needs an app action)
+
+    @property
+    def key_display(self) -> str:
+        return self.display or self.keys.replace(",", " ")
+
+
+APP_COMMANDS: tuple[Command, ...] = (
+    Command("q", "quit", "Quit", "quit (during a live capture: stop after this step and show what was recorded)", show=True, palette=False),
+    Command("ctrl+c", "quit", "Quit", "quit", priority=True, palette=False, display="ctrl+c"),
+    Command("question_mark,f1", "help", "Help", "help (also F1): every key and what each column of this view means", show=True, display="?"),
+    Command("slash", "filter", "Filter", "filter the focused table by name; enter keeps it, esc clears", show=True, display="/"),
+    Command("escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"),
+    Command("i", "toggle_shapes", "By shape", "operators: one row per name and input shapes", show=True),
+    Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
+    Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
+    Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
+)
+
+TABLE_COMMANDS: tuple[Command, ...] = (
+    Command("up,k", "cursor(-1)", "Up", "move up", scope="table", display="↑ k", palette=False),
+    Command("down,j", "cursor(1)", "Down", "move down", scope="table", display="↓ j", palette=False),
+    Command("pageup", "page(-1)", "PgUp", "page up", scope="table", palette=False),
+    Command("pagedown", "page(1)", "PgDn", "page down", scope="table", palette=False),
+    Command("home,g", "jump(0)", "Top", "first row", scope="table", display="g home", palette=False),
+    Command("end,G", "jump(-1)", "Bottom", "last row", scope="table", display="G end", palette=False),
+    Command("s", "next_sort", "Sort", "sort by the next column (or click a header)", scope="table", show=True, palette=False),
+    Command("r", "reverse_sort", "Reverse", "reverse the sort order", scope="table", show=True, palette=False),
+    Command("enter", "select", "Open", "drill in: an operator's calls, a kernel's launches, a module's operator", scope="table", palette=False),
+)
+
+TREE_COMMANDS: tuple[Command, ...] = (
+    Command("j", "cursor_down", "Down", "move down", scope="tree", palette=False),
+    Command("k", "cursor_up", "Up", "move up", scope="tree", palette=False),
+    Command("g,home", "scroll_home", "Top", "first module", scope="tree", palette=False),
+    Command("G,end", "scroll_end", "Bottom", "last module", scope="tree", palette=False),
+    Command("right,l", "expand", "Expand", "expand the module, or step into its first child", scope="tree", display="→ l", palette=False),
+    Command("left,h", "collapse", "Collapse", "collapse the module, or go to its parent", scope="tree", display="← h", palette=False),
+    Command("space", "toggle_node", "Expand", "expand / collapse", scope="tree", palette=False),
+)
+
+NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
+    ("tab shift+tab", "next / previous pane"),
+    ("ctrl+p", "command palette: every action, and sort by any column"),
+)
+
+
+def bindings(commands: Iterable[Command]) -> list[Binding]:
+    return [
+        Binding(c.keys, c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help)
+        for c in commands
+    ]
+
+
+def help_rows(commands: Iterable[Command]) -> list[tuple[str, str]]:
+    """(keys, what) for the help screen, one row per distinct help text."""
+    seen: dict[str, str] = {}
+    for command in commands:
+        if command.help in seen.values():
+            continue
+        seen[command.key_display] = command.help
+    return list(seen.items())

@@ -1,0 +1,29 @@
+"""The explorer's views, in key order (1, 2, ...): adding a view is a module in
+this folder and one line here."""
+
+from __future__ import annotations
+
+from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.kernels import KernelsView
+from tuiprof.tui.views.log import LogView
+from tuiprof.tui.views.memory import MemoryView
+from tuiprof.tui.views.modules import ModulesView
+from tuiprof.tui.views.operators import OperatorsView
+from tuiprof.tui.views.overview import OverviewView
+from tuiprof.tui.views.steps import StepsView
+
+VIEWS: tuple[type[ExplorerView], ...] = (
+    OverviewView,
+    ModulesView,
+    OperatorsView,
+    KernelsView,
+    MemoryView,
+    StepsView,
+    LogView,
+)
+VIEW_KEYS = "1234567890"
+
+
+def view_keys() -> list[tuple[str, str, type[ExplorerView]]]:
+    """(key, view id, view class) for every registered view."""
+    return [(key, view.view_id, view) for key, view in zip(VIEW_KEYS, VIEWS)]

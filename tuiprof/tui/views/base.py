@@ -1,0 +1,122 @@
+"""What every view of the explorer is: a widget that owns its tables, its detail
+pane and its empty state, and is only assigned the model.
+
+The app binds ``model``, ``options`` and ``log_lines`` into every view
+(``data_bind``); a view draws them in ``show_model``/``show_options`` and never
+computes a statistic (analysis/ and report/ do).  A new view is a subclass in a
+module of its own plus one line in :mod:`tuiprof.tui.views`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import ClassVar
+
+from textual import on
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.worker import get_current_worker
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.views import Column, Row, View, ViewOptions
+from tuiprof.tui.widgets.row_table import RowTable
+
+ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off the UI thread
+
+
+class ExplorerView(Vertical):
+    view_id: ClassVar[str]
+    title: ClassVar[str]
+
+    model: reactive[TraceModel | None] = reactive(None, init=False)
+    options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
+    log_lines: reactive[tuple[str, ...]] = reactive((), init=False)
+
+    @classmethod
+    def available(cls, model: TraceModel, log_lines: tuple[str, ...]) -> bool:
+        """Whether the header lists this view for this trace (its key works regardless)."""
+        return True
+
+    # ------------------------------------------------------------ what the app asks
+
+    def focus_target(self) -> Widget:
+        """Where the keyboard goes when the view is shown."""
+        return self.active_table() or self
+
+    def active_table(self) -> RowTable | None:
+        """The table that /, s, r, e and the palette's sorts act on."""
+        focused = self.screen.focused if self.is_attached else None
+        if isinstance(focused, RowTable) and self in focused.ancestors:
+            return focused
+        return next(iter(self.query(RowTable)), None)
+
+    def export_rows(self) -> tuple[str, list[Row], tuple[Column, ...]] | None:
+        """(what, rows, columns) as the view shows them; None: nothing to export."""
+        table = self.active_table()
+        return (self.view_id, table.rows, table.columns) if table is not None else None
+
+    def help_columns(self) -> View | None:
+        """The report view whose columns ? explains."""
+        return None
+
+    def select_name(self, name: str) -> None:
+        """Put the cursor on the row named ``name`` (a jump from another view)."""
+        table = self.active_table()
+        if table is not None:
+            table.select_where(lambda row: row.get("name") == name)
+
+    # ------------------------------------------------------------ drawing
+
+    def watch_model(self, model: TraceModel | None) -> None:
+        if model is not None:
+            self.show_model(model)
+
+    def watch_options(self, old: ViewOptions, new: ViewOptions) -> None:
+        if self.model is not None and old != new:
+            self.show_options(self.model)
+
+    def show_model(self, model: TraceModel) -> None:
+        raise NotImplementedError
+
+    def show_options(self, model: TraceModel) -> None:
+        """The i/t toggles changed: views with operator tables refill them."""
+
+    def fill_table(
+        self, table: RowTable, view: View, options: ViewOptions,
+        columns: tuple[Column, ...] | None = None, default_sort: str | None = None,
+    ) -> None:
+        """Rows for a table: at once when cheap, else built in a worker (operator
+        tables of traces with hundreds of thousands of calls take longer than a key press may)."""
+        model = self.model
+        assert model is not None
+        columns = columns or view.visible_columns(options, model)
+        sort = table.sort_key if table.sort_key in {c.key for c in columns} else (default_sort or view.default_sort_for(model))
+        descending = table.descending if table.sort_key == sort else True
+        big = view.name == "ops" and len(model.calls) > ASYNC_CALLS
+        if big and not model.has_operator_table(
+            group_by_shape=options.group_by_shape, top_level_only=options.top_level_only, module=options.module
+        ):
+            table.empty_message = "computing…"
+            table.set_data(columns, [], sort, descending)
+            self.run_worker(
+                partial(self._rows_in_background, table, view, options, columns, sort, descending),
+                thread=True, exclusive=True, group=f"rows-{table.id}",
+            )
+            return
+        table.set_data(columns, view.build(model, options), sort, descending)
+
+    def _rows_in_background(
+        self, table: RowTable, view: View, options: ViewOptions, columns: tuple[Column, ...], sort: str, descending: bool
+    ) -> None:
+        assert self.model is not None
+        rows = view.build(self.model, options)
+        if not get_current_worker().is_cancelled:  # a newer request for this table won
+            self.app.call_from_thread(table.set_data, columns, rows, sort, descending)
+
+    @on(RowTable.Highlighted)
+    def _highlighted(self, event: RowTable.Highlighted) -> None:
+        self.show_detail(event.table, event.row)
+
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        """The cursor moved in one of the view's tables: update its detail pane."""

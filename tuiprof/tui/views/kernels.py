@@ -1,0 +1,48 @@
+"""Kernels (GPU traces): one row per kernel, memcpy and memset; enter lists every launch."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.details import kernel_text
+from tuiprof.report.views import LAUNCH_COLUMNS, VIEWS, Row, View, build_launch_rows
+from tuiprof.tui.screens.events import EventListScreen
+from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.widgets.row_table import RowTable
+
+CPU_ONLY = "CPU-only profile: no device activity (no kernels, memcpys or memsets) in this trace"
+
+
+class KernelsView(ExplorerView):
+    view_id = "kernels"
+    title = "Kernels"
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(id="kernels-table")
+        yield Static(id="kernel-detail", classes="detail")
+
+    def help_columns(self) -> View:
+        return VIEWS["kernels"]
+
+    def show_model(self, model: TraceModel) -> None:
+        table = self.query_one(RowTable)
+        table.empty_message = CPU_ONLY
+        self.fill_table(table, VIEWS["kernels"], self.options)
+
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        self.query_one("#kernel-detail", Static).update(kernel_text(row["_stats"]) if row is not None else Text())
+
+    @on(RowTable.Selected, "#kernels-table")
+    def _list_launches(self, event: RowTable.Selected) -> None:
+        model = self.model
+        if event.row is None or model is None:
+            return
+        stats = event.row["_stats"]
+        title = f"{stats.name}: {stats.calls:,} launches (esc: back)"
+        self.app.push_screen(
+            EventListScreen(title, "launches", LAUNCH_COLUMNS, lambda: build_launch_rows(model, stats.rows), "duration_us")
+        )

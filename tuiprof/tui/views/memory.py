@@ -1,0 +1,56 @@
+"""Memory: allocated (and reserved) over time per device, the peak marked, and
+the per-operator allocation table."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.memory_chart import MemoryCurve
+from tuiprof.report.views import VIEWS, View
+from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.widgets.row_table import RowTable
+
+MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
+CHARTS = 2  # devices charted; the table covers all
+NO_MEMORY = "No [memory] events: profile with profile_memory=True."
+
+
+class MemoryView(ExplorerView):
+    view_id = "memory"
+    title = "Memory"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="memory-chart")
+        yield RowTable(id="memory-ops")
+
+    def help_columns(self) -> View:
+        return VIEWS["ops"]
+
+    def show_model(self, model: TraceModel) -> None:
+        chart = self.query_one("#memory-chart", Static)
+        if not model.memory:
+            chart.update(NO_MEMORY)
+        else:
+            origin = model.calls.start_ns[0] if len(model.calls) else 0
+            curves: list = []
+            for timeline in model.memory[:CHARTS]:
+                label = ""
+                if timeline.peak_operator_row >= 0:
+                    label = model.calls.name(timeline.peak_operator_row)
+                    node = model.modules.by_frame.get(model.calls.module[timeline.peak_operator_row])
+                    if node is not None:
+                        label += f" ({node.label})"
+                curves += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, origin, 4, label)]
+            chart.update(Group(*curves))
+        self.show_options(model)
+
+    def show_options(self, model: TraceModel) -> None:
+        view = VIEWS["ops"]
+        shown = {c.key for c in view.visible_columns(self.options, model)}
+        columns = tuple(view.column(key) for key in MEMORY_COLUMNS if key in shown)
+        sort = "self_device_mem_bytes" if any(not t.is_cpu for t in model.memory) else "self_cpu_mem_bytes"
+        self.fill_table(self.query_one(RowTable), view, self.options, columns=columns, default_sort=sort)

@@ -1,0 +1,60 @@
+"""Operators: every column of ``key_averages().table()``, a detail pane, and
+enter for every call of the highlighted operator."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.details import operator_text
+from tuiprof.report.views import CALL_COLUMNS, VIEWS, Row, View, build_call_rows
+from tuiprof.tui.screens.events import EventListScreen
+from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
+from tuiprof.tui.widgets.row_table import RowTable
+
+
+class OperatorsView(ExplorerView):
+    view_id = "operators"
+    title = "Operators"
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(id="ops-table")
+        yield Static(id="ops-detail", classes="detail")
+
+    def help_columns(self) -> View:
+        return VIEWS["ops"]
+
+    def show_model(self, model: TraceModel) -> None:
+        self.fill_table(self.query_one(RowTable), VIEWS["ops"], self.options)
+        if len(model.calls) > ASYNC_CALLS:
+            self.run_worker(self._prepare_toggled_tables, thread=True, group="prepare")
+
+    def show_options(self, model: TraceModel) -> None:
+        self.fill_table(self.query_one(RowTable), VIEWS["ops"], self.options)
+
+    def _prepare_toggled_tables(self) -> None:
+        """Big traces: build the i and t groupings ahead, so the toggles answer from cache."""
+        model = self.model
+        assert model is not None
+        for shapes, top in ((False, True), (True, False)):
+            if get_current_worker().is_cancelled:
+                return
+            model.operators(group_by_shape=shapes, top_level_only=top)
+
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        text = operator_text(self.model, row["_stats"]) if row is not None and self.model is not None and "_stats" in row else Text()
+        self.query_one("#ops-detail", Static).update(text)
+
+    @on(RowTable.Selected, "#ops-table")
+    def _list_calls(self, event: RowTable.Selected) -> None:
+        """Enter on an operator: every one of its calls (rows built off the UI thread)."""
+        model = self.model
+        if event.row is None or model is None or "_stats" not in event.row:
+            return
+        stats = event.row["_stats"]
+        title = f"{stats.name}: {stats.calls:,} calls (esc: back)"
+        self.app.push_screen(EventListScreen(title, "calls", CALL_COLUMNS, lambda: build_call_rows(model, stats.rows), "cpu_total_us"))

@@ -1,0 +1,40 @@
+"""Overview: the findings, step time, top modules, operators and kernels, memory."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.findings import findings
+from tuiprof.report.overview import overview
+from tuiprof.report.views import Column
+from tuiprof.tui.views.base import ExplorerView
+
+FINDING_COLUMNS = (
+    Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
+    Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
+    Column("text", "Text", "text", "What the Overview says."),
+)
+
+
+class OverviewView(ExplorerView):
+    view_id = "overview"
+    title = "Overview"
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="overview-scroll"):
+            yield Static(id="overview-body")
+
+    def focus_target(self):
+        return self.query_one("#overview-scroll")
+
+    def show_model(self, model: TraceModel) -> None:
+        self.query_one("#overview-body", Static).update(overview(model))
+
+    def export_rows(self):
+        """The findings, the part of the Overview no other view has."""
+        assert self.model is not None
+        rows = [{"id": f.id, "severity": f.severity, "text": f.text} for f in findings(self.model)]
+        return ("overview-findings", rows, FINDING_COLUMNS)
