@@ -18,20 +18,21 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Input
+from textual.widgets import ContentSwitcher, Footer
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 from tuiprof.report.header import trace_title
 from tuiprof.report.render import render_rows
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, NAVIGATION_HELP, TABLE_COMMANDS, TREE_COMMANDS, bindings, help_rows
+from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows
 from tuiprof.tui.messages import JumpTo, LoadAdvanced, LoadFailed, LoadFinished
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.views import VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
 from tuiprof.tui.widgets.loading import LoadingPanel
 
@@ -64,12 +65,11 @@ class ExplorerApp(App[int]):
         with ContentSwitcher(initial=VIEWS[0].view_id, id="views"):
             for view in VIEWS:
                 yield view(id=view.view_id).data_bind(*binds)
-        yield Input(placeholder="filter by name (enter: keep, esc: clear)", id="filter")
+        yield FilterBar(id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#views").display = False
-        self._show_filter_box(False)
         self._load()
 
     # ------------------------------------------------------------ loading
@@ -135,39 +135,21 @@ class ExplorerApp(App[int]):
         if table is None:
             self.notify("This view has no table to filter.", severity="warning")
             return
-        box = self._show_filter_box(True)
-        box.value = table.filter_text
-        box.focus()
+        self.query_one(FilterBar).open(table)
 
-    def _show_filter_box(self, shown: bool) -> Input:
-        """The filter box takes focus only while shown (hidden, it would swallow keys)."""
-        box = self.query_one("#filter", Input)
-        box.display = shown
-        box.disabled = not shown
-        return box
-
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        table = self.view().active_table()
-        if table is not None:
-            table.set_filter(event.value)
-
-    @on(Input.Submitted, "#filter")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        self._show_filter_box(False)
+    @on(FilterBar.Submitted)
+    def _filter_kept(self) -> None:
         self.screen.set_focus(self.view().focus_target())
 
     def action_back(self) -> None:
         """esc: clear the filter if there is one, else back to the previous view."""
         if self.model is None:
             return
-        box = self.query_one("#filter", Input)
+        bar = self.query_one(FilterBar)
         table = self.view().active_table()
-        if box.display or (table is not None and table.filter_text):
-            box.value = ""
-            self._show_filter_box(False)
-            if table is not None:
-                table.set_filter("")
+        if bar.is_open or (table is not None and table.filter_text):
+            bar.table = table
+            bar.clear()
             self.screen.set_focus(self.view().focus_target())
         elif self.current_view != VIEWS[0].view_id:
             self.action_show_view(self._previous_view if self._previous_view != self.current_view else VIEWS[0].view_id)
@@ -200,8 +182,7 @@ class ExplorerApp(App[int]):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = [*help_rows(APP_COMMANDS), ("1-" + str(len(VIEWS)), "views: " + ", ".join(v.title for v in VIEWS)),
-                *NAVIGATION_HELP, *help_rows(TABLE_COMMANDS), *help_rows(TREE_COMMANDS)]
+        keys = help_rows([v.title for v in VIEWS])
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:

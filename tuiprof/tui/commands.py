@@ -79,11 +79,15 @@ def bindings(commands: Iterable[Command]) -> list[Binding]:
     ]
 
 
-def help_rows(commands: Iterable[Command]) -> list[tuple[str, str]]:
-    """(keys, what) for the help screen, one row per distinct help text."""
-    seen: dict[str, str] = {}
-    for command in commands:
-        if command.help in seen.values():
-            continue
-        seen[command.key_display] = command.help
-    return list(seen.items())
+def help_rows(view_titles: list[str]) -> list[tuple[str, str]]:
+    """(keys, what) for the help screen: every command, one row per distinct help text."""
+    rows: dict[str, str] = {}
+    for command in APP_COMMANDS:
+        if command.help not in rows.values():
+            rows[command.key_display] = command.help
+    rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)
+    rows.update(NAVIGATION_HELP)
+    for command in (*TABLE_COMMANDS, *TREE_COMMANDS):
+        if command.help not in rows.values():
+            rows[command.key_display] = command.help
+    return list(rows.items())

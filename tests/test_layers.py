@@ -1,0 +1,53 @@
+"""The layer order holds: headless modules never load Textual or torch, and
+imports point only down cli -> capture -> tui -> report -> analysis -> trace -> errors."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+HEADLESS_PACKAGES = ("tuiprof.trace", "tuiprof.analysis", "tuiprof.report")
+HEADLESS_MODULES = ["tuiprof", "tuiprof.cli", "tuiprof.errors"] + sorted(
+    info.name
+    for package in HEADLESS_PACKAGES
+    for info in pkgutil.walk_packages(__import__(package, fromlist=["_"]).__path__, package + ".")
+)
+FORBIDDEN = ("textual", "torch", "torchvision")
+
+PROBE = """
+import importlib, json, sys
+found = {}
+for name in json.loads(sys.argv[1]):
+    before = set(sys.modules)
+    importlib.import_module(name)
+    pulled = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in %r)
+    if pulled:
+        found[name] = pulled[:5]
+print(json.dumps(found))
+""" % (FORBIDDEN,)
+
+
+def test_headless_modules_load_no_tui_and_no_torch() -> None:
+    assert len(HEADLESS_MODULES) > 20  # the walk found the packages
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(HEADLESS_MODULES)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {}
+
+
+def test_import_layers_contract() -> None:
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0
+
+
+def test_the_tui_is_not_headless() -> None:
+    """The probe can fail: importing the explorer does load Textual."""
+    code = "import sys, tuiprof.tui.app; print('textual' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.stdout.strip() == "True"

@@ -1,0 +1,42 @@
+"""The ``/`` box: narrows one table while it is shown; enter keeps the filter, esc clears it."""
+
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from tuiprof.tui.widgets.row_table import RowTable
+
+
+class FilterBar(Input):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(placeholder="filter by name (enter: keep, esc: clear)", **kwargs)
+        self.table: RowTable | None = None
+        self.close()
+
+    @property
+    def is_open(self) -> bool:
+        return bool(self.display)
+
+    def open(self, table: RowTable) -> None:
+        self.table = table
+        self.value = table.filter_text
+        self.display = True
+        self.disabled = False  # hidden, it must not take focus (it would swallow keys)
+        self.focus()
+
+    def close(self) -> None:
+        self.display = False
+        self.disabled = True
+
+    def clear(self) -> None:
+        if self.table is not None:
+            self.table.set_filter("")
+        self.value = ""
+        self.close()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self.table is not None and self.is_open:
+            self.table.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.close()
