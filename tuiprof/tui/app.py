@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
@@ -34,6 +34,7 @@ from tuiprof.tui.views import VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
+from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
 
@@ -66,7 +67,7 @@ class ExplorerApp(App[int]):
             for view in VIEWS:
                 yield view(id=view.view_id).data_bind(*binds)
         yield FilterBar(id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#views").display = False

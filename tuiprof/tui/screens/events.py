@@ -14,9 +14,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tuiprof.report.views import Column, Row
+from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.row_table import RowTable
 
 
@@ -42,7 +43,7 @@ class EventListScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title_text, style="bold", no_wrap=True, overflow="ellipsis"), id="event-title")
         yield RowTable(id="event-table")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one(RowTable)
