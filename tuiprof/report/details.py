@@ -15,6 +15,7 @@ from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import OperatorStats
 from tuiprof.analysis.ranking import module_share
 from tuiprof.analysis.steps import StepStats
+from tuiprof.report.names import short_kernel_name
 from tuiprof.report.units import format_bytes, format_count, format_us, format_us_short, plural
 
 DETAIL_MODULES = 3  # modules listed on the "in:" line, most calls first
@@ -58,7 +59,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     for name, launches, us in detail.kernels[:DETAIL_KERNELS]:
         text.append("kernel: ", style="dim")
         text.append(f"{format_us(us)} x{launches} ")
-        text.append(name)
+        text.append(short_kernel_name(name))
         text.append("\n")
     return text
 

@@ -12,6 +12,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operators
 from tuiprof.report.findings import findings
 from tuiprof.report.memory_chart import MemoryCurve
+from tuiprof.report.names import short_kernel_name
 from tuiprof.report.units import format_count, format_us
 
 OVERVIEW_STEPS = 8
@@ -93,5 +94,5 @@ def _kernels_table(model: TraceModel) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("launched by", no_wrap=True, overflow="ellipsis", max_width=28)
     for kernel in model.kernels[:OVERVIEW_TOP]:
-        table.add_row(Text(kernel.name), format_us(kernel.device_total_us), f"{kernel.calls:,}", Text(kernel.launcher))
+        table.add_row(Text(short_kernel_name(kernel.name)), format_us(kernel.device_total_us), f"{kernel.calls:,}", Text(kernel.launcher))
     return table

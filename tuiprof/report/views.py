@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
+from tuiprof.report.names import short_kernel_name
 from tuiprof.report.units import format_bytes, format_count, format_pct, format_us
 
 Row = dict[str, object]
@@ -22,7 +23,7 @@ Row = dict[str, object]
 class Column:
     key: str
     header: str
-    kind: str  # text | us | bytes | count | int | pct
+    kind: str  # text | kernel (a kernel name, shown short) | us | bytes | count | int | pct
     help: str
     narrow: bool = True  # shown at 80 columns
 
@@ -30,7 +31,7 @@ class Column:
         if value is None or value == "":
             return "--" if self.kind not in ("text",) else ""
         if self.kind == "us":
-            return format_us(float(value))  # type: ignore[arg-type]
+            return format_us(float(value)) if value else "--"  # type: ignore[arg-type]
         if self.kind == "bytes":
             return format_bytes(int(value))  # type: ignore[arg-type]
         if self.kind == "count":
@@ -39,11 +40,13 @@ class Column:
             return format_pct(float(value))  # type: ignore[arg-type]
         if self.kind == "int":
             return f"{int(value):,}"  # type: ignore[arg-type]
+        if self.kind == "kernel":
+            return short_kernel_name(str(value))
         return str(value)
 
     @property
     def numeric(self) -> bool:
-        return self.kind != "text"
+        return self.kind not in ("text", "kernel")
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,7 @@ def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 # ------------------------------------------------------------------ kernels
 
 KERNEL_COLUMNS = (
-    Column("name", "Kernel", "text", "Kernel (or Memcpy / Memset) name as the driver reports it."),
+    Column("name", "Kernel", "kernel", "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name."),
     Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
     Column("calls", "Calls", "int", "Launches."),
     Column("device_total_us", "Total", "us", "Sum of device durations."),

@@ -3,6 +3,8 @@ the per-operator allocation table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
@@ -51,6 +53,7 @@ class MemoryView(ExplorerView):
     def show_options(self, model: TraceModel) -> None:
         view = VIEWS["ops"]
         shown = {c.key for c in view.visible_columns(self.options, model)}
-        columns = tuple(view.column(key) for key in MEMORY_COLUMNS if key in shown)
+        # Every memory column is what this view is for: none is dropped at 80 columns.
+        columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_COLUMNS if key in shown)
         sort = "self_device_mem_bytes" if any(not t.is_cpu for t in model.memory) else "self_cpu_mem_bytes"
         self.fill_table(self.query_one(RowTable), view, self.options, columns=columns, default_sort=sort)

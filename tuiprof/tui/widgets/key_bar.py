@@ -34,8 +34,8 @@ class KeyBar(Static):
                 continue
             seen.add(binding.action)
             line.append(f" {self.app.get_key_display(binding)} ", style="bold reverse" if enabled else "dim reverse")
-            line.append(f" {binding.description} ", style="" if enabled else "dim")
-        palette = Text.assemble((" ^p ", "bold reverse"), " palette ")
+            line.append(f"{binding.description} ", style="" if enabled else "dim")
+        palette = Text.assemble((" ^p ", "bold reverse"), "palette ")
         width = self.size.width or self.app.size.width
         if line.cell_len + palette.cell_len < width:
             line.append(" " * (width - line.cell_len - palette.cell_len))

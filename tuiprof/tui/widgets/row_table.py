@@ -25,6 +25,7 @@ GAP = 2
 MAX_TEXT_WIDTH = 60
 WIDTH_SAMPLE = 2000  # rows measured to size columns
 MIN_NAME = 22  # narrowest a name column gets before numeric columns are dropped
+MIN_OTHER_TEXT = 14  # narrowest a second text column (launcher, module) gets before the name shrinks
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -133,11 +134,12 @@ class RowTable(ScrollView, can_focus=True):
         self._widths = widths
 
     def _layout_columns(self) -> None:
-        """Columns that fit: drop wide-only ones (right to left) until the rest fit."""
+        """Columns that fit: drop wide-only ones (right to left) until the rest fit,
+        then numbers from the right; the name yields first and the sorted column always stays."""
         available = max(20, self.size.width or 80)
         shown = list(self.columns)
-        while self._total(shown) > available and any(not c.narrow for c in shown):
-            drop = max(i for i, c in enumerate(shown) if not c.narrow)
+        while self._total(shown) > available and any(not c.narrow and c.key != self.sort_key for c in shown):
+            drop = max(i for i, c in enumerate(shown) if not c.narrow and c.key != self.sort_key)
             shown.pop(drop)
         # Still too wide: keep the name readable, drop numbers from the right
         # (never the sort column).
@@ -166,6 +168,13 @@ class RowTable(ScrollView, can_focus=True):
         widths = [self._widths.get(c.key, 8) for c in self._shown]
         spare = self.size.width - sum(w + GAP for w in widths)
         first_text = next((i for i, c in enumerate(self._shown) if not c.numeric), None)
+        for i, column in enumerate(self._shown):  # other text columns (launcher, module) yield before the name
+            if spare >= 0:
+                break
+            if i != first_text and not column.numeric and widths[i] > MIN_OTHER_TEXT:
+                cut = min(widths[i] - MIN_OTHER_TEXT, -spare)
+                widths[i] -= cut
+                spare += cut
         if first_text is not None:
             widths[first_text] = max(MIN_NAME, widths[first_text] + spare) if spare < 0 else widths[first_text] + spare
         return widths
@@ -266,6 +275,7 @@ class RowTable(ScrollView, can_focus=True):
 
 
 def _fit(text: str, width: int, right: bool) -> str:
-    if cell_len(text) > width:
+    """Pad to ``width``; text is cut with an ellipsis, a number never (it would lose its unit)."""
+    if cell_len(text) > width and not right:
         text = text[: max(0, width - 1)] + "…"
     return text.rjust(width) if right else text.ljust(width)
