@@ -24,6 +24,13 @@ async def _loaded(app: ExplorerApp, pilot) -> None:
     await pilot.pause()
 
 
+def _text(widget) -> str:
+    """What a Static shows, as plain text."""
+    console = Console(record=True, width=200, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
 def _names(table: RowTable) -> list[str]:
     return [str(row.get("name", row.get("path"))) for row in table.rows]
 
@@ -181,3 +188,78 @@ async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
         assert all("Conv2d" in r["module"] for r in calls.rows)
         await pilot.press("escape")
         assert app.screen.query_one("#ops-table")
+
+
+async def test_enter_drills_in_and_escape_goes_back() -> None:
+    """Enter on a module -> its operators (backward ones included); enter on one
+    -> that operator in the Operators view; esc -> back to Modules."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2", "down", "enter")
+        await pilot.pause()
+        module_ops = app.query_one("#module-ops", RowTable)
+        assert app.focused is module_ops
+        names = _names(module_ops)
+        assert "aten::convolution_backward" in names and "aten::mkldnn_convolution" in names
+        first = module_ops.current_row["name"]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.current_view == "operators"
+        assert app.query_one("#ops-table", RowTable).current_row["name"] == first
+        await pilot.press("escape")
+        assert app.current_view == "modules"
+
+
+async def test_top_level_inside_a_module_and_toggles_shown_in_header() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2", "down", "t")
+        await pilot.pause()
+        names = set(_names(app.query_one("#module-ops", RowTable)))
+        assert "aten::conv2d" in names and "aten::mkldnn_convolution" not in names
+        assert "[top-level]" in _text(app.query_one("#header"))
+        await pilot.press("i")
+        assert "[by shape, top-level]" in _text(app.query_one("#header"))
+
+
+async def test_empty_states_say_why(tmp_path) -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("4")
+        assert "CPU-only profile" in app.query_one("#kernels-table", RowTable).empty_message
+        await pilot.press("7")
+        assert app.current_view == "log"
+        assert "No profiler log" in "".join(str(line.text) for line in app.query_one("#log-lines").lines)
+
+
+async def test_export_names_what_the_view_shows_and_survives_an_unwritable_directory(tmp_path) -> None:
+    app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("e")  # Overview: its findings
+        findings = list(csv.DictReader((tmp_path / "tuiprof-overview-findings-resnet18_cpu.csv").open()))
+        assert any(row["id"] == "memory-peak" for row in findings)
+        await pilot.press("2", "e")  # Modules with the tree focused: every module
+        modules = list(csv.DictReader((tmp_path / "tuiprof-modules-resnet18_cpu.csv").open()))
+        assert modules[0]["path"] == "ResNet_0" and len(modules) > 50
+        app.export_dir = tmp_path / "missing" / "dir"
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.is_running and app.return_value is None
+
+
+async def test_help_explains_the_tree_rows() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2", "question_mark")
+        await pilot.pause()
+        console = Console(record=True, width=200, file=io.StringIO())
+        for widget in app.screen.query("Static"):
+            console.print(widget.content)
+        text = console.export_text()
+        assert "Module tree rows" in text and "forward + backward" in text
+        assert "command palette" in text  # keys come from the command table

@@ -52,7 +52,7 @@ class TraceModel:
         key = (group_by_shape, top_level_only, module.path if module else None)
         table = self._tables.get(key)
         if table is None:
-            rows = module.subtree_operator_rows() if module else None
+            rows = self.modules.operator_rows(module) if module else None
             table = aggregate_operators(
                 self.calls,
                 rows,

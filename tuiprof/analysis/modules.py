@@ -89,11 +89,24 @@ class ModuleNode:
 class ModuleTree:
     roots: list[ModuleNode]
     by_frame: dict[int, ModuleNode]  # python frame row -> node
+    # For every call, the backward root (a node's backward_rows entry) it runs under, else -1.
+    backward_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
     _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
 
     def walk(self):
         for root in self.roots:
             yield from root.walk()
+
+    def operator_rows(self, node: ModuleNode) -> np.ndarray:
+        """Every call the module accounts for: its forward calls (children modules
+        included) and the backward calls its forward ops caused (each backward root
+        with everything under it), in row order."""
+        forward = node.subtree_operator_rows()
+        roots = [row for n in node.walk() for row in n.backward_rows]
+        if not roots or not len(self.backward_owner):
+            return np.array(forward, dtype=np.int64)
+        backward = np.flatnonzero(np.isin(self.backward_owner, np.array(roots, dtype=np.int64)))
+        return np.union1d(np.array(forward, dtype=np.int64), backward)
 
     def frame_index(self) -> tuple[np.ndarray, list[ModuleNode]]:
         """Frame row -> index into a node list (-1: no module frame), for numpy look-ups."""
@@ -175,6 +188,9 @@ def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:
     roots = parent_seq != sequence[candidates]  # not the root of this backward node otherwise
     for row, owner in zip(candidates[roots].tolist(), node_of_frame[module[forward[roots]]].tolist()):
         nodes[owner].backward_rows.append(row)
+    is_root = np.zeros(len(calls), dtype=bool)
+    is_root[candidates[roots]] = True
+    tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(calls.column("parent"), is_root))
 
 
 def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:

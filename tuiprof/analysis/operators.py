@@ -41,12 +41,19 @@ class OperatorStats:
         return self.device_total_us / self.calls if self.calls else 0.0
 
 
-def top_level_rows(calls: OperatorCalls) -> np.ndarray:
+def top_level_rows(calls: OperatorCalls, selected: np.ndarray | None = None) -> np.ndarray:
     """Whether each call has no enclosing operator, ``ProfilerStep#N`` spans aside
-    (they enclose everything, and are not top-level operators themselves)."""
+    (they enclose everything, and are not top-level operators themselves).
+
+    With ``selected`` (a module's calls), "enclosing" means among the selected
+    calls: the module's outermost operators are its top level."""
     is_step = np.isin(calls.column("name_id"), calls.name_codes(is_step_name))
     above = nearest_ancestor(calls.column("parent"), ~is_step)
-    return (above < 0) & ~is_step
+    if selected is None:
+        return (above < 0) & ~is_step
+    inside = np.zeros(len(calls) + 1, dtype=bool)  # index -1 (no ancestor) lands on the extra slot
+    inside[selected] = True
+    return ~inside[above] & ~is_step
 
 
 def input_shapes_key(calls: OperatorCalls, row: int, cache: dict[bytes, str] | None = None) -> str:
@@ -106,7 +113,7 @@ def aggregate_operators(
     """
     selected = np.arange(len(calls)) if rows is None else np.fromiter(rows, dtype=np.int64)
     if top_level_only:
-        selected = selected[top_level_rows(calls)[selected]]
+        selected = selected[top_level_rows(calls, None if rows is None else selected)[selected]]
     names = calls.names
     step_code = len(names)  # every ProfilerStep#N shares one group (key_averages' ProfilerStep*)
     remap = np.arange(len(names) + 1)

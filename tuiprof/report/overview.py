@@ -61,14 +61,15 @@ def _steps_table(model: TraceModel) -> Table:
 
 
 def _modules_table(model: TraceModel) -> Table:
-    table = _table("Top modules (forward + backward)")
+    table = _table("Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules")
     table.add_column("module", no_wrap=True, overflow="ellipsis")
-    headers = ["fwd", "bwd", "device", "FLOPs"] if model.has_device else ["fwd", "bwd", "FLOPs"]
+    backward = any(root.backward_cpu_us for root in model.modules.roots)
+    headers = ["fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     for node in top_modules(model, OVERVIEW_TOP):
         name = node.qualified_name or "/".join(node.path.split("/")[-2:])
-        cells = [Text(name), format_us(node.cpu_total_us), format_us(node.backward_cpu_us)]
+        cells = [Text(name), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
         if model.has_device:
             cells.append(format_us(node.device_total_us + node.backward_device_us))
         cells.append(format_count(node.flops) if node.flops else "--")

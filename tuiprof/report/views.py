@@ -79,6 +79,8 @@ class View:
         if model is not None:
             if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
                 hidden |= {"qualified_name", "parameters", "output_shape"}
+            if self.name == "modules" and not any(n.backward_cpu_us for n in model.modules.roots):
+                hidden |= {"backward_cpu_us", "backward_device_us"}  # inference: there is no backward
             if self.name == "memory" and not len(model.modules.by_frame):
                 hidden.add("peak_module")
             if not model.has_device:
@@ -179,6 +181,21 @@ MODULE_COLUMNS = (
     Column("flops", "FLOPs", "count", "FLOPs of the forward operators inside."),
     Column("parameters", "Params", "int", "Parameter count (live capture only).", narrow=False),
     Column("output_shape", "Output", "text", "Output shape (live capture only).", narrow=False),
+)
+
+
+# What a row of the explorer's module tree shows (a legend for ?, not a table).
+MODULE_TREE_LEGEND = View(
+    "module-tree",
+    "Module tree rows",
+    (
+        Column("share", "bar, %", "pct", "The module's cost as a share of all module time. Cost = forward + backward time, on the device where that is larger than on the CPU. Siblings are ordered by it."),
+        Column("cost", "time", "us", "That cost, all calls together (the detail pane splits it into forward, backward, device, self)."),
+        Column("name", "name", "text", "Class_k (the k-th instance of the class in call order), or the qualified name and class from a live capture."),
+        Column("calls", "×N", "int", "Calls of this module instance, when more than one."),
+    ),
+    "",
+    lambda model, options: [],
 )
 
 

@@ -23,7 +23,7 @@ class LogView(ExplorerView):
         return bool(log_lines)
 
     def compose(self) -> ComposeResult:
-        yield RichLog(id="log", wrap=True)
+        yield RichLog(id="log-lines", wrap=True)
 
     def focus_target(self):
         return self.query_one(RichLog)

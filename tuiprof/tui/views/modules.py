@@ -14,7 +14,7 @@ from textual.widgets import Static, Tree
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.details import module_text, operator_text
-from tuiprof.report.views import VIEWS, Row, View, ViewOptions, module_row
+from tuiprof.report.views import MODULE_TREE_LEGEND, VIEWS, Row, View, ViewOptions, module_row
 from tuiprof.tui.messages import JumpTo
 from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
@@ -46,7 +46,7 @@ class ModulesView(ExplorerView):
 
     def help_columns(self) -> View:
         tree_focused = self.screen.focused is self.query_one(ModuleTreeView)
-        return VIEWS["modules"] if tree_focused else VIEWS["ops"]
+        return MODULE_TREE_LEGEND if tree_focused else VIEWS["ops"]
 
     def focus_target(self):
         return self.query_one(ModuleTreeView) if self.model is not None and self.model.modules.roots else self

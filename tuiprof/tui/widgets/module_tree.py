@@ -9,7 +9,7 @@ from textual.widgets.tree import TreeNode
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranking import module_share
-from tuiprof.report.units import format_count, format_us_short
+from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
 
 BAR_WIDTH = 5
@@ -50,21 +50,16 @@ class ModuleTreeView(Tree[ModuleNode]):
         return parent.add(self._label(module), data=module, allow_expand=bool(module.children))
 
     def _label(self, module: ModuleNode) -> Text:
+        """``█▌  42%  1.23s name ×2``: the numbers first, so a narrow pane cuts only the name
+        (the legend is in ? help: report.views.MODULE_TREE_LEGEND)."""
         share = module_share(self._model, module) if self._model is not None else 0.0
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(share_bar(share, 4), style="cyan")
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
+        text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
         text.append(module.label)
-        text.append(f" {format_us_short(module.cpu_total_us)}", style="green")
-        if module.backward_cpu_us:
-            text.append(f"+{format_us_short(module.backward_cpu_us)}b", style="yellow")
-        if module.device_total_us:
-            text.append(f" dev {format_us_short(module.device_total_us + module.backward_device_us)}", style="magenta")
-        text.append(f" self {format_us_short(module.self_cpu_us)}", style="dim")
-        if module.flops:
-            text.append(f" {format_count(module.flops).replace(' ', '')}FLOP", style="dim")
         if module.calls > 1:
-            text.append(f" x{module.calls}", style="dim")
+            text.append(f" ×{module.calls}", style="dim")
         return text
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[ModuleNode]) -> None:
