@@ -17,7 +17,7 @@ def _model(**overrides):
     """The fields the rules read, with values that trigger nothing."""
     base = dict(
         steps=[], kernels=[], total_self_cpu_us=1000.0, total_flops=0, flops_source="",
-        modules=SimpleNamespace(roots=[]), calls=[1], peak_memory=None,
+        modules=SimpleNamespace(roots=[], walk=lambda: iter(())), calls=[1], peak_memory=None,
         info=SimpleNamespace(with_stack=True, record_shapes=True, profile_memory=True),
         report=SimpleNamespace(skipped=0, repaired=0),
     )
@@ -51,13 +51,22 @@ def test_no_steps() -> None:
     assert F.no_steps(_model(steps=[_step()])) is None
 
 
-@pytest.mark.parametrize(("self_us", "fires"), [(149.0, False), (150.0, True)])
-def test_dominant_operator(self_us, fires) -> None:
-    ops = [_op("aten::convolution_backward", self_us, 40), _op("ProfilerStep*", 900.0)]
-    finding = F.dominant_operator(_model(ops=ops))
-    assert (finding is not None) is fires
-    if fires:
-        assert finding.text.startswith("aten::convolution_backward is 15 %")
+@pytest.mark.parametrize(("self_us", "severity"), [(149.0, "info"), (150.0, "warning")])
+def test_top_operator(self_us, severity) -> None:
+    ops = [_op("aten::convolution_backward", self_us, 40), _op("aten::mm", 10.0)]
+    model = _model(ops=ops, has_device=False)
+    model.operators = lambda: [*ops, _op("ProfilerStep*", 900.0)]
+    finding = F.top_operator(model)
+    assert finding.severity == severity
+    assert finding.text.startswith("Top operator: aten::convolution_backward, ")
+    assert f"{self_us / 10:.0f} % of all self CPU time (40 calls)" in finding.text
+
+
+def test_top_module_names_backward_on_the_sample(resnet_model) -> None:
+    finding = F.top_module(resnet_model)
+    assert finding.text.startswith("Top module: ResNet_0/Sequential_5/BasicBlock_6/Conv2d_16")
+    assert "+ bwd" in finding.text and "% of module time" in finding.text
+    assert F.top_module(_model()) is None
 
 
 @pytest.mark.parametrize(("self_us", "fires"), [(99.0, False), (100.0, True)])

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import STEP_ROW
+from tuiprof.analysis.ranking import module_share, operator_rank_key, top_modules, top_operators
 from tuiprof.report.units import format_bytes, format_us, plural
 
 # A share below these is normal for a healthy training step and not worth a line.
 DATA_LOADING_SHARE = 0.05  # input pipelines that keep up cost a few % of the step
 GPU_IDLE_SHARE = 0.10  # a device busy 90 % of the step is as good as eager mode gets
-DOMINANT_OPERATOR_SHARE = 0.15  # one operator at this share of self CPU is where to look first
+DOMINANT_OPERATOR_SHARE = 0.15  # one operator at this share of the time is a warning, not just the top
 COPY_SHARE = 0.10  # host-device copies above this are usually avoidable (pinned memory, .to once)
 LAUNCH_SHARE = 0.20  # CPU time in launch calls above this means the GPU waits for launches
 TINY_KERNEL_US = 10.0  # kernels shorter than this cost less than their launch
@@ -60,15 +60,33 @@ def no_steps(model: TraceModel) -> Finding | None:
     return Finding("no-steps", "info", "No ProfilerStep spans: profile with a schedule and call prof.step() to see steps.")
 
 
-def dominant_operator(model: TraceModel) -> Finding | None:
-    total_self = model.total_self_cpu_us
-    ranked = [s for s in model.operators() if s.name != STEP_ROW]
-    if not ranked or not total_self:
+def top_module(model: TraceModel) -> Finding | None:
+    """The costliest layer, backward included: where a user looks first."""
+    top = top_modules(model, 1)
+    if not top:
         return None
-    top = max(ranked, key=lambda s: s.self_cpu_us)
-    if top.self_cpu_us / total_self < DOMINANT_OPERATOR_SHARE:
+    node = top[0]
+    name = node.qualified_name or node.path
+    split = f"fwd {format_us(node.cpu_total_us)} + bwd {format_us(node.backward_cpu_us)}" if node.backward_cpu_us else f"fwd {format_us(node.cpu_total_us)}"
+    return Finding("top-module", "info", f"Top module: {name}, {format_us(node.cost_us)} ({split}), {100 * module_share(model, node):.0f} % of module time.")
+
+
+def top_operator(model: TraceModel) -> Finding | None:
+    """The costliest operator (self device time on GPU traces, else self CPU); a warning
+    when one operator alone holds DOMINANT_OPERATOR_SHARE of that time."""
+    top = top_operators(model, 1)
+    key = operator_rank_key(model)
+    total = model.total_device_us if key == "self_device_us" else model.total_self_cpu_us
+    if not top or not total:
         return None
-    return Finding("dominant-operator", "warning", f"{top.name} is {100 * top.self_cpu_us / total_self:.0f} % of self CPU time ({plural(top.calls, 'call')}).")
+    stats = top[0]
+    share = getattr(stats, key) / total
+    what = "self device" if key == "self_device_us" else "self CPU"
+    severity = "warning" if share >= DOMINANT_OPERATOR_SHARE else "info"
+    return Finding(
+        "top-operator", severity,
+        f"Top operator: {stats.name}, {format_us(getattr(stats, key))} {what} time, {100 * share:.0f} % of all {what} time ({plural(stats.calls, 'call')}).",
+    )
 
 
 def copies(model: TraceModel) -> Finding | None:
@@ -137,7 +155,7 @@ def damaged_file(model: TraceModel) -> Finding | None:
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
-    data_loading, gpu_idle, no_steps, dominant_operator, copies, launch_bound, backward_ratio,
+    top_module, top_operator, data_loading, gpu_idle, no_steps, copies, launch_bound, backward_ratio,
     module_tree_missing, shapes_and_flops, memory_not_recorded, memory_peak, damaged_file,
 )
 
