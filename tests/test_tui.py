@@ -263,3 +263,19 @@ async def test_help_explains_the_tree_rows() -> None:
         text = console.export_text()
         assert "Module tree rows" in text and "forward + backward" in text
         assert "command palette" in text  # keys come from the command table
+
+
+async def test_slash_filters_the_focused_pane_of_modules() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2", "slash", *"conv2d_1", "enter")
+        await pilot.pause()
+        tree = app.query_one("#module-tree", ModuleTreeView)
+        shown = [node.data.name for node in tree.root.children]
+        assert shown and all(name.lower().startswith("conv2d_1") for name in shown)
+        assert tree.cursor_node.data.name == shown[0]
+        ops = _names(app.query_one("#module-ops", RowTable))
+        assert "aten::conv2d" in ops  # the operators of the matched module
+        await pilot.press("escape")
+        assert [node.data.name for node in tree.root.children][0] == "ResNet_0"

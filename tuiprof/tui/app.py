@@ -132,11 +132,11 @@ class ExplorerApp(App[int]):
     # ------------------------------------------------------------ filter
 
     def action_filter(self) -> None:
-        table = self.view().active_table() if self.model is not None else None
-        if table is None:
-            self.notify("This view has no table to filter.", severity="warning")
+        target = self.view().filter_target() if self.model is not None else None
+        if target is None:
+            self.notify("This view has nothing to filter.", severity="warning")
             return
-        self.query_one(FilterBar).open(table)
+        self.query_one(FilterBar).open(target)
 
     @on(FilterBar.Submitted)
     def _filter_kept(self) -> None:
@@ -147,9 +147,9 @@ class ExplorerApp(App[int]):
         if self.model is None:
             return
         bar = self.query_one(FilterBar)
-        table = self.view().active_table()
-        if bar.is_open or (table is not None and table.filter_text):
-            bar.table = table
+        target = self.view().filter_target()
+        if bar.is_open or (target is not None and target.filter_text):
+            bar.table = target
             bar.clear()
             self.screen.set_focus(self.view().focus_target())
         elif self.current_view != VIEWS[0].view_id:

@@ -51,6 +51,10 @@ class ExplorerView(Vertical):
             return focused
         return next(iter(self.query(RowTable)), None)
 
+    def filter_target(self):
+        """What / narrows: anything with ``filter_text`` and ``set_filter`` (a table, the module tree)."""
+        return self.active_table()
+
     def export_rows(self) -> tuple[str, list[Row], tuple[Column, ...]] | None:
         """(what, rows, columns) as the view shows them; None: nothing to export."""
         table = self.active_table()

@@ -54,6 +54,11 @@ class ModulesView(ExplorerView):
     def active_table(self) -> RowTable | None:
         return self.query_one(RowTable) if self.model is not None and self.model.modules.roots else None
 
+    def filter_target(self):
+        """/ filters the pane that has the focus: the module tree or the module's operators."""
+        tree = self.query_one(ModuleTreeView)
+        return tree if self.screen.focused is tree else self.active_table()
+
     def export_rows(self):
         """The tree (every module) when it has the focus, else the selected module's operators."""
         if self.model is None or not self.model.modules.roots:

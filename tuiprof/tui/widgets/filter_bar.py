@@ -1,23 +1,30 @@
-"""The ``/`` box: narrows one table while it is shown; enter keeps the filter, esc clears it."""
+"""The ``/`` box: narrows one pane (a table, the module tree) while it is shown;
+enter keeps the filter, esc clears it."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from textual.widgets import Input
 
-from tuiprof.tui.widgets.row_table import RowTable
+
+class Filterable(Protocol):
+    filter_text: str
+
+    def set_filter(self, text: str) -> None: ...
 
 
 class FilterBar(Input):
     def __init__(self, **kwargs) -> None:
         super().__init__(placeholder="filter by name (enter: keep, esc: clear)", **kwargs)
-        self.table: RowTable | None = None
+        self.table: Filterable | None = None
         self.close()
 
     @property
     def is_open(self) -> bool:
         return bool(self.display)
 
-    def open(self, table: RowTable) -> None:
+    def open(self, table: Filterable) -> None:
         self.table = table
         self.value = table.filter_text
         self.display = True

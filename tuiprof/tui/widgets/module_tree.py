@@ -34,22 +34,37 @@ class ModuleTreeView(Tree[ModuleNode]):
         self.guide_depth = 2
         self.auto_expand = False  # enter drills into the module's operators; space expands
         self._model: TraceModel | None = None
+        self.filter_text = ""
 
     def load(self, model: TraceModel) -> None:
-        self.clear()
-        roots = model.modules.roots
         self._model = model
-        for root in roots:
-            self._add(self.root, root)
+        self.set_filter("")
+
+    def set_filter(self, text: str) -> None:
+        """Show the tree, or with ``text`` every module whose path or name holds it
+        (a flat list, costliest first: a match deep in the tree is one key away)."""
+        self.filter_text = text
+        self.clear()
+        if self._model is None:
+            return
+        needle = text.lower()
+        if needle:
+            matches = [n for n in self._model.modules.walk() if needle in n.path.lower() or needle in (n.qualified_name or "").lower()]
+            for node in sorted(matches, key=lambda n: n.cost_us, reverse=True):
+                self._add(self.root, node, node.path)
+        else:
+            for root in self._model.modules.roots:
+                self._add(self.root, root)
         if self.root.children:
             first = self.root.children[0]
-            first.expand()
+            if not needle:
+                first.expand()
             self.move_cursor(first)
 
-    def _add(self, parent: TreeNode[ModuleNode], module: ModuleNode) -> TreeNode[ModuleNode]:
-        return parent.add(self._label(module), data=module, allow_expand=bool(module.children))
+    def _add(self, parent: TreeNode[ModuleNode], module: ModuleNode, name: str | None = None) -> TreeNode[ModuleNode]:
+        return parent.add(self._label(module, name), data=module, allow_expand=bool(module.children))
 
-    def _label(self, module: ModuleNode) -> Text:
+    def _label(self, module: ModuleNode, name: str | None = None) -> Text:
         """``█▌  42%  1.23s name ×2``: the numbers first, so a narrow pane cuts only the name
         (the legend is in ? help: report.views.MODULE_TREE_LEGEND)."""
         share = module_share(self._model, module) if self._model is not None else 0.0
@@ -57,7 +72,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         text.append(share_bar(share, 4), style="cyan")
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
-        text.append(module.label)
+        text.append(name or module.label)
         if module.calls > 1:
             text.append(f" ×{module.calls}", style="dim")
         return text
