@@ -13,7 +13,7 @@ from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operato
 from tuiprof.report.findings import findings
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.units import format_count, format_us
+from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
 OVERVIEW_STEPS = 8
 OVERVIEW_TOP = 5
@@ -52,10 +52,10 @@ def _steps_table(model: TraceModel) -> Table:
     for header in headers:
         table.add_column(header, justify="left" if header == "step" else "right")
     for step in model.steps[:OVERVIEW_STEPS]:
-        cells = [step.name, format_us(step.duration_us), format_us(step.data_loading_us)]
+        cells = [step.name, format_us(step.duration_us), format_us_or_dash(step.data_loading_us)]
         if model.has_device:
             idle = f"{step.idle_pct:.0f}%" if step.device_window_us else "--"
-            cells += [format_us(step.kernel_us), format_us(step.memcpy_us), format_us(step.communication_us), idle]
+            cells += [format_us_or_dash(step.kernel_us), format_us_or_dash(step.memcpy_us), format_us_or_dash(step.communication_us), idle]
         table.add_row(*cells)
     return table
 

@@ -13,6 +13,11 @@ def format_us(value: float) -> str:
     return f"{value:.3f}us"
 
 
+def format_us_or_dash(value: float) -> str:
+    """``--`` for exactly nothing (no data loading, no memcpy), else :func:`format_us`."""
+    return format_us(value) if value else "--"
+
+
 def format_bytes(value: int) -> str:
     """Bytes in binary units with sign, like torch: ``43.23 MB``, ``-224.00 KB``, ``0 B``."""
     magnitude = abs(value)

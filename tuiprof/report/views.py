@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.units import format_bytes, format_count, format_pct, format_us
+from tuiprof.report.units import format_bytes, format_count, format_pct, format_us, format_us_or_dash
 
 Row = dict[str, object]
 
@@ -31,7 +31,7 @@ class Column:
         if value is None or value == "":
             return "--" if self.kind not in ("text",) else ""
         if self.kind == "us":
-            return format_us(float(value)) if value else "--"  # type: ignore[arg-type]
+            return format_us_or_dash(float(value))  # type: ignore[arg-type]
         if self.kind == "bytes":
             return format_bytes(int(value))  # type: ignore[arg-type]
         if self.kind == "count":
