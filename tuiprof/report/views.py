@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.units import format_bytes, format_count, format_pct, format_us, format_us_or_dash
+from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
 
 Row = dict[str, object]
 
