@@ -6,6 +6,8 @@ and look at the SVGs in tests/__snapshots__/.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import SAMPLES
@@ -13,6 +15,7 @@ from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 
 RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+H100 = str(Path(__file__).parent / "data" / "h100_vit_inference.json.gz")  # a real GPU trace (tests/data/README.md)
 
 
 async def _wait_for_load(pilot) -> None:
@@ -34,4 +37,22 @@ async def _wait_for_load(pilot) -> None:
 )
 def test_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(RESNET))
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+
+
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        ((80, 24), []),  # Overview: the first screen
+        ((120, 40), []),
+        ((120, 40), ["2"]),  # Modules
+        ((120, 40), ["3"]),  # Operators (by self device time)
+        ((120, 40), ["4"]),  # Kernels
+        ((120, 40), ["5"]),  # Memory (CUDA)
+        ((120, 40), ["6"]),  # Steps (device breakdown)
+    ],
+    ids=["overview-80x24", "overview-120x40", "modules-120x40", "operators-120x40", "kernels-120x40", "memory-120x40", "steps-120x40"],
+)
+def test_gpu_screens(snap_compare, size, keys) -> None:
+    app = ExplorerApp(FileSource(H100))
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)

@@ -16,7 +16,7 @@ from tuiprof.analysis.operators import OperatorStats
 from tuiprof.analysis.ranking import module_share
 from tuiprof.analysis.steps import StepStats
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.units import format_bytes, format_count, format_us, format_us_short, plural
+from tuiprof.report.units import format_bytes, format_count, format_us, format_us_or_dash, format_us_short, plural
 
 DETAIL_MODULES = 3  # modules listed on the "in:" line, most calls first
 DETAIL_KERNELS = 3
@@ -79,11 +79,12 @@ def kernel_text(kernel: KernelStats) -> Text:
 
 def step_text(step: StepStats) -> Text:
     text = Text(f"{step.name}: {format_us(step.duration_us)}", style="bold")
-    text.append(f"  data loading {format_us(step.data_loading_us)}\n")
+    text.append(f"  data loading {format_us_or_dash(step.data_loading_us)}\n")
     if step.device_window_us:
+        dash = format_us_or_dash
         text.append(
-            f"device: kernels {format_us(step.kernel_us)} · memcpy {format_us(step.memcpy_us)} · memset {format_us(step.memset_us)}"
-            f" · comm {format_us(step.communication_us)} · idle {format_us(step.device_idle_us)} ({step.idle_pct:.0f} %)"
+            f"device: kernels {dash(step.kernel_us)} · memcpy {dash(step.memcpy_us)} · memset {dash(step.memset_us)}"
+            f" · comm {dash(step.communication_us)} · idle {dash(step.device_idle_us)} ({step.idle_pct:.0f} %)"
         )
     else:
         text.append("CPU-only step: no device activity recorded.")

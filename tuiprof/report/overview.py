@@ -4,7 +4,7 @@ comes from analysis/ranking.py."""
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -19,8 +19,48 @@ OVERVIEW_STEPS = 8
 OVERVIEW_TOP = 5
 
 
-def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", box=None, header_style="bold", pad_edge=False)
+class FittedTable:
+    """A table whose text columns give way and whose numbers are never cut: at render
+    time the first column gets what the width leaves after every other column's
+    widest cell (rich would shrink every column, numbers included)."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.headers: list[tuple[str, bool]] = []  # (header, numeric)
+        self.rows: list[list[Text]] = []
+
+    def add_column(self, header: str, numeric: bool = True) -> None:
+        self.headers.append((header, numeric))
+
+    def add_row(self, *cells: str | Text) -> None:
+        self.rows.append([cell if isinstance(cell, Text) else Text(cell) for cell in cells])
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = [max([len(h)] + [row[i].cell_len for row in self.rows]) for i, (h, _) in enumerate(self.headers)]
+        gap = 2  # rich's default padding: one space each side, none at the edges
+        texts = [i for i, (_, numeric) in enumerate(self.headers) if not numeric]
+        spare = options.max_width - sum(widths) - gap * (len(widths) - 1)
+        for i in texts:  # the name yields first, then the other text columns
+            if spare >= 0:
+                break
+            floor = MIN_NAME if i == texts[0] else MIN_OTHER_TEXT
+            cut = min(max(0, widths[i] - floor), -spare)
+            widths[i] -= cut
+            spare += cut
+        table = Table(title=self.title, title_justify="left", box=None, header_style="bold", pad_edge=False)
+        for (header, numeric), width in zip(self.headers, widths):
+            table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=width)
+        for row in self.rows:
+            table.add_row(*row)
+        yield table
+
+
+MIN_NAME = 16  # the name column's floor before numbers would have to go
+MIN_OTHER_TEXT = 10
+
+
+def _table(title: str) -> FittedTable:
+    return FittedTable(title)
 
 
 def overview(model: TraceModel) -> Group:
@@ -50,7 +90,7 @@ def _steps_table(model: TraceModel) -> Table:
     if model.has_device:
         headers += ["kernels", "memcpy", "comm", "device idle"]
     for header in headers:
-        table.add_column(header, justify="left" if header == "step" else "right")
+        table.add_column(header, numeric=header != "step")
     for step in model.steps[:OVERVIEW_STEPS]:
         cells = [step.name, format_us(step.duration_us), format_us_or_dash(step.data_loading_us)]
         if model.has_device:
@@ -62,11 +102,11 @@ def _steps_table(model: TraceModel) -> Table:
 
 def _modules_table(model: TraceModel) -> Table:
     table = _table("Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules")
-    table.add_column("module", no_wrap=True, overflow="ellipsis")
+    table.add_column("module", numeric=False)
     backward = any(root.backward_cpu_us for root in model.modules.roots)
     headers = ["fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
     for header in headers:
-        table.add_column(header, justify="right", no_wrap=True)
+        table.add_column(header)
     for node in top_modules(model, OVERVIEW_TOP):
         name = node.qualified_name or "/".join(node.path.split("/")[-2:])
         cells = [Text(name), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
@@ -79,10 +119,10 @@ def _modules_table(model: TraceModel) -> Table:
 
 def _operators_table(model: TraceModel) -> Table:
     table = _table("Top operators")
-    table.add_column("operator", no_wrap=True, overflow="ellipsis")
+    table.add_column("operator", numeric=False)
     key = operator_rank_key(model)
     for header in ("self device" if model.has_device else "self CPU", "calls", "FLOPs"):
-        table.add_column(header, justify="right", no_wrap=True)
+        table.add_column(header)
     for stats in top_operators(model, OVERVIEW_TOP):
         table.add_row(Text(stats.name), format_us(getattr(stats, key)), f"{stats.calls:,}", format_count(stats.flops) if stats.flops else "--")
     return table
@@ -90,10 +130,10 @@ def _operators_table(model: TraceModel) -> Table:
 
 def _kernels_table(model: TraceModel) -> Table:
     table = _table("Top kernels")
-    table.add_column("kernel", no_wrap=True, overflow="ellipsis", ratio=1)
+    table.add_column("kernel", numeric=False)
     for header in ("total", "calls"):
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("launched by", no_wrap=True, overflow="ellipsis", max_width=28)
+        table.add_column(header)
+    table.add_column("launched by", numeric=False)
     for kernel in model.kernels[:OVERVIEW_TOP]:
         table.add_row(Text(short_kernel_name(kernel.name)), format_us(kernel.device_total_us), f"{kernel.calls:,}", Text(kernel.launcher))
     return table

@@ -164,19 +164,24 @@ class RowTable(ScrollView, can_focus=True):
     # ------------------------------------------------------------ drawing
 
     def _cell_widths(self) -> list[int]:
-        """Final widths: the first text column takes what the screen has left."""
+        """Final widths: the first text column (the name) takes what the screen has left,
+        and gives way first when the screen is too narrow."""
         widths = [self._widths.get(c.key, 8) for c in self._shown]
         spare = self.size.width - sum(w + GAP for w in widths)
         first_text = next((i for i, c in enumerate(self._shown) if not c.numeric), None)
-        for i, column in enumerate(self._shown):  # other text columns (launcher, module) yield before the name
-            if spare >= 0:
-                break
-            if i != first_text and not column.numeric and widths[i] > MIN_OTHER_TEXT:
-                cut = min(widths[i] - MIN_OTHER_TEXT, -spare)
-                widths[i] -= cut
-                spare += cut
-        if first_text is not None:
-            widths[first_text] = max(MIN_NAME, widths[first_text] + spare) if spare < 0 else widths[first_text] + spare
+        if first_text is None:
+            return widths
+        if spare >= 0:
+            widths[first_text] += spare  # the name takes what is left
+            return widths
+        # Too narrow: the name yields first, then the other text columns; numbers never.
+        for i, column in sorted(enumerate(self._shown), key=lambda item: item[0] != first_text):
+            floor = MIN_NAME if i == first_text else MIN_OTHER_TEXT
+            if column.numeric or spare >= 0 or widths[i] <= floor:
+                continue
+            cut = min(widths[i] - floor, -spare)
+            widths[i] -= cut
+            spare += cut
         return widths
 
     def render_line(self, y: int) -> Strip:
