@@ -8,6 +8,8 @@ model, report/ formats it.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Iterable
@@ -36,6 +38,9 @@ from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+
+
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
 
 
 class ExplorerApp(App[int]):
@@ -71,7 +76,14 @@ class ExplorerApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one("#views").display = False
+        loop = asyncio.get_running_loop()
+        for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
+            loop.add_signal_handler(signum, self._quit_on_signal, signum)
         self._load()
+
+    def _quit_on_signal(self, signum: int) -> None:
+        self._cancel.set()
+        self.exit(128 + signum)
 
     # ------------------------------------------------------------ loading
 

@@ -1,0 +1,54 @@
+"""The explorer in a real pseudo-terminal: a signal quits it with the terminal restored."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+LEAVE_ALT_SCREEN = b"\x1b[?1049l"
+SHOW_CURSOR = b"\x1b[?25h"
+
+
+def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and needle not in seen:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_signal_restores_the_terminal(signum: int) -> None:
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuiprof", "open", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")],
+        stdin=follower, stdout=follower, stderr=follower, cwd=ROOT, env=env, start_new_session=True,
+    )
+    os.close(follower)
+    try:
+        screen = _read_until(leader, b"Top module", 60)
+        assert b"Top module" in screen, screen[-400:]
+        process.send_signal(signum)
+        code = process.wait(timeout=30)
+        rest = _read_until(leader, SHOW_CURSOR, 5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)
+    assert code == 128 + signum
+    assert LEAVE_ALT_SCREEN in rest and SHOW_CURSOR in rest
