@@ -27,7 +27,7 @@ from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 from tuiprof.report.header import trace_title
 from tuiprof.report.render import render_rows
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows
+from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
 from tuiprof.tui.messages import JumpTo, LoadAdvanced, LoadFailed, LoadFinished
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
@@ -144,11 +144,8 @@ class ExplorerApp(App[int]):
     # ------------------------------------------------------------ filter
 
     def action_filter(self) -> None:
-        target = self.view().filter_target() if self.model is not None else None
-        if target is None:
+        if self.model is not None and not self.query_one(FilterBar).open_for(self.view()):
             self.notify("This view has nothing to filter.", severity="warning")
-            return
-        self.query_one(FilterBar).open(target)
 
     @on(FilterBar.Submitted)
     def _filter_kept(self) -> None:
@@ -158,11 +155,7 @@ class ExplorerApp(App[int]):
         """esc: clear the filter if there is one, else back to the previous view."""
         if self.model is None:
             return
-        bar = self.query_one(FilterBar)
-        target = self.view().filter_target()
-        if bar.is_open or (target is not None and target.filter_text):
-            bar.table = target
-            bar.clear()
+        if self.query_one(FilterBar).clear_for(self.view()):
             self.screen.set_focus(self.view().focus_target())
         elif self.current_view != VIEWS[0].view_id:
             self.action_show_view(self._previous_view if self._previous_view != self.current_view else VIEWS[0].view_id)
@@ -210,15 +203,8 @@ class ExplorerApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for key, view_id, view in view_keys():
-            yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view (key {key})", lambda v=view_id: self.action_show_view(v))
-        for command in APP_COMMANDS:
-            if command.palette:
-                yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: self.run_action(a))
         table = self.view().active_table() if self.model is not None else None
-        if table is not None:
-            for column in table.columns:
-                yield SystemCommand(f"Sort: {column.header}", column.help, lambda k=column.key, t=table: t.sort_by(k))
+        yield from palette_commands(self, view_keys(), table)
 
 
 def run_explorer(path: str, select: str | None = None) -> int:

@@ -9,9 +9,10 @@ dolphie do), so a key is described once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from textual.app import SystemCommand
 from textual.binding import Binding
 
 
@@ -91,3 +92,16 @@ def help_rows(view_titles: list[str]) -> list[tuple[str, str]]:
         if command.help not in rows.values():
             rows[command.key_display] = command.help
     return list(rows.items())
+
+
+def palette_commands(app, views: list[tuple[str, str, type]], table) -> Iterator[SystemCommand]:
+    """The command palette: every view, every app command, and sorting the
+    focused table by any of its columns (hidden ones too)."""
+    for key, view_id, view in views:
+        yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view (key {key})", lambda v=view_id: app.action_show_view(v))
+    for command in APP_COMMANDS:
+        if command.palette:
+            yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: app.run_action(a))
+    if table is not None:
+        for column in table.columns:
+            yield SystemCommand(f"Sort: {column.header}", column.help, lambda k=column.key, t=table: t.sort_by(k))

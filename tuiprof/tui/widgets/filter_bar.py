@@ -24,22 +24,32 @@ class FilterBar(Input):
     def is_open(self) -> bool:
         return bool(self.display)
 
-    def open(self, table: Filterable) -> None:
-        self.table = table
-        self.value = table.filter_text
+    def open_for(self, view) -> bool:
+        """Open on what the view filters (its ``filter_target()``); False if nothing."""
+        target = view.filter_target()
+        if target is None:
+            return False
+        self.table = target
+        self.value = target.filter_text
         self.display = True
         self.disabled = False  # hidden, it must not take focus (it would swallow keys)
         self.focus()
+        return True
 
     def close(self) -> None:
         self.display = False
         self.disabled = True
 
-    def clear(self) -> None:
-        if self.table is not None:
-            self.table.set_filter("")
+    def clear_for(self, view) -> bool:
+        """Close and clear the view's filter; False if there was none (esc then means "back")."""
+        target = view.filter_target()
+        if not self.is_open and (target is None or not target.filter_text):
+            return False
+        if target is not None:
+            target.set_filter("")
         self.value = ""
         self.close()
+        return True
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if self.table is not None and self.is_open:
