@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from argparse import Namespace
+from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.errors import TraceError
@@ -11,8 +11,20 @@ from tuiprof.report.render import print_rich_table, render_rows, stdout_is_termi
 from tuiprof.report.views import VIEWS, ViewOptions, sort_rows
 
 
-def print_summary(model: TraceModel, args: Namespace) -> int:
-    """Print the view the arguments ask for; diagnostics go to stderr."""
+@dataclass(frozen=True)
+class SummaryRequest:
+    """Which table ``print_summary`` prints, and how (the ``summary`` options)."""
+
+    view: str = "ops"
+    sort: str | None = None  # a column key; None: the view's default
+    limit: int | None = None
+    group_by_shape: bool = False
+    top_level_only: bool = False
+    format: str = "table"
+
+
+def print_summary(model: TraceModel, args: SummaryRequest) -> int:
+    """Print the view the request asks for; diagnostics go to stderr."""
     view = VIEWS[args.view]
     options = ViewOptions(group_by_shape=args.group_by_shape, top_level_only=args.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
