@@ -28,14 +28,14 @@ class NothingCaptured(TraceError):
     def __init__(self, config: CaptureConfig, steps_done: int) -> None:
         first = config.wait + config.warmup + 1
         last = config.wait + config.warmup + config.active
+        recorded = f"step {first}" if first == last else f"steps {first}-{last}"
         if steps_done == 0:
-            where = "stopped before the first step finished"
+            where = "stopped before the first step"
         else:
-            step = min(steps_done + 1, config.total_steps)
-            where = f"stopped at step {step}/{config.total_steps} ({config.phase_of(step - 1)})"
+            where = f"stopped after step {steps_done}/{config.total_steps} ({config.phase_of(steps_done - 1)})"
         super().__init__(
             config.model,
-            f"{where}: nothing was recorded yet (the profiler records steps {first}-{last}; "
+            f"{where}: nothing was recorded yet (the profiler records {recorded}; "
             f"wait {config.wait}, warmup {config.warmup}, active {config.active})",
             "let it run into the active steps, or lower --wait/--warmup",
         )

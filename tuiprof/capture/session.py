@@ -117,14 +117,16 @@ def profile_training(
                 phase = config.phase_of(step)
                 if on_progress:
                     on_progress(CaptureProgress(step, config.total_steps, phase, time.perf_counter() - started, loss_value))
-                if stopped():
-                    result.interrupted = True
-                    break
                 step_start = time.perf_counter()
                 loss_value = _train_step(model, criterion, optimizer, inputs, targets, config.mode == "train", device)
-                prof.step()
                 result.step_times_s.append(time.perf_counter() - step_start)
                 result.steps_done = step + 1
+                if step + 1 < config.total_steps and stopped():
+                    # No prof.step(): it would open an empty next step in the
+                    # trace; the stop closes this finished one instead.
+                    result.interrupted = windows.current_step_finished = True
+                    break
+                prof.step()
                 inputs, targets = next(batches)
     except KeyboardInterrupt:
         result.interrupted = True
@@ -158,6 +160,10 @@ class TraceWindows:
         self.complete = 0  # complete windows written
         self.partial = False  # what was written is a partial window
         self.stopping = False
+        # Whether the step the profiler is in has done its work: a loop that
+        # stops between its work and prof.step() sets it; after prof.step()
+        # (an optimizer hook, a user's loop) the current step is empty.
+        self.current_step_finished = False
 
     def schedule(self, inner: Callable[[int], ProfilerAction]) -> Callable[[int], ProfilerAction]:
         def action(step: int) -> ProfilerAction:
@@ -169,7 +175,7 @@ class TraceWindows:
         """The profiler's ``on_trace_ready``."""
         partial = self.stopping or prof.current_action == getattr(ProfilerAction, "DEVICE_STOPPED", None)
         if partial:
-            if self.complete or finished_active_steps(prof) == 0:
+            if self.complete or finished_active_steps(prof, self.current_step_finished) == 0:
                 return
         elif self.complete and not self.keep_last:
             return
@@ -188,11 +194,11 @@ class TraceWindows:
             prof.__exit__(None, None, None)
 
 
-def finished_active_steps(prof: profile) -> int:
-    """Recorded steps finished before the current one (which ``step()`` just opened)."""
+def finished_active_steps(prof: profile, current_step_finished: bool) -> int:
+    """Recorded (active) steps of the window that ends now which did their work."""
     recording = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
     count = 0
-    step = prof.step_num - 1
+    step = prof.step_num if current_step_finished else prof.step_num - 1
     while step >= 0 and prof.schedule(step) in recording:
         count += 1
         step -= 1
