@@ -109,12 +109,25 @@ def _tuiprof(*args: str, **kwargs) -> subprocess.Popen:
 
 def test_run_profiles_the_example_script(tmp_path) -> None:
     trace = tmp_path / "run.json.gz"
-    proc = _tuiprof("run", "--no-tui", "--save", str(trace), "examples/train_resnet18_cifar.py", "--batch-size", "4", "--samples", "64")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _tuiprof(
+        "run", "--no-tui", "--save", str(trace), "examples/train_resnet18_cifar.py", "--batch-size", "4", "--samples", "64",
+        env=_env(TMPDIR=str(scratch)),
+    )
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     assert "ResNet_0/Sequential_" in out and "aten::convolution_backward" in out
+    # Progress from the start: before torch is imported, then every optimizer step with its phase.
+    progress = [line for line in err.splitlines() if line.startswith("tuiprof: ")]
+    assert progress[0].startswith("tuiprof: importing torch")
+    for step, phase in ((2, "warmup"), (3, "active"), (5, "active")):
+        assert any(f"step {step}/5 · {phase}" in line for line in progress), err
+    assert f"tuiprof: trace saved: {trace}" in err
     model = load_model(trace)
     assert model.steps and model.modules.roots[0].name == "ResNet_0"
+    assert model.flops_source.startswith("measured")  # torch's FLOPs, saved in the trace
+    assert _scratch_left(scratch) == []
 
 
 def test_sigint_keeps_what_was_captured(tmp_path) -> None:
@@ -147,11 +160,20 @@ def test_cuda_requested_without_cuda_is_one_line_exit_2() -> None:
     assert err.strip().count("\n") == 0 and "CUDA" in err and "Traceback" not in err
 
 
-def test_bad_model_name_is_one_line_exit_2() -> None:
-    proc = _tuiprof("live", "resnet1800", "--no-tui", "--device", "cpu")
+def test_misspelled_model_name_suggests_the_model_and_leaves_nothing(tmp_path) -> None:
+    proc = _tuiprof("live", "restnet18", "--no-tui", "--device", "cpu", env=_env(TMPDIR=str(tmp_path)))
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2 and "resnet1800" in err and "Traceback" not in err
-    assert len([line for line in err.splitlines() if line.startswith("tuiprof: resnet1800")]) == 1
+    assert proc.returncode == 2 and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("tuiprof: restnet18")] == [
+        "tuiprof: restnet18: not a torchvision model; did you mean resnet18?"
+    ]
+    assert _scratch_left(tmp_path) == []
+
+
+def _env(**extra: str) -> dict[str, str]:
+    import os
+
+    return dict(os.environ, **extra)
 
 
 def _readme_loop(path, steps: int = 8, **kwargs) -> None:
