@@ -158,7 +158,6 @@ class TraceWindows:
         self.save = save
         self.keep_last = keep_last
         self.complete = 0  # complete windows written
-        self.partial = False  # what was written is a partial window
         self.stopping = False
         # Whether the step the profiler is in has done its work: a loop that
         # stops between its work and prof.step() sets it; after prof.step()
@@ -180,7 +179,6 @@ class TraceWindows:
         elif self.complete and not self.keep_last:
             return
         self.save(prof)
-        self.partial = partial
         self.complete += not partial
 
     @contextmanager
