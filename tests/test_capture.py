@@ -170,6 +170,16 @@ def test_misspelled_model_name_suggests_the_model_and_leaves_nothing(tmp_path) -
     assert _scratch_left(tmp_path) == []
 
 
+def test_input_shape_the_model_rejects_is_one_line_exit_2() -> None:
+    proc = _tuiprof("live", TINY[0], "--input-shape", "8x16", "--batch-size", "2", "--device", "cpu", "--no-tui")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in err and "internal error" not in err
+    assert any(
+        line.startswith(f"tuiprof: {TINY[0]}: the model rejects a batch of 2x8x16 (") and "--input-shape" in line
+        for line in err.splitlines()
+    ), err
+
+
 def _env(**extra: str) -> dict[str, str]:
     import os
 

@@ -94,7 +94,7 @@ def profile_training(
     first_inputs, first_targets = next(batches)
     if note("one unprofiled forward to name the modules"):
         return result
-    with _oom_as_error(config):
+    with _oom_as_error(config), _mismatch_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
 
     def save(prof: profile) -> None:
@@ -251,6 +251,22 @@ def _oom_as_error(config: CaptureConfig):
     except torch.cuda.OutOfMemoryError:
         raise CaptureError(
             config.model, f"CUDA out of memory at batch size {config.batch_size}", "try a smaller --batch-size"
+        ) from None
+
+
+@contextmanager
+def _mismatch_as_error(config: CaptureConfig):
+    """The first forward is where a wrong --input-shape or --num-classes shows: bad input, not a crash."""
+    try:
+        yield
+    except (RuntimeError, ValueError, IndexError) as exc:
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            raise
+        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CaptureError(
+            config.model,
+            f"the model rejects a batch of {config.batch_size}x{config.input_shape} ({problem})",
+            "pass the --input-shape (and --num-classes) the model expects",
         ) from None
 
 
