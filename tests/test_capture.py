@@ -5,20 +5,22 @@ CUDA tests run when CUDA is present and skip cleanly otherwise.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from tests.conftest import ROOT, key_averages_mismatches  # noqa: E402
-from tuiprof.analysis import load_model  # noqa: E402
-from tuiprof.analysis.live import apply_live_facts  # noqa: E402
+from tuiprof.analysis import analyze, load_model  # noqa: E402
 from tuiprof.capture.config import CaptureConfig  # noqa: E402
 from tuiprof.capture.session import profile_training  # noqa: E402
+from tuiprof.trace import load_trace  # noqa: E402
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -28,7 +30,7 @@ def live_resnet(tmp_path_factory):
     trace = tmp_path_factory.mktemp("live") / "resnet18.pt.trace.json.gz"
     config = CaptureConfig(model="resnet18", device="cpu", batch_size=2, wait=0, warmup=1, active=1)
     result = profile_training(config, trace, want_key_averages=True)
-    model = apply_live_facts(load_model(trace), result.facts)
+    model = analyze(load_trace(trace), result.facts)
     return result, model
 
 
@@ -38,6 +40,49 @@ def test_live_module_tree_has_qualified_names(live_resnet) -> None:
     assert {"model", "layer1", "layer1.0", "layer1.0.conv1", "layer4.1.bn2", "fc", "loss"} <= names
     conv1 = next(n for n in model.modules.walk() if n.qualified_name == "conv1")
     assert conv1.parameters == 64 * 3 * 7 * 7 and conv1.output_shape == "2x64x16x16"
+
+
+def _module_facts(model) -> dict[str, tuple]:
+    return {n.path: (n.qualified_name, n.parameters, n.output_shape, n.flops) for n in model.modules.walk()}
+
+
+def test_saved_capture_reopens_with_what_the_live_session_knew(live_resnet) -> None:
+    """`tuiprof open` of a saved live capture: qualified names, parameters, shapes and torch's FLOPs."""
+    result, live = live_resnet
+    reopened = load_model(result.trace_path)  # no facts passed: read from the trace's tuiprofLive member
+    assert _module_facts(reopened) == _module_facts(live)
+    assert any(q == "layer4.0.conv1" for q, *_ in _module_facts(reopened).values())
+    assert reopened.flops_source == live.flops_source and reopened.flops_source.startswith("measured")
+    assert {s.name: s.flops for s in reopened.operators()} == {s.name: s.flops for s in live.operators()}
+    assert not reopened.report.problems
+
+
+def test_saved_member_is_one_extra_top_level_key(live_resnet) -> None:
+    """Other readers see torch's document plus one member they skip by name."""
+    import gzip
+    import json
+
+    result, _ = live_resnet
+    document = json.loads(gzip.decompress(result.trace_path.read_bytes()))
+    assert list(document)[-1] == "tuiprofLive" and "traceEvents" in document
+    member = document["tuiprofLive"]
+    assert member["version"] == 1 and member["modules"]["Conv2d_0"]["qualified_name"] == "conv1"
+    assert all(isinstance(v, int) and v > 0 for v in member["flops_by_external_id"].values())
+
+
+def test_damaged_member_is_noted_and_ignored(live_resnet, tmp_path) -> None:
+    import gzip
+    import json
+
+    result, _ = live_resnet
+    document = json.loads(gzip.decompress(result.trace_path.read_bytes()))
+    document["tuiprofLive"] = {"modules": 5}
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(document))
+    model = load_model(path)
+    assert model.steps and model.operators()
+    assert not any(n.qualified_name for n in model.modules.walk())
+    assert any("tuiprofLive" in problem for problem in model.report.problems)
 
 
 def test_live_flops_are_torchs(live_resnet) -> None:
@@ -64,12 +109,25 @@ def _tuiprof(*args: str, **kwargs) -> subprocess.Popen:
 
 def test_run_profiles_the_example_script(tmp_path) -> None:
     trace = tmp_path / "run.json.gz"
-    proc = _tuiprof("run", "--no-tui", "--save", str(trace), "examples/train_resnet18_cifar.py", "--batch-size", "4", "--samples", "64")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _tuiprof(
+        "run", "--no-tui", "--save", str(trace), "examples/train_resnet18_cifar.py", "--batch-size", "4", "--samples", "64",
+        env=_env(TMPDIR=str(scratch)),
+    )
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     assert "ResNet_0/Sequential_" in out and "aten::convolution_backward" in out
+    # Progress from the start: before torch is imported, then every optimizer step with its phase.
+    progress = [line for line in err.splitlines() if line.startswith("tuiprof: ")]
+    assert progress[0].startswith("tuiprof: importing torch")
+    for step, phase in ((2, "warmup"), (3, "active"), (5, "active")):
+        assert any(f"step {step}/5 · {phase}" in line for line in progress), err
+    assert f"tuiprof: trace saved: {trace}" in err
     model = load_model(trace)
     assert model.steps and model.modules.roots[0].name == "ResNet_0"
+    assert model.flops_source.startswith("measured")  # torch's FLOPs, saved in the trace
+    assert _scratch_left(scratch) == []
 
 
 def test_sigint_keeps_what_was_captured(tmp_path) -> None:
@@ -102,11 +160,115 @@ def test_cuda_requested_without_cuda_is_one_line_exit_2() -> None:
     assert err.strip().count("\n") == 0 and "CUDA" in err and "Traceback" not in err
 
 
-def test_bad_model_name_is_one_line_exit_2() -> None:
-    proc = _tuiprof("live", "resnet1800", "--no-tui", "--device", "cpu")
+def test_misspelled_model_name_suggests_the_model_and_leaves_nothing(tmp_path) -> None:
+    proc = _tuiprof("live", "restnet18", "--no-tui", "--device", "cpu", env=_env(TMPDIR=str(tmp_path)))
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2 and "resnet1800" in err and "Traceback" not in err
-    assert len([line for line in err.splitlines() if line.startswith("tuiprof: resnet1800")]) == 1
+    assert proc.returncode == 2 and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("tuiprof: restnet18")] == [
+        "tuiprof: restnet18: not a torchvision model; did you mean resnet18?"
+    ]
+    assert _scratch_left(tmp_path) == []
+
+
+def test_input_shape_the_model_rejects_is_one_line_exit_2() -> None:
+    proc = _tuiprof("live", TINY[0], "--input-shape", "8x16", "--batch-size", "2", "--device", "cpu", "--no-tui")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in err and "internal error" not in err
+    assert any(
+        line.startswith(f"tuiprof: {TINY[0]}: the model rejects a batch of 2x8x16 (") and "--input-shape" in line
+        for line in err.splitlines()
+    ), err
+
+
+def _env(**extra: str) -> dict[str, str]:
+    import os
+
+    return dict(os.environ, **extra)
+
+
+def _readme_loop(path, steps: int = 8, **kwargs) -> None:
+    """The README's example: schedule(wait=1, warmup=1, active=3) over a loop of ``steps`` batches."""
+    import tuiprof
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    with tuiprof.profile(path, schedule=torch.profiler.schedule(wait=1, warmup=1, active=3), **kwargs) as p:
+        for _ in range(steps):
+            model(torch.randn(32, 64)).sum().backward()
+            p.step()
+
+
+def _step_names(path) -> list[str]:
+    return [step.name for step in load_model(path).steps]
+
+
+def test_profile_keeps_the_first_complete_window(tmp_path) -> None:
+    """8 batches with wait 1, warmup 1, active 3: steps 2-4 (the second cycle's partial 7-8 must not replace them)."""
+    path = tmp_path / "readme.json.gz"
+    _readme_loop(path)
+    assert _step_names(path) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+
+
+def test_profile_keep_last_keeps_the_last_complete_window(tmp_path) -> None:
+    path = tmp_path / "last.json.gz"
+    _readme_loop(path, steps=12, keep="last")  # complete windows 2-4 and 7-9; 12 is a partial third
+    assert _step_names(path) == ["ProfilerStep#7", "ProfilerStep#8", "ProfilerStep#9"]
+
+
+def test_profile_ended_in_warmup_writes_nothing_and_says_so(tmp_path) -> None:
+    path = tmp_path / "short.json.gz"
+    with pytest.warns(UserWarning, match="nothing was written"):
+        _readme_loop(path, steps=2)
+    assert not path.exists()
+
+
+def test_profile_cut_short_in_the_active_steps_keeps_the_finished_ones(tmp_path) -> None:
+    path = tmp_path / "cut.json.gz"
+    _readme_loop(path, steps=4)  # steps 2 and 3 active and finished; the last p.step() opened step 4
+    assert _step_names(path)[:2] == ["ProfilerStep#2", "ProfilerStep#3"]
+
+
+TINY = ("tuiprof.capture.models:tiny_transformer", "--input-shape", "8x64", "--batch-size", "2", "--device", "cpu")
+
+
+def _tiny_capture(tmp_path, stop_at: int):
+    """A live capture (wait 1, warmup 1, active 3) whose user presses q as step ``stop_at`` (0-based) begins."""
+    from tuiprof.capture.live import LiveCapture
+
+    config = CaptureConfig(model=TINY[0], device="cpu", batch_size=2, input_shape="8x64")
+    live = LiveCapture(config, tmp_path)
+    phases = []
+
+    def on_progress(progress) -> None:
+        phases.append(progress.phase)
+        if progress.phase != "setup" and progress.step >= stop_at:
+            live.stop.set()
+
+    live.capture(on_progress)
+    return live, phases
+
+
+@pytest.mark.parametrize("stop_at,phase", [(0, "wait"), (1, "warmup")])
+def test_q_before_the_active_steps_says_nothing_was_recorded(tmp_path, stop_at: int, phase: str) -> None:
+    """No empty explorer with false findings: a clear error, exit code 130."""
+    from tuiprof.capture.live import NothingCaptured
+
+    live, _ = _tiny_capture(tmp_path, stop_at)
+    assert live.result.interrupted and live.result.trace_path is None and not live.trace_path.exists()
+    with pytest.raises(NothingCaptured) as caught:
+        live.build_model()
+    text = str(caught.value)
+    assert f"stopped after step {stop_at + 1}/5 ({phase}): nothing was recorded yet" in text
+    assert "records steps 3-5" in text and caught.value.exit_code == 130
+
+
+@pytest.mark.parametrize("stop_at", [2, 3])
+def test_q_in_the_active_steps_keeps_the_finished_ones(tmp_path, stop_at: int) -> None:
+    """The step running when q is pressed finishes and is kept; no empty step is opened after it."""
+    live, _ = _tiny_capture(tmp_path, stop_at)
+    model = live.build_model()
+    assert [s.name for s in model.steps] == [f"ProfilerStep#{i}" for i in range(2, stop_at + 1)]
+    assert all(s.duration_us > 1000 for s in model.steps)  # a real training step, not an empty range
+    assert any(n.qualified_name == "encoder" for n in model.modules.walk())
 
 
 def test_profile_context_manager_writes_a_loadable_trace(tmp_path) -> None:
@@ -128,7 +290,7 @@ def test_live_on_cuda_records_kernels(tmp_path) -> None:
     trace = tmp_path / "cuda.pt.trace.json.gz"
     config = CaptureConfig(model="resnet18", device="cuda", batch_size=8, wait=0, warmup=1, active=1)
     result = profile_training(config, trace, want_key_averages=True)
-    model = apply_live_facts(load_model(trace), result.facts)
+    model = analyze(load_trace(trace), result.facts)
     assert model.kernels and model.has_device
     conv = next(s for s in model.operators() if s.name == "aten::conv2d")
     assert conv.device_total_us > 0
@@ -163,3 +325,127 @@ def test_recomputed_flops_equal_torch_for_every_formula(tmp_path) -> None:
             seen.add(calls.name(row))
             assert calls.flops[row] == expected[ext], calls.name(row)
     assert {"aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mul", "aten::add"} <= seen
+
+
+# ---------------------------------------------------------------- the explorer in a real terminal
+
+_ESCAPES = re.compile(r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
+
+
+class Terminal:
+    """``tuiprof`` in a pseudo-terminal, as a user runs it; ``text`` is what it drew, escapes removed."""
+
+    def __init__(self, args: tuple[str, ...], tmp_path, columns: int = 80, rows: int = 24) -> None:
+        import fcntl
+        import os
+        import pty
+        import struct
+        import termios
+
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color", TMPDIR=str(tmp_path), COLUMNS=str(columns))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tuiprof", *args], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.raw = b""
+        self.started = time.monotonic()
+        self.seen: dict[str, float] = {}  # pattern -> seconds after start when first drawn
+
+    @property
+    def text(self) -> str:
+        return _ESCAPES.sub("", self.raw.decode(errors="replace"))
+
+    def read(self, seconds: float) -> None:
+        import os
+        import select
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if not ready:
+                if self.proc.poll() is not None:
+                    return
+                continue
+            try:
+                data = os.read(self.master, 1 << 16)
+            except OSError:  # the child closed the terminal
+                return
+            if not data:
+                return
+            self.raw += data
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> float:
+        """Seconds from start until ``pattern`` (a regex) was drawn."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.text):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.read(0.5)
+                if re.search(pattern, self.text):
+                    break
+                raise AssertionError(f"{pattern!r} never drawn; screen text ends with:\n{self.text[-1500:]}")
+            self.read(0.1)
+        self.seen.setdefault(pattern, time.monotonic() - self.started)
+        return self.seen[pattern]
+
+    def press(self, key: str) -> None:
+        import os
+
+        os.write(self.master, key.encode())
+
+    def finish(self, timeout: float = 120) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self.read(0.2)
+        self.read(0.5)
+        code = self.proc.wait(timeout=5)
+        import os
+
+        os.close(self.master)
+        return code
+
+
+def _scratch_left(tmp: Path) -> list[str]:
+    """tuiprof's leftovers in a TMPDIR (torch keeps its own caches there: torchinductor_USER)."""
+    return [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")]
+
+
+LIVE_TINY = ("live", *TINY, "--wait", "1", "--warmup", "1", "--active", "3")
+
+
+def test_live_explorer_shows_progress_during_capture_then_the_trace(tmp_path) -> None:
+    """The capture sends fd 2 to its log; the explorer must still draw every stage on the terminal."""
+    term = Terminal(LIVE_TINY, tmp_path)
+    try:
+        torch_at = term.wait_for(r"importing torch")
+        building_at = term.wait_for(r"building tuiprof")
+        warmup_at = term.wait_for(r"step 2/5 · warmup · [0-9.]+ s · loss [0-9.]+")
+        active_at = term.wait_for(r"step 4/5 · active")
+        explorer_at = term.wait_for(r"Overview")
+        assert torch_at < building_at < warmup_at < active_at < explorer_at
+        term.press("q")
+        assert term.finish() == 0
+        assert "the trace was not kept (add --save PATH.json.gz to keep it)" in term.text
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert _scratch_left(tmp_path) == []  # the private scratch directory is gone
+
+
+def test_q_during_warmup_in_the_explorer_says_nothing_was_recorded(tmp_path) -> None:
+    args = ("live", *TINY, "--wait", "1", "--warmup", "4", "--active", "1")  # q lands in one of 4 warmup steps
+    term = Terminal(args, tmp_path, columns=220)
+    try:
+        term.wait_for(r"step 2/6 · warmup")
+        term.press("q")
+        term.wait_for(r"stopping after this step")
+        term.wait_for(r"stopped after step [2-5]/6 \(warmup\): nothing was recorded yet \(the profiler records step 6;")
+        term.press("q")
+        assert term.finish() == 130
+        assert re.search(r"tuiprof: tuiprof\.capture\.models:tiny_transformer: stopped after step [2-5]/6 \(warmup\)", term.text)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert _scratch_left(tmp_path) == []

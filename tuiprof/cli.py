@@ -12,10 +12,9 @@ import os
 import sys
 from pathlib import Path
 
-from tuiprof.errors import TraceError
+from tuiprof import __version__
+from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 
@@ -29,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except TraceError as exc:
         print(f"tuiprof: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exc.exit_code
     except KeyboardInterrupt:
         print("tuiprof: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -39,13 +38,14 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TUIPROF_DEBUG"):
             raise
         print(f"tuiprof: internal error: {type(exc).__name__}: {exc} (set TUIPROF_DEBUG=1 for a traceback)", file=sys.stderr)
-        return 1
+        return EXIT_INTERNAL
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tuiprof", description="Explore PyTorch profiler traces in the terminal."
     )
+    parser.add_argument("--version", action="version", version=f"tuiprof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     summary = commands.add_parser("summary", help="print tables of a trace (no UI)")
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     live = commands.add_parser("live", help="profile a model's training steps, then explore")
     live.add_argument("model", help="torchvision model name (resnet18) or package.module:factory")
-    live.set_defaults(handler=_run_capture("live"))
+    live.set_defaults(handler=run_live)
     run = commands.add_parser("run", help="profile an unmodified training script, then explore")
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--continue", dest="keep_running", action="store_true",
         help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
     )
-    run.set_defaults(handler=_run_capture("run"))
+    run.set_defaults(handler=run_script)
     for sub in (live, run):
         _add_capture_arguments(sub)
     return parser
@@ -84,7 +84,7 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    from tuiprof.report.render import FORMATS
+    from tuiprof.report.formats import FORMATS
 
     parser.add_argument("--view", choices=("ops", "modules", "kernels", "steps", "memory"), default="ops")
     parser.add_argument("--sort", metavar="COLUMN", help="column key to sort by, descending (see --format json keys)")
@@ -111,11 +111,12 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import load_model
-    from tuiprof.report.summary import print_summary
+    from tuiprof.report.summary import SummaryRequest, print_summary
 
     path = resolve_path(args)
     model = load_model(choose_trace(path, args.trace))
-    return print_summary(model, args)
+    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
+    return print_summary(model, request)
 
 
 def choose_trace(path: str, select: str | None) -> str:
@@ -144,13 +145,16 @@ def run_open(args: argparse.Namespace) -> int:
     return run_explorer(choose_trace(path, args.trace))
 
 
-def _run_capture(kind: str):
-    def handler(args: argparse.Namespace) -> int:
-        from tuiprof.capture.commands import run_capture_command
+def run_live(args: argparse.Namespace) -> int:
+    from tuiprof.capture.commands import run_live
 
-        return run_capture_command(kind, args)
+    return run_live(args)
 
-    return handler
+
+def run_script(args: argparse.Namespace) -> int:
+    from tuiprof.capture.commands import run_script
+
+    return run_script(args)
 
 
 if __name__ == "__main__":

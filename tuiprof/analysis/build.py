@@ -7,30 +7,47 @@ import os
 
 from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.kernels import aggregate_kernels
+from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
 from tuiprof.analysis.model import TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
+from tuiprof.trace.live import LiveFacts, decode_live_facts
 from tuiprof.trace.load import ProgressCallback
 
 
-def analyze(store: TraceEvents) -> TraceModel:
-    """Compute every table of the model from a loaded trace."""
+def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
+    """Compute every table of the model from a loaded trace.
+
+    ``live``: what the capture that made the trace knew (torch's FLOPs,
+    qualified module names...); by default the facts a capture saved in the
+    trace, if any.  The model is complete when returned and only read after.
+    """
+    if live is None:
+        live = decode_live_facts(store.header.live_facts, store.report)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small objects, no cycles: the collector only costs time
     try:
         calls, activity, unattributed = build_calls(store)
+        flops_source = TraceModel.flops_source
+        if live is not None and live.flops_by_external_id:
+            calls.flops = torch_flops_column(calls, live)
+            flops_source = TORCH_FLOPS
+        modules = build_module_tree(store, calls)
+        if live is not None:
+            name_modules(modules, live)
         model = TraceModel(
             info=_trace_info(store, calls, activity),
             report=store.report,
             calls=calls,
             activity=activity,
             unattributed=unattributed,
-            modules=build_module_tree(store, calls),
+            modules=modules,
             kernels=aggregate_kernels(activity, calls),
             steps=build_steps(calls, activity, store.gpu_annotations),
             memory=build_memory_timelines(store, calls),
+            flops_source=flops_source,
         )
         model.operators()
         return model

@@ -1,48 +1,33 @@
-"""What only a live run knows, applied to a model built from its trace.
+"""What only a live run knows, used while the model is built.
 
-A capture hands over plain data (no torch objects): torch's own FLOPs per
-operator call, keyed by the call's ``External id``, and per module instance
-(``Conv2d_1``) its qualified name, parameter count and output shape.
+The facts (:class:`tuiprof.trace.live.LiveFacts`) come either straight from a
+capture or from the member a capture saved in its trace; :func:`analyze`
+takes them into account before the model exists, so the model is never
+changed afterwards.
 """
 
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
 
-from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import fill_totals
+from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.analysis.modules import ModuleTree
+from tuiprof.trace.live import LiveFacts
 
-
-@dataclass
-class ModuleFacts:
-    qualified_name: str
-    parameters: int
-    output_shape: str
+TORCH_FLOPS = "measured by torch.profiler (with_flops)"
 
 
-@dataclass
-class LiveFacts:
-    flops_by_external_id: dict[int, int] = field(default_factory=dict)
-    modules: dict[str, ModuleFacts] = field(default_factory=dict)  # "Conv2d_1" -> facts
-    log_lines: list[str] = field(default_factory=list)  # what the profiler printed
-    device: str = "cpu"
+def torch_flops_column(calls: OperatorCalls, facts: LiveFacts) -> array:
+    """Per call, torch's own FLOP count (0 for calls it did not count)."""
+    measured = facts.flops_by_external_id
+    return array("q", [measured.get(ext, 0) if ext >= 0 else 0 for ext in calls.external_id])
 
 
-def apply_live_facts(model: TraceModel, facts: LiveFacts) -> TraceModel:
-    """Replace recomputed FLOPs with torch's and name the module tree."""
-    calls = model.calls
-    if facts.flops_by_external_id:
-        measured = facts.flops_by_external_id
-        calls.flops = array("q", [measured.get(ext, 0) if ext >= 0 else 0 for ext in calls.external_id])
-        model.flops_source = "measured by torch.profiler (with_flops)"
-        model._tables.clear()
-        model.__dict__.pop("total_flops", None)
-        fill_totals(model.modules, calls)
-    for node in model.modules.walk():
+def name_modules(tree: ModuleTree, facts: LiveFacts) -> None:
+    """Give each node of a tree being built its qualified name, parameters and output shape."""
+    for node in tree.walk():
         known = facts.modules.get(node.name)
         if known is not None:
             node.qualified_name = known.qualified_name
             node.parameters = known.parameters
             node.output_shape = known.output_shape
-    return model

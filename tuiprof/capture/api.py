@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 class ProfileSession:
@@ -14,7 +15,7 @@ class ProfileSession:
     def __init__(self, profiler: Any, path: Path) -> None:
         self.profiler = profiler  # the torch.profiler.profile object
         self.path = path
-        self.written = False
+        self.written = False  # whether ``path`` holds a trace yet
 
     def step(self) -> None:
         self.profiler.step()
@@ -26,6 +27,7 @@ def profile(
     *,
     activities: Iterable[Any] | None = None,
     schedule: Callable[[int], Any] | None = None,
+    keep: Literal["first", "last"] = "first",
     record_shapes: bool = True,
     profile_memory: bool = True,
     with_stack: bool = True,
@@ -36,29 +38,35 @@ def profile(
     """Profile the block with tuiprof's defaults (shapes, memory, stacks, FLOPs on).
 
     Arguments mirror ``torch.profiler.profile``.  On exit the trace is
-    written to ``path`` (``.json`` or ``.json.gz``; with a ``schedule``, the
-    last recorded window) and, with ``open_explorer=True``, the explorer
-    opens on it.
+    written to ``path`` (``.json`` or ``.json.gz``).  With a ``schedule``,
+    the first complete window is kept and nothing is recorded after it
+    (``keep="last"``: each complete window replaces the one before, for a
+    schedule with repeats); a window cut short by the end of the block is
+    written only when no complete one was, and only if it holds a finished
+    active step.  ``open_explorer=True`` opens the explorer on the trace.
     """
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from tuiprof.capture.session import write_trace
+    from tuiprof.capture.session import TraceWindows, write_trace
 
+    if keep not in ("first", "last"):
+        raise ValueError(f"keep must be 'first' or 'last', not {keep!r}")
     target = Path(path)
     if activities is None:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     session: ProfileSession
 
-    def on_trace_ready(prof: Any) -> None:
+    def save(prof: Any) -> None:
         write_trace(prof, target)
         session.written = True
 
+    windows = TraceWindows(save, keep_last=keep == "last")
     profiler = torch_profile(
         activities=list(activities),
-        schedule=schedule,
-        on_trace_ready=on_trace_ready if schedule is not None else None,
+        schedule=windows.schedule(schedule) if schedule is not None else None,
+        on_trace_ready=windows if schedule is not None else None,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
         with_stack=with_stack,
@@ -66,12 +74,17 @@ def profile(
         **profiler_kwargs,
     )
     session = ProfileSession(profiler, target)
-    with profiler:
+    with windows.recording(profiler):
         yield session
-    if not session.written:
+    if schedule is None:
         write_trace(profiler, target)
         session.written = True
-    if open_explorer:
+    elif not session.written:
+        warnings.warn(
+            f"tuiprof.profile: the block ended before an active step of the schedule finished; nothing was written to {target}",
+            stacklevel=3,
+        )
+    if open_explorer and session.written:
         from tuiprof.tui.app import run_explorer
 
         run_explorer(str(target))

@@ -1,113 +1,194 @@
-"""``tuiprof live`` and ``tuiprof run``: capture, then show."""
+"""``tuiprof live`` and ``tuiprof run``: check, capture with progress, show,
+and say where the kept trace is.
+
+Scratch files (the trace when ``--save`` is not given, the profiler log)
+live in a private temporary directory that is removed on the way out,
+whatever happens.  Imports nothing heavy at module level: torch is loaded
+once progress is on screen.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
+import tempfile
 import time
 from argparse import Namespace
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
-from tuiprof.capture.config import CaptureConfig, CaptureProgress
-
-EXIT_INTERRUPTED = 130
-
-
-def config_from_args(model: str, args: Namespace) -> CaptureConfig:
-    return CaptureConfig(
-        model=model,
-        device=args.device,
-        batch_size=args.batch_size,
-        input_shape=args.input_shape,
-        num_classes=args.num_classes,
-        mode=args.mode,
-        wait=args.wait,
-        warmup=args.warmup,
-        active=args.active,
-        repeat=args.repeat,
-        record_shapes=not args.no_shapes,
-        profile_memory=not args.no_memory,
-        with_stack=not args.no_stack,
-        with_flops=not args.no_flops,
-        data=args.data,
-        data_root=args.data_root,
-    )
-
-
-def run_capture_command(kind: str, args: Namespace) -> int:
-    if kind == "run":
-        from tuiprof.capture.script import run_script_command
-
-        return run_script_command(args)
-    return run_live(args)
+from tuiprof.capture.config import CaptureConfig, CaptureProgress, parse_shape
+from tuiprof.capture.options import check_save_path, config_from_args, require_packages
+from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
 
 
 def run_live(args: Namespace) -> int:
-    from tuiprof.capture.config import parse_shape
-    from tuiprof.capture.live import LiveCapture
-
+    started = time.perf_counter()
     config = config_from_args(args.model, args)
     parse_shape(config.input_shape)
+    require_packages("live", ("torch",) if ":" in config.model else ("torch", "torchvision"))
+    if args.save:
+        check_save_path(args.save)
     if config.device not in ("auto", "cpu"):  # fail fast, before any screen: --device cuda without CUDA
         from tuiprof.capture.models import resolve_device
 
         resolve_device(config.device)
-    if args.save:
-        _check_save_path(args.save)
-    live = LiveCapture(config)
-    if args.no_tui or not sys.stdout.isatty():
-        return _live_without_ui(live, args)
+    from tuiprof.capture.live import LiveCapture
+
+    with scratch_directory() as scratch:
+        live = LiveCapture(config, scratch, Path(args.save) if args.save else None, started)
+        if args.no_tui or not sys.stdout.isatty():
+            code = _live_without_ui(live)
+        else:
+            code = _live_in_explorer(live)
+    _say_where_the_trace_is(args.save, live.result is not None and live.result.trace_path is not None)
+    return code
+
+
+def _live_in_explorer(live) -> int:
+    from tuiprof.capture.terminal import drawing_on_terminal
     from tuiprof.tui.app import ExplorerApp, run_app
 
     app = ExplorerApp(live)
-    code = run_app(app)
-    _save(live, args.save)
-    interrupted = live.result is not None and live.result.interrupted
-    return EXIT_INTERRUPTED if interrupted and code == 0 else code
+    with drawing_on_terminal(app):
+        code = run_app(app)
+    stopped_early = live.result is None or live.result.interrupted
+    return EXIT_INTERRUPTED if stopped_early and code == 0 else code
 
 
-def _live_without_ui(live, args: Namespace) -> int:
-    from tuiprof.report.summary import print_summary
-
+def _live_without_ui(live) -> int:
     from tuiprof.capture.live import describe_progress
 
-    started = time.perf_counter()
     last = [0.0]
-    # fd 2 goes to the profiler log during capture; progress keeps the real stderr.
-    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    with _terminal() as terminal:
 
-    def on_progress(progress: CaptureProgress) -> None:
-        now = time.perf_counter()
-        if now - last[0] >= 0.5 or progress.phase in ("done", "active") or progress.step == 0:
-            last[0] = now
-            print(f"tuiprof: {describe_progress(progress)}", file=terminal, flush=True)
+        def on_progress(progress: CaptureProgress) -> None:
+            now = time.perf_counter()
+            if now - last[0] >= 0.5 or progress.phase in ("setup", "done", "active") or progress.step == 0:
+                last[0] = now
+                print(f"tuiprof: {describe_progress(progress)}", file=terminal, flush=True)
 
-    try:
         with _stop_on_sigint(live.stop, terminal):
             result = live.capture(on_progress)
-    finally:
-        terminal.close()
-    _save(live, args.save)
-    if result.trace_path is None:
-        print(f"tuiprof: {args.model}: stopped before any step was recorded; nothing to show", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    model = live.build_model()
-    for view in ("ops", "modules"):
-        print_summary(model, Namespace(view=view, sort=None, limit=25, group_by_shape=False, top_level_only=False, format="table"))
-    where = args.save or result.trace_path
+    model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
+    _print_tables(model)
     print(
-        f"tuiprof: {result.steps_done} steps in {time.perf_counter() - started:.1f} s; trace: {where}; "
-        f"profiler log ({len(result.facts.log_lines)} lines): {live.log_path}",
+        f"tuiprof: {result.steps_done} steps in {time.perf_counter() - live.started:.1f} s; "
+        f"profiler log: {len(result.facts.log_lines)} lines",
         file=sys.stderr,
     )
     return EXIT_INTERRUPTED if result.interrupted else 0
 
 
+def run_script(args: Namespace) -> int:
+    started = time.perf_counter()
+    script = Path(args.script)
+    if not script.is_file():
+        raise TraceError(str(script), "no such script", "check the path")
+    require_packages("run", ("torch",))
+    if args.save:
+        check_save_path(args.save)
+    config = config_from_args(str(script), args)
+    with scratch_directory() as scratch:
+        trace_path = Path(args.save) if args.save else scratch / f"{script.stem}.pt.trace.json.gz"
+        code = _run_script_in(scratch, script, args, config, trace_path, started)
+    return code
+
+
+def _run_script_in(scratch: Path, script: Path, args: Namespace, config: CaptureConfig, trace_path: Path, started: float) -> int:
+    from tuiprof.capture.live import describe_progress
+
+    log_path = scratch / "profiler.log"
+
+    def read_log() -> list[str]:
+        return log_path.read_text(errors="replace").splitlines() if log_path.exists() else []
+
+    with _terminal() as terminal:
+
+        def on_progress(progress: CaptureProgress) -> None:
+            print(f"tuiprof: {describe_progress(progress)}", file=terminal, flush=True)
+
+        on_progress(CaptureProgress(0, config.total_steps, "setup", time.perf_counter() - started, None, "importing torch"))
+        from tuiprof.capture.script import profile_script
+        from tuiprof.capture.session import native_stderr_to
+
+        sys.path.insert(0, str(script.resolve().parent))
+        with native_stderr_to(log_path):
+            sys.stderr = terminal  # the script's own errors stay visible; Kineto's fd-2 lines go to the log
+            try:
+                result = profile_script(
+                    script, args.script_args, config, trace_path, args.keep_running, on_progress, started, read_log
+                )
+            finally:
+                sys.stderr = sys.__stderr__
+    if result.exit_note:
+        print(f"tuiprof: {script} {result.exit_note}", file=sys.stderr)
+    if not result.written:
+        print(
+            f"tuiprof: {script}: {result.steps} optimizer steps seen, {config.total_steps} needed "
+            f"(wait {config.wait}, warmup {config.warmup}, active {config.active}); nothing was recorded",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED if result.interrupted else EXIT_BAD_INPUT
+    from tuiprof.analysis import analyze
+    from tuiprof.trace import load_trace
+
+    result.facts.log_lines = read_log()
+    model = analyze(load_trace(trace_path), result.facts)
+    if args.no_tui or not sys.stdout.isatty():
+        _print_tables(model)
+        code = 0
+    else:
+        from tuiprof.tui.app import ExplorerApp, run_app
+        from tuiprof.tui.sources import PreparedSource
+
+        code = run_app(ExplorerApp(PreparedSource(model, f"run {script.name}", result.facts.log_lines)))
+    print(f"tuiprof: {result.steps} steps profiled in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    _say_where_the_trace_is(args.save, True)
+    return EXIT_INTERRUPTED if result.interrupted and code == 0 else code
+
+
+def _print_tables(model) -> None:
+    from tuiprof.report.summary import SummaryRequest, print_summary
+
+    for view in ("ops", "modules"):
+        print_summary(model, SummaryRequest(view=view, limit=25))
+
+
+def _say_where_the_trace_is(save: str | None, captured: bool) -> None:
+    """After the explorer is gone (so scrollback keeps it): the kept trace, or how to keep one."""
+    if not captured:
+        return
+    if save:
+        print(f"tuiprof: trace saved: {save} (reopen: tuiprof open {save})", file=sys.stderr)
+    else:
+        print("tuiprof: the trace was not kept (add --save PATH.json.gz to keep it)", file=sys.stderr)
+
+
 @contextmanager
-def _stop_on_sigint(stop, terminal):
+def scratch_directory() -> Iterator[Path]:
+    """A private (0700, unpredictable name) temporary directory, removed on exit, also on failure."""
+    with tempfile.TemporaryDirectory(prefix="tuiprof-", ignore_cleanup_errors=True) as scratch:
+        yield Path(scratch)
+
+
+@contextmanager
+def _terminal() -> Iterator[TextIO]:
+    """Progress lines' stream: the terminal, even while fd 2 goes to the profiler log."""
+    from tuiprof.capture.terminal import terminal_duplicate
+
+    terminal = terminal_duplicate()
+    try:
+        yield terminal
+    finally:
+        terminal.close()
+
+
+@contextmanager
+def _stop_on_sigint(stop, terminal: TextIO):
     """First Ctrl-C: finish the current step, keep what was recorded. Second: abort.
 
     A KeyboardInterrupt raised inside torch.profiler's step transitions can
@@ -125,24 +206,3 @@ def _stop_on_sigint(stop, terminal):
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _check_save_path(path: str) -> None:
-    from tuiprof.errors import TraceError
-
-    if not path.endswith((".json", ".json.gz")):
-        raise TraceError(f"--save {path}", "the file name must end in .json or .json.gz", "pick such a name")
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise TraceError(f"--save {path}", "its folder does not exist", "create it first")
-
-
-def _save(live, path: str | None) -> None:
-    """Copy the captured trace to ``--save`` (gzipped or not, as the name says)."""
-    if not path or live.result is None or live.result.trace_path is None:
-        return
-    import gzip
-
-    source = live.result.trace_path
-    with gzip.open(source, "rb") as data, (gzip.open(path, "wb") if path.endswith(".gz") else open(path, "wb")) as out:
-        shutil.copyfileobj(data, out)

@@ -49,10 +49,7 @@ class CaptureProgress:
 
 
 class CaptureError(TraceError):
-    """A capture that cannot start: a bad model name, no CUDA, no dataset."""
-
-    def __init__(self, subject: str, problem: str, remedy: str) -> None:
-        super().__init__(subject, problem, remedy)
+    """A capture that cannot start: a bad model name, no CUDA, no dataset (exit code 2)."""
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -1,63 +1,84 @@
 """A live capture as a model source: profile, then analyse, with progress.
 
 Used by the explorer (in its worker thread) and by ``--no-tui`` alike, so
-both see the same model: the trace file's analysis plus what only the live
-run knows (torch's FLOPs, qualified module names, parameters, shapes).
+both see the same model: the trace's analysis plus what only the live run
+knows (torch's FLOPs, qualified module names, parameters, shapes), which is
+also saved in the trace (:mod:`tuiprof.trace.live`).
 """
 
 from __future__ import annotations
 
-import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tuiprof.analysis import load_model
-from tuiprof.analysis.live import apply_live_facts
+from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
 from tuiprof.capture.config import CaptureConfig, CaptureProgress
-from tuiprof.errors import TraceError
+from tuiprof.errors import EXIT_INTERRUPTED, TraceError
+from tuiprof.trace import load_trace
 
 
 class NothingCaptured(TraceError):
-    """Stopped before the first active step: there is no trace to show."""
+    """Stopped before an active step finished: there is no trace to show."""
 
-    exit_code = 130
+    exit_code = EXIT_INTERRUPTED
 
-    def __init__(self, model: str) -> None:
-        super().__init__(model, "stopped before any step was recorded", "let it reach the active steps")
+    def __init__(self, config: CaptureConfig, steps_done: int) -> None:
+        first = config.wait + config.warmup + 1
+        last = config.wait + config.warmup + config.active
+        recorded = f"step {first}" if first == last else f"steps {first}-{last}"
+        if steps_done == 0:
+            where = "stopped before the first step"
+        else:
+            where = f"stopped after step {steps_done}/{config.total_steps} ({config.phase_of(steps_done - 1)})"
+        super().__init__(
+            config.model,
+            f"{where}: nothing was recorded yet (the profiler records {recorded}; "
+            f"wait {config.wait}, warmup {config.warmup}, active {config.active})",
+            "let it run into the active steps, or lower --wait/--warmup",
+        )
 
 
 class LiveCapture:
     """Profile ``config`` into ``trace_path`` and build the model.
 
-    Kineto's native log lines go to a file (never onto the screen) and come
-    back as ``log_lines``.
+    Kineto's native log lines go to ``scratch/profiler.log`` (never onto the
+    screen) and come back as ``log_lines``.  ``scratch`` belongs to the
+    caller, who removes it.
     """
 
-    def __init__(self, config: CaptureConfig, trace_path: Path | None = None) -> None:
+    def __init__(
+        self, config: CaptureConfig, scratch: Path, trace_path: Path | None = None, started: float | None = None
+    ) -> None:
         self.config = config
-        self.scratch = Path(tempfile.mkdtemp(prefix="tuiprof-"))
-        self.trace_path = trace_path or self.scratch / f"{_slug(config.model)}.pt.trace.json.gz"
-        self.log_path = self.scratch / "profiler.log"
+        self.trace_path = trace_path or scratch / f"{_slug(config.model)}.pt.trace.json.gz"
+        self.log_path = scratch / "profiler.log"
         self.title = f"live {config.model}"
         self.stop = threading.Event()
+        self.started = time.perf_counter() if started is None else started  # progress counts from here
         self.result = None  # CaptureResult once captured
 
-    def capture(self, on_progress: Callable[[CaptureProgress], None] | None = None):
+    def capture(self, on_progress: Callable[[CaptureProgress], None] | None = None, stopped: Callable[[], bool] | None = None):
         """Run the capture (imports torch: seconds, so the UI is already up)."""
+        if on_progress:
+            on_progress(CaptureProgress(0, self.config.total_steps, "setup", time.perf_counter() - self.started, None, "importing torch"))
         from tuiprof.capture.session import native_stderr_to, profile_training
 
         with native_stderr_to(self.log_path):
-            self.result = profile_training(self.config, self.trace_path, on_progress, self.stop)
+            self.result = profile_training(
+                self.config, self.trace_path, on_progress, stopped or self.stop.is_set,
+                started=self.started, read_log=self.log_lines,
+            )
         self.result.facts.log_lines = self.log_lines()
         return self.result
 
     def build_model(self) -> TraceModel:
         result = self.result
         if result is None or result.trace_path is None:
-            raise NothingCaptured(self.config.model)
-        return apply_live_facts(load_model(result.trace_path), result.facts)
+            raise NothingCaptured(self.config, result.steps_done if result else 0)
+        return analyze(load_trace(result.trace_path), result.facts)
 
     def log_lines(self) -> list[str]:
         try:
@@ -67,21 +88,19 @@ class LiveCapture:
 
     # The explorer's source protocol (tuiprof.tui.sources.ModelSource).
     def __call__(self, report, cancelled) -> tuple[TraceModel, list[str]]:
-        report("loading torch", None)
-
         def on_progress(progress: CaptureProgress) -> None:
-            if cancelled():
-                self.stop.set()  # ends the loop after this step; what was recorded is kept
-            report(describe_progress(progress), progress.step / progress.total_steps if progress.total_steps else None)
+            total = progress.total_steps
+            report(describe_progress(progress), progress.step / total if total and progress.phase != "setup" else None)
 
-        self.capture(on_progress)
+        self.capture(on_progress, lambda: cancelled() or self.stop.is_set())
         report("analysing the captured trace", None)
         return self.build_model(), self.log_lines()
 
 
 def describe_progress(progress: CaptureProgress) -> str:
+    """``step 3/5 · active · 4.2 s · loss 2.3026`` (the loss of the step before)."""
     if progress.phase == "setup":
-        return f"{progress.message} · {progress.elapsed_s:.1f} s"
+        return f"{progress.message}… · {progress.elapsed_s:.1f} s"
     text = f"step {min(progress.step + 1, progress.total_steps)}/{progress.total_steps} · {progress.phase} · {progress.elapsed_s:.1f} s"
     if progress.loss is not None:
         text += f" · loss {progress.loss:.4f}"

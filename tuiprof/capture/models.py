@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Iterator
 
@@ -28,13 +29,22 @@ def build_model(name: str, num_classes: int) -> nn.Module:
 
     available = torchvision.models.list_models()
     if name not in available:
-        close = [m for m in available if name.lower() in m][:5]
-        hint = f"did you mean {', '.join(close)}?" if close else "see torchvision.models.list_models()"
+        close = similar_names(name, available)
+        hint = f"did you mean {' or '.join(close)}?" if close else "see torchvision.models.list_models()"
         raise CaptureError(name, "not a torchvision model", hint)
     try:
         return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
     except TypeError:
         return torchvision.models.get_model(name, weights=None)
+
+
+def similar_names(name: str, available: list[str]) -> list[str]:
+    """Up to 3 names a typo may have meant (``restnet18`` -> ``resnet18``), closest first."""
+    lowered = name.lower()
+    scored = sorted(((difflib.SequenceMatcher(None, lowered, m).ratio(), m) for m in available), reverse=True)
+    best = scored[0][0] if scored else 0.0
+    close = [m for ratio, m in scored[:3] if ratio >= max(0.75, best - 0.05)]
+    return close or [m for m in available if lowered in m][:3]
 
 
 def resolve_device(requested: str) -> torch.device:

@@ -13,7 +13,6 @@ import gzip
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,16 +21,16 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
-from tuiprof.analysis.live import LiveFacts, ModuleFacts
 from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
+from tuiprof.trace.live import MEMBER, LiveFacts, ModuleFacts, encode_live_facts
 
 
 @dataclass
 class CaptureResult:
-    trace_path: Path | None  # None when interrupted before any active step
+    trace_path: Path | None  # None when stopped before an active step finished
     facts: LiveFacts
     key_averages: list[dict] = field(default_factory=list)
     interrupted: bool = False
@@ -42,31 +41,45 @@ class CaptureResult:
 ProgressFn = Callable[[CaptureProgress], None]
 
 
+def _never() -> bool:
+    return False
+
+
 def profile_training(
     config: CaptureConfig,
     trace_path: Path,
     on_progress: ProgressFn | None = None,
-    stop: threading.Event | None = None,
+    stopped: Callable[[], bool] = _never,
     want_key_averages: bool = False,
     model: nn.Module | None = None,
     batches: Iterator[tuple[torch.Tensor, torch.Tensor]] | None = None,
+    started: float | None = None,
+    read_log: Callable[[], list[str]] | None = None,
 ) -> CaptureResult:
     """Run ``config.total_steps`` training steps under the profiler.
 
-    ``trace_path`` receives the last recorded window (``.json`` or
-    ``.json.gz``).  KeyboardInterrupt or ``stop`` ends the loop early; what
-    was recorded is still written.  ``model``/``batches`` let callers (and
-    tests) pass their own.
+    ``trace_path`` receives the recorded window (``.json`` or ``.json.gz``,
+    see :class:`TraceWindows`) with the run's :class:`LiveFacts` in it.
+    KeyboardInterrupt or ``stopped()`` ends the loop early; finished active
+    steps are still written.  ``model``/``batches`` let callers (and tests)
+    pass their own; ``started`` is when the user's command began (progress
+    shows time since then); ``read_log`` gives the profiler's log lines so far.
     """
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
+    facts = LiveFacts()
+    result = CaptureResult(trace_path=None, facts=facts)
 
-    def note(message: str) -> None:
+    def note(message: str) -> bool:
+        """Report a setup stage; whether the user asked to stop."""
         if on_progress:
             on_progress(CaptureProgress(0, config.total_steps, "setup", time.perf_counter() - started, None, message))
+        result.interrupted = stopped()
+        return result.interrupted
 
     device = resolve_device(config.device)
     input_shape = parse_shape(config.input_shape)
-    note(f"building {config.model} on {device}")
+    if note(f"building {config.model} on {device}"):
+        return result
     model = model if model is not None else build_model(config.model, config.num_classes)
     model = model.to(device)
     model.train(config.mode == "train")
@@ -78,38 +91,42 @@ def profile_training(
         else:
             batches = synthetic_batches(config.batch_size, input_shape, config.num_classes, device)
 
-    facts = LiveFacts(device=str(device))
-    result = CaptureResult(trace_path=None, facts=facts)
     first_inputs, first_targets = next(batches)
-    note("one unprofiled forward to name the modules")
-    with _oom_as_error(config):
+    if note("one unprofiled forward to name the modules"):
+        return result
+    with _oom_as_error(config), _mismatch_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
 
-    def on_trace_ready(prof: profile) -> None:
-        write_trace(prof, trace_path)
-        result.trace_path = trace_path
+    def save(prof: profile) -> None:
         if config.with_flops:
             facts.flops_by_external_id = torch_flops(prof)
+        if read_log is not None:
+            facts.log_lines = read_log()
+        write_trace(prof, trace_path, facts)
+        result.trace_path = trace_path
         if want_key_averages:
             result.key_averages = key_average_records(prof)
 
     loss_value: float | None = None
-    prof = make_profiler(config, device.type == "cuda", on_trace_ready)
+    windows = TraceWindows(save, keep_last=config.repeat != 1)
+    prof = make_profiler(config, device.type == "cuda", windows)
     try:
-        with _oom_as_error(config), prof:
+        with _oom_as_error(config), windows.recording(prof):
             inputs, targets = first_inputs, first_targets
             for step in range(config.total_steps):
-                if stop is not None and stop.is_set():
-                    result.interrupted = True
-                    break
                 phase = config.phase_of(step)
                 if on_progress:
                     on_progress(CaptureProgress(step, config.total_steps, phase, time.perf_counter() - started, loss_value))
                 step_start = time.perf_counter()
                 loss_value = _train_step(model, criterion, optimizer, inputs, targets, config.mode == "train", device)
-                prof.step()
                 result.step_times_s.append(time.perf_counter() - step_start)
                 result.steps_done = step + 1
+                if step + 1 < config.total_steps and stopped():
+                    # No prof.step(): it would open an empty next step in the
+                    # trace; the stop closes this finished one instead.
+                    result.interrupted = windows.current_step_finished = True
+                    break
+                prof.step()
                 inputs, targets = next(batches)
     except KeyboardInterrupt:
         result.interrupted = True
@@ -123,13 +140,78 @@ def profile_training(
     return result
 
 
-def make_profiler(config: CaptureConfig, cuda: bool, on_trace_ready: Callable[[profile], None]) -> profile:
+class TraceWindows:
+    """Which of the profiler's windows reach the trace file.
+
+    torch calls ``on_trace_ready`` at the end of each complete window of the
+    schedule, and again when the profiler stops inside one (a partial
+    window).  Written here: the first complete window (``keep_last``: each
+    complete window replaces the one before, for users who ask for repeats);
+    a partial window only while no complete one was written, and only if it
+    holds a finished active step -- stopped in warmup, or right as the first
+    active step began, it would open as an empty trace.  Once the first
+    complete window is kept, the schedule records nothing more (later cycles
+    would only slow the user's loop down).
+    """
+
+    def __init__(self, save: Callable[[profile], None], keep_last: bool = False) -> None:
+        self.save = save
+        self.keep_last = keep_last
+        self.complete = 0  # complete windows written
+        self.stopping = False
+        # Whether the step the profiler is in has done its work: a loop that
+        # stops between its work and prof.step() sets it; after prof.step()
+        # (an optimizer hook, a user's loop) the current step is empty.
+        self.current_step_finished = False
+
+    def schedule(self, inner: Callable[[int], ProfilerAction]) -> Callable[[int], ProfilerAction]:
+        def action(step: int) -> ProfilerAction:
+            return ProfilerAction.NONE if self.complete and not self.keep_last else inner(step)
+
+        return action
+
+    def __call__(self, prof: profile) -> None:
+        """The profiler's ``on_trace_ready``."""
+        partial = self.stopping or prof.current_action == getattr(ProfilerAction, "DEVICE_STOPPED", None)
+        if partial:
+            if self.complete or finished_active_steps(prof, self.current_step_finished) == 0:
+                return
+        elif self.complete and not self.keep_last:
+            return
+        self.save(prof)
+        self.complete += not partial
+
+    @contextmanager
+    def recording(self, prof: profile) -> Iterator[profile]:
+        """``with prof:``, telling the stop's ``on_trace_ready`` that its window is partial."""
+        prof.start()
+        try:
+            yield prof
+        finally:
+            self.stopping = True
+            prof.__exit__(None, None, None)
+
+
+def finished_active_steps(prof: profile, current_step_finished: bool) -> int:
+    """Recorded (active) steps of the window that ends now which did their work."""
+    recording = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+    count = 0
+    step = prof.step_num if current_step_finished else prof.step_num - 1
+    while step >= 0 and prof.schedule(step) in recording:
+        count += 1
+        step -= 1
+    return count
+
+
+def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows) -> profile:
     """torch.profiler with the config's schedule and switches (CUDA activity when asked)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     return profile(
         activities=activities,
-        schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
-        on_trace_ready=on_trace_ready,
+        schedule=windows.schedule(
+            schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat)
+        ),
+        on_trace_ready=windows,
         record_shapes=config.record_shapes,
         profile_memory=config.profile_memory,
         with_stack=config.with_stack,
@@ -169,6 +251,22 @@ def _oom_as_error(config: CaptureConfig):
     except torch.cuda.OutOfMemoryError:
         raise CaptureError(
             config.model, f"CUDA out of memory at batch size {config.batch_size}", "try a smaller --batch-size"
+        ) from None
+
+
+@contextmanager
+def _mismatch_as_error(config: CaptureConfig):
+    """The first forward is where a wrong --input-shape or --num-classes shows: bad input, not a crash."""
+    try:
+        yield
+    except (RuntimeError, ValueError, IndexError) as exc:
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            raise
+        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CaptureError(
+            config.model,
+            f"the model rejects a batch of {config.batch_size}x{config.input_shape} ({problem})",
+            "pass the --input-shape (and --num-classes) the model expects",
         ) from None
 
 
@@ -223,16 +321,36 @@ def _shape_text(output) -> str:
     return ""
 
 
-def write_trace(prof: profile, path: Path) -> None:
+def write_trace(prof: profile, path: Path, facts: LiveFacts | None = None) -> None:
+    """torch's Chrome trace at ``path`` (gzipped if it ends in .gz), with ``facts``
+    as the extra top-level member :data:`tuiprof.trace.live.MEMBER`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.name.endswith(".gz"):
-        with tempfile.TemporaryDirectory() as scratch:
-            plain = Path(scratch) / "trace.json"
-            prof.export_chrome_trace(str(plain))
-            with open(plain, "rb") as source, gzip.open(path, "wb", compresslevel=6) as target:
+    with tempfile.TemporaryDirectory(prefix="tuiprof-") as scratch:
+        plain = Path(scratch) / "trace.json"
+        prof.export_chrome_trace(str(plain))
+        opener = gzip.open(path, "wb", compresslevel=6) if path.name.endswith(".gz") else open(path, "wb")
+        with open(plain, "rb") as source, opener as target:
+            if facts is None:
                 shutil.copyfileobj(source, target)
-    else:
-        prof.export_chrome_trace(str(path))
+            else:
+                _copy_with_member(source, target, encode_live_facts(facts))
+
+
+def _copy_with_member(source, target, member: bytes) -> None:
+    """Copy a JSON object document, adding ``"MEMBER": member`` before its closing brace."""
+    size = os.fstat(source.fileno()).st_size
+    tail_start = max(0, size - 4096)
+    source.seek(tail_start)
+    close = tail_start + source.read().rfind(b"}")
+    if close < tail_start:
+        raise CaptureError(str(source.name), "torch wrote a trace that is not a JSON object", "report this as a bug")
+    source.seek(0)
+    left = close
+    while left:
+        chunk = source.read(min(left, 1 << 20))
+        target.write(chunk)
+        left -= len(chunk)
+    target.write(b',\n  "' + MEMBER.encode() + b'": ' + member + b"\n}\n")
 
 
 def torch_flops(prof: profile) -> dict[int, int]:

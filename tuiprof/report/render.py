@@ -13,8 +13,6 @@ from rich.table import Table
 
 from tuiprof.report.views import Column, Row, public_row
 
-FORMATS = ("table", "csv", "json", "markdown")
-
 
 def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: str = "") -> str:
     """Text of ``rows`` in ``fmt``; table text is plain (no colour, ASCII rules)."""

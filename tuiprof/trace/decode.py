@@ -102,7 +102,7 @@ def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "
     if tail is not None:
         for name in tail.__struct_fields__:
             value = getattr(tail, name)
-            if value is not None and name != "traceEvents":
+            if value is not None and name != "traceEvents" and value != msgspec.Raw():
                 setattr(header, name, value)
     return DocumentPlan(header, _plan_spans(view, body_start, end))
 

@@ -98,6 +98,8 @@ class TraceHeader(msgspec.Struct, gc=False):
     baseTimeNanoseconds: int | None = None
     traceName: str | None = None
     displayTimeUnit: str | None = None
+    # tuiprof's own member in traces it captured (tuiprof.trace.live), decoded on demand.
+    live_facts: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="tuiprofLive")
     traceEvents: list[RawEvent] = []
 
 
