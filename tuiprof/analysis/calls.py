@@ -19,8 +19,9 @@ This reproduces what ``torch.autograd.profiler`` does before
   ``External id`` (through the runtime launch's ``correlation`` for kernels
   that lack one); device total adds the children's.
 
-Times are integer nanoseconds (``round(ts * 1000)``): trace timestamps carry
-nanosecond decimals that floats at epoch magnitudes cannot compare exactly.
+Times are integer nanoseconds converted exactly from the decimal text of
+``ts``/``dur`` (:func:`tuiprof.trace.columns.exact_ns`): floats at epoch
+magnitudes cannot hold their nanosecond decimals.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from tuiprof.trace.columns import (
     DeviceEvents,
     input_texts,
     int_column,
-    to_ns_column,
 )
 from tuiprof.trace.schema import decode_member
 from tuiprof.trace.store import TraceEvents
@@ -70,10 +70,6 @@ BACKWARD_ROOT_PREFIX = "autograd::engine::evaluate_function: "
 def is_step_name(name: str) -> bool:
     """``ProfilerStep#N``: the spans a profiler schedule writes around each step."""
     return name.startswith(STEP_PREFIX)
-
-
-def to_ns(value: float | int) -> int:
-    return round(value * 1000)
 
 
 @dataclass
@@ -450,7 +446,7 @@ def _memory_per_node(
     records = [e for e in store.memory if e.args is not None]
     if not records:
         return cpu_mem, device_mem, unattributed
-    times = to_ns_column([e.ts for e in records])
+    times = np.array([e.start_ns for e in records], dtype=np.int64)
     sizes = int_column([e.args.alloc_bytes or 0 for e in records])
     kinds = int_column([-1 if e.args.device_type is None else e.args.device_type for e in records])
     by_time = np.argsort(times, kind="stable")

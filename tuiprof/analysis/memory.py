@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.calls import CPU_MEMORY_TYPES, OperatorCalls, to_ns
+from tuiprof.analysis.calls import CPU_MEMORY_TYPES, OperatorCalls
 from tuiprof.trace.store import TraceEvents, as_thread_id
 
 DEVICE_TYPE_NAMES = {0: "CPU", 1: "CUDA", 2: "MKLDNN", 5: "IDEEP", 6: "HIP", 12: "XPU", 20: "PrivateUse1"}
@@ -46,7 +46,7 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
         if type_id not in CPU_MEMORY_TYPES:
             device = f"{device}:{args.device_id if args.device_id is not None else 0}"
         per_device.setdefault(device, []).append(
-            (to_ns(event.ts), args.alloc_bytes, args.total_allocated, args.total_reserved, event.tid)
+            (event.start_ns, args.alloc_bytes, args.total_allocated, args.total_reserved, event.tid)
         )
     timelines = []
     for device, records in per_device.items():

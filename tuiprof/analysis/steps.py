@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuiprof.analysis.arrays import nearest_ancestor
-from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, is_step_name, to_ns
-from tuiprof.trace.schema import RawEvent
+from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, is_step_name
+from tuiprof.trace.schema import TimedEvent
 
 DATA_LOADING_PREFIX = "enumerate(DataLoader)"
 COMMUNICATION_MARKERS = ("nccl", "rccl", "allreduce", "all_reduce", "allgather", "reducescatter", "c10d")
@@ -23,13 +23,13 @@ class StepStats:
     start_ns: int
     duration_us: float
     data_loading_us: float
-    kernel_us: float  # compute kernels (union of their intervals)
+    kernel_us: float  # compute kernels in the window, any step's (union of their intervals)
     memcpy_us: float
     memset_us: float
     communication_us: float
-    device_busy_us: float  # union of all device activity
+    device_busy_us: float  # union of all device activity in the window
     device_idle_us: float  # window minus busy
-    device_window_us: float  # the step as the device saw it
+    device_window_us: float  # the step as the device saw it (see build_steps)
 
     @property
     def idle_pct(self) -> float:
@@ -42,39 +42,52 @@ def is_communication(name: str) -> bool:
 
 
 def build_steps(
-    calls: OperatorCalls, activity: DeviceActivity, gpu_annotations: list[RawEvent]
+    calls: OperatorCalls, activity: DeviceActivity, gpu_annotations: list[TimedEvent]
 ) -> list[StepStats]:
+    """One row per ``ProfilerStep#N``, device columns measured over its device window.
+
+    The window is the step's ``gpu_user_annotation`` span when the trace has
+    one, else its CPU span, stretched to the end of the device work the step
+    launched (a lagging device finishes a step after the CPU has moved on).
+    Every device column is the union of what ran on the device inside that
+    window, whichever step launched it: when windows overlap, the previous
+    step's kernels keep the device busy, and idle is only what nothing covers.
+    """
     name_id = calls.column("name_id")
     step_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(is_step_name)))
     if not len(step_rows):
         return []
-    device_windows = {
-        e.name: (to_ns(e.ts), to_ns(e.ts) + to_ns(e.dur)) for e in gpu_annotations if is_step_name(e.name)
-    }
+    device_windows = {e.name: (e.start_ns, e.start_ns + e.dur_ns) for e in gpu_annotations if is_step_name(e.name)}
     step_of = _step_of_calls(calls, step_rows)
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
     loading_codes = calls.name_codes(lambda name: name.startswith(DATA_LOADING_PREFIX))
     loading_rows = np.flatnonzero(np.isin(name_id, loading_codes) & (step_of >= 0))
     loading = np.bincount(step_of[loading_rows], weights=calls.column("total_ns")[loading_rows], minlength=len(calls))
+    begins = activity.start_ns
+    finishes = begins + activity.dur_ns
     kinds = _activity_kinds(activity)
+    coverage = [Coverage(begins, finishes)] + [Coverage(begins[kinds == k], finishes[kinds == k]) for k in range(4)]
+    own_end = np.full(len(calls), -1, dtype=np.int64)
+    launched = activity_step >= 0
+    np.maximum.at(own_end, activity_step[launched], finishes[launched])
 
-    steps = []
+    windows = []
     for row in step_rows.tolist():
         name = calls.name(row)
+        low, high = device_windows.get(name, (calls.start_ns[row], calls.end_ns[row]))
+        if own_end[row] >= 0 or name in device_windows:
+            windows.append((low, max(high, int(own_end[row]))))
+        else:
+            windows.append((low, low))  # no device work: no device window
+    lows, highs = np.array(windows, dtype=np.int64).reshape(-1, 2).T
+    busy, kernel, memcpy, memset, communication = (c.within(lows, highs).tolist() for c in coverage)
+
+    steps = []
+    for i, row in enumerate(step_rows.tolist()):
+        name = calls.name(row)
         start, end = calls.start_ns[row], calls.end_ns[row]
-        window = device_windows.get(name, (start, end))
-        mine = np.flatnonzero(activity_step == row)
-        begins, finishes = activity.start_ns[mine], activity.start_ns[mine] + activity.dur_ns[mine]
-        if len(mine):
-            window = (min(window[0], int(begins.min())), max(window[1], int(finishes.max())))
-        busy = _union_ns(begins, finishes)
-        window_ns = window[1] - window[0] if len(mine) or name in device_windows else 0
-
-        def union_of(kind: int) -> int:
-            chosen = kinds[mine] == kind
-            return _union_ns(begins[chosen], finishes[chosen])
-
+        window_ns = int(highs[i] - lows[i])
         steps.append(
             StepStats(
                 name=name,
@@ -82,12 +95,12 @@ def build_steps(
                 start_ns=start,
                 duration_us=(end - start) / 1000,
                 data_loading_us=round(loading[row]) / 1000,
-                kernel_us=union_of(_KERNEL) / 1000,
-                memcpy_us=union_of(_MEMCPY) / 1000,
-                memset_us=union_of(_MEMSET) / 1000,
-                communication_us=union_of(_COMMUNICATION) / 1000,
-                device_busy_us=busy / 1000,
-                device_idle_us=max(0, window_ns - busy) / 1000,
+                kernel_us=kernel[i] / 1000,
+                memcpy_us=memcpy[i] / 1000,
+                memset_us=memset[i] / 1000,
+                communication_us=communication[i] / 1000,
+                device_busy_us=busy[i] / 1000,
+                device_idle_us=(window_ns - busy[i]) / 1000,
                 device_window_us=window_ns / 1000,
             )
         )
@@ -128,17 +141,29 @@ def _step_of_calls(calls: OperatorCalls, step_rows: np.ndarray) -> np.ndarray:
     return result
 
 
-def _union_ns(begins: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of the spans (touching spans merge)."""
-    if not len(begins):
-        return 0
-    order = np.argsort(begins, kind="stable")
-    begins, ends = begins[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    fresh = np.ones(len(begins), dtype=bool)
-    fresh[1:] = begins[1:] > reach[:-1]
-    firsts = np.flatnonzero(fresh)
-    return int((np.maximum.reduceat(ends, firsts) - begins[firsts]).sum())
+class Coverage:
+    """The union of some intervals, asked how much of each window it covers."""
+
+    def __init__(self, begins: np.ndarray, ends: np.ndarray) -> None:
+        order = np.argsort(begins, kind="stable")
+        begins, ends = begins[order], ends[order]
+        reach = np.maximum.accumulate(ends) if len(ends) else ends
+        fresh = np.ones(len(begins), dtype=bool)
+        fresh[1:] = begins[1:] > reach[:-1]  # touching spans merge
+        firsts = np.flatnonzero(fresh)
+        self.begins = begins[firsts]
+        self.ends = np.maximum.reduceat(ends, firsts) if len(firsts) else ends[:0]
+        self.before = np.concatenate(([0], np.cumsum(self.ends - self.begins)))  # covered before each span
+
+    def within(self, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+        """Covered ns inside each window [low, high]."""
+        return self._up_to(highs) - self._up_to(lows)
+
+    def _up_to(self, times: np.ndarray) -> np.ndarray:
+        started = np.searchsorted(self.begins, times, side="right")  # spans begun by then
+        last = np.maximum(started - 1, 0)
+        beyond = np.where(started > 0, np.maximum(self.ends[last] - times, 0), 0) if len(self.ends) else 0
+        return self.before[started] - beyond
 
 
 def _step_number(name: str) -> int:

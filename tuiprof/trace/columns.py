@@ -16,11 +16,14 @@ into global tables.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
+import msgspec
 import numpy as np
 
-from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, external_id
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, TimedEvent, external_id
 
 # CPU-side categories kept as columns: operators first (they launch device
 # work and carry External id), then runtime and driver calls (they carry
@@ -36,9 +39,6 @@ MODULE_PREFIX = "nn.Module: "
 MEMORY_NAME = "[memory]"
 NONE = -1  # a missing id in an int column
 _EMPTY_ARGS = EventArgs()
-# Timestamps below this many microseconds convert to nanoseconds exactly in
-# float64 (x * 1000 stays under 2**53); larger ones take the exact int path.
-_FLOAT_EXACT_US = 2**53 // 1000
 
 
 class Columns:
@@ -140,23 +140,92 @@ class ChunkColumns:
     frames: FrameColumns
     device: DeviceEvents
     inputs: bytes
-    gpu_annotations: list[RawEvent] = field(default_factory=list)
-    memory: list[RawEvent] = field(default_factory=list)
+    gpu_annotations: list[TimedEvent] = field(default_factory=list)
+    memory: list[TimedEvent] = field(default_factory=list)
     operator_count: int = 0  # cpu rows before this are operators, after it runtime launches
     event_count: int = 0
     other_events: int = 0
+    damaged: int = 0  # kept kinds left out: ts or dur not finite, absurd, or a negative dur
 
 
-def to_ns_column(values: list[int | float]) -> np.ndarray:
-    """``round(v * 1000)`` for every value, exactly as Python computes it."""
-    if not values:
-        return np.empty(0, dtype=np.int64)
-    column = np.array(values)
-    if column.dtype.kind == "i":
-        return column.astype(np.int64) * 1000
-    if column.dtype.kind == "f" and float(np.abs(column).max()) < _FLOAT_EXACT_US:
-        return np.rint(column * 1000).astype(np.int64)
-    return int_column([round(v * 1000) for v in values])
+# Times whose magnitude reaches this many ns are damage (2**62 ns is 146 years):
+# no real clock writes them, and sums of them would overflow int64.
+ABSURD_NS = 1 << 62
+
+
+def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
+    """Microsecond JSON numbers (their text) -> exact integer nanoseconds, and which are damaged.
+
+    ``ts``/``dur`` are read as text and converted without a float on the way:
+    at epoch magnitudes (~1.7e15 us) a float64 has no room for the three
+    decimals, and calls 242 ns apart would start at the same ns.  Damaged
+    (value 0): not a finite number (``NaN``, ``"NaN"``, ``Infinity``,
+    ``null``...) or ``|value| >= 2**62`` ns.
+
+    Kineto's texts (``-?digits[.ddd]``, at most 3 decimals, 18 digits) go
+    through numpy: the texts as rows of a byte matrix, the dot squeezed out,
+    then one C-level string-to-int64 cast.  Anything else (exponents, more
+    decimals, strings) is read one by one with :class:`~decimal.Decimal`,
+    rounding half to even below a nanosecond.
+    """
+    count = len(texts)
+    if not count:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
+    width = int(lengths.max())
+    joined = np.frombuffer(b"".join([*texts, bytes(width)]), dtype=np.uint8)
+    starts = np.cumsum(lengths) - lengths
+    matrix = np.lib.stride_tricks.sliding_window_view(joined, width)[starts]  # row i: text i, then others' bytes
+    column = np.arange(width)
+    matrix[column >= lengths[:, None]] = 0
+    is_dot = matrix == 46
+    has_dot = is_dot.any(axis=1)
+    dot = np.where(has_dot, is_dot.argmax(axis=1), lengths)
+    decimals = np.maximum(lengths - dot - 1, 0)
+    # A JSON value's text (msgspec checked its grammar): a number without an
+    # exponent is -?digits[.digits]; strings, literals and exponents go the slow way.
+    first = matrix[np.arange(count), (matrix[:, 0] == 45).astype(np.intp)]
+    digits = lengths - has_dot - (matrix[:, 0] == 45)
+    plain = (
+        ((first - np.uint8(48)) < 10)
+        & ~((matrix | 32) == 101).any(axis=1)  # e or E
+        & (decimals <= 3)
+        & ((digits <= 18) | ((digits == 19) & (first <= 52)))  # int64 holds it: 4999... at most
+    )
+    # Squeeze the dot out: each decimal moves one column left.
+    dotted = np.flatnonzero(plain & (dot < lengths))
+    for k in range(3):
+        moving = dotted[decimals[dotted] > k]
+        matrix[moving, dot[moving] + k] = matrix[moving, dot[moving] + k + 1]
+    matrix[dotted, lengths[dotted] - 1] = 0
+    odd = np.flatnonzero(~plain)
+    matrix[odd] = 0
+    matrix[odd, 0] = 48
+    try:
+        scaled = matrix.view(f"S{width}").ravel().astype(np.int64)
+    except ValueError:  # not JSON number texts after all: every one the slow way
+        odd = np.arange(count)
+        scaled = np.zeros(count, dtype=np.int64)
+    scale = np.array([1000, 100, 10, 1], dtype=np.int64)[np.minimum(decimals, 3)]
+    damaged = np.abs(scaled) >= -(-ABSURD_NS // scale)  # would reach 2**62 ns
+    value = np.where(damaged, 0, scaled * scale)
+    for row in odd.tolist():
+        exact = _exact_ns_slowly(bytes(texts[row]))
+        damaged[row] = exact is None
+        value[row] = 0 if exact is None else exact
+    return value, damaged
+
+
+def _exact_ns_slowly(text: bytes) -> int | None:
+    """One number text a plain digit pass can't read (``1.7e+15``, ``"12.5"``); None if damaged."""
+    try:
+        number = Decimal(text.decode("ascii").strip().strip('"'))
+    except (UnicodeDecodeError, InvalidOperation):
+        return None
+    if not number.is_finite() or number.adjusted() > 18:
+        return None
+    ns = int((number * 1000).to_integral_value(ROUND_HALF_EVEN))
+    return ns if abs(ns) < ABSURD_NS else None
 
 
 def int_column(values: list[int]) -> np.ndarray:
@@ -199,6 +268,17 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
                 continue
         other += 1  # flows, metadata, instants: the joins use ids instead
 
+    damaged = 0
+    times: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(group) -> its start_ns, dur_ns
+    for group in (operators, launches, frames, device, memory, gpu_annotations):
+        start, dur, bad = _times(group)
+        if bad.any():
+            damaged += int(bad.sum())
+            good = np.flatnonzero(~bad)
+            group[:] = [group[i] for i in good.tolist()]
+            start, dur = start[good], dur[good]
+        times[id(group)] = start, dur
+
     names: dict[str, int] = {}
     threads: dict[int | str, int] = {}
     code = names.setdefault
@@ -217,8 +297,8 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         name=np.array([code(e.name, len(names)) for e in cpu], dtype=np.int64),
         category=np.array([_CPU_CODE[e.cat] for e in cpu], dtype=np.int64),
         thread=np.array([thread(e.tid, len(threads)) for e in cpu], dtype=np.int64),
-        start_ns=to_ns_column([e.ts for e in cpu]),
-        dur_ns=to_ns_column([e.dur for e in cpu]),
+        start_ns=np.concatenate((times[id(operators)][0], times[id(launches)][0])),
+        dur_ns=np.concatenate((times[id(operators)][1], times[id(launches)][1])),
         external_id=_ids([external_id(a) for a in cpu_args]),
         correlation=_ids([a.correlation for a in cpu_args]),
         sequence_number=_ids([a.sequence_number for a in cpu_args]),
@@ -231,12 +311,12 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     )
 
     frame_args = [e.args or _EMPTY_ARGS for e in frames]
-    frame_start = to_ns_column([e.ts for e in frames])
+    frame_start, frame_dur = times[id(frames)]
     prefix = len(MODULE_PREFIX)
     frame_columns = FrameColumns(
         thread=np.array([thread(e.tid, len(threads)) for e in frames], dtype=np.int64),
         start_ns=frame_start,
-        end_ns=frame_start + to_ns_column([e.dur for e in frames]),
+        end_ns=frame_start + frame_dur,
         python_id=_ids([a.python_id for a in frame_args]),
         parent_id=_ids([a.python_parent_id for a in frame_args]),
         module=np.array(
@@ -244,12 +324,15 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
             dtype=np.int64,
         ),
     )
-    device_columns = _device_columns(device, names) if device else DeviceEvents.empty()
+    device_columns = _device_columns(device, *times[id(device)], names) if device else DeviceEvents.empty()
+    kept: list[list[TimedEvent]] = []
     for group in (memory, gpu_annotations):
         for event in group:
             if event.args is not None and event.args.input_dims:
                 args = event.args  # a Raw would keep the decoded chunk alive
                 args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER
+        start, dur = times[id(group)]
+        kept.append([TimedEvent(e.name, e.tid, s, d, e.args) for e, s, d in zip(group, start.tolist(), dur.tolist())])
     return ChunkColumns(
         names=list(names),
         threads=list(threads),
@@ -257,15 +340,25 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         frames=frame_columns,
         device=device_columns,
         inputs=inputs,
-        gpu_annotations=gpu_annotations,
-        memory=memory,
+        gpu_annotations=kept[1],
+        memory=kept[0],
         operator_count=len(operators),
         event_count=len(events),
         other_events=other,
+        damaged=damaged,
     )
 
 
-def _device_columns(events: list[RawEvent], names: dict[str, int]) -> DeviceEvents:
+def _times(events: list[RawEvent]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact start and duration (ns) of each event, and which are damaged (bad ts or dur, dur < 0)."""
+    start, bad_start = exact_ns([e.ts for e in events])
+    dur, bad_dur = exact_ns([e.dur for e in events])
+    return start, dur, bad_start | bad_dur | (dur < 0)
+
+
+def _device_columns(
+    events: list[RawEvent], start_ns: np.ndarray, dur_ns: np.ndarray, names: dict[str, int]
+) -> DeviceEvents:
     """Device events as columns; their texts (name, stream, grid, block) as name codes."""
     code = names.setdefault
     shapes: dict[tuple, int] = {}  # launch shapes repeat: "x".join once per distinct shape
@@ -293,8 +386,8 @@ def _device_columns(events: list[RawEvent], names: dict[str, int]) -> DeviceEven
     return DeviceEvents(
         name=np.array([code(e.name, len(names)) for e in events], dtype=np.int64),
         kind=np.array([_DEVICE_CODE[e.cat] for e in events], dtype=np.int64),
-        start_ns=to_ns_column([e.ts for e in events]),
-        dur_ns=to_ns_column([e.dur for e in events]),
+        start_ns=start_ns,
+        dur_ns=dur_ns,
         external_id=int_column(external),
         correlation=int_column(correlation),
         stream=np.array(stream, dtype=np.int64),

@@ -42,15 +42,22 @@ class DecodeReport:
 
     repaired: int = 0
     skipped: int = 0
+    damaged: int = 0  # decoded, but a ts or dur not finite, >= 2**62 ns, or a negative dur: left out
     problems: list[str] = field(default_factory=list)
 
     def note(self, problem: str) -> None:
         if problem not in self.problems and len(self.problems) < 20:
             self.problems.append(problem)
 
+    def count_damaged(self, events: int) -> None:
+        if events:
+            self.damaged += events
+            self.note("events whose ts or dur is not a finite number, is beyond 2**62 ns, or is a negative duration (left out)")
+
     def merge(self, other: DecodeReport) -> None:
         self.repaired += other.repaired
         self.skipped += other.skipped
+        self.count_damaged(other.damaged)
         for problem in other.problems:
             self.note(problem)
 

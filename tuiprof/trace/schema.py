@@ -13,7 +13,6 @@ from typing import Any, Union
 
 import msgspec
 
-Number = Union[int, float]
 # Members whose type differs between writers (ROCm writes "stream": "0x0").
 Loose = Union[int, float, str, None]
 
@@ -54,16 +53,35 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     device_id: int | None = msgspec.field(default=None, name="Device Id")
 
 
+# A missing ts/dur reads as 0, as before.
+ZERO = msgspec.Raw(b"0")
+
+
 class RawEvent(msgspec.Struct, gc=False, omit_defaults=True):
-    """One Chrome-trace event as Kineto writes it."""
+    """One Chrome-trace event as Kineto writes it.
+
+    ``ts`` and ``dur`` stay undecoded text: a float64 cannot hold epoch
+    microseconds with three decimals, so :func:`tuiprof.trace.columns.exact_ns`
+    converts the text itself to integer nanoseconds."""
 
     ph: str = ""
     cat: str = ""
     name: str = ""
     tid: int | str = 0
-    ts: Number = 0.0
-    dur: Number = 0.0
+    ts: msgspec.Raw = ZERO
+    dur: msgspec.Raw = ZERO
     args: EventArgs | None = None
+
+
+class TimedEvent(msgspec.Struct, gc=False):
+    """A ``[memory]`` record or GPU annotation, kept as a struct (they are few),
+    with its times converted (exact integer nanoseconds)."""
+
+    name: str
+    tid: int | str
+    start_ns: int
+    dur_ns: int
+    args: EventArgs | None
 
 
 class DeviceProperties(msgspec.Struct, gc=False):

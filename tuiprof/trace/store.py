@@ -22,7 +22,7 @@ from tuiprof.trace.columns import (
     FrameColumns,
 )
 from tuiprof.trace.decode import DecodeReport
-from tuiprof.trace.schema import DeviceProperties, RawEvent, TraceHeader
+from tuiprof.trace.schema import DeviceProperties, TimedEvent, TraceHeader
 
 
 @dataclass
@@ -45,8 +45,8 @@ class TraceEvents:
     frames: FrameColumns = field(default_factory=FrameColumns.empty)
     device: DeviceEvents = field(default_factory=DeviceEvents.empty)
     inputs: bytes = b""
-    gpu_annotations: list[RawEvent] = field(default_factory=list)
-    memory: list[RawEvent] = field(default_factory=list)
+    gpu_annotations: list[TimedEvent] = field(default_factory=list)
+    memory: list[TimedEvent] = field(default_factory=list)
     other_events: int = 0
     event_count: int = 0
     uncompressed_bytes: int = 0
@@ -79,6 +79,7 @@ class StoreBuilder:
     def add(self, chunk: ChunkColumns) -> None:
         store = self.store
         store.event_count += chunk.event_count
+        store.report.count_damaged(chunk.damaged)
         store.other_events += chunk.other_events
         name_map = self._codes(self._names, chunk.names, store.names)
         thread_map = self._codes(self._threads, [as_thread_id(t) for t in chunk.threads], store.threads)
