@@ -16,8 +16,9 @@ This reproduces what ``torch.autograd.profiler`` does before
   [start, end] on any thread; self memory subtracts the children's.  Records
   inside no CPU event become ``[memory]`` rows.
 - Device time: kernels, memcpys and memsets join the operator with the same
-  ``External id`` (through the runtime launch's ``correlation`` for kernels
-  that lack one); device total adds the children's.
+  ``External id``, or, where that id is missing or fake, the operator that
+  encloses the runtime launch with the same ``correlation``
+  (:func:`_attach_device_activity`); device total adds the children's.
 
 Times are integer nanoseconds converted exactly from the decimal text of
 ``ts``/``dur`` (:func:`tuiprof.trace.columns.exact_ns`): floats at epoch
@@ -137,6 +138,8 @@ class DeviceActivity:
     names: list[str] = field(default_factory=list)  # the store's name table
     events: DeviceEvents = field(default_factory=DeviceEvents.empty)
     launcher: array = field(default_factory=lambda: array("q"))  # call row, -1 unknown
+    # The file's External ids were fake (equal to correlation ids): joined through launches.
+    external_ids_ignored: bool = False
 
     def __len__(self) -> int:
         return len(self.events)
@@ -214,7 +217,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     op_parent = nearest_ancestor(parent, is_op)
 
     self_device = np.zeros(n_nodes, dtype=np.int64)
-    activity = _attach_device_activity(store, op_index, alive, parent, op_parent, self_device)
+    activity = _attach_device_activity(store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device)
 
     # Sums over living direct children (self time, self memory)...
     linked = alive & (parent >= 0)
@@ -401,30 +404,46 @@ def _attach_device_activity(
     alive: np.ndarray,
     parent: np.ndarray,
     op_parent: np.ndarray,
+    spans: tuple[np.ndarray, np.ndarray, np.ndarray],
     self_device: np.ndarray,
 ) -> DeviceActivity:
     """Join kernels, memcpys and memsets to the operator that launched them.
 
-    First by ``External id`` (a device event carries its operator's); where
-    that names no operator (some writers put the correlation there), through
-    the runtime launch with the same ``correlation`` to the operator that
-    encloses the launch on its thread.  Where ids repeat, the first node wins.
+    By ``External id`` (a device event carries its operator's), unless that
+    id is not to be trusted; then through the runtime launch with the same
+    ``correlation`` to the operator enclosing the launch on its thread.  Some
+    writers set the External id of every launch and device event to its
+    correlation while operators carry External ids in the same number range:
+    the id then names an unrelated operator.  Such a file (every launch with
+    both ids has them equal) is joined through launches only, and so is any
+    device event whose named operator does not enclose its launch (on the
+    launch's thread, in time).  Where ids repeat, the first node wins.
     """
     device = store.device
     activity = DeviceActivity(names=store.names, events=device)
     if not len(device):
         return activity
     cpu = store.cpu
+    starts, ends, threads = spans
     launching = np.isin(cpu.category[op_index], OPERATOR_CATEGORY_CODES)
     external = cpu.external_id[op_index]
     correlation = cpu.correlation[op_index]
-    by_external = id_table(np.where(launching, external, NONE), NONE)
+    launches = ~launching & (external != NONE) & (correlation != NONE)
+    activity.external_ids_ignored = bool(launches.any()) and bool((external[launches] == correlation[launches]).all())
     by_correlation = id_table(np.where(launching, NONE, correlation), NONE)
-
-    node = look_up(by_external, device.external_id, NONE)
     launch = look_up(by_correlation, device.correlation, NONE)
-    through_launch = (node < 0) & (launch >= 0)
-    node[through_launch] = op_parent[launch[through_launch]]
+    via_launch = np.where(launch >= 0, op_parent[np.maximum(launch, 0)], -1)
+    if activity.external_ids_ignored:
+        node = via_launch
+    else:
+        node = look_up(id_table(np.where(launching, external, NONE), NONE), device.external_id, NONE)
+        both = np.flatnonzero((node >= 0) & (launch >= 0))
+        named, launched = node[both], launch[both]
+        encloses = (
+            (threads[named] == threads[launched]) & (starts[named] <= starts[launched]) & (ends[launched] <= ends[named])
+        )
+        node[both[~encloses]] = via_launch[both[~encloses]]
+        node = np.where(node >= 0, node, via_launch)
     node = _living(node, alive, parent)
     joined = node >= 0
     self_device += np.rint(

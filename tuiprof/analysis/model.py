@@ -82,6 +82,12 @@ class TraceModel:
         return sum(self.calls.flops)
 
     @property
+    def external_ids_ignored(self) -> bool:
+        """True when the file's External ids were fake (equal to correlation ids) and
+        device work was joined through the runtime launches' enclosing operators instead."""
+        return self.activity.external_ids_ignored
+
+    @property
     def has_device(self) -> bool:
         return len(self.activity) > 0
 
