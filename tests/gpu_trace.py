@@ -1,0 +1,162 @@
+"""Synthetic GPU traces for tests, written the way Kineto writes them.
+
+No GPU is needed to test GPU logic: :class:`GpuTrace` writes operators,
+runtime launches, kernels on several streams, memcpys, memsets, NCCL kernels,
+``ac2g`` flows and ``ProfilerStep#N`` spans, with times given in
+microseconds relative to an epoch base (~1.7e15 us, written with three
+decimals, as some writers do: the exact-timestamp path is always exercised).
+
+:func:`lagging_two_steps` is the scenario the GPU tests read; its expected
+tables are worked out by hand in its docstring.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from decimal import Decimal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EPOCH_US = 1_700_000_000_000_000  # absolute epoch microseconds: a float64 can't hold .001 here
+PID = 4242
+MAIN_THREAD = 4242
+
+
+@dataclass
+class GpuTrace:
+    """A trace document built event by event; times are us after :data:`EPOCH_US`."""
+
+    events: list[dict] = field(default_factory=list)
+    fake_external_ids: bool = False  # launches and device events carry External id == correlation
+    _next_external: int = 1
+    _next_correlation: int = 1001
+
+    def _complete(self, cat: str, name: str, ts: float, dur: float, tid: int | str, pid: int, args: dict) -> dict:
+        event = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        self.events.append(event)
+        return event
+
+    def op(self, name: str, ts: float, dur: float, tid: int = MAIN_THREAD, external_id: int | None = None, **args) -> int:
+        """A ``cpu_op``; returns its External id."""
+        if external_id is None:
+            external_id, self._next_external = self._next_external, self._next_external + 1
+        self._complete("cpu_op", name, ts, dur, tid, PID, {"External id": external_id, **args})
+        return external_id
+
+    def step(self, number: int, ts: float, dur: float) -> None:
+        self._complete("user_annotation", f"ProfilerStep#{number}", ts, dur, MAIN_THREAD, PID, {"External id": self._take_external()})
+
+    def _take_external(self) -> int:
+        external_id, self._next_external = self._next_external, self._next_external + 1
+        return external_id
+
+    def launch(
+        self,
+        op_external_id: int,
+        name: str,
+        cpu_ts: float,
+        cpu_dur: float,
+        gpu_ts: float,
+        gpu_dur: float,
+        *,
+        stream: int = 7,
+        kind: str = "kernel",
+        runtime: str = "cudaLaunchKernel",
+        grid: tuple[int, int, int] | None = (1, 1, 1),
+        block: tuple[int, int, int] | None = (1, 1, 1),
+        occupancy: float | None = None,
+        tid: int = MAIN_THREAD,
+        device_external_id: int | None = None,
+    ) -> int:
+        """A runtime call on ``tid`` launching one device event (kind: kernel, gpu_memcpy,
+        gpu_memset) and its ``ac2g`` flow; returns the correlation id."""
+        correlation, self._next_correlation = self._next_correlation, self._next_correlation + 1
+        launch_external = correlation if self.fake_external_ids else op_external_id
+        self._complete("cuda_runtime", runtime, cpu_ts, cpu_dur, tid, PID, {"External id": launch_external, "correlation": correlation})
+        args: dict = {
+            "External id": device_external_id if device_external_id is not None else launch_external,
+            "correlation": correlation,
+            "device": 0,
+            "stream": stream,
+        }
+        if kind == "kernel":
+            if grid is not None:
+                args["grid"] = list(grid)
+            if block is not None:
+                args["block"] = list(block)
+            if occupancy is not None:
+                args["est. achieved occupancy %"] = occupancy
+        self._complete(kind, name, gpu_ts, gpu_dur, stream, 0, args)
+        self.events.append({"ph": "s", "cat": "ac2g", "id": correlation, "pid": PID, "tid": tid, "ts": cpu_ts, "name": "ac2g", "bp": "e"})
+        self.events.append({"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": stream, "ts": gpu_ts, "name": "ac2g", "bp": "e"})
+        return correlation
+
+    def text(self) -> str:
+        """The JSON document; ``ts`` as exact decimals with three places (json.dumps would
+        write the nearest float64, which at epoch magnitudes is not the decimal meant)."""
+        events = [{**event, "ts": f"@ts@{Decimal(EPOCH_US) + Decimal(str(event['ts'])):.3f}@"} for event in self.events]
+        metadata = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
+        document = {
+            "schemaVersion": 1,
+            "deviceProperties": [{"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 1 << 34, "numSms": 132}],
+            "traceEvents": metadata + events,
+        }
+        return re.sub(r'"@ts@([-0-9.]+)@"', r"\1", json.dumps(document))
+
+    def write(self, path: Path) -> Path:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "wt") as handle:
+            handle.write(self.text())
+        return path
+
+
+def lagging_two_steps(trace: GpuTrace | None = None) -> GpuTrace:
+    """Two steps on one thread; the device lags the host and the steps' device windows overlap.
+
+    Times in us (CPU on thread 4242, device streams 7, 8, 9)::
+
+        ProfilerStep#1 [0, 100)                    ProfilerStep#2 [100, 200)
+          aten::addmm   [10, 30)  launch [12, 17)  -> gemm_kernel      s7 [40, 80)   grid 128x1x1 block 256x1x1 occ 50
+          aten::copy_   [35, 50)  memcpy [36, 40)  -> Memcpy HtoD      s7 [85, 95)
+          aten::zero_   [55, 60)  memset [56, 58)  -> Memset (Device)  s8 [96, 98)
+          nccl:all_reduce [70, 90) launch [72, 74) -> ncclKernel_AllReduce s9 [110, 150)  (runs in step 2's time)
+          aten::mul     [120, 125) launch [121, 123) -> elementwise_mul s7 [160, 170)  grid 64x1x1 block 128x1x1 occ 25
+          aten::add     [130, 135) launch [131, 133) -> elementwise_add s8 [140, 145)  (no grid/block/occupancy)
+
+    Device windows: step 1 = CPU start 0 to the end of its last device work
+    (150) -> [0, 150); step 2 = [100, 200) (its work ends at 170).
+    Step 1: busy = 40 + 10 + 2 + 40 = 92, idle 58; kernels (gemm, add at
+    [140,145)) 45; memcpy 10; memset 2; communication 40.
+    Step 2: the NCCL kernel [110, 150) covers add [140, 145); busy = 40 + 10 = 50,
+    idle 50; kernels (add, mul) 15; communication 40; memcpy 0; memset 0.
+    """
+    trace = trace or GpuTrace()
+    trace.step(1, 0, 100)
+    trace.step(2, 100, 100)
+    addmm = trace.op("aten::addmm", 10, 20)
+    trace.launch(addmm, "gemm_kernel", 12, 5, 40, 40, stream=7, grid=(128, 1, 1), block=(256, 1, 1), occupancy=50.0)
+    copy = trace.op("aten::copy_", 35, 15)
+    trace.launch(copy, "Memcpy HtoD (Pageable -> Device)", 36, 4, 85, 10, stream=7, kind="gpu_memcpy", runtime="cudaMemcpyAsync")
+    zero = trace.op("aten::zero_", 55, 5)
+    trace.launch(zero, "Memset (Device)", 56, 2, 96, 2, stream=8, kind="gpu_memset", runtime="cudaMemsetAsync")
+    reduce = trace.op("nccl:all_reduce", 70, 20)
+    trace.launch(reduce, "ncclKernel_AllReduce_RING_LL_Sum_float", 72, 2, 110, 40, stream=9, grid=(2, 1, 1), block=(512, 1, 1), occupancy=12.5)
+    mul = trace.op("aten::mul", 120, 5)
+    trace.launch(mul, "elementwise_mul", 121, 2, 160, 10, stream=7, grid=(64, 1, 1), block=(128, 1, 1), occupancy=25.0)
+    add = trace.op("aten::add", 130, 5)
+    trace.launch(add, "elementwise_add", 131, 2, 140, 5, stream=8, grid=None, block=None)
+    return trace
+
+
+def launch_bound_step() -> GpuTrace:
+    """One step [0, 100) whose only operator launches ten 1 us kernels, each launch 8 us of CPU.
+
+    Launch calls are 80 of the 100 us of self CPU time: launch-bound."""
+    trace = GpuTrace()
+    trace.step(1, 0, 100)
+    op = trace.op("aten::add", 5, 90)
+    for i in range(10):
+        trace.launch(op, "tiny_kernel", 6 + 8 * i, 8, 20 + 8 * i, 1, stream=7)
+    return trace

@@ -1,0 +1,110 @@
+"""GPU-side numbers on synthetic traces with hand-computed answers (tests/gpu_trace.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step
+from tuiprof.analysis import load_model
+from tuiprof.report.findings import findings
+from tuiprof.report.views import build_launch_rows, build_step_rows
+
+
+@pytest.fixture(scope="module")
+def lagging(tmp_path_factory):
+    return load_model(lagging_two_steps().write(tmp_path_factory.mktemp("gpu") / "lagging.json"))
+
+
+def test_steps_by_hand(lagging) -> None:
+    """Idle is the window minus everything that ran in it, the previous step's NCCL kernel included."""
+    rows = {r["name"]: r for r in build_step_rows(lagging, None)}
+    expected = {
+        "ProfilerStep#1": dict(kernel_us=45.0, memcpy_us=10.0, memset_us=2.0, communication_us=40.0, device_idle_us=58.0),
+        "ProfilerStep#2": dict(kernel_us=15.0, memcpy_us=0.0, memset_us=0.0, communication_us=40.0, device_idle_us=50.0),
+    }
+    for name, columns in expected.items():
+        assert {key: rows[name][key] for key in columns} == columns, name
+    assert rows["ProfilerStep#1"]["idle_pct"] == pytest.approx(100 * 58 / 150)
+    assert rows["ProfilerStep#2"]["idle_pct"] == pytest.approx(50.0)
+    assert [s.device_window_us for s in lagging.steps] == [150.0, 100.0]
+
+
+def test_kernels_by_hand(lagging) -> None:
+    table = {k.name: k for k in lagging.kernels}
+    expected = {
+        # name: (kind, calls, total us, grid, block, occupancy, launcher)
+        "gemm_kernel": ("kernel", 1, 40.0, "128x1x1", "256x1x1", 50.0, "aten::addmm"),
+        "ncclKernel_AllReduce_RING_LL_Sum_float": ("kernel", 1, 40.0, "2x1x1", "512x1x1", 12.5, "nccl:all_reduce"),
+        "Memcpy HtoD (Pageable -> Device)": ("memcpy", 1, 10.0, "", "", None, "aten::copy_"),
+        "elementwise_mul": ("kernel", 1, 10.0, "64x1x1", "128x1x1", 25.0, "aten::mul"),
+        "elementwise_add": ("kernel", 1, 5.0, "", "", None, "aten::add"),
+        "Memset (Device)": ("memset", 1, 2.0, "", "", None, "aten::zero_"),
+    }
+    assert set(table) == set(expected)
+    for name, (kind, calls, total, grid, block, occupancy, launcher) in expected.items():
+        k = table[name]
+        assert (k.kind, k.calls, k.device_total_us, k.grid, k.block, k.occupancy_pct, k.launcher) == (
+            kind, calls, total, grid, block, occupancy, launcher,
+        ), name
+
+
+def test_launch_list_names_each_launcher(lagging) -> None:
+    for kernel in lagging.kernels:
+        rows = build_launch_rows(lagging, kernel.rows)
+        assert [r["launcher"] for r in rows] == [kernel.launcher], kernel.name
+    gemm = next(k for k in lagging.kernels if k.name == "gemm_kernel")
+    (row,) = build_launch_rows(lagging, gemm.rows)
+    assert (row["start_us"], row["duration_us"], row["stream"], row["grid"], row["block"]) == (40.0, 40.0, "7", "128x1x1", "256x1x1")
+
+
+def test_operator_device_times_by_hand(lagging) -> None:
+    ops = {s.name: s for s in lagging.operators()}
+    expected = {"aten::addmm": 40.0, "nccl:all_reduce": 40.0, "aten::copy_": 10.0, "aten::mul": 10.0, "aten::add": 5.0, "aten::zero_": 2.0}
+    for name, device_us in expected.items():
+        assert (ops[name].self_device_us, ops[name].device_total_us) == (device_us, device_us), name
+    assert ops["ProfilerStep*"].device_total_us == 107.0 and ops["cudaLaunchKernel"].calls == 4
+
+
+def _tables(model) -> tuple[dict, dict]:
+    return (
+        {k.name: (k.launcher, k.device_total_us) for k in model.kernels},
+        {s.name: (s.self_device_us, s.device_total_us) for s in model.operators()},
+    )
+
+
+def test_fake_external_ids_are_detected_and_joined_through_launches(tmp_path, lagging) -> None:
+    """Launches and device events with External id == correlation (1001...): the ids name
+    no operator here, or the wrong one once operators reach that range."""
+    trace = GpuTrace(fake_external_ids=True, _next_external=1001)  # operators' ids collide with correlations
+    model = load_model(lagging_two_steps(trace).write(tmp_path / "fake.json"))
+    assert model.external_ids_ignored and not lagging.external_ids_ignored
+    assert _tables(model) == _tables(lagging)
+
+
+def test_external_id_of_an_operator_not_enclosing_the_launch_is_not_used(tmp_path, lagging) -> None:
+    trace = GpuTrace()
+    trace.step(1, 0, 100)
+    copy = trace.op("aten::copy_", 5, 10)
+    addmm = trace.op("aten::addmm", 20, 20)
+    trace.launch(addmm, "gemm_kernel", 22, 5, 40, 40, device_external_id=copy)  # names aten::copy_
+    model = load_model(trace.write(tmp_path / "wrong.json"))
+    assert [k.launcher for k in model.kernels] == ["aten::addmm"]
+    ops = {s.name: s for s in model.operators()}
+    assert ops["aten::addmm"].self_device_us == 40.0 and ops["aten::copy_"].self_device_us == 0.0
+
+
+def test_gpu_idle_finding(lagging, tmp_path) -> None:
+    found = {f.id: f for f in findings(lagging)}
+    assert "gpu-idle" in found and "43 %" in found["gpu-idle"].text  # (58 + 50) / (150 + 100)
+    busy = GpuTrace()
+    busy.step(1, 0, 100)
+    op = busy.op("aten::addmm", 0, 100)
+    busy.launch(op, "gemm_kernel", 1, 2, 3, 97)
+    assert "gpu-idle" not in {f.id for f in findings(load_model(busy.write(tmp_path / "busy.json")))}
+
+
+def test_launch_bound_finding(lagging, tmp_path) -> None:
+    model = load_model(launch_bound_step().write(tmp_path / "launches.json"))
+    found = {f.id: f for f in findings(model)}
+    assert "launch-bound" in found and "80 %" in found["launch-bound"].text and "10 launches" in found["launch-bound"].text
+    assert "launch-bound" not in {f.id for f in findings(lagging)}
