@@ -20,7 +20,7 @@ class OperatorDetail:
     input_types: str
     kernels: list[tuple[str, int, float]]  # kernel name, launches, device us (self: launched by the op itself)
     parents: list[tuple[str, int]]  # enclosing operator, calls
-    share_of_parent_pct: float | None  # cpu total over the most common parent's total
+    share_of_parent_pct: float | None  # cpu total of the calls under the most common parent, over those parents' total
     share_of_step_pct: float | None  # cpu total per step over the mean step time
 
 
@@ -50,18 +50,23 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     if len(typed):
         types = ", ".join(str(t) for t in decode_member(calls.input_texts(int(rows[typed[0]]))[1]) or [] if t)
 
-    parent_rows = calls.column("parent")[rows]
-    parent_rows = parent_rows[parent_rows >= 0]
+    parent_of = calls.column("parent")[rows]
+    under = parent_of >= 0
+    parent_rows = parent_of[under]
     parent_names = calls.column("name_id")[parent_rows]
     parents = Counter({calls.names[code]: count for code, count in counts_first_seen(parent_names)})
     share_parent = None
     if parents:
+        # Only the calls under the most common parent, over those parents' total
+        # (all calls over one parent's total gave shares over 100 %).
         top_code = calls.names.index(parents.most_common(1)[0][0])
+        below = parent_names == top_code
         chosen = np.zeros(len(calls), dtype=bool)
-        chosen[parent_rows[parent_names == top_code]] = True  # each parent call once
-        parent_total = int(calls.column("total_ns")[chosen].sum()) / 1000
+        chosen[parent_rows[below]] = True  # each parent call once
+        parent_total = int(calls.column("total_ns")[chosen].sum())
         if parent_total:
-            share_parent = 100 * stats.cpu_total_us / parent_total
+            inside = int(calls.column("total_ns")[rows[under][below]].sum())
+            share_parent = 100 * inside / parent_total
 
     activity = model.activity
     mine = np.zeros(len(calls) + 1, dtype=bool)  # index -1 (no launcher) lands on the extra slot
