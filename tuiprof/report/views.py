@@ -254,11 +254,15 @@ STEP_COLUMNS = (
     Column("name", "Step", "text", "The ProfilerStep#N span (present when a schedule was used)."),
     Column("duration_us", "Duration", "us", "CPU wall time of the step."),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
-    Column("kernel_us", "Kernels", "us", "Device time in compute kernels (union of intervals)."),
-    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies.", narrow=False),
-    Column("memset_us", "Memset", "us", "Device time in memsets.", narrow=False),
-    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL).", narrow=False),
-    Column("device_idle_us", "Dev idle", "us", "Step window on the device with nothing running."),
+    Column("kernel_us", "Kernels", "us", "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals)."),
+    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False),
+    Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False),
+    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL) inside the step's device window.", narrow=False),
+    Column(
+        "device_idle_us", "Dev idle", "us",
+        "Device window minus the union of all device activity in it, any step's work included. The window is the "
+        "step's GPU annotation, else its CPU span stretched to the end of the device work it launched.",
+    ),
     Column("idle_pct", "Idle %", "pct", "Device idle share of the step window."),
 )
 
