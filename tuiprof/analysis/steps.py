@@ -30,6 +30,7 @@ class StepStats:
     device_busy_us: float  # union of all device activity in the window
     device_idle_us: float  # window minus busy
     device_window_us: float  # the step as the device saw it (see build_steps)
+    device_window_start_ns: int  # where that window begins
 
     @property
     def idle_pct(self) -> float:
@@ -102,6 +103,7 @@ def build_steps(
                 device_busy_us=busy[i] / 1000,
                 device_idle_us=(window_ns - busy[i]) / 1000,
                 device_window_us=window_ns / 1000,
+                device_window_start_ns=int(lows[i]),
             )
         )
     return steps
