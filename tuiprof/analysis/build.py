@@ -30,6 +30,8 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
     gc.disable()  # millions of small objects, no cycles: the collector only costs time
     try:
         calls, activity, unattributed = build_calls(store)
+        if calls.flops_damaged:
+            store.report.note(f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them")
         flops_source = TraceModel.flops_source
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuiprof.analysis.arrays import id_table, look_up, nearest_ancestor
-from tuiprof.analysis.flops import FORMULAS, operator_flops
+from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
     NONE,
@@ -103,7 +103,14 @@ class OperatorCalls:
     self_cpu_mem: array = field(default_factory=lambda: array("q"))
     device_mem: array = field(default_factory=lambda: array("q"))
     self_device_mem: array = field(default_factory=lambda: array("q"))
-    flops: array = field(default_factory=lambda: array("q"))
+    flops: array = field(default_factory=lambda: array("q"))  # torch profiler's formulas (key_averages)
+    # FlopCounterMode's formulas on the outermost call that has one (forward and backward):
+    # a sum over any calls counts each piece of work once.
+    counted_flops: array = field(default_factory=lambda: array("q"))
+    counted_flops_total: array = field(default_factory=lambda: array("q"))  # the call's and everything below it
+    # counted_flops of the nearest counted call, on the path where its time goes (see counted_flops())
+    executed_flops: array = field(default_factory=lambda: array("q"))
+    flops_damaged: int = 0  # calls whose inputs broke a FLOPs formula (no FLOPs for them)
     parent: array = field(default_factory=lambda: array("q"))
     module: array = field(default_factory=lambda: array("q"))
     # (code per call, input-shapes keys): built on first use by operators.shape_codes
@@ -254,30 +261,101 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.self_device_mem = _column(device_mem[op_rows] - np.rint(child_device_mem[op_rows]).astype(np.int64))
     calls.parent = _column(row_of[op_parent[op_rows]])
     calls.module = _column(module_of[op_rows])
-    calls.flops = _column(_flops(calls))
+    count_flops(calls)
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed
 
 
-def _flops(calls: OperatorCalls) -> np.ndarray:
-    """Recomputed FLOPs of every call torch has a formula for (shapes repeat: memoised)."""
+def count_flops(calls: OperatorCalls) -> None:
+    """Every FLOPs column of ``calls``.
+
+    ``flops`` is the profiler's (per call, as ``key_averages`` has it).  The
+    training FLOPs follow FlopCounterMode: each call with a formula in
+    ``COUNTED`` and no such call above it counts its work once
+    (``aten::conv2d``, not also its ``aten::convolution``).  That work is done
+    further down, where the time is: ``executed_flops`` carries it from the
+    counted call to its heaviest operator child (most CPU total), level by
+    level while that child holds at least half of its parent's time, so
+    ``aten::mkldnn_convolution`` under ``aten::conv2d`` shows the FLOPs it
+    executed on the conv's behalf (and the ``aten::empty`` beside its work does not).
+    """
+    flops, broken = _flops(calls, FORMULAS)
+    calls.flops = _column(flops)
+    counted, counted_broken = _flops(calls, COUNTED)
+    parent = calls.column("parent")
+    has_formula = np.isin(calls.column("name_id"), calls.name_codes(COUNTED.__contains__))
+    outermost = nearest_ancestor(parent, has_formula) < 0
+    counted = np.where(outermost, counted, 0)
+    calls.counted_flops = _column(counted)
+    calls.counted_flops_total = _column(_subtree_sums(parent, counted))
+    calls.executed_flops = _column(_down_the_time_path(calls, counted))
+    calls.flops_damaged = int((broken | (counted_broken & outermost)).sum())
+
+
+def _flops(calls: OperatorCalls, formulas: dict[str, FlopsFn]) -> tuple[np.ndarray, np.ndarray]:
+    """FLOPs of every call ``formulas`` has a formula for (shapes repeat: memoised), and
+    which calls' inputs broke their formula (absurd sizes, stride 0...: no FLOPs)."""
     flops = np.zeros(len(calls), dtype=np.int64)
-    codes = calls.name_codes(FORMULAS.__contains__)
+    broken = np.zeros(len(calls), dtype=bool)
+    codes = calls.name_codes(formulas.__contains__)
     if not codes:
-        return flops
-    known: dict[tuple[int, bytes, bytes], int] = {}
+        return flops, broken
+    known: dict[tuple[int, bytes, bytes], int | None] = {}
     for row in np.flatnonzero(np.isin(calls.column("name_id"), codes)).tolist():
         dims, _, concrete = calls.input_texts(row)
         if not dims:
             continue
         key = (calls.name_id[row], dims, concrete)
-        value = known.get(key)
+        if key not in known:
+            known[key] = operator_flops(calls.name(row), decode_member(dims), decode_member(concrete), formulas)
+        value = known[key]
         if value is None:
-            value = known[key] = operator_flops(calls.name(row), decode_member(dims), decode_member(concrete))
-        flops[row] = value
-    return flops
+            broken[row] = True
+        else:
+            flops[row] = value
+    return flops, broken
+
+
+def _subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each call's value plus its descendants' (one pass per nesting level; exact int64)."""
+    totals = values.copy()
+    rows = np.flatnonzero(values)
+    weights = values[rows]
+    rows = parent[rows]
+    while len(rows):
+        up = rows >= 0
+        rows, weights = rows[up], weights[up]
+        np.add.at(totals, rows, weights)
+        rows = parent[rows]
+    return totals
+
+
+def _down_the_time_path(calls: OperatorCalls, counted: np.ndarray) -> np.ndarray:
+    """``counted`` copied from each counted call to its heaviest operator child, and on down
+    while the child holds at least half of its parent's CPU total."""
+    parent = calls.column("parent")
+    total = calls.column("total_ns")
+    is_operator = np.isin(calls.cpu.category[calls.column("cpu_row")], OPERATOR_CATEGORY_CODES)
+    kids = np.flatnonzero((parent >= 0) & is_operator)
+    # By parent, then total; on equal totals the first-started child last (it wins).
+    kids = kids[np.lexsort((-kids, total[kids], parent[kids]))]
+    last = np.ones(len(kids), dtype=bool)
+    last[:-1] = parent[kids[1:]] != parent[kids[:-1]]
+    heaviest = np.full(len(calls), -1, dtype=np.int64)
+    chosen = kids[last]
+    chosen = chosen[2 * total[chosen] >= total[parent[chosen]]]  # the work is inside it, not beside it
+    heaviest[parent[chosen]] = chosen
+    executed = counted.copy()
+    frontier = np.flatnonzero(counted > 0)
+    while len(frontier):
+        child = heaviest[frontier]
+        has = child >= 0
+        frontier, child = frontier[has], child[has]
+        executed[child] = executed[frontier]
+        frontier = child
+    return executed
 
 
 def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:

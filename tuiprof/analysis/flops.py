@@ -1,10 +1,22 @@
 """FLOPs of one operator call, recomputed from ``Input Dims`` + ``Concrete Inputs``.
 
 No trace file carries FLOPs (``with_flops`` only sets a top-level flag), so
-files get them from torch's own formulas (``computeFlops`` in
-``torch/csrc/profiler/util.cpp``): 2 FLOPs per multiply-add for conv2d, mm,
-addmm, bmm and baddbmm; one per element for mul and add.  A live capture
-reports torch's numbers directly and uses these only where torch has none.
+files get them from torch's own formulas.  Two sets, for two questions:
+
+- :data:`FORMULAS`, the profiler's (``computeFlops`` in
+  ``torch/csrc/profiler/util.cpp``): 2 FLOPs per multiply-add for conv2d, mm,
+  addmm, bmm and baddbmm, one per element for mul and add, forward only.
+  They give the ``flops`` of a call, equal to ``key_averages()``'s.  A live
+  capture reports torch's numbers directly and uses these only where torch has none.
+- :data:`COUNTED`, ``torch.utils.flop_counter.FlopCounterMode``'s: matrix
+  products and convolutions, forward *and* backward (``convolution_backward``
+  costs what its output mask asks for: each of grad input and grad weight
+  as much as the forward), no elementwise ops.  They give the training FLOPs
+  of modules and steps, and where the time is spent
+  (:func:`tuiprof.analysis.calls.counted_flops`).
+
+A formula that cannot be evaluated (a size that overflows, stride 0, missing
+members) gives None: the call has no FLOPs and is counted as damaged.
 """
 
 from __future__ import annotations
@@ -91,12 +103,89 @@ FORMULAS: dict[str, FlopsFn] = {
 }
 
 
-def operator_flops(name: str, dims: Sequence[Any] | None, concrete: Sequence[Any] | None) -> int:
-    """FLOPs of one call of ``name``; 0 when torch has no formula for it."""
-    formula = FORMULAS.get(name)
+def _conv_flop_count(x: Sequence[int], w: Sequence[int], out: Sequence[int], transposed: bool) -> int:
+    """FlopCounterMode's ``conv_flop_count``: 2 x batch x weight elements x output positions
+    (input positions for a transposed convolution)."""
+    return 2 * x[0] * prod(w) * prod(x[2:] if transposed else out[2:])
+
+
+def _conv_output(x: Sequence[int], w: Sequence[int], stride: list[int], padding: list[int], dilation: list[int]) -> list[int]:
+    spatial = len(x) - 2
+    stride, padding, dilation = (v * spatial if len(v) == 1 else v for v in (stride, padding, dilation))
+    return [x[0], w[0]] + [
+        (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(spatial)
+    ]
+
+
+def convolution_flops(dims: Sequence[Any], concrete: Sequence[Any] | None) -> int:
+    """``aten::convolution``/``aten::_convolution`` (input, weight, bias, stride, padding,
+    dilation, transposed, output_padding, groups, ...)."""
+    x, w = dims[0], dims[1]
+    concrete = list(concrete or []) + [""] * 9
+    stride, padding, dilation = (_int_list(concrete[i], [d]) for i, d in ((3, 1), (4, 0), (5, 1)))
+    transposed = str(concrete[6]).strip() == "True"
+    out = x if transposed else _conv_output(x, w, stride, padding, dilation)
+    return _conv_flop_count(x, w, out, transposed)
+
+
+def conv2d_counted_flops(dims: Sequence[Any], concrete: Sequence[Any] | None) -> int:
+    """``aten::conv2d`` (input, weight, bias, stride, padding, dilation, groups) as FlopCounterMode counts it."""
+    x, w = dims[0], dims[1]
+    if len(x) != 4 or len(w) != 4:
+        raise ValueError("conv2d of other than 4-d tensors")
+    concrete = list(concrete or []) + [""] * 7
+    stride, padding, dilation = (_int_list(concrete[i], [d]) for i, d in ((3, 1), (4, 0), (5, 1)))
+    return _conv_flop_count(x, w, _conv_output(x, w, stride, padding, dilation), False)
+
+
+def convolution_backward_flops(dims: Sequence[Any], concrete: Sequence[Any] | None) -> int:
+    """FlopCounterMode's ``conv_backward_flop``: (grad_output, input, weight, bias_sizes,
+    stride, padding, dilation, transposed, output_padding, groups, output_mask)."""
+    grad_out, x, w = dims[0], dims[1], dims[2]
+    concrete = list(concrete or []) + [""] * 11
+    transposed = str(concrete[7]).strip() == "True"
+    mask = [part.strip() == "True" for part in str(concrete[10]).strip("[] ").split(",")] + [True, True]
+    flops = 0
+    if mask[0]:  # grad input: the convolution run the other way
+        flops += _conv_flop_count(grad_out, w, x, not transposed)
+    if mask[1]:  # grad weight
+        def swap(shape: Sequence[int]) -> list[int]:
+            return [shape[1], shape[0], *shape[2:]]
+
+        if transposed:
+            flops += _conv_flop_count(swap(grad_out), swap(x), swap(w), False)
+        else:
+            flops += _conv_flop_count(swap(x), swap(grad_out), swap(w), False)
+    return flops
+
+
+COUNTED: dict[str, FlopsFn] = {
+    "aten::conv1d": convolution_flops,
+    "aten::conv2d": conv2d_counted_flops,
+    "aten::conv3d": convolution_flops,
+    "aten::convolution": convolution_flops,
+    "aten::_convolution": convolution_flops,
+    "aten::convolution_backward": convolution_backward_flops,
+    "aten::mm": mm_flops,
+    "aten::addmm": addmm_flops,
+    "aten::bmm": bmm_flops,
+    "aten::baddbmm": baddbmm_flops,
+}
+# Beyond this a count is damage, not work (2**53 FLOPs is 9 PFLOP in one call); it also
+# keeps sums of many calls inside int64.
+ABSURD_FLOPS = 1 << 53
+
+
+def operator_flops(
+    name: str, dims: Sequence[Any] | None, concrete: Sequence[Any] | None, formulas: dict[str, FlopsFn] = FORMULAS
+) -> int | None:
+    """FLOPs of one call of ``name`` (0 when ``formulas`` has none for it or there are no
+    Input Dims); None when the formula cannot be evaluated on these inputs (damaged)."""
+    formula = formulas.get(name)
     if formula is None or not dims:
         return 0
     try:
-        return max(0, int(formula(dims, concrete)))
-    except (TypeError, ValueError, IndexError):
-        return 0
+        value = int(formula(dims, concrete))
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError, MemoryError):
+        return None
+    return max(0, value) if value < ABSURD_FLOPS else None

@@ -81,6 +81,22 @@ class TraceModel:
     def total_flops(self) -> int:
         return sum(self.calls.flops)
 
+    @cached_property
+    def step_flops(self) -> int:
+        """Training FLOPs of one step, forward and backward (FlopCounterMode's formulas):
+        all counted work of the trace over its ProfilerStep count (the whole trace without steps)."""
+        return round(int(self.calls.column("counted_flops").sum()) / max(1, len(self.steps)))
+
+    @property
+    def step_flops_per_s(self) -> float | None:
+        """Achieved training FLOP/s: :attr:`step_flops` over the mean step time."""
+        return self.step_flops / (self.step_time_us / 1e6) if self.step_flops and self.step_time_us else None
+
+    @property
+    def flops_damaged(self) -> int:
+        """Calls whose Input Dims broke a FLOPs formula (overflowing sizes, stride 0): no FLOPs for them."""
+        return self.calls.flops_damaged
+
     @property
     def external_ids_ignored(self) -> bool:
         """True when the file's External ids were fake (equal to correlation ids) and

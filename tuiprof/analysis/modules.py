@@ -46,7 +46,8 @@ class ModuleNode:
     backward_device_us: float = 0.0
     self_cpu_mem_bytes: int = 0
     cpu_mem_bytes: int = 0
-    flops: int = 0
+    flops: int = 0  # forward training FLOPs (FlopCounterMode's formulas), submodules included
+    backward_flops: int = 0  # FLOPs of the backward ops of its forward ops, submodules included
     children: list[ModuleNode] = field(default_factory=list)
     parent: ModuleNode | None = None
     operator_rows: list[int] = field(default_factory=list)  # calls directly inside
@@ -62,6 +63,12 @@ class ModuleNode:
     @property
     def label(self) -> str:
         return f"{self.qualified_name} ({self.class_name})" if self.qualified_name else self.name
+
+    @property
+    def flops_per_s(self) -> float | None:
+        """Forward plus backward FLOPs over forward plus backward time (:attr:`cost_us`)."""
+        work = self.flops + self.backward_flops
+        return work / (self.cost_us / 1e6) if work and self.cost_us else None
 
     @property
     def cost_us(self) -> float:
@@ -213,12 +220,13 @@ def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:
 
     forward = summer([n.operator_rows for n in nodes])
     backward = summer([n.backward_rows for n in nodes])
-    self_device, self_mem, flops = forward("self_device_ns"), forward("self_cpu_mem"), forward("flops")
-    back_cpu, back_device = backward("total_ns"), backward("device_total_ns")
+    self_device, self_mem, flops = forward("self_device_ns"), forward("self_cpu_mem"), forward("counted_flops")
+    back_cpu, back_device, back_flops = backward("total_ns"), backward("device_total_ns"), backward("counted_flops_total")
     for i, node in enumerate(nodes):
         node.self_device_us = node.device_total_us = self_device[i] / 1000
         node.self_cpu_mem_bytes = node.cpu_mem_bytes = self_mem[i]
         node.flops = flops[i]
+        node.backward_flops = back_flops[i]
         node.backward_cpu_us = back_cpu[i] / 1000
         node.backward_device_us = back_device[i] / 1000
     for node in reversed(nodes):  # children before parents
@@ -229,5 +237,6 @@ def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:
             parent.backward_device_us += node.backward_device_us
             parent.cpu_mem_bytes += node.cpu_mem_bytes
             parent.flops += node.flops
+            parent.backward_flops += node.backward_flops
     for node in nodes:
         node.children.sort(key=lambda n: n.cost_us, reverse=True)

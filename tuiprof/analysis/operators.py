@@ -29,8 +29,9 @@ class OperatorStats:
     cpu_mem_bytes: int
     self_device_mem_bytes: int
     device_mem_bytes: int
-    flops: int
+    flops: int  # torch profiler's formulas, as key_averages()
     rows: tuple[int, ...]  # call rows in OperatorCalls, for drill-down
+    executed_flops: int = 0  # training FLOPs these calls counted or executed for a counted caller (calls.count_flops)
 
     @property
     def cpu_avg_us(self) -> float:
@@ -92,7 +93,7 @@ def shape_codes(calls: OperatorCalls) -> tuple[np.ndarray, list[str]]:
 
 
 _SUMMED = ("self_ns", "total_ns", "self_device_ns", "device_total_ns", "self_cpu_mem", "cpu_mem",
-           "self_device_mem", "device_mem", "flops")
+           "self_device_mem", "device_mem", "flops", "executed_flops")
 
 
 def aggregate_operators(
@@ -152,7 +153,7 @@ def _stats_by_key(
     for group, (key, where) in enumerate(zip(group_keys, positions)):
         members = selected[where]
         code, shape = divmod(key, width) if shapes else (key, -1)
-        self_ns, total_ns, self_dev, dev_total, self_mem, mem, self_dev_mem, dev_mem, flops = (s[group] for s in sums)
+        self_ns, total_ns, self_dev, dev_total, self_mem, mem, self_dev_mem, dev_mem, flops, executed = (s[group] for s in sums)
         stats = OperatorStats(
             name=STEP_WILDCARD if code == step_code else names[code],
             input_shapes=shapes[shape] if shapes else None,
@@ -166,6 +167,7 @@ def _stats_by_key(
             self_device_mem_bytes=self_dev_mem,
             device_mem_bytes=dev_mem,
             flops=flops,
+            executed_flops=executed,
             rows=tuple(members.tolist()),
         )
         found.append((int(where[0]), stats))

@@ -129,6 +129,16 @@ OPERATOR_COLUMNS = (
     Column("self_device_mem_bytes", "Self Dev Mem", "bytes", "Device bytes allocated minus freed by the operator itself.", narrow=False),
     Column("flops", "FLOPs", "count", "Floating-point operations (torch's formulas: 2 per multiply-add) for conv2d, mm, addmm, bmm, baddbmm, mul, add."),
     Column("flops_per_s", "FLOP/s", "count", "Achieved FLOP/s: FLOPs over device total (CPU total when no device time).", narrow=False),
+    Column(
+        "executed_flops", "FLOPs run", "count",
+        "Training FLOPs done in these calls, forward and backward (FlopCounterMode's formulas: matmuls and "
+        "convolutions, backward included). The outermost call with a formula counts its work (aten::conv2d, "
+        "aten::mm, aten::convolution_backward); the calls below it on the path where its time goes (its child "
+        "with the most CPU total, level by level while it holds half the time: aten::convolution, aten::mkldnn_convolution) show the same "
+        "FLOPs, executed on its behalf. Rows overlap: do not add them up.",
+        narrow=False,
+    ),
+    Column("executed_flops_per_s", "Run FLOP/s", "count", "FLOPs run over device total (CPU total when no device time): the rate where the time is.", narrow=False),
     Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape)."),
 )
 
@@ -158,6 +168,8 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             "self_device_mem_bytes": stats.self_device_mem_bytes,
             "flops": stats.flops,
             "flops_per_s": stats.flops / (busy_us / 1e6) if stats.flops and busy_us else None,
+            "executed_flops": stats.executed_flops,
+            "executed_flops_per_s": stats.executed_flops / (busy_us / 1e6) if stats.executed_flops and busy_us else None,
         }
         if options.group_by_shape:
             row["input_shapes"] = stats.input_shapes
@@ -178,7 +190,9 @@ MODULE_COLUMNS = (
     Column("device_total_us", "Dev total", "us", "Device time of everything the forward launched."),
     Column("backward_device_us", "Bwd dev", "us", "Device time of the backward ops' kernels.", narrow=False),
     Column("cpu_mem_bytes", "CPU Mem", "bytes", "Self CPU memory of the operators inside (allocated minus freed).", narrow=False),
-    Column("flops", "FLOPs", "count", "FLOPs of the forward operators inside."),
+    Column("flops", "FLOPs", "count", "Forward FLOPs inside, submodules included (FlopCounterMode's formulas: matmuls and convolutions, 2 per multiply-add; no elementwise ops)."),
+    Column("backward_flops", "Bwd FLOPs", "count", "FLOPs of the backward ops of this module's forward ops (convolution_backward: grad input and grad weight as asked, each as much as the forward; mm for linear layers).", narrow=False),
+    Column("flops_per_s", "FLOP/s", "count", "Forward plus backward FLOPs over forward plus backward time (device time when larger than CPU time).", narrow=False),
     Column("parameters", "Params", "int", "Parameter count (live capture only).", narrow=False),
     Column("output_shape", "Output", "text", "Output shape (live capture only).", narrow=False),
 )
@@ -211,6 +225,8 @@ def module_row(node: ModuleNode) -> Row:
         "backward_device_us": node.backward_device_us,
         "cpu_mem_bytes": node.cpu_mem_bytes,
         "flops": node.flops,
+        "backward_flops": node.backward_flops,
+        "flops_per_s": node.flops_per_s,
         "parameters": node.parameters,
         "output_shape": node.output_shape,
         "_node": node,
