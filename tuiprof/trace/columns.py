@@ -162,66 +162,63 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     (value 0): not a finite number (``NaN``, ``"NaN"``, ``Infinity``,
     ``null``...) or ``|value| >= 2**62`` ns.
 
-    Kineto's texts (``-?digits[.ddd]``, at most 3 decimals, 19 digits) go
-    through numpy: the texts as rows of a byte matrix, the dot squeezed out,
-    then one C-level string-to-int64 cast (texts with exactly three decimals,
-    nearly all, are recognised from four columns).  Anything else (exponents, more
-    decimals, strings) is read one by one with :class:`~decimal.Decimal`,
-    rounding half to even below a nanosecond.
+    Plain numbers (``-?digits[.d{1,3}]``, all of Kineto's) are numpy passes:
+    each text becomes a row of a byte matrix, padded with zeros to three
+    decimals so that every row has its dot in the same column, and one
+    integer matrix-vector product with the powers of ten reads them all.
+    Anything else (exponents, more decimals, strings) is read one by one with
+    :class:`~decimal.Decimal`, rounding half to even below a nanosecond.
     """
     count = len(texts)
     if not count:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
-    width = max(5, int(lengths.max()))  # room for the four columns looked at below
-    joined = np.frombuffer(b"".join([*texts, bytes(width)]), dtype=np.uint8)
-    starts = np.cumsum(lengths) - lengths
-    matrix = np.lib.stride_tricks.sliding_window_view(joined, width)[starts]  # row i: text i, then others' bytes
-    column = np.arange(width)
-    matrix[column >= lengths[:, None]] = 0
-    rows = np.arange(count)
-    negative = matrix[:, 0] == 45
-    first = matrix[rows, negative.astype(np.intp)]
-    # Kineto's own case, checked on four columns: three decimals ("ddd.ddd").  The text is
-    # a JSON value (msgspec checked it): a leading digit makes it a number, and a '.'
-    # with three digits after it leaves no room for an exponent.
-    dot = np.maximum(lengths - 4, 0)
-    plain = (lengths >= 5) & (matrix[rows, dot] == 46) & ((first - np.uint8(48)) < 10)
+    width = int(lengths.max()) + 4  # a text and up to four padding columns (".000" for an integer)
+    joined = np.frombuffer(b"".join([bytes(width), *texts, bytes(width)]), dtype=np.uint8)
+    end = width + np.cumsum(lengths)  # just after each text in ``joined``
+    start = end - lengths
+
+    def is_digit(values: np.ndarray) -> np.ndarray:
+        return (values - np.uint8(48)) < 10  # wraps: anything else is >= 10
+
+    # Decimals: the dot 2, 3 or 4 from the end with digits after it (then there is no
+    # exponent); a text is a JSON value (msgspec checked it), so a leading digit makes it a number.
+    decimals = np.zeros(count, dtype=np.int64)
     for k in (1, 2, 3):
-        plain &= (matrix[rows, dot + k] - np.uint8(48)) < 10
-    decimals = np.where(plain, 3, 0)
-    dot[~plain] = lengths[~plain]
-    rest = np.flatnonzero(~plain)
-    if len(rest):  # other numbers: -?digits[.digits], no exponent; strings and literals go the slow way
-        others = matrix[rest]
-        is_dot = others == 46
-        has_dot = is_dot.any(axis=1)
-        dot[rest] = np.where(has_dot, is_dot.argmax(axis=1), lengths[rest])
-        decimals[rest] = np.maximum(lengths[rest] - dot[rest] - 1, 0)
-        plain[rest] = ((first[rest] - np.uint8(48)) < 10) & ~((others | 32) == 101).any(axis=1) & (decimals[rest] <= 3)
-    digits = lengths - (dot < lengths) - negative
-    plain &= (digits <= 18) | ((digits == 19) & (first <= 52))  # int64 holds it: 4999... at most
-    # Squeeze the dot out: each decimal moves one column left.
-    dotted = np.flatnonzero(plain & (dot < lengths))
-    for k in range(3):
-        moving = dotted[decimals[dotted] > k]
-        matrix[moving, dot[moving] + k] = matrix[moving, dot[moving] + k + 1]
-    matrix[dotted, lengths[dotted] - 1] = 0
+        decimals[joined[end - k - 1] == 46] = k
+    plain = is_digit(joined[end - 1])
+    for k in (2, 3):
+        plain &= (decimals < k) | is_digit(joined[end - k])
+    negative = joined[start] == 45
+    first = joined[start + negative]
+    plain &= is_digit(first)
+    whole = np.flatnonzero(plain & (decimals == 0))  # integers, unless a '.' or an exponent is further in
+    if len(whole):
+        window = np.lib.stride_tricks.sliding_window_view(joined, width)[start[whole]]
+        window = window * (np.arange(width) < lengths[whole, None])
+        plain[whole] = ~((window == 46) | ((window | 32) == 101)).any(axis=1)
+    ns_digits = lengths - (decimals > 0) - negative + 3 - decimals
+    plain &= (ns_digits <= 18) | ((ns_digits == 19) & (first <= 52))  # int64 holds it: 4999... at most
+
+    # Rows right-aligned on three decimals: the dot (or a '0' for integers) in column width - 4.
+    pad = np.where(decimals > 0, 3 - decimals, 4)
+    matrix = np.lib.stride_tricks.sliding_window_view(joined, width)[end + pad - width]
+    column = np.arange(width)
+    outside = (column < (width - pad - lengths + negative)[:, None]) | (column >= (width - pad)[:, None])
+    matrix[outside] = 48
+    # Column c before the dot holds 10**(width - 2 - c) ns; beyond 10**18 only the zeros of plain rows.
+    exponents = [width - 2 - c for c in range(width - 4)]
+    powers = np.array([10**e if e <= 18 else 0 for e in exponents] + [0, 100, 10, 1], dtype=np.int64)
+    value = (matrix.astype(np.int64) - 48) @ powers
+    value = np.where(negative, -value, value)
     odd = np.flatnonzero(~plain)
-    matrix[odd] = 0
-    matrix[odd, 0] = 48
-    try:
-        scaled = matrix.view(f"S{width}").ravel().astype(np.int64)
-    except ValueError:  # not JSON number texts after all: every one the slow way
-        odd = np.arange(count)
-        scaled = np.zeros(count, dtype=np.int64)
-    scale = np.array([1000, 100, 10, 1], dtype=np.int64)[np.minimum(decimals, 3)]
-    damaged = np.abs(scaled) >= -(-ABSURD_NS // scale)  # would reach 2**62 ns
-    value = np.where(damaged, 0, scaled * scale)
+    value[odd] = 0
+    damaged = np.abs(value) >= ABSURD_NS
     for row in odd.tolist():
         exact = _exact_ns_slowly(bytes(texts[row]))
         damaged[row] = exact is None
         value[row] = 0 if exact is None else exact
+    value[damaged] = 0
     return value, damaged
 
 
