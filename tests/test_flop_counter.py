@@ -10,11 +10,12 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from tuiprof.analysis import load_model  # noqa: E402
-from tuiprof.analysis.live import apply_live_facts  # noqa: E402
+from tuiprof.analysis import analyze  # noqa: E402
 from tuiprof.capture.config import CaptureConfig, parse_shape  # noqa: E402
 from tuiprof.capture.models import build_model  # noqa: E402
 from tuiprof.capture.session import profile_training  # noqa: E402
+from tuiprof.trace import load_trace  # noqa: E402
+from tuiprof.trace.live import LiveFacts  # noqa: E402
 
 # The samples' models and input shapes (scripts/make_sample_traces.py), at batch 2 for speed.
 CASES = {
@@ -51,7 +52,7 @@ def capture(request, tmp_path_factory):
     config = CASES[request.param]
     trace = tmp_path_factory.mktemp("flops") / f"{request.param}.pt.trace.json.gz"
     result = profile_training(config, trace)
-    return config, trace, apply_live_facts(load_model(trace), result.facts)
+    return config, trace, analyze(load_trace(trace), result.facts)
 
 
 def test_module_flops_equal_flop_counter_mode(capture) -> None:
@@ -84,7 +85,7 @@ def test_module_flops_equal_flop_counter_mode(capture) -> None:
 
 def test_reopened_trace_gives_the_same_flops(capture) -> None:
     _, trace, live = capture
-    reopened = load_model(trace)
+    reopened = analyze(load_trace(trace), LiveFacts())  # the file alone: not even the facts a capture saves in it
     assert [(n.path, n.flops, n.backward_flops) for n in reopened.modules.walk()] == [
         (n.path, n.flops, n.backward_flops) for n in live.modules.walk()
     ]
