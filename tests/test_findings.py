@@ -19,7 +19,8 @@ def _model(**overrides):
         steps=[], kernels=[], total_self_cpu_us=1000.0, total_flops=0, flops_source="",
         modules=SimpleNamespace(roots=[], walk=lambda: iter(())), calls=[1], peak_memory=None,
         info=SimpleNamespace(with_stack=True, record_shapes=True, profile_memory=True),
-        report=SimpleNamespace(skipped=0, repaired=0),
+        report=SimpleNamespace(skipped=0, repaired=0, damaged=0), flops_damaged=0, external_ids_ignored=False,
+        step_flops=0, step_flops_per_s=None, step_time_us=0.0,
     )
     ops = overrides.pop("ops", [_op("aten::mm", 100.0)])
     base.update(overrides)
@@ -113,6 +114,19 @@ def test_memory_not_recorded() -> None:
 def test_memory_peak_and_damage_on_the_sample(resnet_model) -> None:
     ids = [f.id for f in F.findings(resnet_model)]
     assert "memory-peak" in ids and "damaged" not in ids
-    assert F.damaged_file(_model(report=SimpleNamespace(skipped=2, repaired=1))).text == (
-        "The file was damaged: 1 event repaired, 2 skipped."
+    assert F.damaged_file(_model(report=SimpleNamespace(skipped=2, repaired=1, damaged=0))).text == (
+        "The file was damaged: 1 event repaired, 2 events skipped."
     )
+    times = F.damaged_file(_model(report=SimpleNamespace(skipped=0, repaired=0, damaged=3), flops_damaged=1))
+    assert times.text == "The file was damaged: 3 events with impossible times left out, 1 call with impossible input sizes given no FLOPs."
+
+
+def test_external_ids_ignored() -> None:
+    assert F.external_ids_ignored(_model()) is None
+    assert F.external_ids_ignored(_model(external_ids_ignored=True)).id == "external-ids"
+
+
+def test_step_flops() -> None:
+    finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0, flops_source="measured"))
+    assert finding.id == "step-flops"
+    assert "2.00 GFLOP forward + backward" in finding.text and "500.000ms, 4.00 GFLOP/s achieved" in finding.text

@@ -36,12 +36,3 @@ def top_operators(model: TraceModel, limit: int = 5) -> list[OperatorStats]:
     key = operator_rank_key(model)
     ranked = sorted((s for s in model.operators() if s.name != STEP_ROW), key=lambda s: getattr(s, key), reverse=True)
     return ranked[:limit]
-
-
-def achieved_flops_per_s(model: TraceModel) -> float | None:
-    """FLOPs over the time they took: device time on GPU traces, else the
-    modules' forward + backward CPU time (None without FLOPs or time)."""
-    if not model.total_flops:
-        return None
-    busy_us = model.total_device_us or sum(r.cpu_total_us + r.backward_cpu_us for r in model.modules.roots)
-    return model.total_flops / (busy_us / 1e6) if busy_us else None

@@ -9,7 +9,6 @@ once progress is on screen.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import tempfile

@@ -104,7 +104,14 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
         text.append(f" · device fwd {format_us_short(module.device_total_us)}")
         if module.backward_device_us:
             text.append(f" bwd {format_us_short(module.backward_device_us)}")
-    text.append(f"\nFLOPs {format_count(module.flops) if module.flops else '--'} · mem {format_bytes(module.cpu_mem_bytes)}")
+    text.append("\nFLOPs ")
+    if module.flops or module.backward_flops:
+        text.append(f"fwd {format_count(module.flops)} bwd {format_count(module.backward_flops)}")
+        if module.flops_per_s:
+            text.append(f" ({format_count(module.flops_per_s)}FLOP/s)")
+    else:
+        text.append("--")
+    text.append(f" · mem {format_bytes(module.cpu_mem_bytes)}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
     return text

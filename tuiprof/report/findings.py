@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import module_share, operator_rank_key, top_modules, top_operators
-from tuiprof.report.units import format_bytes, format_us, plural
+from tuiprof.report.units import format_bytes, format_count, format_us, plural
 
 # A share below these is normal for a healthy training step and not worth a line.
 DATA_LOADING_SHARE = 0.05  # input pipelines that keep up cost a few % of the step
@@ -130,9 +130,26 @@ def module_tree_missing(model: TraceModel) -> Finding | None:
 def shapes_and_flops(model: TraceModel) -> Finding | None:
     if not model.info.record_shapes and len(model.calls):
         return Finding("no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
+    if model.step_flops:
+        rate = f", {format_count(model.step_flops_per_s)}FLOP/s achieved" if model.step_flops_per_s else ""
+        return Finding(
+            "step-flops", "info",
+            f"Training FLOPs per step: {format_count(model.step_flops)}FLOP forward + backward (FlopCounterMode's formulas) "
+            f"in {format_us(model.step_time_us)}{rate}. Operator FLOPs (profiler's formulas) {model.flops_source}.",
+        )
     if model.total_flops:
         return Finding("flops-source", "info", f"FLOPs {model.flops_source}.")
     return None
+
+
+def external_ids_ignored(model: TraceModel) -> Finding | None:
+    if not model.external_ids_ignored:
+        return None
+    return Finding(
+        "external-ids", "info",
+        "The file's External ids were not used (its writer set them equal to correlation ids): kernels were joined "
+        "to the operator around each runtime launch instead.",
+    )
 
 
 def memory_not_recorded(model: TraceModel) -> Finding | None:
@@ -149,14 +166,22 @@ def memory_peak(model: TraceModel) -> Finding | None:
 
 
 def damaged_file(model: TraceModel) -> Finding | None:
-    if not (model.report.skipped or model.report.repaired):
+    report = model.report
+    parts = [
+        f"{plural(report.repaired, 'event')} repaired" if report.repaired else "",
+        f"{plural(report.skipped, 'event')} skipped" if report.skipped else "",
+        f"{plural(report.damaged, 'event')} with impossible times left out" if report.damaged else "",
+        f"{plural(model.flops_damaged, 'call')} with impossible input sizes given no FLOPs" if model.flops_damaged else "",
+    ]
+    parts = [part for part in parts if part]
+    if not parts:
         return None
-    return Finding("damaged", "warning", f"The file was damaged: {plural(model.report.repaired, 'event')} repaired, {model.report.skipped:,} skipped.")
+    return Finding("damaged", "warning", "The file was damaged: " + ", ".join(parts) + ".")
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
     top_module, top_operator, data_loading, gpu_idle, no_steps, copies, launch_bound, backward_ratio,
-    module_tree_missing, shapes_and_flops, memory_not_recorded, memory_peak, damaged_file,
+    module_tree_missing, shapes_and_flops, external_ids_ignored, memory_not_recorded, memory_peak, damaged_file,
 )
 
 

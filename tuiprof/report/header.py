@@ -5,7 +5,6 @@ from __future__ import annotations
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import achieved_flops_per_s
 from tuiprof.report.units import format_bytes_short, format_count, format_us_short, plural
 
 
@@ -26,10 +25,9 @@ def header_line(model: TraceModel) -> Text:
     peak = model.peak_memory
     if peak is not None:
         parts.append(f"peak {format_bytes_short(peak.peak_bytes)} {peak.device}")
-    if model.total_flops:
-        flops = f"{format_count(model.total_flops).replace(' ', '')}FLOP"
-        rate = achieved_flops_per_s(model)
-        if rate:
-            flops += f" {format_count(rate).replace(' ', '')}FLOP/s"
+    if model.step_flops:  # training FLOPs of a step (forward + backward) over the step time
+        flops = f"{format_count(model.step_flops).replace(' ', '')}FLOP/step"
+        if model.step_flops_per_s:
+            flops += f" {format_count(model.step_flops_per_s).replace(' ', '')}FLOP/s"
         parts.append(flops)
     return Text(" · ".join(parts), style="bold", overflow="ellipsis", no_wrap=True)
