@@ -3,11 +3,12 @@
 A capture (``tuiprof live``/``run``) knows each module instance's qualified
 name, parameter count and output shape, torch's own FLOPs per operator call
 and the profiler's log lines.  They are written into the saved trace as one
-extra top-level member, :data:`MEMBER`, next to ``traceEvents``.  Chrome-trace
-readers (Perfetto, HolisticTraceAnalysis, the TensorBoard plugin) read the
-members they know by name and skip the others, so the file stays a plain
-torch trace for them; ``tuiprof open`` reads the member back and shows what
-the live session showed.
+extra top-level member, :data:`MEMBER`, the document's last, after
+``traceEvents``: Perfetto's JSON tokenizer stops reading at a top-level key
+it does not know (one before the events would hide them all), and
+HolisticTraceAnalysis (0.5.0: its metadata dict) and the TensorBoard plugin
+(0.4.3) read the same events with or without it.  ``tuiprof open`` reads the
+member back and shows what the live session showed.
 """
 
 from __future__ import annotations
