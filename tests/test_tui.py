@@ -279,3 +279,21 @@ async def test_slash_filters_the_focused_pane_of_modules() -> None:
         assert "aten::conv2d" in ops  # the operators of the matched module
         await pilot.press("escape")
         assert [node.data.name for node in tree.root.children][0] == "ResNet_0"
+
+
+async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
+    import gzip
+
+    from tuiprof.trace.live import MEMBER, LiveFacts, encode_live_facts
+
+    document = json.loads(gzip.open(RESNET).read())
+    document[MEMBER] = json.loads(encode_live_facts(LiveFacts(log_lines=["profiler_start", "[W] a [bracketed] warning"])))
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(document))
+    app = ExplorerApp(FileSource(str(saved)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        assert " 7 Log " in _text(app.query_one("#header"))
+        await pilot.press("7")
+        lines = [str(line.text) for line in app.query_one("#log-lines").lines]
+        assert any("[bracketed]" in line for line in lines)

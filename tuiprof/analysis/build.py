@@ -50,6 +50,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             steps=build_steps(calls, activity, store.gpu_annotations),
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
+            log_lines=tuple(live.log_lines) if live is not None else (),
         )
         model.operators()
         return model

@@ -43,6 +43,7 @@ class TraceModel:
     steps: list[StepStats]
     memory: list[MemoryTimeline]
     flops_source: str = "recomputed from Input Dims (torch's formulas)"
+    log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 
     def operators(

@@ -55,7 +55,8 @@ class FileSource:
         if cancelled():
             raise LoadCancelled
         report(f"analysing {store.event_count:,} events, {time.perf_counter() - started:.1f} s", None)
-        return analyze(store), []
+        model = analyze(store)
+        return model, list(model.log_lines)  # a saved live capture keeps the profiler's log
 
 
 class PreparedSource:

@@ -31,7 +31,7 @@ class LoadingPanel(Vertical):
 
     def fail(self, text: str) -> None:
         self.query_one(ProgressBar).display = False
-        self.query_one("#loading-title", Static).update(Text("Cannot open this trace", style="bold red"))
+        self.query_one("#loading-title", Static).update(Text("Cannot capture" if self.live else "Cannot open this trace", style="bold red"))
         self.query_one("#loading-text", Static).update(Text(text))
         self.query_one("#loading-hint", Static).update("q: quit")
 
