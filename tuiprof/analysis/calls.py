@@ -65,7 +65,6 @@ FILTERED_NAMES = frozenset(
 CPU_MEMORY_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
 DEVICE_MEMORY_TYPES = frozenset({1, 6, 12, 20})  # CUDA, HIP, XPU, PrivateUse1
 STEP_PREFIX = "ProfilerStep#"
-BACKWARD_ROOT_PREFIX = "autograd::engine::evaluate_function: "
 
 
 def is_step_name(name: str) -> bool:

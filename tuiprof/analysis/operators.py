@@ -92,8 +92,20 @@ def shape_codes(calls: OperatorCalls) -> tuple[np.ndarray, list[str]]:
     return calls.shape_index
 
 
-_SUMMED = ("self_ns", "total_ns", "self_device_ns", "device_total_ns", "self_cpu_mem", "cpu_mem",
-           "self_device_mem", "device_mem", "flops", "executed_flops")
+# OperatorStats field -> (the OperatorCalls column summed over a group's calls, unit factor).
+# A new summed column is one line here plus its field.
+SUMMED_FIELDS: dict[str, tuple[str, float]] = {
+    "self_cpu_us": ("self_ns", 1e-3),
+    "cpu_total_us": ("total_ns", 1e-3),
+    "self_device_us": ("self_device_ns", 1e-3),
+    "device_total_us": ("device_total_ns", 1e-3),
+    "self_cpu_mem_bytes": ("self_cpu_mem", 1),
+    "cpu_mem_bytes": ("cpu_mem", 1),
+    "self_device_mem_bytes": ("self_device_mem", 1),
+    "device_mem_bytes": ("device_mem", 1),
+    "flops": ("flops", 1),
+    "executed_flops": ("executed_flops", 1),
+}
 
 
 def aggregate_operators(
@@ -128,11 +140,12 @@ def aggregate_operators(
     if unattributed is not None and unattributed.calls and not top_level_only:
         result.append(
             OperatorStats(
-                "[memory]", "[]" if group_by_shape else None, unattributed.calls,
-                0.0, 0.0, 0.0, 0.0,
-                unattributed.cpu_bytes, unattributed.cpu_bytes,
-                unattributed.device_bytes, unattributed.device_bytes,
-                0, (),
+                name="[memory]", input_shapes="[]" if group_by_shape else None, calls=unattributed.calls, rows=(),
+                **{
+                    **dict.fromkeys(SUMMED_FIELDS, 0),
+                    "self_cpu_mem_bytes": unattributed.cpu_bytes, "cpu_mem_bytes": unattributed.cpu_bytes,
+                    "self_device_mem_bytes": unattributed.device_bytes, "device_mem_bytes": unattributed.device_bytes,
+                },
             )
         )
     result.sort(key=lambda s: s.self_cpu_us + s.self_device_us, reverse=True)
@@ -147,28 +160,22 @@ def _stats_by_key(
         return []
     members_sorted = selected[np.concatenate(positions)]
     firsts = np.cumsum([0] + [len(p) for p in positions[:-1]])
-    sums = [np.add.reduceat(calls.column(column)[members_sorted], firsts).tolist() for column in _SUMMED]
+    sums = {
+        field: (np.add.reduceat(calls.column(column)[members_sorted], firsts) * factor if factor != 1
+                else np.add.reduceat(calls.column(column)[members_sorted], firsts)).tolist()
+        for field, (column, factor) in SUMMED_FIELDS.items()
+    }
     width = max(1, len(shapes))
     found = []
     for group, (key, where) in enumerate(zip(group_keys, positions)):
         members = selected[where]
         code, shape = divmod(key, width) if shapes else (key, -1)
-        self_ns, total_ns, self_dev, dev_total, self_mem, mem, self_dev_mem, dev_mem, flops, executed = (s[group] for s in sums)
         stats = OperatorStats(
             name=STEP_WILDCARD if code == step_code else names[code],
             input_shapes=shapes[shape] if shapes else None,
             calls=len(members),
-            self_cpu_us=self_ns / 1000,
-            cpu_total_us=total_ns / 1000,
-            self_device_us=self_dev / 1000,
-            device_total_us=dev_total / 1000,
-            self_cpu_mem_bytes=self_mem,
-            cpu_mem_bytes=mem,
-            self_device_mem_bytes=self_dev_mem,
-            device_mem_bytes=dev_mem,
-            flops=flops,
-            executed_flops=executed,
             rows=tuple(members.tolist()),
+            **{field: values[group] for field, values in sums.items()},
         )
         found.append((int(where[0]), stats))
     found.sort(key=lambda item: item[0])
