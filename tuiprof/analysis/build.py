@@ -80,10 +80,9 @@ def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
         devices=tuple(d.name for d in store.devices),
         rank=dist.rank if dist else None,
         world_size=dist.world_size if dist else None,
-        record_shapes=bool(header.record_shapes)  # files before 2022 lack the flag: look at the ops
-        or bool((store.cpu.dims_len[:5000] > 0).any()),
-        profile_memory=bool(header.profile_memory) or bool(store.memory),
-        with_stack=bool(header.with_stack) or len(store.frames) > 0,
+        record_shapes=store.recorded_shapes,
+        profile_memory=store.recorded_memory,
+        with_stack=store.recorded_stacks,
         event_count=store.event_count,
         uncompressed_bytes=store.uncompressed_bytes,
         duration_us=(max(ends) - min(starts)) / 1000 if starts else 0.0,

@@ -43,7 +43,6 @@ from tuiprof.trace.columns import (
     CpuEvents,
     DeviceEvents,
     input_texts,
-    int_column,
 )
 from tuiprof.trace.schema import decode_member
 from tuiprof.trace.store import TraceEvents
@@ -62,8 +61,6 @@ FILTERED_NAMES = frozenset(
     }
 )
 # c10::DeviceType values torch counts as CPU or as device memory.
-CPU_MEMORY_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
-DEVICE_MEMORY_TYPES = frozenset({1, 6, 12, 20})  # CUDA, HIP, XPU, PrivateUse1
 STEP_PREFIX = "ProfilerStep#"
 
 
@@ -539,16 +536,11 @@ def _memory_per_node(
     cpu_mem = np.zeros(n_nodes, dtype=np.int64)
     device_mem = np.zeros(n_nodes, dtype=np.int64)
     unattributed = UnattributedMemory()
-    records = [e for e in store.memory if e.args is not None]
-    if not records:
+    records = store.memory_records
+    if not len(records):
         return cpu_mem, device_mem, unattributed
-    times = np.array([e.start_ns for e in records], dtype=np.int64)
-    sizes = int_column([e.args.alloc_bytes or 0 for e in records])
-    kinds = int_column([-1 if e.args.device_type is None else e.args.device_type for e in records])
-    by_time = np.argsort(times, kind="stable")
-    times, sizes, kinds = times[by_time], sizes[by_time], kinds[by_time]
-    is_cpu = np.isin(kinds, list(CPU_MEMORY_TYPES))
-    is_device = np.isin(kinds, list(DEVICE_MEMORY_TYPES))
+    times, sizes = records.start_ns, records.bytes
+    is_cpu, is_device = records.is_cpu, records.is_device
     cpu_prefix = np.concatenate(([0], np.cumsum(np.where(is_cpu, sizes, 0))))
     device_prefix = np.concatenate(([0], np.cumsum(np.where(is_device, sizes, 0))))
     lo = np.searchsorted(times, starts, side="left")

@@ -11,6 +11,7 @@ the columns' category codes, so nothing downstream knows about them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -22,7 +23,11 @@ from tuiprof.trace.columns import (
     FrameColumns,
 )
 from tuiprof.trace.decode import DecodeReport
+from tuiprof.trace.memory import MemoryRecords, memory_records
 from tuiprof.trace.schema import DeviceProperties, TimedEvent, TraceHeader
+
+
+SHAPES_PROBE = 5000  # operators looked at for Input Dims when the header has no record_shapes
 
 
 @dataclass
@@ -50,6 +55,25 @@ class TraceEvents:
     other_events: int = 0
     event_count: int = 0
     uncompressed_bytes: int = 0
+
+    @cached_property
+    def memory_records(self) -> MemoryRecords:
+        """The ``[memory]`` records as columns (trace/memory.py settles the format's quirks)."""
+        return memory_records(self.memory)
+
+    # What the profiler recorded: the header's switches, or what the events show
+    # (files before 2022 write no switches).
+    @property
+    def recorded_shapes(self) -> bool:
+        return bool(self.header.record_shapes) or bool((self.cpu.dims_len[:SHAPES_PROBE] > 0).any())
+
+    @property
+    def recorded_memory(self) -> bool:
+        return bool(self.header.profile_memory) or bool(self.memory)
+
+    @property
+    def recorded_stacks(self) -> bool:
+        return bool(self.header.with_stack) or len(self.frames) > 0
 
     @property
     def devices(self) -> list[DeviceProperties]:

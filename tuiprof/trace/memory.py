@@ -1,0 +1,89 @@
+"""Allocator records (``[memory]`` instants) as columns, with the format's quirks settled here.
+
+- ``Device Type`` follows c10's DeviceType: 0 CPU, 2 MKLDNN and 5 IDEEP are host memory;
+  1 CUDA, 6 HIP (ROCm GPUs report 6, not 1), 12 XPU and 20 PrivateUse1 are a device's.
+  A record without one counts for neither in operator tables (as torch does) and is
+  charted as CPU memory (pre-2021 files had only host records).
+- Files before 2021 have no ``Total Allocated``: a device's allocated curve is then the
+  running sum of ``Bytes`` and its reserved curve is unknown.
+- A record without ``Bytes`` is not an allocator event and is left out.
+
+The analysis reads only these columns; records come sorted by time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tuiprof.trace.schema import TimedEvent
+
+CPU_MEMORY_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
+DEVICE_MEMORY_TYPES = frozenset({1, 6, 12, 20})  # CUDA, HIP, XPU, PrivateUse1
+DEVICE_TYPE_NAMES = {0: "CPU", 1: "CUDA", 2: "MKLDNN", 5: "IDEEP", 6: "HIP", 12: "XPU", 20: "PrivateUse1"}
+NO_TYPE = -1
+
+
+@dataclass(frozen=True)
+class MemoryRecords:
+    start_ns: np.ndarray  # int64, ascending
+    bytes: np.ndarray  # int64, negative for a free
+    kind: np.ndarray  # int64 Device Type, NO_TYPE when absent
+    device: np.ndarray  # int64 index into device_names
+    device_names: tuple[str, ...]  # "CPU", "CUDA:0", in first-seen order
+    allocated: np.ndarray  # int64 Total Allocated after the record (or the device's running sum)
+    reserved: np.ndarray  # int64 Total Reserved (0 where unknown)
+    reserved_known: tuple[bool, ...]  # per device: whether the file recorded totals
+    tids: tuple[int | str, ...]  # the thread of each record, as written
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    @property
+    def is_cpu(self) -> np.ndarray:
+        return np.isin(self.kind, list(CPU_MEMORY_TYPES))
+
+    @property
+    def is_device(self) -> np.ndarray:
+        return np.isin(self.kind, list(DEVICE_MEMORY_TYPES))
+
+
+def device_label(kind: int, device_id: int | None) -> str:
+    """``CPU`` for host memory (and records without a type), ``CUDA:0`` for a device's."""
+    type_id = 0 if kind == NO_TYPE else kind
+    name = DEVICE_TYPE_NAMES.get(type_id, f"device{type_id}")
+    return name if type_id in CPU_MEMORY_TYPES else f"{name}:{device_id if device_id is not None else 0}"
+
+
+def memory_records(events: list[TimedEvent]) -> MemoryRecords:
+    records = [e for e in events if e.args is not None and e.args.alloc_bytes is not None]
+    records.sort(key=lambda e: e.start_ns)
+    kinds = [NO_TYPE if e.args.device_type is None else e.args.device_type for e in records]
+    labels = [device_label(kind, e.args.device_id) for kind, e in zip(kinds, records)]
+    names = tuple(dict.fromkeys(labels))
+    device = np.array([names.index(label) for label in labels], dtype=np.int64)
+    sizes = np.array([e.args.alloc_bytes for e in records], dtype=np.int64)
+    allocated = np.array([e.args.total_allocated or 0 for e in records], dtype=np.int64)
+    reserved = np.array([e.args.total_reserved or 0 for e in records], dtype=np.int64)
+    has_total = np.array([e.args.total_allocated is not None for e in records], dtype=bool)
+    known = []
+    for index in range(len(names)):
+        mine = device == index
+        if has_total[mine].all():
+            known.append(True)
+        else:  # pre-2021: the running sum of this device's bytes
+            allocated[mine] = np.cumsum(sizes[mine])
+            reserved[mine] = 0
+            known.append(False)
+    return MemoryRecords(
+        start_ns=np.array([e.start_ns for e in records], dtype=np.int64),
+        bytes=sizes,
+        kind=np.array(kinds, dtype=np.int64),
+        device=device,
+        device_names=names,
+        allocated=allocated,
+        reserved=reserved,
+        reserved_known=tuple(known),
+        tids=tuple(e.tid for e in records),
+    )
