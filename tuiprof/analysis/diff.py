@@ -32,14 +32,18 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from tuiprof.analysis.arrays import nearest_ancestor
+from tuiprof.analysis.build import analyze, load_model
 from tuiprof.analysis.calls import is_step_name
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import STEP_WILDCARD
+from tuiprof.errors import TraceError
+from tuiprof.trace import load_trace_file, resolve_trace
 
 # Operator deltas "cover" the step delta when they sum to it within this share.
 COVERAGE_TOLERANCE = 0.01
@@ -268,7 +272,10 @@ def diff_traces(
         _step_table(side_a, side_b),
         _memory_table(side_a, side_b),
     ]
-    notes.extend(t.note for t in tables if t.note.startswith("not compared"))
+    for table in tables:  # one line per missing thing (kernels and launchers miss the same)
+        line = f"{table.title}: {table.note}"
+        if table.note.startswith("not compared") and not any(table.note in n for n in notes):
+            notes.append(line)
     steps = tables[TABLES.index("steps")]
     verdict = _verdict(side_a, side_b, ops)
     return TraceDiff(
@@ -289,7 +296,7 @@ def _kind_notes(group_a, group_b, device_a: bool, device_b: bool) -> list[str]:
     if device_a != device_b:
         cpu_side, device_side = ("B", "A") if device_a else ("A", "B")
         notes.append(
-            f"{device_side} ran on a device and {cpu_side} is CPU-only: kernels are not compared, operators by CPU time"
+            f"{device_side} ran on a device and {cpu_side} is CPU-only: operators are compared by CPU time"
         )
     devices_a = sorted({d for m in group_a for d in m.info.devices})
     devices_b = sorted({d for m in group_b for d in m.info.devices})
@@ -354,6 +361,11 @@ def _table(name: str, title: str, metric: str, unit: str, values_a: Values, valu
            aligned: list[DiffRow] | None = None, note: str = "") -> DiffTable:
     total_a, total_b = _total(values_a), _total(values_b)
     return DiffTable(name, title, metric, unit, total_a, total_b, _rows(values_a, values_b, total_b - total_a, aligned), note)
+
+
+def _who(missing: list[str]) -> str:
+    """"A has" / "A and B have"."""
+    return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
 
 
 def _not_compared(name: str, title: str, metric: str, unit: str, why: str) -> DiffTable:
@@ -526,7 +538,7 @@ def _module_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not all(m.modules.roots for m in side.models)]
     if missing:
         return _not_compared("modules", title, words, "us",
-                             f"{' and '.join(missing)} has no module tree (recorded without with_stack=True)")
+                             f"{_who(missing)} no module tree (recorded without with_stack=True)")
     named = all(n.qualified_name for side in (side_a, side_b) for m in side.models for n in m.modules.walk())
     values_a = side_a.collect(_module_values(metric, named))
     values_b = side_b.collect(_module_values(metric, named))
@@ -561,7 +573,7 @@ def _launcher_values(model: TraceModel) -> Values:
 
 def _device_missing(device_a: bool, device_b: bool) -> str:
     missing = [label for label, has in (("A", device_a), ("B", device_b)) if not has]
-    return f"{' and '.join(missing)} has no device activity (CPU-only)"
+    return f"{_who(missing)} no device activity (CPU-only)"
 
 
 def _kernel_table(side_a: _Side, side_b: _Side, device_a: bool, device_b: bool) -> DiffTable:
@@ -602,7 +614,7 @@ def _step_table(side_a: _Side, side_b: _Side) -> DiffTable:
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not side.models[0].steps]
     if missing:
         return _not_compared("steps", title, words, "us",
-                             f"{' and '.join(missing)} has no ProfilerStep spans (recorded without a schedule)")
+                             f"{_who(missing)} no ProfilerStep spans (recorded without a schedule)")
     durations_a, durations_b = side_a.step_durations(), side_b.step_durations()
     names_a = [s.name for s in side_a.models[0].steps]
     names_b = [s.name for s in side_b.models[0].steps]
@@ -629,7 +641,7 @@ def _memory_table(side_a: _Side, side_b: _Side) -> DiffTable:
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not any(m.memory for m in side.models)]
     if missing:
         return _not_compared("memory", title, words, "bytes",
-                             f"{' and '.join(missing)} has no memory records (recorded without profile_memory=True)")
+                             f"{_who(missing)} no memory records (recorded without profile_memory=True)")
 
     def peaks(side: _Side) -> Values:
         result: Values = {}
@@ -684,3 +696,24 @@ def _coverage(ops: DiffTable, steps: DiffTable, metric: str) -> Coverage:
         return Coverage(op_delta, step_delta, None, "operators are compared by device time, which overlaps CPU time")
     tolerance = COVERAGE_TOLERANCE * max(steps.total_a, steps.total_b)
     return Coverage(op_delta, step_delta, abs(op_delta - step_delta) <= tolerance)
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_side(path: str, select: str | None = None, ranks: str | None = None) -> list[TraceModel]:
+    """The models of one side of a diff: the file, the chosen trace of a run
+    directory (``select``: a rank or part of a name; default its lowest rank),
+    or with ``ranks`` ("all" or "0,2,5") several ranks of a run directory."""
+    if ranks is None or not Path(path).is_dir():
+        return [load_model(path, select)]
+    _, traces = resolve_trace(path)
+    if ranks != "all":
+        try:
+            wanted = {int(part) for part in ranks.split(",")}
+        except ValueError:
+            raise TraceError(f"--ranks {ranks}", "not a list of ranks", "write all, or ranks like 0,1,3") from None
+        traces = [t for t in traces if t.rank in wanted]
+        if not traces:
+            raise TraceError(path, f"no trace of ranks {ranks}", "list the ranks its files hold (distributedInfo.rank)")
+    return [analyze(load_trace_file(t)) for t in traces]
