@@ -45,10 +45,16 @@ def diff_columns(table: DiffTable) -> tuple[Column, ...]:
         Column("b", "B", unit, f"B's {table.metric}."),
         SignedColumn("delta", "Delta", unit, "B minus A."),
         SignedColumn("delta_pct", "Delta %", "pct", "Delta over A."),
-        SignedColumn("share_pct", "Share", "pct", "Share of the table's total delta (rows that moved the other way make others exceed 100 %)."),
+        Column("share_pct", "Share", "pct", "Share of the table's total delta (rows that moved the other way make others exceed 100 %)."),
         Column("calls_a", "Calls A", "count", "Calls (launches, allocations) in A.", narrow=False),
         Column("calls_b", "Calls B", "count", "Calls (launches, allocations) in B.", narrow=False),
     )
+
+
+def shown_columns(table: DiffTable, rows: list[Row]) -> tuple[Column, ...]:
+    """The columns for text: no Detail column when no row has one."""
+    columns = diff_columns(table)
+    return columns if any(r["detail"] for r in rows) else tuple(c for c in columns if c.key != "detail")
 
 
 def diff_row(row: DiffRow) -> Row:
@@ -185,10 +191,10 @@ def render_diff(diff: TraceDiff, fmt: str, views: tuple[str, ...] = TABLES, limi
         rows = [diff_row(r) for r in table.rows[:limit]]
         title = _title(table, len(rows))
         if fmt == "markdown":
-            body = render_rows(rows, diff_columns(table), fmt) if rows else ""
-            parts.append(f"### {title}\n\n{body or table.note + chr(10)}")
+            body = render_rows(rows, shown_columns(table, rows), fmt) if rows else ""
+            parts.append(f"### {title}\n\n{body}" if rows else f"### {table.title}\n\n{table.note}\n")
         else:
-            parts.append(render_rows(rows, diff_columns(table), fmt, title) if rows else f"{title}\n")
+            parts.append(render_rows(rows, shown_columns(table, rows), fmt, title) if rows else f"{title}\n")
     return "\n".join(parts)
 
 
@@ -199,11 +205,12 @@ def _title(table: DiffTable, shown: int) -> str:
 
 
 def rich_tables(diff: TraceDiff, views: tuple[str, ...], limit: int | None):
-    """Rich tables for a terminal (one per view)."""
+    """Rich tables for a terminal (one per view; a line for a table not compared)."""
     for name in views:
         table = diff.table(name)
         rows = [diff_row(r) for r in table.rows[:limit]]
-        yield build_rich_table(rows, diff_columns(table), _title(table, len(rows)), ascii_rules=False)
+        title = _title(table, len(rows))
+        yield build_rich_table(rows, shown_columns(table, rows), title, ascii_rules=False) if rows else Text(title)
 
 
 def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: bool) -> str:
