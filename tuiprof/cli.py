@@ -101,8 +101,8 @@ def _add_diff_parser(commands) -> None:
 
     diff = commands.add_parser(
         "diff", help="compare two traces: the step-time verdict, then operators, modules, kernels, steps, memory",
-        description="Compare run A with run B. On a terminal without --format it prints the text report "
-        "(the explorer's diff mode is not built yet). A run directory gives its lowest rank (or --trace's) unless "
+        description="Compare run A with run B. On a terminal without --format or a gate it opens the explorer's "
+        "diff mode, else it prints. A run directory gives its lowest rank (or --trace's) on both sides unless "
         "--ranks averages several. Exit codes: 0, 1 when a --fail-if gate fails, 2 on bad input.",
     )
     diff.add_argument("a", help="run A: trace .json / .json.gz, or a run directory (the baseline)")
@@ -118,7 +118,7 @@ def _add_diff_parser(commands) -> None:
                       help="time operators and modules are compared by (auto: device when both sides have it)")
     diff.add_argument("--limit", type=int, default=None, metavar="N",
                       help="rows per table (default: 10 in table/markdown, all in csv/json)")
-    diff.add_argument("--format", choices=FORMATS, default="table")
+    diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
     diff.add_argument("--fail-if-slower", metavar="PCT", help="exit 1 when B's median step is more than PCT slower, beyond noise (e.g. 5%%)")
     diff.add_argument("--fail-if-memory", metavar="PCT", help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%)")
     diff.set_defaults(handler=run_diff)

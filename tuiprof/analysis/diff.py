@@ -717,3 +717,11 @@ def load_side(path: str, select: str | None = None, ranks: str | None = None) ->
         if not traces:
             raise TraceError(path, f"no trace of ranks {ranks}", "list the ranks its files hold (distributedInfo.rank)")
     return [analyze(load_trace_file(t)) for t in traces]
+
+
+def side_label(models: Sequence[TraceModel]) -> str:
+    """How a side is named: its file, or its run directory and averaged ranks."""
+    if len(models) == 1:
+        return models[0].info.source
+    ranks = ",".join(str(m.info.rank) for m in models)
+    return f"{Path(models[0].info.source).parent} (mean of ranks {ranks})"

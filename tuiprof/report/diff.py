@@ -8,13 +8,12 @@ import io
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 from rich.console import Console
 from rich.text import Text
 
-from tuiprof.analysis.diff import TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side
+from tuiprof.analysis.diff import TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
 from tuiprof.errors import TraceError
 from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
@@ -23,6 +22,7 @@ from tuiprof.report.views import Column, Row
 
 # Text formats show this many rows per table unless --limit says otherwise.
 TEXT_ROWS = 10
+BETTER, WORSE = "green", "red"
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,12 @@ class SignedColumn(Column):
     def format(self, value: object) -> str:
         text = super().format(value)
         return "+" + text if isinstance(value, (int, float)) and value > 0 else text
+
+    def cell_style(self, value: object) -> str | None:
+        """Less time or memory is better: green below zero, red above."""
+        if not isinstance(value, (int, float)) or value == 0:
+            return None
+        return BETTER if value < 0 else WORSE
 
 
 def diff_columns(table: DiffTable) -> tuple[Column, ...]:
@@ -48,13 +54,15 @@ def diff_columns(table: DiffTable) -> tuple[Column, ...]:
         Column("share_pct", "Share", "pct", "Share of the table's total delta (rows that moved the other way make others exceed 100 %)."),
         Column("calls_a", "Calls A", "count", "Calls (launches, allocations) in A.", narrow=False),
         Column("calls_b", "Calls B", "count", "Calls (launches, allocations) in B.", narrow=False),
+        Column("abs_delta", "|Delta|", unit, "Size of the change either way (the default order).", narrow=False),
     )
 
 
-def shown_columns(table: DiffTable, rows: list[Row]) -> tuple[Column, ...]:
-    """The columns for text: no Detail column when no row has one."""
-    columns = diff_columns(table)
-    return columns if any(r["detail"] for r in rows) else tuple(c for c in columns if c.key != "detail")
+def shown_columns(table: DiffTable, rows: list[Row], hidden: tuple[str, ...] = ("abs_delta",)) -> tuple[Column, ...]:
+    """The columns to draw: no Detail column when no row has one; text output
+    also leaves out |Delta| (its order is the table's order)."""
+    hidden = (*hidden, *(() if any(r["detail"] for r in rows) else ("detail",)))
+    return tuple(c for c in diff_columns(table) if c.key not in hidden)
 
 
 def diff_row(row: DiffRow) -> Row:
@@ -69,6 +77,7 @@ def diff_row(row: DiffRow) -> Row:
         "share_pct": row.share_pct,
         "calls_a": row.calls_a,
         "calls_b": row.calls_b,
+        "abs_delta": abs(row.delta),
     }
 
 
@@ -167,6 +176,52 @@ def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float |
             f"over the {memory_pct:g} % gate{f'; most on {at.name}' if at else ''})"
         )
     return failures
+
+
+def verdict_style(verdict: Verdict) -> str:
+    return {"faster": f"bold {BETTER}", "slower": f"bold {WORSE}"}.get(verdict.outcome, "bold")
+
+
+def overview_text(diff: TraceDiff) -> Text:
+    """The explorer's Diff overview: the verdict block, coloured by direction."""
+    text = Text()
+    text.append(f"A: {diff.label_a}\nB: {diff.label_b}\n\n")
+    text.append("verdict: ", style="bold")
+    text.append(verdict_text(diff.verdict) + "\n", style=verdict_style(diff.verdict))
+    for line in (step_line(diff.verdict), memory_line(diff), coverage_line(diff)):
+        text.append(line + "\n")
+    text.append(f"\nbiggest contributors ({diff.table('ops').metric} by operator):\n", style="bold")
+    contributors = diff.verdict.contributors
+    for index, line in enumerate(contributor_lines(diff)):
+        delta = contributors[index].delta if index < len(contributors) else 0
+        text.append(f"  {line}\n", style=WORSE if delta > 0 else BETTER if delta < 0 else "")
+    if diff.notes:
+        text.append("\nnotes:\n", style="bold")
+        for note in diff.notes:
+            text.append(f"  {note}\n")
+    return text
+
+
+def row_detail(table: DiffTable, row: Row) -> Text:
+    """The detail pane under a diff table: the row in words."""
+    unit_format = format_bytes if table.unit == "bytes" else format_us
+    text = Text()
+    text.append(str(row["name"]), style="bold")
+    if row["detail"]:
+        text.append(f"  {row['detail']}")
+    text.append("\n")
+
+    def side(value: object) -> str:
+        return unit_format(value) if isinstance(value, (int, float)) else "absent"  # type: ignore[arg-type]
+
+    text.append(f"{table.metric}: A {side(row['a'])}, B {side(row['b'])}, ")
+    delta = float(row["delta"])  # type: ignore[arg-type]
+    text.append(f"delta {'+' if delta > 0 else ''}{unit_format(delta if table.unit != 'bytes' else int(delta))}",
+                style=WORSE if delta > 0 else BETTER if delta < 0 else "")
+    if row["share_pct"] is not None:
+        text.append(f" ({row['share_pct']:.1f} % of the table's delta)")
+    text.append(f"\nstatus: {row['status']}; calls A {row['calls_a']:g}, B {row['calls_b']:g}")
+    return text
 
 
 # ------------------------------------------------------------------ formats
@@ -283,20 +338,26 @@ def parse_percent(option: str, text: str | None) -> float | None:
 
 
 def run_diff_command(args: Namespace) -> int:
-    """``tuiprof diff A B``: print the report; exit 1 when a gate fails."""
+    """``tuiprof diff A B``: the explorer's diff mode on a terminal (no --format,
+    no gate), else the report on stdout; exit 1 when a gate fails."""
     slower = parse_percent("--fail-if-slower", args.fail_if_slower)
     memory = parse_percent("--fail-if-memory", args.fail_if_memory)
+    if args.format is None and stdout_is_terminal() and slower is None and memory is None:
+        from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
+
+        return run_diff_explorer(DiffSource(args.a, args.b, args.trace, args.ranks, args.metric))
+    fmt = args.format or "table"
     side_a = load_side(args.a, args.trace, args.ranks)
     side_b = load_side(args.b, args.trace, args.ranks)
     for model in (*side_a, *side_b):
         report_diagnostics(model)
-    diff = diff_traces(side_a, side_b, metric=args.metric, label_a=_label(side_a), label_b=_label(side_b))
+    diff = diff_traces(side_a, side_b, metric=args.metric, label_a=side_label(side_a), label_b=side_label(side_b))
     views = TABLES if args.view in ("all", "verdict") else (args.view,)
     if args.view == "verdict":
         views = ()
     show_verdict = args.view in ("all", "verdict")
-    limit = args.limit if args.limit is not None else TEXT_ROWS if args.format in ("table", "markdown") else None
-    if args.format == "table" and stdout_is_terminal():
+    limit = args.limit if args.limit is not None else TEXT_ROWS if fmt in ("table", "markdown") else None
+    if fmt == "table" and stdout_is_terminal():
         console = Console()
         if show_verdict:
             for line in summary_lines(diff):
@@ -304,16 +365,8 @@ def run_diff_command(args: Namespace) -> int:
         for table in rich_tables(diff, views, limit):
             console.print(table)
     else:
-        sys.stdout.write(render_diff(diff, args.format, views, limit, show_verdict))
+        sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))
     failures = gate_failures(diff, slower, memory)
     for failure in failures:
         print(f"tuiprof: {failure}", file=sys.stderr)
     return 1 if failures else 0
-
-
-def _label(models) -> str:
-    info = models[0].info
-    if len(models) == 1:
-        return info.source
-    ranks = ",".join(str(m.info.rank) for m in models)
-    return f"{Path(info.source).parent} (mean of ranks {ranks})"
