@@ -9,12 +9,11 @@ comes from analysis/diff.py, its texts and columns from report/diff.py.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
@@ -22,6 +21,7 @@ from textual.widgets import Static
 from tuiprof.analysis.diff import TraceDiff
 from tuiprof.report.diff import diff_columns, diff_row, overview_text, row_detail, shown_columns
 from tuiprof.report.views import Column, Row, View
+from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
 
 DEFAULT_SORT = "abs_delta"
@@ -29,17 +29,38 @@ DEFAULT_SORT = "abs_delta"
 SORT_CYCLE = ("a", "b", "abs_delta")
 
 
-class DiffView(Vertical):
-    """A page of diff mode: drawn from the ``diff`` the app assigns."""
+@dataclass(frozen=True)
+class DiffPage:
+    """One page of diff mode: its key order is DIFF_PAGES' order."""
+
+    view_id: str
+    title: str
+    tables: tuple[str, ...]  # the diff tables it shows, i cycles them; () for the overview
+
+
+DIFF_PAGES: tuple[DiffPage, ...] = (
+    DiffPage("diff-overview", "Diff", ()),
+    DiffPage("diff-ops", "Operators", ("ops", "shapes")),
+    DiffPage("diff-modules", "Modules", ("modules",)),
+    DiffPage("diff-kernels", "Kernels", ("kernels", "launchers")),
+    DiffPage("diff-steps", "Steps", ("steps",)),
+    DiffPage("diff-memory", "Memory", ("memory",)),
+)
+
+
+class DiffView(ExplorerView):
+    """A page of diff mode, drawn from the ``diff`` the app assigns (the
+    single-trace reactives stay unset)."""
 
     DEFAULT_CSS = """
-    DiffView { height: 1fr; }
-    DiffView RowTable { height: 1fr; }
     #diff-overview-scroll { padding: 0 1; }
+    DiffView RowTable { height: 1fr; }
     """
-    view_id: ClassVar[str]
-    title: ClassVar[str]
     diff: reactive[TraceDiff | None] = reactive(None, init=False)
+
+    def __init__(self, page: DiffPage, **kwargs) -> None:
+        super().__init__(id=page.view_id, **kwargs)
+        self.page = page
 
     def watch_diff(self, diff: TraceDiff | None) -> None:
         if diff is not None:
@@ -48,28 +69,12 @@ class DiffView(Vertical):
     def show_diff(self, diff: TraceDiff) -> None:
         raise NotImplementedError
 
-    def focus_target(self) -> Widget:
-        return self.active_table() or self
-
-    def active_table(self) -> RowTable | None:
-        return next(iter(self.query(RowTable)), None)
-
-    def export_rows(self) -> tuple[str, list[Row], tuple[Column, ...]] | None:
-        table = self.active_table()
-        return (self.view_id, table.rows, table.columns) if table is not None else None
-
-    def help_columns(self) -> View | None:
-        return None
-
     def toggle_grouping(self) -> bool:
         """``i``: the view's other grouping; False when it has none."""
         return False
 
 
 class DiffOverviewView(DiffView):
-    view_id = "diff-overview"
-    title = "Diff"
-
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="diff-overview-scroll"):
             yield Static(id="diff-overview-body")
@@ -91,15 +96,13 @@ class DiffTableView(DiffView):
     """One level of the diff (operators, modules, ...), with an alternative
     grouping on ``i`` where the level has one (by input shape, by launcher)."""
 
-    tables: ClassVar[tuple[str, ...]]  # the diff tables this view shows; i cycles them
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.shown = self.tables[0]
+    def __init__(self, page: DiffPage, **kwargs) -> None:
+        super().__init__(page, **kwargs)
+        self.shown = page.tables[0]
 
     def compose(self) -> ComposeResult:
-        yield RowTable(id=f"{self.view_id}-table")
-        yield Static(id=f"{self.view_id}-detail", classes="detail")
+        yield RowTable(id=f"{self.page.view_id}-table")
+        yield Static(id=f"{self.page.view_id}-detail", classes="detail")
 
     def show_diff(self, diff: TraceDiff) -> None:
         table = self.query_one(RowTable)
@@ -108,12 +111,12 @@ class DiffTableView(DiffView):
         sort = table.sort_key if table.sort_key else DEFAULT_SORT
         rows = [diff_row(r) for r in data.rows]
         table.set_data(shown_columns(data, rows, hidden=()), rows, sort, table.descending)
-        self.border_title = f"{data.title}: {data.metric}"
 
     def toggle_grouping(self) -> bool:
-        if len(self.tables) < 2:
+        tables = self.page.tables
+        if len(tables) < 2:
             return False
-        self.shown = self.tables[(self.tables.index(self.shown) + 1) % len(self.tables)]
+        self.shown = tables[(tables.index(self.shown) + 1) % len(tables)]
         if self.diff is not None:
             self.show_diff(self.diff)
         return True
@@ -126,51 +129,23 @@ class DiffTableView(DiffView):
         table.sort_by(key, descending=True)
         return key
 
+    def export_rows(self) -> tuple[str, list[Row], tuple[Column, ...]] | None:
+        table = self.query_one(RowTable)
+        return (f"diff-{self.shown}", table.rows, table.columns)
+
     def help_columns(self) -> View | None:
         if self.diff is None:
             return None
         data = self.diff.table(self.shown)
         return View(data.name, f"{data.title} ({data.metric})", diff_columns(data), DEFAULT_SORT, lambda model, options: [])
 
-    @on(RowTable.Highlighted)
-    def _highlighted(self, event: RowTable.Highlighted) -> None:
-        detail = self.query_one(f"#{self.view_id}-detail", Static)
-        if event.row is None or self.diff is None:
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        detail = self.query_one(f"#{self.page.view_id}-detail", Static)
+        if row is None or self.diff is None:
             detail.update(Text())
-            return
-        detail.update(row_detail(self.diff.table(self.shown), event.row))
+        else:
+            detail.update(row_detail(self.diff.table(self.shown), row))
 
 
-class DiffOperatorsView(DiffTableView):
-    view_id = "diff-ops"
-    title = "Operators"
-    tables = ("ops", "shapes")
-
-
-class DiffModulesView(DiffTableView):
-    view_id = "diff-modules"
-    title = "Modules"
-    tables = ("modules",)
-
-
-class DiffKernelsView(DiffTableView):
-    view_id = "diff-kernels"
-    title = "Kernels"
-    tables = ("kernels", "launchers")
-
-
-class DiffStepsView(DiffTableView):
-    view_id = "diff-steps"
-    title = "Steps"
-    tables = ("steps",)
-
-
-class DiffMemoryView(DiffTableView):
-    view_id = "diff-memory"
-    title = "Memory"
-    tables = ("memory",)
-
-
-DIFF_VIEWS: tuple[type[DiffView], ...] = (
-    DiffOverviewView, DiffOperatorsView, DiffModulesView, DiffKernelsView, DiffStepsView, DiffMemoryView,
-)
+def diff_view(page: DiffPage) -> DiffView:
+    return DiffTableView(page) if page.tables else DiffOverviewView(page)
