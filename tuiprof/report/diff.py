@@ -8,6 +8,7 @@ import io
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 from rich.console import Console
@@ -15,6 +16,7 @@ from rich.text import Text
 
 from tuiprof.analysis.diff import TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
 from tuiprof.errors import TraceError
+from tuiprof.trace import resolve_trace
 from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
@@ -324,6 +326,17 @@ def _csv(tables: list[DiffTable], limit: int | None) -> str:
 # ------------------------------------------------------------------ the command
 
 
+def say_which_trace(path: str, select: str | None) -> None:
+    """For a run directory of several traces: which one is compared, and how to pick others."""
+    if not Path(path).is_dir():
+        return
+    chosen, traces = resolve_trace(path, select)
+    if len(traces) > 1:
+        rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
+        print(f"tuiprof: {path} holds {len(traces)} traces; comparing {rank}{chosen.name} "
+              "(--trace RANK|NAME for another, --ranks to average them)", file=sys.stderr)
+
+
 def parse_percent(option: str, text: str | None) -> float | None:
     """``5%`` or ``5`` -> 5.0; anything else is one line and exit 2."""
     if text is None:
@@ -347,6 +360,9 @@ def run_diff_command(args: Namespace) -> int:
 
         return run_diff_explorer(DiffSource(args.a, args.b, args.trace, args.ranks, args.metric))
     fmt = args.format or "table"
+    if args.ranks is None:
+        for path in (args.a, args.b):
+            say_which_trace(path, args.trace)
     side_a = load_side(args.a, args.trace, args.ranks)
     side_b = load_side(args.b, args.trace, args.ranks)
     for model in (*side_a, *side_b):
