@@ -125,9 +125,13 @@ def _add_diff_parser(commands) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from tuiprof.report.diff import run_diff_command
+    from tuiprof.report.diff import print_diff, wants_explorer
 
-    return run_diff_command(args)
+    if not wants_explorer(args):
+        return print_diff(args)
+    from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
+
+    return run_diff_explorer(DiffSource(args.a, args.b, args.trace, args.ranks, args.metric))
 
 
 def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:

@@ -350,15 +350,15 @@ def parse_percent(option: str, text: str | None) -> float | None:
     return value
 
 
-def run_diff_command(args: Namespace) -> int:
-    """``tuiprof diff A B``: the explorer's diff mode on a terminal (no --format,
-    no gate), else the report on stdout; exit 1 when a gate fails."""
+def wants_explorer(args: Namespace) -> bool:
+    """Diff mode in the explorer: on a terminal, unless a format or a gate asks for text."""
+    return args.format is None and stdout_is_terminal() and args.fail_if_slower is None and args.fail_if_memory is None
+
+
+def print_diff(args: Namespace) -> int:
+    """``tuiprof diff A B`` as text on stdout; exit 1 when a gate fails."""
     slower = parse_percent("--fail-if-slower", args.fail_if_slower)
     memory = parse_percent("--fail-if-memory", args.fail_if_memory)
-    if args.format is None and stdout_is_terminal() and slower is None and memory is None:
-        from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
-
-        return run_diff_explorer(DiffSource(args.a, args.b, args.trace, args.ranks, args.metric))
     fmt = args.format or "table"
     if args.ranks is None:
         for path in (args.a, args.b):

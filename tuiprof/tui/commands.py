@@ -80,10 +80,11 @@ def bindings(commands: Iterable[Command]) -> list[Binding]:
     ]
 
 
-def help_rows(view_titles: list[str]) -> list[tuple[str, str]]:
-    """(keys, what) for the help screen: every command, one row per distinct help text."""
+def help_rows(view_titles: list[str], app_commands: Iterable[Command] = APP_COMMANDS) -> list[tuple[str, str]]:
+    """(keys, what) for the help screen: every command, one row per distinct help text
+    (``app_commands``: the app's own keys, diff mode has its own)."""
     rows: dict[str, str] = {}
-    for command in APP_COMMANDS:
+    for command in app_commands:
         if command.help not in rows.values():
             rows[command.key_display] = command.help
     rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)

@@ -16,17 +16,19 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.widgets import ContentSwitcher, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Static
 
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import verdict_style, verdict_text
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, NAVIGATION_HELP, TABLE_COMMANDS, Command, bindings, help_rows
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views.diff import DIFF_PAGES, DiffTableView, DiffView, diff_view
+from tuiprof.tui.widgets.filter_bar import FilterBar
+from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
 # The single-trace explorer's keys that mean the same here (i: the other grouping).
@@ -78,8 +80,8 @@ class DiffApp(TableApp):
         with ContentSwitcher(initial=DIFF_PAGES[0].view_id, id="views"):
             for page in DIFF_PAGES:
                 yield diff_view(page).data_bind(DiffApp.diff)
-        yield Input(placeholder="filter by name (enter: keep, esc: clear)", id="filter")
-        yield Footer()
+        yield FilterBar(id="filter")
+        yield KeyBar()
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
@@ -167,8 +169,7 @@ class DiffApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = [*help_rows(DIFF_COMMANDS), (f"1-{len(DIFF_PAGES)}", "views: " + ", ".join(p.title for p in DIFF_PAGES)),
-                *NAVIGATION_HELP, *help_rows(TABLE_COMMANDS)]
+        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
