@@ -42,9 +42,9 @@ class Trace:
                             "args": {"External id": ext}})
         return ext
 
-    def kernel(self, name: str, op_ext: int, launch_ts: float, ts: float, dur: float) -> None:
+    def kernel(self, name: str, op_ext: int, launch_ts: float, ts: float, dur: float, launch: str = "cudaLaunchKernel") -> None:
         correlation = self._id()
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": launch, "pid": 1, "tid": 1,
                             "ts": launch_ts, "dur": 5, "args": {"External id": op_ext, "correlation": correlation}})
         self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
                             "args": {"External id": op_ext, "correlation": correlation, "stream": 7, "device": 0}})
@@ -76,6 +76,7 @@ def gpu_trace(
     extra_kernel: bool = False,
     relu_module: bool = True,
     peak_bytes: int = 1024,
+    launch: str = "cudaLaunchKernel",
 ) -> Path:
     """Two 1000 us steps of a small GPU net:
 
@@ -92,7 +93,7 @@ def gpu_trace(
         trace.module("Linear_0", s + 20, 380, net)
         trace.op("aten::linear", s + 30, 360)
         addmm = trace.op("aten::addmm", s + 40, 300)
-        trace.kernel("gemm", addmm, s + 50, s + 60, gemm_us)
+        trace.kernel("gemm", addmm, s + 50, s + 60, gemm_us, launch)
         if extra_kernel:
             trace.kernel("extra_kernel", addmm, s + 100, s + 250, 30)
         trace.memory(s + 45, peak_bytes, peak_bytes)
@@ -100,10 +101,10 @@ def gpu_trace(
         if relu_module:
             trace.module("ReLU_0", s + 400, 100, net)
         relu = trace.op("aten::relu", s + 410, 80)
-        trace.kernel("relu_kernel", relu, s + 420, s + 430, 20)
+        trace.kernel("relu_kernel", relu, s + 420, s + 430, 20, launch)
         trace.op("aten::convolution", s + 500, 300)
         conv = trace.op(conv_op, s + 510, 280)
-        trace.kernel("conv_kernel", conv, s + 520, s + 530, 50)
+        trace.kernel("conv_kernel", conv, s + 520, s + 530, 50, launch)
     return trace.write(path)
 
 
@@ -180,6 +181,20 @@ def test_a_renamed_operator_under_the_same_parent_is_aligned(tmp_path) -> None:
     assert diff.table("kernels").row("conv_kernel").status == "same"
     launchers = {(r.detail, r.status) for r in diff.table("launchers").rows if r.name == "conv_kernel"}
     assert launchers == {("aten::cudnn_convolution", "removed"), ("aten::miopen_convolution", "added")}
+
+
+def test_runtime_calls_align_with_runtime_calls_and_operators_with_operators(tmp_path) -> None:
+    diff = _diff(tmp_path, {}, {"conv_op": "aten::miopen_convolution", "launch": "hipLaunchKernel"}, metric="cpu")
+    aligned = {(r.name, r.aligned_under) for r in diff.table("ops").rows if r.status == "aligned"}
+    assert aligned == {
+        ("aten::cudnn_convolution → aten::miopen_convolution", "aten::convolution"),
+        ("cudaLaunchKernel → hipLaunchKernel", "aten::convolution"),
+        ("cudaLaunchKernel → hipLaunchKernel", "aten::addmm"),
+        ("cudaLaunchKernel → hipLaunchKernel", "aten::relu"),
+    }
+    launches = diff.table("ops").row("cudaLaunchKernel → hipLaunchKernel", "aligned under aten::addmm")
+    assert (launches.a, launches.b, launches.calls_a) == (10.0, 10.0, 2)  # 5 us, twice
+    assert not [r for r in diff.table("ops").rows if r.status in ("added", "removed")]
 
 
 def test_renamed_kernels_are_aligned_under_their_launcher(tmp_path) -> None:

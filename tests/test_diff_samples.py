@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
+import pytest
+
+from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared, shared_trace_paths
 from tests.test_diff import tuiprof
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import diff_traces
+from tuiprof.report.diff import render_diff
 
 BATCH_128 = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
 BATCH_64 = SAMPLES / "resnet18_b64_cpu.pt.trace.json.gz"
@@ -62,3 +65,13 @@ def test_a_run_directory_against_itself_by_rank_and_averaged() -> None:
     assert "mean of ranks 0,5" in json.loads(tuiprof("diff", str(DLRM), str(DLRM), "--ranks", "0,5", "--format", "json").stdout)["a"]
     bad = tuiprof("diff", str(DLRM), str(DLRM), "--ranks", "9")
     assert bad.returncode == 2 and "no trace of ranks 9" in bad.stderr
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [p for p in shared_trace_paths() if p.is_file()], ids=lambda p: p.name[:40])
+def test_every_shared_trace_diffed_with_itself_is_no_change(path) -> None:
+    model = load_model(path)
+    diff = diff_traces(model, model)
+    assert diff.verdict.outcome == "no change"
+    assert all(r.delta == 0 and r.status == "same" for t in diff.tables for r in t.rows)
+    assert all(line for line in diff.notes) and render_diff(diff, "markdown")

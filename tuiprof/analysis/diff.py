@@ -44,6 +44,7 @@ from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import STEP_WILDCARD
 from tuiprof.errors import TraceError
 from tuiprof.trace import load_trace_file, resolve_trace
+from tuiprof.trace.columns import OPERATOR_CATEGORY_CODES
 
 # Operator deltas "cover" the step delta when they sum to it within this share.
 COVERAGE_TOLERANCE = 0.01
@@ -403,7 +404,8 @@ def _operator_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
     column = _self_column(metric)
     placed_a = side_a.collect(_operators_under_matched_ancestor(only_a, matched, column))
     placed_b = side_b.collect(_operators_under_matched_ancestor(only_b, matched, column))
-    aligned = _align(values_a, values_b, placed_a, placed_b)
+    runtime = _runtime_names(side_a, side_b)
+    aligned = _align(values_a, values_b, placed_a, placed_b, lambda name: "runtime" if name in runtime else "op")
     return DiffTable(
         "ops", "Operators", _metric_words(metric), "us", total_a, total_b,
         _rows(values_a, values_b, total_b - total_a, aligned),
@@ -471,16 +473,26 @@ def _kernels_under_matched_operator(unmatched: set[str], matched: set[str]) -> C
     return values
 
 
-def _align(values_a: Values, values_b: Values, placed_a: Values, placed_b: Values) -> list[DiffRow]:
+def _align(
+    values_a: Values, values_b: Values, placed_a: Values, placed_b: Values, kind_of: Callable[[str], str]
+) -> list[DiffRow]:
     """Turn names found on one side only into aligned rows where both sides
-    have such names under the same ancestor; take their time out of
+    have such names of the same kind (operator or runtime call; kernel, memcpy
+    or memset) under the same ancestor; take their time out of
     ``values_a``/``values_b`` (which keep what stays removed or added)."""
-    ancestors = {up for _, up in placed_a if up} & {up for _, up in placed_b if up}
+
+    def groups(placed: Values) -> dict[tuple[str, str], dict[str, list[float]]]:
+        result: dict[tuple[str, str], dict[str, list[float]]] = {}
+        for (name, up), value in placed.items():
+            if up:
+                result.setdefault((up, kind_of(name)), {})[name] = value
+        return result
+
+    groups_a, groups_b = groups(placed_a), groups(placed_b)
     aligned = []
-    for up in sorted(ancestors):
-        mine_a = {name: v for (name, where), v in placed_a.items() if where == up}
-        mine_b = {name: v for (name, where), v in placed_b.items() if where == up}
-        for names, values, placed in ((mine_a, values_a, "A"), (mine_b, values_b, "B")):
+    for up, kind in sorted(groups_a.keys() & groups_b.keys()):
+        mine_a, mine_b = groups_a[(up, kind)], groups_b[(up, kind)]
+        for names, values in ((mine_a, values_a), (mine_b, values_b)):
             for name, (time, calls) in names.items():
                 key = next(k for k in values if k[0] == name)
                 values[key][0] -= time
@@ -502,6 +514,19 @@ def _align(values_a: Values, values_b: Values, placed_a: Values, placed_b: Value
         for key in [k for k, v in values.items() if v[1] <= 1e-9]:
             del values[key]
     return aligned
+
+
+def _runtime_names(*sides: _Side) -> set[str]:
+    """Names of runtime and driver calls (``cudaLaunchKernel``, ``hipLaunchKernel``):
+    they align with each other, not with operators."""
+    names: set[str] = set()
+    for side in sides:
+        for model in side.models:
+            calls = model.calls
+            categories = calls.cpu.category[np.frombuffer(calls.cpu_row, dtype=np.int64)]
+            codes = np.unique(calls.column("name_id")[~np.isin(categories, OPERATOR_CATEGORY_CODES)])
+            names.update(calls.names[code] for code in codes.tolist())
+    return names
 
 
 # ------------------------------------------------------------------ modules
@@ -587,7 +612,8 @@ def _kernel_table(side_a: _Side, side_b: _Side, device_a: bool, device_b: bool) 
     placed_a = side_a.collect(_kernels_under_matched_operator(only_a, matched_ops))
     placed_b = side_b.collect(_kernels_under_matched_operator(only_b, matched_ops))
     total_a, total_b = _total(values_a), _total(values_b)
-    aligned = _align(values_a, values_b, placed_a, placed_b)
+    kinds = {name: kind for name, kind in (*values_a, *values_b)}
+    aligned = _align(values_a, values_b, placed_a, placed_b, kinds.__getitem__)
     return DiffTable("kernels", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a, aligned))
 
 
