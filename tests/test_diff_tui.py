@@ -32,10 +32,10 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         assert app.current_view == "diff-overview"
-        body = _plain(app.query_one("#diff-overview-body").render())
+        body = _plain(app.query_one("#diff-overview-body").content)
         assert "verdict: B is" in body and "faster per step" in body
         assert "aten::convolution_backward: -" in body
-        header = _plain(app.query_one("#header").render())
+        header = _plain(app.query_one("#header").content)
         assert "1 Diff" in header and "2 Operators" in header
 
         await pilot.press("2")
@@ -61,6 +61,7 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
 
         await pilot.press("i")  # by input shape
         assert app.query_one("#diff-ops").shown == "shapes" and table.rows[0]["detail"].startswith("[[")
+        assert "[Operators by input shape]" in _plain(app.query_one("#header").content)
         await pilot.press("i")
         assert app.query_one("#diff-ops").shown == "ops"
 
@@ -89,3 +90,19 @@ async def test_a_missing_side_shows_the_error_and_exits_2(tmp_path) -> None:
         assert "no such file or directory" in app.error_text
         await pilot.press("q")
     assert app.return_value == 2
+
+
+async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
+    from tuiprof.tui.screens.help import HelpScreen
+
+    app = DiffApp(DiffSource(BATCH_128, BATCH_64))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        assert "6 Memory" in _plain(app.query_one("#header").content)
+        await pilot.press("2", "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = dict(app.screen.keys)
+        assert keys["x"].startswith("swap A and B") and keys["d"].startswith("sort by A, then by B")
+        assert [c.key for c in app.screen.columns.columns][:4] == ["name", "detail", "status", "a"]
+        await pilot.press("escape", "q")
+    assert app.return_value == 0

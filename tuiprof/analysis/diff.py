@@ -216,10 +216,7 @@ class _Side:
         return by_position
 
 
-def _side(models: TraceModel | Sequence[TraceModel], per_step: bool) -> _Side:
-    group = (models,) if isinstance(models, TraceModel) else tuple(models)
-    if not group:
-        raise ValueError("a side of a diff needs at least one trace")
+def _side(group: tuple[TraceModel, ...], per_step: bool) -> _Side:
     scale = tuple(1 / (len(group) * (len(m.steps) if per_step and m.steps else 1)) for m in group)
     return _Side(group, scale)
 
@@ -246,6 +243,8 @@ def diff_traces(
     ``auto`` (device when both sides have device activity)."""
     group_a = (a,) if isinstance(a, TraceModel) else tuple(a)
     group_b = (b,) if isinstance(b, TraceModel) else tuple(b)
+    if not group_a or not group_b:
+        raise ValueError("each side of a diff needs at least one trace")
     notes: list[str] = []
     step_counts = (len(group_a[0].steps), len(group_b[0].steps))
     per_step = all(step_counts) and step_counts[0] != step_counts[1]

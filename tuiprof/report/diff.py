@@ -48,7 +48,7 @@ def diff_columns(table: DiffTable) -> tuple[Column, ...]:
     return (
         Column("name", "Name", "text", "Operator, module path, kernel, step position or device; 'x → y' when aligned."),
         Column("detail", detail.get(table.name, "Detail"), "text", "Input shapes, launching operator, step names, or where an aligned row was aligned."),
-        Column("status", "Status", "text", "same, changed, added (only in B), removed (only in A), aligned (renamed under a common ancestor)."),
+        Column("status", "Status", "text", "same, changed, added (only in B), removed (only in A), aligned (renamed under a common ancestor).", narrow=False),
         Column("a", "A", unit, f"A's {table.metric}."),
         Column("b", "B", unit, f"B's {table.metric}."),
         SignedColumn("delta", "Delta", unit, "B minus A."),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -130,7 +131,10 @@ class DiffApp(TableApp):
         tabs = Text(no_wrap=True, overflow="ellipsis")
         for key, page in enumerate(DIFF_PAGES, 1):
             tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
-        self.query_one("#header", Static).update(Text("\n").join([line, tabs]))
+        view = self.view()
+        if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
+            tabs.append(f"  [{self.diff.table(view.shown).title}]", style="bold yellow")
+        self.query_one("#header", Static).update(Group(line, tabs))
 
     # ------------------------------------------------------------ diff keys
 
@@ -151,6 +155,7 @@ class DiffApp(TableApp):
     def action_toggle_shapes(self) -> None:
         if self.diff is not None and not self.view().toggle_grouping():
             self.notify("This view has one grouping.", severity="warning")
+        self._draw_header()
 
     # ------------------------------------------------------------ back, export, help, quit
 
