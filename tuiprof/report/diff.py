@@ -14,9 +14,10 @@ import orjson
 from rich.console import Console
 from rich.text import Text
 
-from tuiprof.analysis.diff import TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
+from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
+from tuiprof.report.names import short_kernel_name
 from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
@@ -42,11 +43,24 @@ class SignedColumn(Column):
         return BETTER if value < 0 else WORSE
 
 
+@dataclass(frozen=True)
+class KernelNamesColumn(Column):
+    """Kernel names shown short, each one of an aligned row's ``a + b → c`` too."""
+
+    def format(self, value: object) -> str:
+        if not isinstance(value, str) or ALIGN_ARROW not in value:
+            return super().format(value)
+        return ALIGN_ARROW.join(" + ".join(map(short_kernel_name, side.split(" + "))) for side in value.split(ALIGN_ARROW))
+
+
 def diff_columns(table: DiffTable) -> tuple[Column, ...]:
     unit = table.unit
     detail = {"shapes": "Input shapes", "launchers": "Launched by", "kernels": "Kind", "steps": "Steps A / B"}
+    kernels = table.name in ("kernels", "launchers")
+    name_help = "Operator, module path, kernel, step position or device; 'x → y' when aligned."
     return (
-        Column("name", "Name", "text", "Operator, module path, kernel, step position or device; 'x → y' when aligned."),
+        KernelNamesColumn("name", "Kernel", "kernel", name_help + " Kernel names are shortened; exports have them whole.")
+        if kernels else Column("name", "Name", "text", name_help),
         Column("detail", detail.get(table.name, "Detail"), "text", "Input shapes, launching operator, step names, or where an aligned row was aligned."),
         Column("status", "Status", "text", "same, changed, added (only in B), removed (only in A), aligned (renamed under a common ancestor).", narrow=False),
         Column("a", "A", unit, f"A's {table.metric}."),
