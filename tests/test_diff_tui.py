@@ -99,7 +99,10 @@ async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
         assert "6 Memory" in _plain(app.query_one("#header").content)
-        await pilot.press("2", "question_mark")
+        await pilot.press("2")
+        palette = {command.title for command in app.get_system_commands(app.screen)}
+        assert {"View: Operators", "Swap A/B (x)", "A/B/delta (d)", "Sort: |Delta|"} <= palette
+        await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.keys)
         assert keys["x"].startswith("swap A and B") and keys["d"].startswith("sort by A, then by B")

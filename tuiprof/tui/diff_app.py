@@ -8,22 +8,23 @@ swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.console import Group
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
 
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import verdict_style, verdict_text
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -179,6 +180,11 @@ class DiffApp(TableApp):
 
     def action_quit(self) -> None:
         self.exit(self.exit_code)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        pages = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
+        yield from palette_commands(self, pages, self.view().active_table() if self.loaded else None, DIFF_COMMANDS)
 
 
 def run_diff_explorer(source: DiffSource) -> int:

@@ -1,9 +1,11 @@
-"""What the explorer and its diff mode share: a load worker whose errors and
-progress show in the loading panel, the filter bar, esc clearing it, and
-writing an export of whatever view is current."""
+"""What the explorer and its diff mode share: quitting cleanly on signals, a
+load worker whose errors and progress show in the loading panel, the filter
+bar, esc clearing it, and writing an export of whatever view is current."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -19,14 +21,14 @@ from tuiprof.tui.sources import LoadCancelled
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
 T = TypeVar("T")
 
 
 class TableApp(App[int]):
-    """An app of views with tables, loaded in a worker.  Subclasses give
-    ``_load()`` (posting ``LoadFailed`` on a bad input), ``loaded``, ``view()``
-    (a widget with ``active_table()`` and ``focus_target()``), and compose
-    ``#views``, a ``LoadingPanel`` and a ``FilterBar``."""
+    """An app of views, loaded in a worker.  Subclasses give ``_load()`` (a
+    worker that calls :meth:`load_or_fail`), ``loaded``, ``view()`` (an
+    ``ExplorerView``), and compose ``#views``, a ``LoadingPanel`` and a ``FilterBar``."""
 
     def __init__(self, export_dir: Path | None = None) -> None:
         super().__init__()
@@ -34,12 +36,27 @@ class TableApp(App[int]):
         self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
 
-    def on_mount(self) -> None:
-        self.query_one("#views").display = False
-        self._load()
+    @property
+    def loaded(self) -> bool:
+        raise NotImplementedError
+
+    def view(self):
+        raise NotImplementedError
 
     def _load(self) -> None:
         raise NotImplementedError
+
+    def on_mount(self) -> None:
+        self.query_one("#views").display = False
+        loop = asyncio.get_running_loop()
+        for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
+            loop.add_signal_handler(signum, self._quit_on_signal, signum)
+        self._load()
+
+    def _quit_on_signal(self, signum: int) -> None:
+        self.exit(128 + signum)
+
+    # ------------------------------------------------------------ loading
 
     def load_or_fail(self, load: Callable[[], T]) -> T | None:
         """Run ``load`` (in the load worker): a bad input or a bug becomes a
@@ -66,37 +83,25 @@ class TableApp(App[int]):
         self.error_text = message.text
         self.query_one(LoadingPanel).fail(message.text)
 
-    @property
-    def loaded(self) -> bool:
-        raise NotImplementedError
-
-    def view(self):
-        raise NotImplementedError
+    # ------------------------------------------------------------ filter and export
 
     def action_filter(self) -> None:
-        table = self.view().active_table() if self.loaded else None
-        if table is None:
-            self.notify("This view has no table to filter.", severity="warning")
-            return
-        self.query_one(FilterBar).open(table)
+        if self.loaded and not self.query_one(FilterBar).open_for(self.view()):
+            self.notify("This view has nothing to filter.", severity="warning")
 
     @on(FilterBar.Submitted)
     def _filter_kept(self) -> None:
         self.screen.set_focus(self.view().focus_target())
 
     def clear_filter(self) -> bool:
-        """esc's first job: clear the filter; False when there was none."""
-        bar = self.query_one(FilterBar)
-        table = self.view().active_table()
-        if not (bar.is_open or (table is not None and table.filter_text)):
+        """esc's first job: clear the filter; False when there was none (esc then means "back")."""
+        if not self.query_one(FilterBar).clear_for(self.view()):
             return False
-        bar.table = table
-        bar.clear()
         self.screen.set_focus(self.view().focus_target())
         return True
 
     def write_export(self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str) -> None:
-        """Write what a view exports to ``tuiprof-<what>-<stem>.<fmt>`` in the export folder."""
+        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder."""
         if exported is None:
             self.notify("Nothing to export in this view.", severity="warning")
             return
