@@ -97,7 +97,7 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_diff_parser(commands) -> None:
-    from tuiprof.report.render import FORMATS
+    from tuiprof.report.formats import FORMATS
 
     diff = commands.add_parser(
         "diff", help="compare two traces: the step-time verdict, then operators, modules, kernels, steps, memory",
