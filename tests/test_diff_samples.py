@@ -75,3 +75,24 @@ def test_every_shared_trace_diffed_with_itself_is_no_change(path) -> None:
     assert diff.verdict.outcome == "no change"
     assert all(r.delta == 0 and r.status == "same" for t in diff.tables for r in t.rows)
     assert all(line for line in diff.notes) and render_diff(diff, "markdown")
+
+
+def _with_live_names(path, sidecar) -> object:
+    """A shipped sample as a live capture knows it: module facts from its sidecar."""
+    from tuiprof.analysis import analyze
+    from tuiprof.trace import load_trace
+    from tuiprof.trace.live import LiveFacts, ModuleFacts
+
+    facts = json.loads(sidecar.read_text())["modules"]
+    return analyze(load_trace(path), LiveFacts(modules={k: ModuleFacts(**v) for k, v in facts.items()}))
+
+
+def test_live_captures_match_modules_by_qualified_name() -> None:
+    a = _with_live_names(BATCH_128, SAMPLES / "resnet18_cpu.key_averages.json")
+    b = _with_live_names(BATCH_64, SAMPLES / "resnet18_b64_cpu.key_averages.json")
+    modules = diff_traces(a, b).table("modules")
+    top = modules.rows[0]
+    assert top.name.startswith("layer4.") and top.detail.startswith("Conv2d_") and top.delta < 0
+    assert modules.row("model") is not None and {r.status for r in modules.rows} == {"changed"}
+    # Only one side named: matched by path, as for files.
+    assert diff_traces(a, load_model(BATCH_64)).table("modules").rows[0].name.startswith("ResNet_0/")
