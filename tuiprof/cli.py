@@ -113,7 +113,7 @@ def _add_diff_parser(commands) -> None:
         help="in run directories: average these ranks (default all) instead of one trace; steps take the slowest rank",
     )
     diff.add_argument("--view", choices=("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory"),
-                      default="all", help="what to print (default: the verdict and every table)")
+                      default="all", help="what to print (default: the verdict and every table; not used by the explorer)")
     diff.add_argument("--metric", choices=("auto", "cpu", "device"), default="auto",
                       help="time operators and modules are compared by (auto: device when both sides have it)")
     diff.add_argument("--limit", type=int, default=None, metavar="N",
