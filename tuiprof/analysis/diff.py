@@ -357,10 +357,10 @@ def _total(values: Values) -> float:
     return sum(v[0] for v in values.values())
 
 
-def _table(name: str, title: str, metric: str, unit: str, values_a: Values, values_b: Values,
-           aligned: list[DiffRow] | None = None, note: str = "") -> DiffTable:
+def _table(name: str, title: str, metric: str, unit: str, values_a: Values, values_b: Values) -> DiffTable:
+    """A table of keys matched by equality (no alignment)."""
     total_a, total_b = _total(values_a), _total(values_b)
-    return DiffTable(name, title, metric, unit, total_a, total_b, _rows(values_a, values_b, total_b - total_a, aligned), note)
+    return DiffTable(name, title, metric, unit, total_a, total_b, _rows(values_a, values_b, total_b - total_a))
 
 
 def _who(missing: list[str]) -> str:
