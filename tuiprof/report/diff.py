@@ -102,7 +102,7 @@ def diff_row(row: DiffRow) -> Row:
 
 def verdict_text(verdict: Verdict) -> str:
     """"B is 1.23x faster per step (-210.000ms, -18.7 %, beyond the 3.0 % step-to-step noise)"."""
-    per = "per step" if verdict.basis == "steps" else "over the trace window"
+    per = _per(verdict)
     known = verdict.spread_a_pct is not None or verdict.spread_b_pct is not None
     noise = f"the {verdict.noise_pct:.1f} % step-to-step noise" if known else "one step per side: noise unknown"
     signed = ("+" if verdict.delta_us > 0 else "") + format_us(verdict.delta_us)
@@ -113,6 +113,10 @@ def verdict_text(verdict: Verdict) -> str:
         return f"no change: B is {abs(verdict.delta_pct):.1f} % {direction} {per} ({signed}), within {noise}"
     where = f"beyond {noise}" if known else noise
     return f"B is {verdict.ratio:.2f}x {direction} {per} ({signed}, {verdict.delta_pct:+.1f} %, {where})"
+
+
+def _per(verdict: Verdict) -> str:
+    return "per step" if verdict.basis == "steps" else "over the trace window"
 
 
 def step_line(verdict: Verdict) -> str:
@@ -181,7 +185,7 @@ def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float |
     if slower_pct is not None and diff.slower_than(slower_pct):
         worst = ", ".join(f"{r.name} {_signed_us(r.delta)}" for r in diff.regressions())
         failures.append(
-            f"B is {verdict.delta_pct:.1f} % slower per step than A (over the {slower_pct:g} % gate, "
+            f"B is {verdict.delta_pct:.1f} % slower {_per(verdict)} than A (over the {slower_pct:g} % gate, "
             f"beyond the {verdict.noise_pct:.1f} % noise); top regressions: {worst or 'none by operator'}"
         )
     if memory_pct is not None and diff.memory_grew_over(memory_pct):
