@@ -12,60 +12,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import TABLES, diff_traces
 from tuiprof.report.diff import render_diff, verdict_text
 
 STEP_US = 1000
-
-
-@dataclass
-class Trace:
-    """A Kineto-style event list built call by call."""
-
-    events: list[dict] = field(default_factory=list)
-    next_id: int = 1
-
-    def _id(self) -> int:
-        self.next_id += 1
-        return self.next_id
-
-    def op(self, name: str, ts: float, dur: float, cat: str = "cpu_op") -> int:
-        ext = self._id()
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                            "args": {"External id": ext}})
-        return ext
-
-    def kernel(self, name: str, op_ext: int, launch_ts: float, ts: float, dur: float, launch: str = "cudaLaunchKernel") -> None:
-        correlation = self._id()
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": launch, "pid": 1, "tid": 1,
-                            "ts": launch_ts, "dur": 5, "args": {"External id": op_ext, "correlation": correlation}})
-        self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-                            "args": {"External id": op_ext, "correlation": correlation, "stream": 7, "device": 0}})
-
-    def module(self, name: str, ts: float, dur: float, parent: int | None) -> int:
-        python_id = self._id()
-        self.events.append({"ph": "X", "cat": "python_function", "name": f"nn.Module: {name}", "pid": 1, "tid": 1,
-                            "ts": ts, "dur": dur, "args": {"Python id": python_id, "Python parent id": parent}})
-        return python_id
-
-    def memory(self, ts: float, size: int, total: int) -> None:
-        self.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-                            "args": {"Bytes": size, "Total Allocated": total, "Total Reserved": 1 << 20,
-                                     "Device Type": 1, "Device Id": 0, "Addr": 4096}})
-
-    def write(self, path: Path, device: bool = True) -> Path:
-        document = {"schemaVersion": 1, "traceEvents": self.events}
-        if device:
-            document["deviceProperties"] = [{"id": 0, "name": "Test GPU"}]
-        path.write_text(json.dumps(document))
-        return path
 
 
 def gpu_trace(
@@ -78,48 +35,48 @@ def gpu_trace(
     peak_bytes: int = 1024,
     launch: str = "cudaLaunchKernel",
 ) -> Path:
-    """Two 1000 us steps of a small GPU net:
+    """Two 1000 us steps of a small GPU net (launches take 5 us of CPU):
 
     Net_0 > Linear_0 > aten::linear > aten::addmm (kernel ``gemm``, ``gemm_us``),
     Net_0 > ReLU_0 > aten::relu (kernel ``relu_kernel``, 20 us),
     Net_0 > aten::convolution > ``conv_op`` (kernel ``conv_kernel``, 50 us);
     ``extra_kernel`` adds ``extra_kernel`` (30 us) launched by aten::addmm.
     """
-    trace = Trace()
+    trace = GpuTrace()
     for step in range(2):
         s = step * STEP_US
-        trace.op(f"ProfilerStep#{step + 1}", s, STEP_US, cat="user_annotation")
-        net = trace.module("Net_0", s + 10, 890, None)
+        trace.step(step + 1, s, STEP_US)
+        net = trace.module("Net_0", s + 10, 890)
         trace.module("Linear_0", s + 20, 380, net)
         trace.op("aten::linear", s + 30, 360)
         addmm = trace.op("aten::addmm", s + 40, 300)
-        trace.kernel("gemm", addmm, s + 50, s + 60, gemm_us, launch)
+        trace.launch(addmm, "gemm", s + 50, 5, s + 60, gemm_us, runtime=launch)
         if extra_kernel:
-            trace.kernel("extra_kernel", addmm, s + 100, s + 250, 30)
+            trace.launch(addmm, "extra_kernel", s + 100, 5, s + 250, 30, runtime=launch)
         trace.memory(s + 45, peak_bytes, peak_bytes)
         trace.memory(s + 330, -peak_bytes, 0)
         if relu_module:
             trace.module("ReLU_0", s + 400, 100, net)
         relu = trace.op("aten::relu", s + 410, 80)
-        trace.kernel("relu_kernel", relu, s + 420, s + 430, 20, launch)
+        trace.launch(relu, "relu_kernel", s + 420, 5, s + 430, 20, runtime=launch)
         trace.op("aten::convolution", s + 500, 300)
         conv = trace.op(conv_op, s + 510, 280)
-        trace.kernel("conv_kernel", conv, s + 520, s + 530, 50, launch)
+        trace.launch(conv, "conv_kernel", s + 520, 5, s + 530, 50, runtime=launch)
     return trace.write(path)
 
 
 def cpu_trace(path: Path, first_us: list[float], second_us: float = 400, steps: int = 2) -> Path:
     """CPU-only steps covered wholly by two operators: ``aten::first`` (its
     length per step from ``first_us``) then ``aten::second``."""
-    trace = Trace()
+    trace = GpuTrace()
     s = 0.0
     for step in range(steps):
         first = first_us[step % len(first_us)]
-        trace.op(f"ProfilerStep#{step + 5}", s, first + second_us, cat="user_annotation")
+        trace.step(step + 5, s, first + second_us)
         trace.op("aten::first", s, first)
         trace.op("aten::second", s + first, second_us)
         s += first + second_us
-    return trace.write(path, device=False)
+    return trace.write(path)
 
 
 def _diff(tmp_path, a_kwargs: dict, b_kwargs: dict, **options):
