@@ -27,6 +27,8 @@ from tuiprof.capture.session import native_stderr_to, profile_training  # noqa: 
 # The seed's setting: CIFAR-10 shapes, 10 classes, SGD(0.01, 0.9), CrossEntropyLoss.
 SAMPLES = {
     "resnet18_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=128, wait=1, warmup=1, active=2),
+    # The diff pair's second half: resnet18_cpu at half the batch (tests/test_diff_samples.py).
+    "resnet18_b64_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=64, wait=1, warmup=1, active=2),
     "tiny_transformer_cpu": CaptureConfig(
         model="tuiprof.capture.models:tiny_transformer", device="cpu", batch_size=32, input_shape="32x64",
         wait=1, warmup=1, active=2,

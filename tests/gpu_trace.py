@@ -93,6 +93,20 @@ class GpuTrace:
         self.events.append({"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": stream, "ts": gpu_ts, "name": "ac2g", "bp": "e"})
         return correlation
 
+    def module(self, name: str, ts: float, dur: float, parent: int | None = None) -> int:
+        """An ``nn.Module: <name>`` python frame (with_stack) under the frame ``parent``
+        (a Python id, None at the top); returns its Python id."""
+        python_id = self._take_external()
+        self._complete("python_function", f"nn.Module: {name}", ts, dur, MAIN_THREAD, PID,
+                       {"Python id": python_id, "Python parent id": parent})
+        return python_id
+
+    def memory(self, ts: float, size: int, total: int, device_type: int = 1) -> None:
+        """A ``[memory]`` record on the main thread: ``size`` bytes (negative: freed), ``total`` allocated after it."""
+        self.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": PID, "tid": MAIN_THREAD, "ts": ts,
+                            "args": {"Bytes": size, "Total Allocated": total, "Total Reserved": 1 << 20,
+                                     "Device Type": device_type, "Device Id": 0, "Addr": 4096}})
+
     def text(self) -> str:
         """The JSON document; ``ts`` as exact decimals with three places (json.dumps would
         write the nearest float64, which at epoch magnitudes is not the decimal meant)."""

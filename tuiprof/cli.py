@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_table_arguments(open_)
     open_.set_defaults(handler=run_open)
 
+    _add_diff_parser(commands)
+
     live = commands.add_parser("live", help="profile a model's training steps, then explore")
     live.add_argument("model", help="torchvision model name (resnet18) or package.module:factory")
     live.set_defaults(handler=run_live)
@@ -92,6 +94,44 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
     parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
+
+
+def _add_diff_parser(commands) -> None:
+    from tuiprof.report.formats import FORMATS
+
+    diff = commands.add_parser(
+        "diff", help="compare two traces: the step-time verdict, then operators, modules, kernels, steps, memory",
+        description="Compare run A with run B. On a terminal without --format or a gate it opens the explorer's "
+        "diff mode, else it prints. A run directory gives its lowest rank (or --trace's) on both sides unless "
+        "--ranks averages several. Exit codes: 0, 1 when a --fail-if gate fails, 2 on bad input.",
+    )
+    diff.add_argument("a", help="run A: trace .json / .json.gz, or a run directory (the baseline)")
+    diff.add_argument("b", help="run B: the same kinds (the change)")
+    diff.add_argument("--trace", metavar="RANK|NAME", help="in run directories: which trace, the same on both sides")
+    diff.add_argument(
+        "--ranks", nargs="?", const="all", metavar="all|R,R",
+        help="in run directories: average these ranks (default all) instead of one trace; steps take the slowest rank",
+    )
+    diff.add_argument("--view", choices=("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory"),
+                      default="all", help="what to print (default: the verdict and every table; not used by the explorer)")
+    diff.add_argument("--metric", choices=("auto", "cpu", "device"), default="auto",
+                      help="time operators and modules are compared by (auto: device when both sides have it)")
+    diff.add_argument("--limit", type=int, default=None, metavar="N",
+                      help="rows per table (default: 10 in table/markdown, all in csv/json)")
+    diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
+    diff.add_argument("--fail-if-slower", metavar="PCT", help="exit 1 when B's median step is more than PCT slower, beyond noise (e.g. 5%%)")
+    diff.add_argument("--fail-if-memory", metavar="PCT", help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%)")
+    diff.set_defaults(handler=run_diff)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from tuiprof.report.diff import print_diff, wants_explorer
+
+    if not wants_explorer(args):
+        return print_diff(args)
+    from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
+
+    return run_diff_explorer(DiffSource(args.a, args.b, args.trace, args.ranks, args.metric))
 
 
 def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:

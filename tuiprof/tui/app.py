@@ -8,30 +8,28 @@ model, report/ formats it.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
+from tuiprof.errors import EXIT_INTERRUPTED
 from tuiprof.report.header import trace_title
-from tuiprof.report.render import render_rows
 from tuiprof.report.views import ViewOptions
 from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
-from tuiprof.tui.messages import JumpTo, LoadAdvanced, LoadFailed, LoadFinished
+from tuiprof.tui.messages import JumpTo, LoadFinished
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
+from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
@@ -40,10 +38,7 @@ from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
 
-QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
-
-
-class ExplorerApp(App[int]):
+class ExplorerApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof"
     BINDINGS = [
@@ -56,11 +51,8 @@ class ExplorerApp(App[int]):
     log_lines: reactive[tuple[str, ...]] = reactive((), init=False)
 
     def __init__(self, source: ModelSource, export_dir: Path | None = None) -> None:
-        super().__init__()
+        super().__init__(export_dir)
         self.source = source
-        self.export_dir = export_dir or Path.cwd()
-        self.exit_code = 0
-        self.error_text = ""
         self._cancel = threading.Event()
         self._previous_view = VIEWS[0].view_id
 
@@ -74,41 +66,22 @@ class ExplorerApp(App[int]):
         yield FilterBar(id="filter")
         yield KeyBar()
 
-    def on_mount(self) -> None:
-        self.query_one("#views").display = False
-        loop = asyncio.get_running_loop()
-        for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
-            loop.add_signal_handler(signum, self._quit_on_signal, signum)
-        self._load()
-
     def _quit_on_signal(self, signum: int) -> None:
         self._cancel.set()
-        self.exit(128 + signum)
+        super()._quit_on_signal(signum)
 
     # ------------------------------------------------------------ loading
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
         try:
-            model, log_lines = self.source(lambda text, fraction: self.post_message(LoadAdvanced(text, fraction)), self._cancel.is_set)
+            loaded = self.load_or_fail(lambda: self.source(self.report_progress, self._cancel.is_set))
         except LoadCancelled:
             self.call_from_thread(self.exit, EXIT_INTERRUPTED)
             return
-        except TraceError as exc:
-            self.post_message(LoadFailed(str(exc), exc.exit_code))
-            return
-        except Exception as exc:  # a bug: shown, not a crash
-            self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL))
-            return
-        self.post_message(LoadFinished(model, tuple(log_lines)))
-
-    def on_load_advanced(self, message: LoadAdvanced) -> None:
-        self.query_one(LoadingPanel).advance(message.text, message.fraction)
-
-    def on_load_failed(self, message: LoadFailed) -> None:
-        self.exit_code = message.exit_code
-        self.error_text = message.text
-        self.query_one(LoadingPanel).fail(message.text)
+        if loaded is not None:
+            model, log_lines = loaded
+            self.post_message(LoadFinished(model, tuple(log_lines)))
 
     def on_load_finished(self, message: LoadFinished) -> None:
         self.query_one(LoadingPanel).display = False
@@ -141,23 +114,17 @@ class ExplorerApp(App[int]):
         self.action_show_view(message.view)
         self.view(message.view).select_name(message.name)
 
-    # ------------------------------------------------------------ filter
+    # ------------------------------------------------------------ back
 
-    def action_filter(self) -> None:
-        if self.model is not None and not self.query_one(FilterBar).open_for(self.view()):
-            self.notify("This view has nothing to filter.", severity="warning")
-
-    @on(FilterBar.Submitted)
-    def _filter_kept(self) -> None:
-        self.screen.set_focus(self.view().focus_target())
+    @property
+    def loaded(self) -> bool:
+        return self.model is not None
 
     def action_back(self) -> None:
         """esc: clear the filter if there is one, else back to the previous view."""
-        if self.model is None:
+        if self.model is None or self.clear_filter():
             return
-        if self.query_one(FilterBar).clear_for(self.view()):
-            self.screen.set_focus(self.view().focus_target())
-        elif self.current_view != VIEWS[0].view_id:
+        if self.current_view != VIEWS[0].view_id:
             self.action_show_view(self._previous_view if self._previous_view != self.current_view else VIEWS[0].view_id)
 
     # ------------------------------------------------------------ toggles, export, help, quit
@@ -172,19 +139,7 @@ class ExplorerApp(App[int]):
         if self.model is None:
             return
         source = self.screen if isinstance(self.screen, EventListScreen) else self.view()
-        exported = source.export_rows()
-        if exported is None:
-            self.notify("Nothing to export in this view.", severity="warning")
-            return
-        what, rows, columns = exported
-        stem = trace_title(self.model).split(".")[0] or "trace"
-        path = self.export_dir / f"tuiprof-{what}-{stem}.{fmt}"
-        try:
-            path.write_text(render_rows(rows, columns, fmt))
-        except OSError as exc:
-            self.notify(f"Cannot write {path}: {exc.strerror or exc}", title="Export failed", severity="error", markup=False)
-            return
-        self.notify(f"Wrote {len(rows):,} rows to {path}", title="Export", timeout=6, markup=False)
+        self.write_export(source.export_rows(), trace_title(self.model).split(".")[0] or "trace", fmt)
 
     def action_help(self) -> None:
         view = self.view()
@@ -211,7 +166,7 @@ def run_explorer(path: str, select: str | None = None) -> int:
     return run_app(ExplorerApp(FileSource(path, select)))
 
 
-def run_app(app: ExplorerApp) -> int:
+def run_app(app: TableApp) -> int:
     """Run the explorer; a load error is also left on stderr, where scrollback keeps it."""
     result = app.run()
     if app.error_text:

@@ -80,10 +80,11 @@ def bindings(commands: Iterable[Command]) -> list[Binding]:
     ]
 
 
-def help_rows(view_titles: list[str]) -> list[tuple[str, str]]:
-    """(keys, what) for the help screen: every command, one row per distinct help text."""
+def help_rows(view_titles: list[str], app_commands: Iterable[Command] = APP_COMMANDS) -> list[tuple[str, str]]:
+    """(keys, what) for the help screen: every command, one row per distinct help text
+    (``app_commands``: the app's own keys, diff mode has its own)."""
     rows: dict[str, str] = {}
-    for command in APP_COMMANDS:
+    for command in app_commands:
         if command.help not in rows.values():
             rows[command.key_display] = command.help
     rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)
@@ -94,12 +95,14 @@ def help_rows(view_titles: list[str]) -> list[tuple[str, str]]:
     return list(rows.items())
 
 
-def palette_commands(app, views: list[tuple[str, str, type]], table) -> Iterator[SystemCommand]:
+def palette_commands(
+    app, views: list[tuple[str, str, type]], table, app_commands: Iterable[Command] = APP_COMMANDS
+) -> Iterator[SystemCommand]:
     """The command palette: every view, every app command, and sorting the
     focused table by any of its columns (hidden ones too)."""
     for key, view_id, view in views:
         yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view (key {key})", lambda v=view_id: app.action_show_view(v))
-    for command in APP_COMMANDS:
+    for command in app_commands:
         if command.palette:
             yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: app.run_action(a))
     if table is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from tuiprof.analysis.diff import TraceDiff
 from tuiprof.analysis.model import TraceModel
 
 
@@ -26,6 +27,14 @@ class LoadFinished(Message):
         super().__init__()
         self.model = model
         self.log_lines = log_lines
+
+
+class DiffReady(Message):
+    """Both sides of ``tuiprof diff`` are loaded and compared."""
+
+    def __init__(self, diff: TraceDiff) -> None:
+        super().__init__()
+        self.diff = diff
 
 
 class LoadFailed(Message):

@@ -220,8 +220,15 @@ class RowTable(ScrollView, can_focus=True):
             sorted_style = style + self.get_component_rich_style("row-table--sorted")
         segments = []
         for column, width in zip(self._shown, self._cell_widths()):
-            text = _fit(column.format(row.get(column.key)), width, column.numeric)
-            segments.append(Segment(text + " " * GAP, sorted_style if column.key == self.sort_key else style))
+            value = row.get(column.key)
+            text = _fit(column.format(value), width, column.numeric)
+            cell = sorted_style if column.key == self.sort_key else style
+            colour = getattr(column, "cell_style", None)  # columns that colour their values (diff deltas)
+            if colour is not None and (name := colour(value)):
+                segments.append(Segment(text, cell + Style.parse(name)))
+                segments.append(Segment(" " * GAP, cell))
+            else:
+                segments.append(Segment(text + " " * GAP, cell))
         return Strip(segments)
 
     # ------------------------------------------------------------ movement

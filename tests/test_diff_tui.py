@@ -1,0 +1,111 @@
+"""Diff mode of the explorer driven by keys on the shipped resnet18 pair."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from rich.console import Console
+
+from tests.conftest import SAMPLES
+from tuiprof.tui.diff_app import DiffApp, DiffSource
+from tuiprof.tui.widgets.row_table import RowTable
+
+BATCH_128 = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+BATCH_64 = str(SAMPLES / "resnet18_b64_cpu.pt.trace.json.gz")
+
+
+async def _loaded(app: DiffApp, pilot) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def _plain(renderable) -> str:
+    console = Console(width=200, color_system=None, file=io.StringIO())
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
+    app = DiffApp(DiffSource(BATCH_128, BATCH_64), export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        assert app.current_view == "diff-overview"
+        body = _plain(app.query_one("#diff-overview-body").content)
+        assert "verdict: B is" in body and "faster per step" in body
+        assert "aten::convolution_backward: -" in body
+        header = _plain(app.query_one("#header").content)
+        assert "1 Diff" in header and "2 Operators" in header
+
+        await pilot.press("2")
+        table = app.query_one("#diff-ops-table", RowTable)
+        top = table.rows[0]
+        assert (top["name"], table.sort_key) == ("aten::convolution_backward", "abs_delta")
+        assert top["delta"] < 0
+        # Colour: a negative delta is drawn green (better).
+        strip = table.render_line(1)
+        assert any(s.style and s.style.color and s.style.color.name == "green" for s in strip)
+
+        await pilot.press("d")
+        assert table.sort_key == "a" and table.rows[0]["a"] == max(r["a"] or 0 for r in table.rows)
+        await pilot.press("d")
+        assert table.sort_key == "b"
+        await pilot.press("d")
+        assert table.sort_key == "abs_delta"
+
+        await pilot.press("x")
+        await pilot.pause()
+        assert app.diff.verdict.outcome == "slower" and app.diff.label_a.endswith("resnet18_b64_cpu.pt.trace.json.gz")
+        assert table.rows[0]["name"] == "aten::convolution_backward" and table.rows[0]["delta"] > 0
+
+        await pilot.press("i")  # by input shape
+        assert app.query_one("#diff-ops").shown == "shapes" and table.rows[0]["detail"].startswith("[[")
+        assert "[Operators by input shape]" in _plain(app.query_one("#header").content)
+        await pilot.press("i")
+        assert app.query_one("#diff-ops").shown == "ops"
+
+        await pilot.press("slash", *"batch_norm", "enter")
+        assert table.rows and all("batch_norm" in r["name"] for r in table.rows)
+        await pilot.press("escape")
+        assert len(table.rows) == len(table.all_rows)
+
+        await pilot.press("e")
+        exported = list(csv.DictReader(io.StringIO((tmp_path / "tuiprof-diff-ops.csv").read_text())))
+        assert exported[0]["name"] == "aten::convolution_backward" and float(exported[0]["delta"]) > 0
+
+        for key, view in (("3", "diff-modules"), ("4", "diff-kernels"), ("5", "diff-steps"), ("6", "diff-memory")):
+            await pilot.press(key)
+            assert app.current_view == view
+        kernels = app.query_one("#diff-kernels-table", RowTable)
+        assert not kernels.rows and kernels.empty_message.startswith("not compared: A and B have no device activity")
+        await pilot.press("q")
+    assert app.return_value == 0
+
+
+async def test_a_missing_side_shows_the_error_and_exits_2(tmp_path) -> None:
+    app = DiffApp(DiffSource(BATCH_128, str(tmp_path / "missing.json")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        assert "no such file or directory" in app.error_text
+        await pilot.press("q")
+    assert app.return_value == 2
+
+
+async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
+    from tuiprof.tui.screens.help import HelpScreen
+
+    app = DiffApp(DiffSource(BATCH_128, BATCH_64))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        assert "6 Memory" in _plain(app.query_one("#header").content)
+        await pilot.press("2")
+        palette = {command.title for command in app.get_system_commands(app.screen)}
+        assert {"View: Operators", "Swap A/B (x)", "A/B/delta (d)", "Sort: |Delta|"} <= palette
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = dict(app.screen.keys)
+        assert keys["x"].startswith("swap A and B") and keys["d"].startswith("sort by A, then by B")
+        assert [c.key for c in app.screen.columns.columns][:4] == ["name", "detail", "status", "a"]
+        await pilot.press("escape", "q")
+    assert app.return_value == 0

@@ -1,0 +1,760 @@
+"""Two traces compared: a verdict on the step time, then matched tables at every level.
+
+``diff_traces(a, b)`` takes the models of run A and run B (one per rank; several
+ranks are averaged) and returns a frozen :class:`TraceDiff`:
+
+- the **verdict**: the median step of A against the median step of B, and the
+  step-to-step noise of each side (its steps' range over its median); a
+  difference inside the larger noise is "no change";
+- **tables** matched by key: operators by name and by name + input shapes,
+  modules by path (by qualified name when both sides know them), kernels by
+  name and by (launching operator, kernel), steps by position, memory peaks by
+  device.  Each row has A, B, delta, delta % and its share of the table's
+  total delta; rows are sorted by absolute delta, rows only in A are
+  ``removed`` and rows only in B ``added``;
+- **structural alignment**: an operator (or kernel) name that exists on one
+  side only is placed under its nearest ancestor operator whose name both
+  sides have (``aten::cudnn_convolution`` and ``aten::miopen_convolution``
+  both under ``aten::convolution``); names that meet under the same ancestor
+  become one ``aligned`` row, so the time is compared where it moved;
+- **notes**: one line per thing that could not be compared (no steps, no
+  module tree, a CPU-only side, different models).
+
+Units follow the tables: operator, module and kernel times are totals over
+the trace (``_us``), divided by the step count when the two sides recorded a
+different number of steps, and by the rank count when a side has several
+ranks (a mean rank).  Steps take the slowest rank at each position (a
+synchronous step waits for it).  Pure Python and numpy: no torch, no Textual.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tuiprof.analysis.arrays import nearest_ancestor
+from tuiprof.analysis.build import analyze, load_model
+from tuiprof.analysis.calls import is_step_name
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.operators import STEP_WILDCARD
+from tuiprof.errors import TraceError
+from tuiprof.trace import load_trace_file, resolve_trace
+from tuiprof.trace.columns import OPERATOR_CATEGORY_CODES
+
+# Operator deltas "cover" the step delta when they sum to it within this share.
+COVERAGE_TOLERANCE = 0.01
+# Below this share of shared operator names two traces look like different models.
+SAME_MODEL_NAME_SHARE = 0.5
+CONTRIBUTORS = 5
+ALIGN_ARROW = " → "
+
+TABLES = ("ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One key compared: ``a``/``b`` are None where the key is absent on that side."""
+
+    name: str  # operator, module, kernel, "step 1", device; "x → y" when aligned
+    detail: str  # input shapes, launching operator, step names, where it was aligned
+    a: float | None
+    b: float | None
+    calls_a: float
+    calls_b: float
+    status: str  # "same" | "changed" | "added" | "removed" | "aligned"
+    share_pct: float | None  # of the table's total delta (None when that is 0)
+    aligned_under: str = ""  # the common ancestor of an aligned row
+
+    @property
+    def delta(self) -> float:
+        return (self.b or 0.0) - (self.a or 0.0)
+
+    @property
+    def delta_pct(self) -> float | None:
+        return 100 * self.delta / self.a if self.a else None
+
+
+@dataclass(frozen=True)
+class DiffTable:
+    """One level of the comparison; ``total_*`` is what the rows share out."""
+
+    name: str  # one of TABLES
+    title: str
+    metric: str  # what A and B hold, in words
+    unit: str  # "us" | "bytes"
+    total_a: float
+    total_b: float
+    rows: tuple[DiffRow, ...]
+    note: str = ""  # why the table is empty, or a caveat
+
+    @property
+    def total_delta(self) -> float:
+        return self.total_b - self.total_a
+
+    def row(self, name: str, detail: str | None = None) -> DiffRow | None:
+        for row in self.rows:
+            if row.name == name and (detail is None or row.detail == detail):
+                return row
+        return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Median step of A against B, with each side's step-to-step spread."""
+
+    basis: str  # "steps" | "trace window" (a side without ProfilerStep spans)
+    median_a_us: float
+    median_b_us: float
+    steps_a: int
+    steps_b: int
+    spread_a_pct: float | None  # (max - min) / median of a side's steps; None with one step
+    spread_b_pct: float | None
+    outcome: str  # "faster" | "slower" | "no change"
+    contributors: tuple[DiffRow, ...]  # the operators that moved most
+
+    @property
+    def delta_us(self) -> float:
+        return self.median_b_us - self.median_a_us
+
+    @property
+    def delta_pct(self) -> float:
+        return 100 * self.delta_us / self.median_a_us if self.median_a_us else 0.0
+
+    @property
+    def noise_pct(self) -> float:
+        """The larger spread of the two sides (0 when neither has two steps)."""
+        return max(self.spread_a_pct or 0.0, self.spread_b_pct or 0.0)
+
+    @property
+    def ratio(self) -> float:
+        """How many times faster (or slower) B is: always >= 1."""
+        small, large = sorted((self.median_a_us, self.median_b_us))
+        return large / small if small else 1.0
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Whether the operator deltas add up to the step delta.
+
+    They do when operators cover the steps (one thread, no Python frames
+    between operators, nothing outside steps); ``covered`` is None when the
+    check does not apply (a side without steps, or device time)."""
+
+    operator_delta_us: float
+    step_delta_us: float
+    covered: bool | None
+    reason: str = ""  # why the check does not apply
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    label_a: str
+    label_b: str
+    verdict: Verdict
+    tables: tuple[DiffTable, ...]  # in TABLES order
+    notes: tuple[str, ...]  # one line per thing not compared (or compared with a caveat)
+    coverage: Coverage
+    peak_a_bytes: int | None
+    peak_b_bytes: int | None
+
+    def table(self, name: str) -> DiffTable:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(name)
+
+    def slower_than(self, threshold_pct: float) -> bool:
+        """B's median step is more than ``threshold_pct`` slower, beyond the noise."""
+        return self.verdict.outcome == "slower" and self.verdict.delta_pct > threshold_pct
+
+    def memory_grew_over(self, threshold_pct: float) -> bool:
+        """B's memory peak is more than ``threshold_pct`` above A's."""
+        if not self.peak_a_bytes or self.peak_b_bytes is None:
+            return False
+        return 100 * (self.peak_b_bytes - self.peak_a_bytes) / self.peak_a_bytes > threshold_pct
+
+    def regressions(self, count: int = CONTRIBUTORS) -> list[DiffRow]:
+        """The operators that grew most (for a failing gate's message)."""
+        rows = [r for r in self.table("ops").rows if r.delta > 0]
+        return sorted(rows, key=lambda r: -r.delta)[:count]
+
+
+# ------------------------------------------------------------------ one side
+
+Values = dict[tuple[str, str], list[float]]  # (name, detail) -> [value, calls]
+
+
+@dataclass(frozen=True)
+class _Side:
+    models: tuple[TraceModel, ...]  # one per rank
+    scale: tuple[float, ...]  # per model: 1 / (ranks x steps when normalising per step)
+
+    def collect(self, values_of: Callable[[TraceModel], Values]) -> Values:
+        """Per-model values, scaled and summed over ranks (a mean rank)."""
+        result: Values = {}
+        for model, scale in zip(self.models, self.scale):
+            for key, (value, calls) in values_of(model).items():
+                cell = result.setdefault(key, [0.0, 0.0])
+                cell[0] += value * scale
+                cell[1] += calls * scale
+        return result
+
+    def step_durations(self) -> list[float]:
+        """Step durations by position, the slowest rank at each."""
+        by_position: list[float] = []
+        for model in self.models:
+            for i, step in enumerate(model.steps):
+                if i < len(by_position):
+                    by_position[i] = max(by_position[i], step.duration_us)
+                else:
+                    by_position.append(step.duration_us)
+        return by_position
+
+
+def _side(group: tuple[TraceModel, ...], per_step: bool) -> _Side:
+    scale = tuple(1 / (len(group) * (len(m.steps) if per_step and m.steps else 1)) for m in group)
+    return _Side(group, scale)
+
+
+def _table_name(name: str) -> str:
+    return STEP_WILDCARD if is_step_name(name) else name
+
+
+# ------------------------------------------------------------------ the diff
+
+
+def diff_traces(
+    a: TraceModel | Sequence[TraceModel],
+    b: TraceModel | Sequence[TraceModel],
+    *,
+    metric: str = "auto",
+    label_a: str = "A",
+    label_b: str = "B",
+) -> TraceDiff:
+    """Compare run A with run B (each one model, or one per rank).
+
+    ``metric`` is the time operators, modules and kernels' launchers are
+    compared by: ``device`` (self device time), ``cpu`` (self CPU time) or
+    ``auto`` (device when both sides have device activity)."""
+    group_a = (a,) if isinstance(a, TraceModel) else tuple(a)
+    group_b = (b,) if isinstance(b, TraceModel) else tuple(b)
+    if not group_a or not group_b:
+        raise ValueError("each side of a diff needs at least one trace")
+    notes: list[str] = []
+    step_counts = (len(group_a[0].steps), len(group_b[0].steps))
+    per_step = all(step_counts) and step_counts[0] != step_counts[1]
+    if per_step:
+        notes.append(
+            f"A recorded {step_counts[0]} steps and B {step_counts[1]}: operator, module and kernel times are per step"
+        )
+    side_a, side_b = _side(group_a, per_step), _side(group_b, per_step)
+    device_a = all(m.has_device for m in group_a)
+    device_b = all(m.has_device for m in group_b)
+    if metric == "auto":
+        metric = "device" if device_a and device_b else "cpu"
+    if metric == "device" and not (device_a and device_b):
+        metric = "cpu"
+        notes.append("device time asked for, but a side has no device activity: compared by CPU time")
+    notes.extend(_kind_notes(group_a, group_b, device_a, device_b))
+
+    ops = _operator_table(side_a, side_b, metric)
+    tables = [
+        ops,
+        _shape_table(side_a, side_b, metric),
+        _module_table(side_a, side_b, metric),
+        _kernel_table(side_a, side_b, device_a, device_b),
+        _launcher_table(side_a, side_b, device_a, device_b),
+        _step_table(side_a, side_b),
+        _memory_table(side_a, side_b),
+    ]
+    for table in tables:  # one line per missing thing (kernels and launchers miss the same)
+        line = f"{table.title}: {table.note}"
+        if table.note.startswith("not compared") and not any(table.note in n for n in notes):
+            notes.append(line)
+    steps = tables[TABLES.index("steps")]
+    verdict = _verdict(side_a, side_b, ops)
+    return TraceDiff(
+        label_a=label_a,
+        label_b=label_b,
+        verdict=verdict,
+        tables=tuple(tables),
+        notes=tuple(notes),
+        coverage=_coverage(ops, steps, metric),
+        peak_a_bytes=_peak(group_a),
+        peak_b_bytes=_peak(group_b),
+    )
+
+
+def _kind_notes(group_a, group_b, device_a: bool, device_b: bool) -> list[str]:
+    """One line per way the two traces differ in kind."""
+    notes = []
+    if device_a != device_b:
+        cpu_side, device_side = ("B", "A") if device_a else ("A", "B")
+        notes.append(
+            f"{device_side} ran on a device and {cpu_side} is CPU-only: operators are compared by CPU time"
+        )
+    devices_a = sorted({d for m in group_a for d in m.info.devices})
+    devices_b = sorted({d for m in group_b for d in m.info.devices})
+    if devices_a and devices_b and devices_a != devices_b:
+        notes.append(f"different devices: A on {', '.join(devices_a)}, B on {', '.join(devices_b)}")
+    names_a = {_table_name(s.name) for m in group_a for s in m.operators()}
+    names_b = {_table_name(s.name) for m in group_b for s in m.operators()}
+    union = names_a | names_b
+    shared = len(names_a & names_b) / len(union) if union else 1.0
+    roots_a = {r.name for m in group_a for r in m.modules.roots}
+    roots_b = {r.name for m in group_b for r in m.modules.roots}
+    if shared < SAME_MODEL_NAME_SHARE or (roots_a and roots_b and not roots_a & roots_b):
+        roots = f" (module roots {', '.join(sorted(roots_a))} vs {', '.join(sorted(roots_b))})" if roots_a and roots_b else ""
+        notes.append(
+            f"A and B share {100 * shared:.0f} % of their operator names{roots}: "
+            "they look like different models, so deltas compare unlike work"
+        )
+    return notes
+
+
+def _peak(group: Sequence[TraceModel]) -> int | None:
+    peaks = [m.peak_memory.peak_bytes for m in group if m.peak_memory is not None]
+    return max(peaks) if peaks else None
+
+
+# ------------------------------------------------------------------ rows
+
+
+def _rows(values_a: Values, values_b: Values, total_delta: float, aligned: list[DiffRow] | None = None) -> tuple[DiffRow, ...]:
+    """Matched rows plus the aligned ones, sorted by absolute delta (then name)."""
+    rows = list(aligned or [])
+    for key in values_a.keys() | values_b.keys():
+        a, b = values_a.get(key), values_b.get(key)
+        status = "removed" if b is None else "added" if a is None else "same" if a[0] == b[0] else "changed"
+        rows.append(
+            DiffRow(
+                name=key[0],
+                detail=key[1],
+                a=a[0] if a else None,
+                b=b[0] if b else None,
+                calls_a=a[1] if a else 0.0,
+                calls_b=b[1] if b else 0.0,
+                status=status,
+                share_pct=None,
+            )
+        )
+    rows = [_with_share(r, total_delta) for r in rows]
+    rows.sort(key=lambda r: (-abs(r.delta), r.name, r.detail))
+    return tuple(rows)
+
+
+def _with_share(row: DiffRow, total_delta: float) -> DiffRow:
+    share = 100 * row.delta / total_delta if total_delta else None
+    return DiffRow(row.name, row.detail, row.a, row.b, row.calls_a, row.calls_b, row.status, share, row.aligned_under)
+
+
+def _total(values: Values) -> float:
+    return sum(v[0] for v in values.values())
+
+
+def _table(name: str, title: str, metric: str, unit: str, values_a: Values, values_b: Values) -> DiffTable:
+    """A table of keys matched by equality (no alignment)."""
+    total_a, total_b = _total(values_a), _total(values_b)
+    return DiffTable(name, title, metric, unit, total_a, total_b, _rows(values_a, values_b, total_b - total_a))
+
+
+def _who(missing: list[str]) -> str:
+    """"A has" / "A and B have"."""
+    return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
+
+
+def _not_compared(name: str, title: str, metric: str, unit: str, why: str) -> DiffTable:
+    return DiffTable(name, title, metric, unit, 0.0, 0.0, (), f"not compared: {why}")
+
+
+# ------------------------------------------------------------------ operators
+
+
+def _self_column(metric: str) -> str:
+    return "self_device_ns" if metric == "device" else "self_ns"
+
+
+def _metric_words(metric: str) -> str:
+    return "self device time" if metric == "device" else "self CPU time"
+
+
+def _operator_values(metric: str, group_by_shape: bool) -> Callable[[TraceModel], Values]:
+    attribute = "self_device_us" if metric == "device" else "self_cpu_us"
+
+    def values(model: TraceModel) -> Values:
+        table = model.operators(group_by_shape=group_by_shape)
+        return {(s.name, s.input_shapes or ""): [getattr(s, attribute), s.calls] for s in table}
+
+    return values
+
+
+def _operator_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
+    values_a = side_a.collect(_operator_values(metric, False))
+    values_b = side_b.collect(_operator_values(metric, False))
+    total_a, total_b = _total(values_a), _total(values_b)
+    matched = {k[0] for k in values_a.keys() & values_b.keys()}
+    only_a = {k[0] for k in values_a.keys() - values_b.keys()}
+    only_b = {k[0] for k in values_b.keys() - values_a.keys()}
+    column = _self_column(metric)
+    placed_a = side_a.collect(_operators_under_matched_ancestor(only_a, matched, column))
+    placed_b = side_b.collect(_operators_under_matched_ancestor(only_b, matched, column))
+    runtime = _runtime_names(side_a, side_b)
+    aligned = _align(values_a, values_b, placed_a, placed_b, lambda name: "runtime" if name in runtime else "op")
+    return DiffTable(
+        "ops", "Operators", _metric_words(metric), "us", total_a, total_b,
+        _rows(values_a, values_b, total_b - total_a, aligned),
+    )
+
+
+def _shape_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
+    values_a = side_a.collect(_operator_values(metric, True))
+    values_b = side_b.collect(_operator_values(metric, True))
+    return _table("shapes", "Operators by input shape", _metric_words(metric), "us", values_a, values_b)
+
+
+def _matched_ancestors(model: TraceModel, matched: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: whether both sides have its name, and its nearest ancestor that does (-1: none)."""
+    calls = model.calls
+    is_matched = np.isin(calls.column("name_id"), calls.name_codes(lambda n: _table_name(n) in matched))
+    return is_matched, nearest_ancestor(calls.column("parent"), is_matched)
+
+
+def _placed(model: TraceModel, names: list[str], codes: np.ndarray, ancestors: np.ndarray, times_ns: np.ndarray) -> Values:
+    """(name, ancestor's name) -> [time, count], for events with name codes
+    ``codes`` (into ``names``) under call rows ``ancestors`` (-1: none).
+
+    One ``np.unique`` over (name, ancestor name) pairs: a cross-vendor diff
+    of a big trace has a million unmatched launches."""
+    calls = model.calls
+    width = len(calls.names) + 1
+    up_codes = np.where(ancestors >= 0, calls.column("name_id")[np.maximum(ancestors, 0)], -1)
+    pairs, inverse = np.unique(codes * width + up_codes + 1, return_inverse=True)
+    totals = np.bincount(inverse, weights=times_ns, minlength=len(pairs))
+    counts = np.bincount(inverse, minlength=len(pairs))
+    result: Values = {}
+    for pair, total, count in zip(pairs.tolist(), totals.tolist(), counts.tolist()):
+        code, up = divmod(pair, width)
+        key = (_table_name(names[code]), _table_name(calls.names[up - 1]) if up else "")
+        cell = result.setdefault(key, [0.0, 0.0])  # ProfilerStep#N names meet in one key
+        cell[0] += total / 1000
+        cell[1] += count
+    return result
+
+
+def _operators_under_matched_ancestor(unmatched: set[str], matched: set[str], column: str) -> Callable[[TraceModel], Values]:
+    """Calls of operators one side lacks, by their nearest ancestor both sides have."""
+
+    def values(model: TraceModel) -> Values:
+        if not unmatched:
+            return {}
+        calls = model.calls
+        name_id = calls.column("name_id")
+        _, above = _matched_ancestors(model, matched)
+        rows = np.flatnonzero(np.isin(name_id, calls.name_codes(lambda n: _table_name(n) in unmatched)))
+        return _placed(model, calls.names, name_id[rows], above[rows], calls.column(column)[rows])
+
+    return values
+
+
+def _kernels_under_matched_operator(unmatched: set[str], matched: set[str]) -> Callable[[TraceModel], Values]:
+    """Device events one side lacks, by their launcher when both sides have that
+    operator, else by the launcher's nearest ancestor both sides have."""
+
+    def values(model: TraceModel) -> Values:
+        if not unmatched:
+            return {}
+        activity = model.activity
+        is_matched, above = _matched_ancestors(model, matched)
+        codes = [c for c, n in enumerate(activity.names) if n in unmatched]
+        rows = np.flatnonzero(np.isin(activity.events.name, codes))
+        who = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
+        safe = np.maximum(who, 0)
+        ancestors = np.where(who < 0, -1, np.where(is_matched[safe], safe, above[safe])) if len(rows) else who
+        return _placed(model, activity.names, activity.events.name[rows], ancestors, activity.dur_ns[rows])
+
+    return values
+
+
+def _align(
+    values_a: Values, values_b: Values, placed_a: Values, placed_b: Values, kind_of: Callable[[str], str]
+) -> list[DiffRow]:
+    """Turn names found on one side only into aligned rows where both sides
+    have such names of the same kind (operator or runtime call; kernel, memcpy
+    or memset) under the same ancestor; take their time out of
+    ``values_a``/``values_b`` (which keep what stays removed or added)."""
+
+    def groups(placed: Values) -> dict[tuple[str, str], dict[str, list[float]]]:
+        result: dict[tuple[str, str], dict[str, list[float]]] = {}
+        for (name, up), value in placed.items():
+            if up:
+                result.setdefault((up, kind_of(name)), {})[name] = value
+        return result
+
+    groups_a, groups_b = groups(placed_a), groups(placed_b)
+    aligned = []
+    for up, kind in sorted(groups_a.keys() & groups_b.keys()):
+        mine_a, mine_b = groups_a[(up, kind)], groups_b[(up, kind)]
+        for names, values in ((mine_a, values_a), (mine_b, values_b)):
+            for name, (time, calls) in names.items():
+                key = next(k for k in values if k[0] == name)
+                values[key][0] -= time
+                values[key][1] -= calls
+        aligned.append(
+            DiffRow(
+                name=" + ".join(sorted(mine_a)) + ALIGN_ARROW + " + ".join(sorted(mine_b)),
+                detail=f"aligned under {up}",
+                a=sum(v[0] for v in mine_a.values()),
+                b=sum(v[0] for v in mine_b.values()),
+                calls_a=sum(v[1] for v in mine_a.values()),
+                calls_b=sum(v[1] for v in mine_b.values()),
+                status="aligned",
+                share_pct=None,
+                aligned_under=up,
+            )
+        )
+    for values in (values_a, values_b):  # names wholly aligned leave no removed/added row
+        for key in [k for k, v in values.items() if v[1] <= 1e-9]:
+            del values[key]
+    return aligned
+
+
+def _runtime_names(*sides: _Side) -> set[str]:
+    """Names of runtime and driver calls (``cudaLaunchKernel``, ``hipLaunchKernel``):
+    they align with each other, not with operators."""
+    names: set[str] = set()
+    for side in sides:
+        for model in side.models:
+            calls = model.calls
+            categories = calls.cpu.category[np.frombuffer(calls.cpu_row, dtype=np.int64)]
+            codes = np.unique(calls.column("name_id")[~np.isin(categories, OPERATOR_CATEGORY_CODES)])
+            names.update(calls.names[code] for code in codes.tolist())
+    return names
+
+
+# ------------------------------------------------------------------ modules
+
+
+def _module_values(metric: str, by_qualified_name: bool) -> Callable[[TraceModel], Values]:
+    def values(model: TraceModel) -> Values:
+        result: Values = {}
+        for node in model.modules.walk():
+            key = (node.qualified_name or node.path, node.name) if by_qualified_name else (node.path, "")
+            cell = result.setdefault(key, [0.0, 0.0])
+            cell[0] += _module_self(node, metric)
+            cell[1] += node.calls
+        return result
+
+    return values
+
+
+def _module_self(node: ModuleNode, metric: str) -> float:
+    """Forward self time plus the backward of its own forward ops (children's excluded),
+    so the rows of a tree sum to its total."""
+    if metric == "device":
+        forward, backward = node.self_device_us, node.backward_device_us
+        backward -= sum(c.backward_device_us for c in node.children)
+    else:
+        forward, backward = node.self_cpu_us, node.backward_cpu_us
+        backward -= sum(c.backward_cpu_us for c in node.children)
+    return forward + backward
+
+
+def _module_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
+    title = "Modules"
+    words = f"self {'device' if metric == 'device' else 'CPU'} time, forward and backward"
+    missing = [label for label, side in (("A", side_a), ("B", side_b)) if not all(m.modules.roots for m in side.models)]
+    if missing:
+        return _not_compared("modules", title, words, "us",
+                             f"{_who(missing)} no module tree (recorded without with_stack=True)")
+    named = all(n.qualified_name for side in (side_a, side_b) for m in side.models for n in m.modules.walk())
+    values_a = side_a.collect(_module_values(metric, named))
+    values_b = side_b.collect(_module_values(metric, named))
+    return _table("modules", title, words, "us", values_a, values_b)
+
+
+# ------------------------------------------------------------------ kernels
+
+
+def _kernel_values(model: TraceModel) -> Values:
+    return {(k.name, k.kind): [k.device_total_us, k.calls] for k in model.kernels}
+
+
+def _launcher_values(model: TraceModel) -> Values:
+    """(kernel, launching operator) -> device time and launches."""
+    activity = model.activity
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    name_id = model.calls.column("name_id")
+    launcher_code = np.where(launcher >= 0, name_id[np.maximum(launcher, 0)], -1)
+    width = len(activity.names) + 1
+    keys = (launcher_code + 1) * width + activity.events.name
+    unique, inverse = np.unique(keys, return_inverse=True)
+    totals = np.bincount(inverse, weights=activity.dur_ns, minlength=len(unique))
+    counts = np.bincount(inverse, minlength=len(unique))
+    result: Values = {}
+    for key, total, count in zip(unique.tolist(), totals.tolist(), counts.tolist()):
+        op, kernel = divmod(key, width)
+        who = _table_name(model.calls.names[op - 1]) if op else "(no launcher)"
+        result[(activity.names[kernel], who)] = [total / 1000, count]
+    return result
+
+
+def _device_missing(device_a: bool, device_b: bool) -> str:
+    missing = [label for label, has in (("A", device_a), ("B", device_b)) if not has]
+    return f"{_who(missing)} no device activity (CPU-only)"
+
+
+def _kernel_table(side_a: _Side, side_b: _Side, device_a: bool, device_b: bool) -> DiffTable:
+    title, words = "Kernels", "device time"
+    if not (device_a and device_b):
+        return _not_compared("kernels", title, words, "us", _device_missing(device_a, device_b))
+    values_a, values_b = side_a.collect(_kernel_values), side_b.collect(_kernel_values)
+    matched_ops = _common_operator_names(side_a, side_b)
+    only_a = {k[0] for k in values_a.keys() - values_b.keys()}
+    only_b = {k[0] for k in values_b.keys() - values_a.keys()}
+    placed_a = side_a.collect(_kernels_under_matched_operator(only_a, matched_ops))
+    placed_b = side_b.collect(_kernels_under_matched_operator(only_b, matched_ops))
+    total_a, total_b = _total(values_a), _total(values_b)
+    kinds = {name: kind for name, kind in (*values_a, *values_b)}
+    aligned = _align(values_a, values_b, placed_a, placed_b, kinds.__getitem__)
+    return DiffTable("kernels", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a, aligned))
+
+
+def _common_operator_names(side_a: _Side, side_b: _Side) -> set[str]:
+    def names(side: _Side) -> set[str]:
+        return {_table_name(s.name) for m in side.models for s in m.operators()}
+
+    return names(side_a) & names(side_b)
+
+
+def _launcher_table(side_a: _Side, side_b: _Side, device_a: bool, device_b: bool) -> DiffTable:
+    title, words = "Kernels by launching operator", "device time"
+    if not (device_a and device_b):
+        return _not_compared("launchers", title, words, "us", _device_missing(device_a, device_b))
+    return _table("launchers", title, words, "us", side_a.collect(_launcher_values), side_b.collect(_launcher_values))
+
+
+# ------------------------------------------------------------------ steps and memory
+
+
+def _step_table(side_a: _Side, side_b: _Side) -> DiffTable:
+    """Steps matched by position (step numbers differ between runs)."""
+    title, words = "Steps", "step duration (slowest rank)"
+    missing = [label for label, side in (("A", side_a), ("B", side_b)) if not side.models[0].steps]
+    if missing:
+        return _not_compared("steps", title, words, "us",
+                             f"{_who(missing)} no ProfilerStep spans (recorded without a schedule)")
+    durations_a, durations_b = side_a.step_durations(), side_b.step_durations()
+    names_a = [s.name for s in side_a.models[0].steps]
+    names_b = [s.name for s in side_b.models[0].steps]
+    total_a, total_b = sum(durations_a), sum(durations_b)
+    rows = []
+    for i in range(max(len(durations_a), len(durations_b))):
+        a = durations_a[i] if i < len(durations_a) else None
+        b = durations_b[i] if i < len(durations_b) else None
+        detail = " / ".join(names[i] if i < len(names) else "-" for names in (names_a, names_b))
+        status = "removed" if b is None else "added" if a is None else "same" if a == b else "changed"
+        row = DiffRow(f"step {i + 1}", detail, a, b, 1.0 if a is not None else 0.0, 1.0 if b is not None else 0.0,
+                      status, None)
+        rows.append(_with_share(row, total_b - total_a))
+    rows.sort(key=lambda r: (-abs(r.delta), r.name))
+    return DiffTable("steps", title, words, "us", total_a, total_b, tuple(rows))
+
+
+def _memory_values(model: TraceModel) -> Values:
+    return {(t.device, ""): [t.peak_bytes, t.allocations] for t in model.memory}
+
+
+def _memory_table(side_a: _Side, side_b: _Side) -> DiffTable:
+    title, words = "Memory", "peak allocated bytes (highest rank)"
+    missing = [label for label, side in (("A", side_a), ("B", side_b)) if not any(m.memory for m in side.models)]
+    if missing:
+        return _not_compared("memory", title, words, "bytes",
+                             f"{_who(missing)} no memory records (recorded without profile_memory=True)")
+
+    def peaks(side: _Side) -> Values:
+        result: Values = {}
+        for model in side.models:
+            for key, (peak, allocations) in _memory_values(model).items():
+                cell = result.setdefault(key, [0, 0])
+                cell[0] = max(cell[0], peak)
+                cell[1] = max(cell[1], allocations)
+        return result
+
+    values_a, values_b = peaks(side_a), peaks(side_b)
+    total_a, total_b = _peak(side_a.models) or 0, _peak(side_b.models) or 0
+    note = ""
+    if not values_a.keys() & values_b.keys():
+        note = "no device in common: peaks are listed side by side"
+    return DiffTable("memory", title, words, "bytes", total_a, total_b, _rows(values_a, values_b, total_b - total_a), note)
+
+
+# ------------------------------------------------------------------ verdict
+
+
+def _spread_pct(durations: list[float]) -> float | None:
+    if len(durations) < 2:
+        return None
+    middle = statistics.median(durations)
+    return 100 * (max(durations) - min(durations)) / middle if middle else None
+
+
+def _verdict(side_a: _Side, side_b: _Side, ops: DiffTable) -> Verdict:
+    steps_a, steps_b = side_a.step_durations(), side_b.step_durations()
+    basis = "steps" if steps_a and steps_b else "trace window"
+    if basis == "trace window":  # compare like with like: both whole windows
+        steps_a = [max(m.info.duration_us for m in side_a.models)]
+        steps_b = [max(m.info.duration_us for m in side_b.models)]
+    median_a, median_b = statistics.median(steps_a), statistics.median(steps_b)
+    spread_a, spread_b = _spread_pct(steps_a), _spread_pct(steps_b)
+    noise = max(spread_a or 0.0, spread_b or 0.0)
+    delta = median_b - median_a
+    pct = 100 * delta / median_a if median_a else 0.0
+    outcome = "no change" if delta == 0 or abs(pct) <= noise else "faster" if delta < 0 else "slower"
+    contributors = tuple(r for r in ops.rows if r.delta)[:CONTRIBUTORS]
+    counted = basis == "steps"
+    return Verdict(basis, median_a, median_b, len(steps_a) if counted else 0, len(steps_b) if counted else 0,
+                   spread_a, spread_b, outcome, contributors)
+
+
+def _coverage(ops: DiffTable, steps: DiffTable, metric: str) -> Coverage:
+    op_delta, step_delta = ops.total_delta, steps.total_delta
+    if not steps.rows:
+        return Coverage(op_delta, 0.0, None, "a side has no steps")
+    if metric == "device":
+        return Coverage(op_delta, step_delta, None, "operators are compared by device time, which overlaps CPU time")
+    tolerance = COVERAGE_TOLERANCE * max(steps.total_a, steps.total_b)
+    return Coverage(op_delta, step_delta, abs(op_delta - step_delta) <= tolerance)
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_side(path: str, select: str | None = None, ranks: str | None = None) -> list[TraceModel]:
+    """The models of one side of a diff: the file, the chosen trace of a run
+    directory (``select``: a rank or part of a name; default its lowest rank),
+    or with ``ranks`` ("all" or "0,2,5") several ranks of a run directory."""
+    if ranks is None or not Path(path).is_dir():
+        return [load_model(path, select)]
+    _, traces = resolve_trace(path)
+    if ranks != "all":
+        try:
+            wanted = {int(part) for part in ranks.split(",")}
+        except ValueError:
+            raise TraceError(f"--ranks {ranks}", "not a list of ranks", "write all, or ranks like 0,1,3") from None
+        traces = [t for t in traces if t.rank in wanted]
+        if not traces:
+            raise TraceError(path, f"no trace of ranks {ranks}", "list the ranks its files hold (distributedInfo.rank)")
+    return [analyze(load_trace_file(t)) for t in traces]
+
+
+def side_label(models: Sequence[TraceModel]) -> str:
+    """How a side is named: its file, or its run directory and averaged ranks."""
+    if len(models) == 1:
+        return models[0].info.source
+    ranks = ",".join(str(m.info.rank) for m in models)
+    return f"{Path(models[0].info.source).parent} (mean of ranks {ranks})"

@@ -1,0 +1,406 @@
+"""A :class:`TraceDiff` as text: the verdict in words, then the matched tables
+as a plain or rich table, CSV, JSON or Markdown (``tuiprof diff``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from argparse import Namespace
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
+from tuiprof.errors import TraceError
+from tuiprof.trace import resolve_trace
+from tuiprof.report.names import short_kernel_name
+from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal
+from tuiprof.report.summary import report_diagnostics
+from tuiprof.report.units import format_bytes, format_us
+from tuiprof.report.views import Column, Row
+
+# Text formats show this many rows per table unless --limit says otherwise.
+TEXT_ROWS = 10
+BETTER, WORSE = "green", "red"
+
+
+@dataclass(frozen=True)
+class SignedColumn(Column):
+    """A delta: ``+`` on growth, so a reader never has to guess the direction."""
+
+    def format(self, value: object) -> str:
+        text = super().format(value)
+        return "+" + text if isinstance(value, (int, float)) and value > 0 else text
+
+    def cell_style(self, value: object) -> str | None:
+        """Less time or memory is better: green below zero, red above."""
+        if not isinstance(value, (int, float)) or value == 0:
+            return None
+        return BETTER if value < 0 else WORSE
+
+
+@dataclass(frozen=True)
+class KernelNamesColumn(Column):
+    """Kernel names shown short, each one of an aligned row's ``a + b → c`` too."""
+
+    def format(self, value: object) -> str:
+        if not isinstance(value, str) or ALIGN_ARROW not in value:
+            return super().format(value)
+        return ALIGN_ARROW.join(" + ".join(map(short_kernel_name, side.split(" + "))) for side in value.split(ALIGN_ARROW))
+
+
+def diff_columns(table: DiffTable) -> tuple[Column, ...]:
+    unit = table.unit
+    detail = {"shapes": "Input shapes", "launchers": "Launched by", "kernels": "Kind", "steps": "Steps A / B"}
+    kernels = table.name in ("kernels", "launchers")
+    name_help = "Operator, module path, kernel, step position or device; 'x → y' when aligned."
+    return (
+        KernelNamesColumn("name", "Kernel", "kernel", name_help + " Kernel names are shortened; exports have them whole.")
+        if kernels else Column("name", "Name", "text", name_help),
+        Column("detail", detail.get(table.name, "Detail"), "text", "Input shapes, launching operator, step names, or where an aligned row was aligned."),
+        Column("status", "Status", "text", "same, changed, added (only in B), removed (only in A), aligned (renamed under a common ancestor).", narrow=False),
+        Column("a", "A", unit, f"A's {table.metric}."),
+        Column("b", "B", unit, f"B's {table.metric}."),
+        SignedColumn("delta", "Delta", unit, "B minus A."),
+        SignedColumn("delta_pct", "Delta %", "pct", "Delta over A."),
+        Column("share_pct", "Share", "pct", "Share of the table's total delta (rows that moved the other way make others exceed 100 %)."),
+        Column("calls_a", "Calls A", "count", "Calls (launches, allocations) in A.", narrow=False),
+        Column("calls_b", "Calls B", "count", "Calls (launches, allocations) in B.", narrow=False),
+        Column("abs_delta", "|Delta|", unit, "Size of the change either way (the default order).", narrow=False),
+    )
+
+
+def shown_columns(table: DiffTable, rows: list[Row], hidden: tuple[str, ...] = ("abs_delta",)) -> tuple[Column, ...]:
+    """The columns to draw: no Detail column when no row has one; text output
+    also leaves out |Delta| (its order is the table's order)."""
+    hidden = (*hidden, *(() if any(r["detail"] for r in rows) else ("detail",)))
+    return tuple(c for c in diff_columns(table) if c.key not in hidden)
+
+
+def diff_row(row: DiffRow) -> Row:
+    return {
+        "name": row.name,
+        "detail": row.detail,
+        "status": row.status,
+        "a": row.a,
+        "b": row.b,
+        "delta": row.delta,
+        "delta_pct": row.delta_pct,
+        "share_pct": row.share_pct,
+        "calls_a": row.calls_a,
+        "calls_b": row.calls_b,
+        "abs_delta": abs(row.delta),
+    }
+
+
+# ------------------------------------------------------------------ words
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """"B is 1.23x faster per step (-210.000ms, -18.7 %, beyond the 3.0 % step-to-step noise)"."""
+    per = _per(verdict)
+    known = verdict.spread_a_pct is not None or verdict.spread_b_pct is not None
+    noise = f"the {verdict.noise_pct:.1f} % step-to-step noise" if known else "one step per side: noise unknown"
+    signed = ("+" if verdict.delta_us > 0 else "") + format_us(verdict.delta_us)
+    if verdict.delta_us == 0:
+        return f"no change: A and B take {format_us(verdict.median_a_us)} {per}"
+    direction = "faster" if verdict.delta_us < 0 else "slower"
+    if verdict.outcome == "no change":
+        return f"no change: B is {abs(verdict.delta_pct):.1f} % {direction} {per} ({signed}), within {noise}"
+    where = f"beyond {noise}" if known else noise
+    return f"B is {verdict.ratio:.2f}x {direction} {per} ({signed}, {verdict.delta_pct:+.1f} %, {where})"
+
+
+def _per(verdict: Verdict) -> str:
+    return "per step" if verdict.basis == "steps" else "over the trace window"
+
+
+def step_line(verdict: Verdict) -> str:
+    if verdict.basis != "steps":
+        return (f"trace window (a side has no ProfilerStep spans): A {format_us(verdict.median_a_us)}, "
+                f"B {format_us(verdict.median_b_us)}")
+
+    def side(median: float, count: int, spread: float | None) -> str:
+        spread_text = f", spread {spread:.1f} %" if spread is not None else ""
+        return f"{format_us(median)} ({count} step{'s' if count != 1 else ''}{spread_text})"
+
+    return (f"median step: A {side(verdict.median_a_us, verdict.steps_a, verdict.spread_a_pct)}, "
+            f"B {side(verdict.median_b_us, verdict.steps_b, verdict.spread_b_pct)}")
+
+
+def contributor_lines(diff: TraceDiff) -> list[str]:
+    ops = diff.table("ops")
+    lines = []
+    for row in diff.verdict.contributors:
+        share = f" ({row.share_pct:.1f} % of the delta)" if row.share_pct is not None else ""
+        label = f"{row.name} [{row.status}]" if row.status != "changed" else row.name
+        where = f", {row.detail}" if row.status == "aligned" else ""
+        lines.append(f"{label}: {_signed_us(row.delta)}{share}{where}")
+    return lines if lines else [f"no operator's {ops.metric} changed"]
+
+
+def coverage_line(diff: TraceDiff) -> str:
+    coverage = diff.coverage
+    if coverage.covered is None:
+        return f"operator deltas not checked against the step delta: {coverage.reason}"
+    text = (f"operator deltas sum to {_signed_us(coverage.operator_delta_us)}, "
+            f"the steps' to {_signed_us(coverage.step_delta_us)}")
+    if coverage.covered:
+        return text + ": operators cover the steps"
+    return text + ": operators do not cover the steps (Python frames, other threads, time outside operators or steps)"
+
+
+def memory_line(diff: TraceDiff) -> str:
+    a, b = diff.peak_a_bytes, diff.peak_b_bytes
+    if a is None or b is None:
+        return "memory peak: not compared (a side has no memory records)"
+    pct = f", {100 * (b - a) / a:+.1f} %" if a else ""
+    return f"memory peak: A {format_bytes(a)}, B {format_bytes(b)} ({'+' if b > a else ''}{format_bytes(b - a)}{pct})"
+
+
+def _signed_us(value: float) -> str:
+    return ("+" if value > 0 else "") + format_us(value)
+
+
+def summary_lines(diff: TraceDiff) -> list[str]:
+    """The verdict block every text output starts with."""
+    lines = [f"A: {diff.label_a}", f"B: {diff.label_b}", f"verdict: {verdict_text(diff.verdict)}",
+             step_line(diff.verdict), memory_line(diff), coverage_line(diff)]
+    lines.append(f"biggest contributors ({diff.table('ops').metric} by operator):")
+    lines.extend(f"  {line}" for line in contributor_lines(diff))
+    if diff.notes:
+        lines.append("notes:")
+        lines.extend(f"  {note}" for note in diff.notes)
+    return lines
+
+
+def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float | None) -> list[str]:
+    """One line per CI gate B fails (empty: B passes)."""
+    failures = []
+    verdict = diff.verdict
+    if slower_pct is not None and diff.slower_than(slower_pct):
+        worst = ", ".join(f"{r.name} {_signed_us(r.delta)}" for r in diff.regressions())
+        failures.append(
+            f"B is {verdict.delta_pct:.1f} % slower {_per(verdict)} than A (over the {slower_pct:g} % gate, "
+            f"beyond the {verdict.noise_pct:.1f} % noise); top regressions: {worst or 'none by operator'}"
+        )
+    if memory_pct is not None and diff.memory_grew_over(memory_pct):
+        a, b = diff.peak_a_bytes or 0, diff.peak_b_bytes or 0
+        at = diff.table("memory").rows[0] if diff.table("memory").rows else None
+        failures.append(
+            f"B's memory peak is {100 * (b - a) / a:.1f} % above A's ({format_bytes(a)} -> {format_bytes(b)}, "
+            f"over the {memory_pct:g} % gate{f'; most on {at.name}' if at else ''})"
+        )
+    return failures
+
+
+def verdict_style(verdict: Verdict) -> str:
+    return {"faster": f"bold {BETTER}", "slower": f"bold {WORSE}"}.get(verdict.outcome, "bold")
+
+
+def overview_text(diff: TraceDiff) -> Text:
+    """The explorer's Diff overview: the verdict block, coloured by direction."""
+    text = Text()
+    text.append(f"A: {diff.label_a}\nB: {diff.label_b}\n\n")
+    text.append("verdict: ", style="bold")
+    text.append(verdict_text(diff.verdict) + "\n", style=verdict_style(diff.verdict))
+    for line in (step_line(diff.verdict), memory_line(diff), coverage_line(diff)):
+        text.append(line + "\n")
+    text.append(f"\nbiggest contributors ({diff.table('ops').metric} by operator):\n", style="bold")
+    contributors = diff.verdict.contributors
+    for index, line in enumerate(contributor_lines(diff)):
+        delta = contributors[index].delta if index < len(contributors) else 0
+        text.append(f"  {line}\n", style=WORSE if delta > 0 else BETTER if delta < 0 else "")
+    if diff.notes:
+        text.append("\nnotes:\n", style="bold")
+        for note in diff.notes:
+            text.append(f"  {note}\n")
+    return text
+
+
+def row_detail(table: DiffTable, row: Row) -> Text:
+    """The detail pane under a diff table: the row in words."""
+    unit_format = format_bytes if table.unit == "bytes" else format_us
+    text = Text()
+    text.append(str(row["name"]), style="bold")
+    if row["detail"]:
+        text.append(f"  {row['detail']}")
+    text.append("\n")
+
+    def side(value: object) -> str:
+        return unit_format(value) if isinstance(value, (int, float)) else "absent"  # type: ignore[arg-type]
+
+    text.append(f"{table.metric}: A {side(row['a'])}, B {side(row['b'])}, ")
+    delta = float(row["delta"])  # type: ignore[arg-type]
+    text.append(f"delta {'+' if delta > 0 else ''}{unit_format(delta if table.unit != 'bytes' else int(delta))}",
+                style=WORSE if delta > 0 else BETTER if delta < 0 else "")
+    if row["share_pct"] is not None:
+        text.append(f" ({row['share_pct']:.1f} % of the table's delta)")
+    text.append(f"\nstatus: {row['status']}; calls A {row['calls_a']:g}, B {row['calls_b']:g}")
+    return text
+
+
+# ------------------------------------------------------------------ formats
+
+
+def render_diff(diff: TraceDiff, fmt: str, views: tuple[str, ...] = TABLES, limit: int | None = None,
+                verdict: bool = True) -> str:
+    """The diff in ``fmt`` (table, markdown, csv, json): the verdict (unless
+    ``verdict`` is False) and the ``views`` tables, ``limit`` rows each."""
+    tables = [diff.table(name) for name in views]
+    if fmt == "json":
+        return _json(diff, tables, limit, verdict)
+    if fmt == "csv":
+        return _csv(tables, limit)
+    parts = []
+    if verdict:
+        lines = summary_lines(diff)
+        if fmt == "markdown":  # nested points for the indented lines
+            lines = ["## tuiprof diff", ""] + [f"  - {l.strip()}" if l.startswith("  ") else f"- {l}" for l in lines]
+        parts.append("\n".join(lines) + "\n")
+    for table in tables:
+        rows = [diff_row(r) for r in table.rows[:limit]]
+        title = _title(table, len(rows))
+        if fmt == "markdown":
+            body = render_rows(rows, shown_columns(table, rows), fmt) if rows else ""
+            parts.append(f"### {title}\n\n{body}" if rows else f"### {table.title}\n\n{table.note}\n")
+        else:
+            parts.append(render_rows(rows, shown_columns(table, rows), fmt, title) if rows else f"{title}\n")
+    return "\n".join(parts)
+
+
+def _title(table: DiffTable, shown: int) -> str:
+    more = f", top {shown} of {len(table.rows)}" if shown < len(table.rows) else ""
+    note = f" - {table.note}" if table.note else ""
+    return f"{table.title}: {table.metric}, by absolute delta{more}{note}"
+
+
+def rich_tables(diff: TraceDiff, views: tuple[str, ...], limit: int | None):
+    """Rich tables for a terminal (one per view; a line for a table not compared)."""
+    for name in views:
+        table = diff.table(name)
+        rows = [diff_row(r) for r in table.rows[:limit]]
+        title = _title(table, len(rows))
+        yield build_rich_table(rows, shown_columns(table, rows), title, ascii_rules=False) if rows else Text(title)
+
+
+def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: bool) -> str:
+    document: dict[str, object] = {"a": diff.label_a, "b": diff.label_b}
+    if verdict:
+        v = diff.verdict
+        document["verdict"] = {
+            "outcome": v.outcome,
+            "text": verdict_text(v),
+            "basis": v.basis,
+            "median_a_us": v.median_a_us,
+            "median_b_us": v.median_b_us,
+            "delta_us": v.delta_us,
+            "delta_pct": v.delta_pct,
+            "ratio": v.ratio,
+            "steps_a": v.steps_a,
+            "steps_b": v.steps_b,
+            "spread_a_pct": v.spread_a_pct,
+            "spread_b_pct": v.spread_b_pct,
+            "noise_pct": v.noise_pct,
+            "contributors": [diff_row(r) for r in v.contributors],
+        }
+        document["peak_a_bytes"] = diff.peak_a_bytes
+        document["peak_b_bytes"] = diff.peak_b_bytes
+        document["coverage"] = {
+            "operator_delta_us": diff.coverage.operator_delta_us,
+            "step_delta_us": diff.coverage.step_delta_us,
+            "covered": diff.coverage.covered,
+            "reason": diff.coverage.reason,
+        }
+        document["notes"] = list(diff.notes)
+    document["tables"] = {
+        t.name: {
+            "title": t.title, "metric": t.metric, "unit": t.unit, "total_a": t.total_a, "total_b": t.total_b,
+            "note": t.note, "rows": [diff_row(r) for r in t.rows[:limit]],
+        }
+        for t in tables
+    }
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+CSV_KEYS = ("table", "unit", "name", "detail", "status", "a", "b", "delta", "delta_pct", "share_pct", "calls_a", "calls_b")
+
+
+def _csv(tables: list[DiffTable], limit: int | None) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_KEYS)
+    for table in tables:
+        for row in table.rows[:limit]:
+            values = {"table": table.name, "unit": table.unit, **diff_row(row)}
+            writer.writerow(["" if values[k] is None else values[k] for k in CSV_KEYS])
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------ the command
+
+
+def say_which_trace(path: str, select: str | None) -> None:
+    """For a run directory of several traces: which one is compared, and how to pick others."""
+    if not Path(path).is_dir():
+        return
+    chosen, traces = resolve_trace(path, select)
+    if len(traces) > 1:
+        rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
+        print(f"tuiprof: {path} holds {len(traces)} traces; comparing {rank}{chosen.name} "
+              "(--trace RANK|NAME for another, --ranks to average them)", file=sys.stderr)
+
+
+def parse_percent(option: str, text: str | None) -> float | None:
+    """``5%`` or ``5`` -> 5.0; anything else is one line and exit 2."""
+    if text is None:
+        return None
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise TraceError(f"{option} {text}", "not a percentage", "write it like 5%")
+    return value
+
+
+def wants_explorer(args: Namespace) -> bool:
+    """Diff mode in the explorer: on a terminal, unless a format or a gate asks for text."""
+    return args.format is None and stdout_is_terminal() and args.fail_if_slower is None and args.fail_if_memory is None
+
+
+def print_diff(args: Namespace) -> int:
+    """``tuiprof diff A B`` as text on stdout; exit 1 when a gate fails."""
+    slower = parse_percent("--fail-if-slower", args.fail_if_slower)
+    memory = parse_percent("--fail-if-memory", args.fail_if_memory)
+    fmt = args.format or "table"
+    if args.ranks is None:
+        for path in (args.a, args.b):
+            say_which_trace(path, args.trace)
+    side_a = load_side(args.a, args.trace, args.ranks)
+    side_b = load_side(args.b, args.trace, args.ranks)
+    for model in (*side_a, *side_b):
+        report_diagnostics(model)
+    diff = diff_traces(side_a, side_b, metric=args.metric, label_a=side_label(side_a), label_b=side_label(side_b))
+    views = TABLES if args.view in ("all", "verdict") else (args.view,)
+    if args.view == "verdict":
+        views = ()
+    show_verdict = args.view in ("all", "verdict")
+    limit = args.limit if args.limit is not None else TEXT_ROWS if fmt in ("table", "markdown") else None
+    if fmt == "table" and stdout_is_terminal():
+        console = Console()
+        if show_verdict:
+            for line in summary_lines(diff):
+                console.print(Text(line))
+        for table in rich_tables(diff, views, limit):
+            console.print(table)
+    else:
+        sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))
+    failures = gate_failures(diff, slower, memory)
+    for failure in failures:
+        print(f"tuiprof: {failure}", file=sys.stderr)
+    return 1 if failures else 0

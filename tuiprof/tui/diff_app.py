@@ -1,0 +1,191 @@
+"""Diff mode: the explorer over two runs (``tuiprof diff A B`` on a terminal).
+
+It loads both sides in a worker, compares them (analysis/diff.py) and shows
+the Diff overview and one A/B/delta table per level (tui/views/diff.py).
+Keys come from the command table like the single-trace explorer's; ``x``
+swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from rich.console import Group
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Static
+
+from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.diff import verdict_style, verdict_text
+from tuiprof.tui.app import run_app
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
+from tuiprof.tui.messages import DiffReady
+from tuiprof.tui.screens.help import HelpScreen
+from tuiprof.tui.table_app import TableApp
+from tuiprof.tui.views.diff import DIFF_PAGES, DiffTableView, DiffView, diff_view
+from tuiprof.tui.widgets.filter_bar import FilterBar
+from tuiprof.tui.widgets.key_bar import KeyBar
+from tuiprof.tui.widgets.loading import LoadingPanel
+
+# The single-trace explorer's keys that mean the same here (i: the other grouping).
+SHARED_ACTIONS = ("quit", "help", "filter", "back", "toggle_shapes", "export('csv')", "export('json')")
+DIFF_COMMANDS: tuple[Command, ...] = (
+    *(c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
+    Command("i", "toggle_shapes", "Grouping", "operators by input shape, kernels by launching operator (and back)", show=True),
+    Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
+    Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
+)
+
+
+class DiffSource:
+    """Both sides of a diff, as ``load_side`` reads them (files, run directories, ranks)."""
+
+    def __init__(self, a: str, b: str, select: str | None = None, ranks: str | None = None, metric: str = "auto") -> None:
+        self.paths = (a, b)
+        self.select = select
+        self.ranks = ranks
+        self.metric = metric
+        self.title = f"{a} vs {b}"
+
+    def __call__(self, report: Callable[[str, float | None], None]) -> tuple[list[TraceModel], list[TraceModel]]:
+        sides = []
+        for label, path in zip("AB", self.paths):
+            report(f"loading {label}: {path}", None)
+            sides.append(load_side(path, self.select, self.ranks))
+        return sides[0], sides[1]
+
+
+class DiffApp(TableApp):
+    CSS_PATH = "explorer.tcss"
+    TITLE = "tuiprof diff"
+    BINDINGS = [
+        *bindings(DIFF_COMMANDS),
+        *[Binding(str(key), f"show_view('{page.view_id}')", page.title, show=False) for key, page in enumerate(DIFF_PAGES, 1)],
+    ]
+
+    diff: reactive[TraceDiff | None] = reactive(None, init=False)
+
+    def __init__(self, source: DiffSource, export_dir: Path | None = None) -> None:
+        super().__init__(export_dir)
+        self.source = source
+        self.sides: tuple[list[TraceModel], list[TraceModel]] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("tuiprof diff", id="header")
+        yield LoadingPanel(self.source.title, live=False, id="loading")
+        with ContentSwitcher(initial=DIFF_PAGES[0].view_id, id="views"):
+            for page in DIFF_PAGES:
+                yield diff_view(page).data_bind(DiffApp.diff)
+        yield FilterBar(id="filter")
+        yield KeyBar()
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        def load() -> tuple[tuple[list[TraceModel], list[TraceModel]], TraceDiff]:
+            sides = self.source(self.report_progress)
+            return sides, self._compare(*sides)
+
+        loaded = self.load_or_fail(load)
+        if loaded is not None:
+            self.sides, diff = loaded
+            self.post_message(DiffReady(diff))
+
+    def _compare(self, side_a: list[TraceModel], side_b: list[TraceModel]) -> TraceDiff:
+        return diff_traces(side_a, side_b, metric=self.source.metric, label_a=side_label(side_a), label_b=side_label(side_b))
+
+    def on_diff_ready(self, message: DiffReady) -> None:
+        self.query_one(LoadingPanel).display = False
+        self.query_one("#views").display = True
+        self.diff = message.diff
+        self.action_show_view(DIFF_PAGES[0].view_id)
+
+    # ------------------------------------------------------------ views
+
+    @property
+    def current_view(self) -> str:
+        return self.query_one("#views", ContentSwitcher).current or DIFF_PAGES[0].view_id
+
+    def view(self) -> DiffView:
+        return self.query_one(f"#{self.current_view}", DiffView)
+
+    def action_show_view(self, view_id: str) -> None:
+        if self.diff is None:
+            return
+        self.query_one("#views", ContentSwitcher).current = view_id
+        self.screen.set_focus(self.view().focus_target())
+        self._draw_header()
+
+    def watch_diff(self) -> None:
+        self._draw_header()
+
+    def _draw_header(self) -> None:
+        if self.diff is None or not self.is_mounted:
+            return
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(verdict_text(self.diff.verdict), style=verdict_style(self.diff.verdict))
+        tabs = Text(no_wrap=True, overflow="ellipsis")
+        for key, page in enumerate(DIFF_PAGES, 1):
+            tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
+        view = self.view()
+        if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
+            tabs.append(f"  [{self.diff.table(view.shown).title}]", style="bold yellow")
+        self.query_one("#header", Static).update(Group(line, tabs))
+
+    # ------------------------------------------------------------ diff keys
+
+    def action_swap(self) -> None:
+        """Make B the baseline: compare again with the sides exchanged."""
+        if self.sides is None:
+            return
+        self.sides = (self.sides[1], self.sides[0])
+        self.diff = self._compare(*self.sides)
+        self.notify(f"A is now {self.diff.label_a}", title="Swapped", timeout=4, markup=False)
+
+    def action_cycle_sort(self) -> None:
+        view = self.view()
+        if isinstance(view, DiffTableView):
+            key = view.cycle_sort()
+            self.notify({"a": "by A", "b": "by B", "abs_delta": "by the size of the change"}[key], title="Sort", timeout=2)
+
+    def action_toggle_shapes(self) -> None:
+        if self.diff is not None and not self.view().toggle_grouping():
+            self.notify("This view has one grouping.", severity="warning")
+        self._draw_header()
+
+    # ------------------------------------------------------------ back, export, help, quit
+
+    @property
+    def loaded(self) -> bool:
+        return self.diff is not None
+
+    def action_back(self) -> None:
+        """esc: clear the filter if there is one, else back to the Diff overview."""
+        if self.diff is not None and not self.clear_filter():
+            self.action_show_view(DIFF_PAGES[0].view_id)
+
+    def action_export(self, fmt: str) -> None:
+        if self.diff is not None:
+            self.write_export(self.view().export_rows(), "", fmt)
+
+    def action_help(self) -> None:
+        view = self.view()
+        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
+        self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
+
+    def action_quit(self) -> None:
+        self.exit(self.exit_code)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        pages = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
+        yield from palette_commands(self, pages, self.view().active_table() if self.loaded else None, DIFF_COMMANDS)
+
+
+def run_diff_explorer(source: DiffSource) -> int:
+    return run_app(DiffApp(source))

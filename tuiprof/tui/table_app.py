@@ -1,0 +1,115 @@
+"""What the explorer and its diff mode share: quitting cleanly on signals, a
+load worker whose errors and progress show in the loading panel, the filter
+bar, esc clearing it, and writing an export of whatever view is current."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from textual import on
+from textual.app import App
+
+from tuiprof.errors import EXIT_INTERNAL, TraceError
+from tuiprof.report.render import render_rows
+from tuiprof.report.views import Column, Row
+from tuiprof.tui.messages import LoadAdvanced, LoadFailed
+from tuiprof.tui.sources import LoadCancelled
+from tuiprof.tui.widgets.filter_bar import FilterBar
+from tuiprof.tui.widgets.loading import LoadingPanel
+
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
+T = TypeVar("T")
+
+
+class TableApp(App[int]):
+    """An app of views, loaded in a worker.  Subclasses give ``_load()`` (a
+    worker that calls :meth:`load_or_fail`), ``loaded``, ``view()`` (an
+    ``ExplorerView``), and compose ``#views``, a ``LoadingPanel`` and a ``FilterBar``."""
+
+    def __init__(self, export_dir: Path | None = None) -> None:
+        super().__init__()
+        self.export_dir = export_dir or Path.cwd()  # where e/E write
+        self.exit_code = 0
+        self.error_text = ""  # a load error, printed on stderr after the app ends
+
+    @property
+    def loaded(self) -> bool:
+        raise NotImplementedError
+
+    def view(self):
+        raise NotImplementedError
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def on_mount(self) -> None:
+        self.query_one("#views").display = False
+        loop = asyncio.get_running_loop()
+        for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
+            loop.add_signal_handler(signum, self._quit_on_signal, signum)
+        self._load()
+
+    def _quit_on_signal(self, signum: int) -> None:
+        self.exit(128 + signum)
+
+    # ------------------------------------------------------------ loading
+
+    def load_or_fail(self, load: Callable[[], T]) -> T | None:
+        """Run ``load`` (in the load worker): a bad input or a bug becomes a
+        ``LoadFailed`` shown in the loading panel (None), never a crash."""
+        try:
+            return load()
+        except LoadCancelled:
+            raise
+        except TraceError as exc:
+            self.post_message(LoadFailed(str(exc), exc.exit_code))
+        except Exception as exc:  # a bug: shown, not a crash
+            self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL))
+        return None
+
+    def report_progress(self, text: str, fraction: float | None) -> None:
+        """A loader's progress callback (any thread)."""
+        self.post_message(LoadAdvanced(text, fraction))
+
+    def on_load_advanced(self, message: LoadAdvanced) -> None:
+        self.query_one(LoadingPanel).advance(message.text, message.fraction)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.exit_code = message.exit_code
+        self.error_text = message.text
+        self.query_one(LoadingPanel).fail(message.text)
+
+    # ------------------------------------------------------------ filter and export
+
+    def action_filter(self) -> None:
+        if self.loaded and not self.query_one(FilterBar).open_for(self.view()):
+            self.notify("This view has nothing to filter.", severity="warning")
+
+    @on(FilterBar.Submitted)
+    def _filter_kept(self) -> None:
+        self.screen.set_focus(self.view().focus_target())
+
+    def clear_filter(self) -> bool:
+        """esc's first job: clear the filter; False when there was none (esc then means "back")."""
+        if not self.query_one(FilterBar).clear_for(self.view()):
+            return False
+        self.screen.set_focus(self.view().focus_target())
+        return True
+
+    def write_export(self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str) -> None:
+        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder."""
+        if exported is None:
+            self.notify("Nothing to export in this view.", severity="warning")
+            return
+        what, rows, columns = exported
+        path = self.export_dir / f"tuiprof-{what}{'-' + stem if stem else ''}.{fmt}"
+        try:
+            path.write_text(render_rows(rows, columns, fmt))
+        except OSError as exc:
+            self.notify(f"Cannot write {path}: {exc.strerror or exc}", title="Export failed", severity="error", markup=False)
+            return
+        self.notify(f"Wrote {len(rows):,} rows to {path}", title="Export", timeout=6, markup=False)
