@@ -7,12 +7,14 @@ profiling window; the fidelity tests compare tuiprof's tables with it.
 
     python scripts/make_sample_traces.py            # CPU samples (and CUDA ones when a GPU is present)
     python scripts/make_sample_traces.py --only resnet18_cpu
+    python scripts/make_sample_traces.py --only ddp_gloo_2ranks   # torchrun, 2 ranks, gloo: sample_traces/ddp_gloo_2ranks/
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -41,13 +43,37 @@ SAMPLES = {
 }
 
 
+DDP_SAMPLE = "ddp_gloo_2ranks"
+
+
+def capture_ddp_sample(directory: Path) -> None:
+    """A real 2-rank run: ``torchrun -m tuiprof run`` on examples/train_ddp_gloo.py (CPU, gloo)."""
+    import shutil
+    import subprocess
+
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    subprocess.run(
+        [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--no-tui",
+         "--save", str(directory / "train_ddp_gloo.pt.trace.json.gz"), "examples/train_ddp_gloo.py"],
+        cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
+    )
+    for trace in sorted(directory.iterdir()):
+        print(f"{trace.relative_to(ROOT)}: {trace.stat().st_size / 1e6:.2f} MB")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "sample_traces")
-    parser.add_argument("--only", action="append", choices=sorted(SAMPLES), help="capture only these")
+    parser.add_argument("--only", action="append", choices=sorted([*SAMPLES, DDP_SAMPLE]), help="capture only these")
     args = parser.parse_args()
-    wanted = args.only or [n for n in SAMPLES if not n.endswith("_cuda") or torch.cuda.is_available()]
+    wanted = args.only or [n for n in SAMPLES if not n.endswith("_cuda") or torch.cuda.is_available()] + [DDP_SAMPLE]
     args.out.mkdir(parents=True, exist_ok=True)
+    if DDP_SAMPLE in wanted:
+        wanted.remove(DDP_SAMPLE)
+        capture_ddp_sample(args.out / DDP_SAMPLE)
     for name in wanted:
         config = SAMPLES[name]
         trace = args.out / f"{name}.pt.trace.json.gz"

@@ -17,6 +17,7 @@ from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
+RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +89,14 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
-    parser.add_argument("--view", choices=("ops", "modules", "kernels", "steps", "memory"), default="ops")
+    parser.add_argument(
+        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *RUN_VIEW_NAMES), default="ops",
+        help="ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
+    )
+    parser.add_argument(
+        "--cluster", metavar="ADDRESS",
+        help="with a run view: summarise the ranks on a Dask scheduler (or local:N workers); pip install 'tuiprof[cluster]'",
+    )
     parser.add_argument("--sort", metavar="COLUMN", help="column key to sort by, descending (see --format json keys)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N rows")
     parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
@@ -154,9 +162,20 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.report.summary import SummaryRequest, print_summary
 
     path = resolve_path(args)
-    model = load_model(choose_trace(path, args.trace))
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
+    if args.view in RUN_VIEW_NAMES:
+        return run_run_summary(path, request, args.cluster)
+    model = load_model(choose_trace(path, args.trace))
     return print_summary(model, request)
+
+
+def run_run_summary(path: str, request, cluster: str | None) -> int:
+    """Every rank of the run at ``path`` at once (``--view ranks`` and the other run views)."""
+    from tuiprof.analysis.ranks import summarise_run
+    from tuiprof.report.summary import print_run_summary
+    from tuiprof.trace.run import open_run
+
+    return print_run_summary(summarise_run(open_run(path), cluster=cluster), request)
 
 
 def choose_trace(path: str, select: str | None) -> str:

@@ -31,6 +31,10 @@ class StepStats:
     device_idle_us: float  # window minus busy
     device_window_us: float  # the step as the device saw it (see build_steps)
     device_window_start_ns: int  # where that window begins
+    # communication while no compute kernel runs on any stream: |comm U compute| - |compute| in the window
+    exposed_communication_us: float = 0.0
+    # device idle while no data loading ran either: the device waited for the CPU to launch work
+    cpu_bound_us: float = 0.0
 
     @property
     def idle_pct(self) -> float:
@@ -62,13 +66,9 @@ def build_steps(
     step_of = _step_of_calls(calls, step_rows)
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
-    loading_codes = calls.name_codes(lambda name: name.startswith(DATA_LOADING_PREFIX))
-    loading_rows = np.flatnonzero(np.isin(name_id, loading_codes) & (step_of >= 0))
+    loading_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(_is_loading)) & (step_of >= 0))
     loading = np.bincount(step_of[loading_rows], weights=calls.column("total_ns")[loading_rows], minlength=len(calls))
-    begins = activity.start_ns
-    finishes = begins + activity.dur_ns
-    kinds = _activity_kinds(activity)
-    coverage = [Coverage(begins, finishes)] + [Coverage(begins[kinds == k], finishes[kinds == k]) for k in range(4)]
+    finishes = activity.start_ns + activity.dur_ns
     own_end = np.full(len(calls), -1, dtype=np.int64)
     launched = activity_step >= 0
     np.maximum.at(own_end, activity_step[launched], finishes[launched])
@@ -82,31 +82,77 @@ def build_steps(
         else:
             windows.append((low, low))  # no device work: no device window
     lows, highs = np.array(windows, dtype=np.int64).reshape(-1, 2).T
-    busy, kernel, memcpy, memset, communication = (c.within(lows, highs).tolist() for c in coverage)
+    spans = _loading_spans(calls, loading_rows)
+    columns = _window_columns(activity, lows, highs, spans)
+    return [
+        _step_stats(calls.name(row), (calls.start_ns[row], calls.end_ns[row]), loading[row], columns, i, (lows[i], highs[i]))
+        for i, row in enumerate(step_rows.tolist())
+    ]
 
-    steps = []
-    for i, row in enumerate(step_rows.tolist()):
-        name = calls.name(row)
-        start, end = calls.start_ns[row], calls.end_ns[row]
-        window_ns = int(highs[i] - lows[i])
-        steps.append(
-            StepStats(
-                name=name,
-                number=_step_number(name),
-                start_ns=start,
-                duration_us=(end - start) / 1000,
-                data_loading_us=round(loading[row]) / 1000,
-                kernel_us=kernel[i] / 1000,
-                memcpy_us=memcpy[i] / 1000,
-                memset_us=memset[i] / 1000,
-                communication_us=communication[i] / 1000,
-                device_busy_us=busy[i] / 1000,
-                device_idle_us=(window_ns - busy[i]) / 1000,
-                device_window_us=window_ns / 1000,
-                device_window_start_ns=int(lows[i]),
-            )
-        )
-    return steps
+
+WHOLE_TRACE = "(whole trace)"
+
+
+def whole_trace_step(calls: OperatorCalls, activity: DeviceActivity) -> StepStats:
+    """The whole trace measured as one step: for traces without ``ProfilerStep#N``."""
+    starts, ends = calls.column("start_ns"), calls.column("end_ns")
+    span = (int(starts.min()), int(ends.max())) if len(calls) else (0, 0)
+    window = (span[0], span[0])  # no device work: no device window
+    if len(activity):
+        finishes = activity.start_ns + activity.dur_ns
+        window = (min(span[0], int(activity.start_ns.min())), max(span[1], int(finishes.max())))
+    loading_rows = np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(_is_loading)))
+    spans = _loading_spans(calls, loading_rows)
+    loading_ns = Coverage(*spans).before[-1]  # nested loading spans count once
+    columns = _window_columns(activity, np.array([window[0]]), np.array([window[1]]), spans)
+    return _step_stats(WHOLE_TRACE, span, loading_ns, columns, 0, window)
+
+
+def _is_loading(name: str) -> bool:
+    return name.startswith(DATA_LOADING_PREFIX)
+
+
+def _loading_spans(calls: OperatorCalls, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return calls.column("start_ns")[rows], calls.column("end_ns")[rows]
+
+
+def _window_columns(
+    activity: DeviceActivity, lows: np.ndarray, highs: np.ndarray, loading: tuple[np.ndarray, np.ndarray]
+) -> list[list[int]]:
+    """Covered ns in each window of: all activity, kernels, memcpys, memsets, communication,
+    compute or communication, and all activity or data loading."""
+    begins = activity.start_ns
+    finishes = begins + activity.dur_ns
+    kinds = _activity_kinds(activity)
+    talking_or_computing = (kinds == _KERNEL) | (kinds == _COMMUNICATION)
+    coverage = [Coverage(begins, finishes)] + [Coverage(begins[kinds == k], finishes[kinds == k]) for k in range(4)]
+    coverage.append(Coverage(begins[talking_or_computing], finishes[talking_or_computing]))
+    coverage.append(Coverage(np.concatenate((begins, loading[0])), np.concatenate((finishes, loading[1]))))
+    return [c.within(lows, highs).tolist() for c in coverage]
+
+
+def _step_stats(
+    name: str, span: tuple[int, int], loading_ns: float, columns: list[list[int]], i: int, window: tuple[int, int]
+) -> StepStats:
+    busy, kernel, memcpy, memset, communication, talking_or_computing, busy_or_loading = (c[i] for c in columns)
+    window_ns = int(window[1] - window[0])
+    return StepStats(
+        name=name,
+        number=_step_number(name),
+        start_ns=span[0],
+        duration_us=(span[1] - span[0]) / 1000,
+        data_loading_us=round(loading_ns) / 1000,
+        kernel_us=kernel / 1000,
+        memcpy_us=memcpy / 1000,
+        memset_us=memset / 1000,
+        communication_us=communication / 1000,
+        device_busy_us=busy / 1000,
+        device_idle_us=(window_ns - busy) / 1000,
+        device_window_us=window_ns / 1000,
+        device_window_start_ns=int(window[0]),
+        exposed_communication_us=(talking_or_computing - kernel) / 1000,
+        cpu_bound_us=(window_ns - busy_or_loading) / 1000,
+    )
 
 
 _KERNEL, _MEMCPY, _MEMSET, _COMMUNICATION = range(4)
@@ -166,6 +212,11 @@ class Coverage:
         last = np.maximum(started - 1, 0)
         beyond = np.where(started > 0, np.maximum(self.ends[last] - times, 0), 0) if len(self.ends) else 0
         return self.before[started] - beyond
+
+
+def union_ns(begins: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of the spans (touching spans merge)."""
+    return int(Coverage(begins, ends).before[-1])
 
 
 def _step_number(name: str) -> int:

@@ -44,22 +44,28 @@ def profile(
     schedule with repeats); a window cut short by the end of the block is
     written only when no complete one was, and only if it holds a finished
     active step.  ``open_explorer=True`` opens the explorer on the trace.
+    Under torchrun each rank writes its own file, the rank in its name
+    (``run.rank1.pt.trace.json.gz``), and only rank 0 opens the explorer, on
+    the run directory, once every rank's file is written.
     """
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
     from tuiprof.capture.session import TraceWindows, write_trace
 
     if keep not in ("first", "last"):
         raise ValueError(f"keep must be 'first' or 'last', not {keep!r}")
-    target = Path(path)
+    launch = torchrun_launch()  # under torchrun: one file per rank (rank in the name), written whole
+    target = rank_trace_path(Path(path), launch) if launch else Path(path)
+    write = write_rank_trace if launch else write_trace
     if activities is None:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     session: ProfileSession
 
     def save(prof: Any) -> None:
-        write_trace(prof, target)
+        write(prof, target)
         session.written = True
 
     windows = TraceWindows(save, keep_last=keep == "last")
@@ -77,14 +83,14 @@ def profile(
     with windows.recording(profiler):
         yield session
     if schedule is None:
-        write_trace(profiler, target)
+        write(profiler, target)
         session.written = True
     elif not session.written:
         warnings.warn(
             f"tuiprof.profile: the block ended before an active step of the schedule finished; nothing was written to {target}",
             stacklevel=3,
         )
-    if open_explorer and session.written:
+    if open_explorer and session.written and (launch is None or launch.rank == 0):
         from tuiprof.tui.app import run_explorer
 
-        run_explorer(str(target))
+        run_explorer(str(target) if launch is None else str(gather_run(target, launch)))

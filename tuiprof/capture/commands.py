@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tuiprof.capture.config import CaptureConfig, CaptureProgress, parse_shape
+from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
 from tuiprof.capture.options import check_save_path, config_from_args, require_packages
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
 
@@ -91,8 +92,12 @@ def run_script(args: Namespace) -> int:
     if args.save:
         check_save_path(args.save)
     config = config_from_args(str(script), args)
+    launch = torchrun_launch()
     with scratch_directory() as scratch:
         trace_path = Path(args.save) if args.save else scratch / f"{script.stem}.pt.trace.json.gz"
+        if launch:  # one run directory every rank agrees on, the rank in each file's name
+            folder = Path(args.save).parent if args.save else run_directory(launch)
+            trace_path = rank_trace_path(folder / (Path(args.save).name if args.save else trace_path.name), launch)
         code = _run_script_in(scratch, script, args, config, trace_path, started)
     return code
 
@@ -132,6 +137,10 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED if result.interrupted else EXIT_BAD_INPUT
+    launch = torchrun_launch()
+    if launch:
+        code = finish_rank(trace_path, launch, args.no_tui, keep=bool(args.save))
+        return EXIT_INTERRUPTED if result.interrupted and code == 0 else code
     from tuiprof.analysis import analyze
     from tuiprof.trace import load_trace
 

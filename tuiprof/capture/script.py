@@ -48,9 +48,11 @@ def profile_script(
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from tuiprof.capture.distributed import ensure_distributed_info, torchrun_launch, write_rank_trace
     from tuiprof.capture.session import TraceWindows, make_profiler, torch_flops, write_trace
 
     result = ScriptResult(0, False, False)
+    launch = torchrun_launch()  # under torchrun: each rank's file written whole, with distributedInfo
 
     def progress(phase: str, message: str = "") -> None:
         step = result.steps
@@ -61,7 +63,7 @@ def profile_script(
             result.facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             result.facts.log_lines = read_log()
-        write_trace(prof, trace_path, result.facts)
+        (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts)
         result.written = True
 
     windows = TraceWindows(save, keep_last=config.repeat != 1)
@@ -70,6 +72,8 @@ def profile_script(
     def after_step(optimizer, args, kwargs) -> None:
         if result.steps >= config.total_steps:
             return
+        if launch:
+            ensure_distributed_info(prof)
         prof.step()
         result.steps += 1
         if result.steps >= config.total_steps:

@@ -115,3 +115,30 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
     return text
+
+
+def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
+    """A rank of a run: its verdict, what it spends per step, and the run's problems."""
+    text = Text()
+    text.append(f"rank {row['rank']}", style="bold")
+    text.append(f"  {row['file']}\n")
+    text.append(row["straggler"] or "not a straggler", style="bold red" if row["straggler"] else "")
+    text.append(f"\nper step: {format_us_short(row['step_us'])}")
+    for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading")):
+        if row.get(key) is not None:
+            text.append(f" · {word} {format_us_short(row[key])}")
+    for problem in problems:
+        text.append(f"\n{problem}", style="yellow")
+    return text
+
+
+def collective_text(row: dict) -> Text:
+    """A collective matched across ranks: who arrived last and how long each rank waited."""
+    text = Text()
+    text.append(f"{row['kind']}", style="bold")
+    text.append(f"  group {row['group']}, step {row['step']}, #{row['index']}")
+    if row["size_bytes"] is not None:
+        text.append(f" · {format_bytes(row['size_bytes'])}")
+    text.append(f"\nrank {row['last_rank']} arrived last, {format_us_short(row['skew_us'])} after the first; transfer {format_us_short(row['transfer_us'])}")
+    text.append("\nwaits: " + "  ".join(f"r{rank} {format_us_short(float(wait))}" for rank, wait in (p.split(":") for p in row["waits_us"].split())))
+    return text

@@ -6,9 +6,10 @@ import sys
 from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
-from tuiprof.report.views import VIEWS, ViewOptions, sort_rows
+from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, sort_rows
 
 
 @dataclass(frozen=True)
@@ -30,24 +31,46 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
     data_format = request.format in ("json", "csv")
     columns = view.visible_columns(options, None if data_format else model)
-    sort_key = request.sort or view.default_sort_for(model)
+    rows = _sorted_rows(view, view.build(model, options), request.sort or view.default_sort_for(model), request.limit)
+    report_diagnostics(model)
+    _print_rows(view, rows, columns, request.format, f"{view.title} - {model.info.trace_name}")
+    return 0
+
+
+def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
+    """A view over every rank of a run (ranks, rank-steps, spread, collectives, collective-types)."""
+    view = RUN_VIEWS[request.view]
+    data_format = request.format in ("json", "csv")
+    columns = tuple(c for c in view.columns if data_format or c.key not in ("waits_us", "file"))
+    rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
+    for problem in run.problems:
+        print(f"tuiprof: {problem}", file=sys.stderr)
+    title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
+    _print_rows(view, rows, columns, request.format, title)
+    if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
+        spread = RUN_VIEWS["spread"]
+        _print_rows(spread, spread.build(run), spread.columns, request.format, spread.title)
+        stragglers = run.stragglers()
+        sys.stdout.write("".join(f"straggler: {text}\n" for text in stragglers.values()) or "no straggler\n")
+    return 0
+
+
+def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) -> list[Row]:
     if sort_key and sort_key not in {c.key for c in view.columns}:
         keys = ", ".join(c.key for c in view.columns)
         raise TraceError(f"--sort {sort_key}", f"not a column of the {view.name} view", f"use one of: {keys}")
-    rows = view.build(model, options)
     if sort_key:
         rows = sort_rows(rows, sort_key, descending=view.column(sort_key).numeric)
-    if request.limit is not None:
-        rows = rows[: max(0, request.limit)]
-    report_diagnostics(model)
-    title = f"{view.title} - {model.info.trace_name}"
-    if request.format == "table" and stdout_is_terminal():
+    return rows if limit is None else rows[: max(0, limit)]
+
+
+def _print_rows(view: View, rows: list[Row], columns, fmt: str, title: str) -> None:
+    if fmt == "table" and stdout_is_terminal():
         print_rich_table(rows, columns, title)
     else:
-        sys.stdout.write(render_rows(rows, columns, request.format, title))
+        sys.stdout.write(render_rows(rows, columns, fmt, title))
     if not rows:
         print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
-    return 0
 
 
 def report_diagnostics(model: TraceModel) -> None:

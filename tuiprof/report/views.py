@@ -8,11 +8,15 @@ same everywhere.  Row values are raw numbers in the unit the key names
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
+
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.ranks import RunSummary, rank_means, spread
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
 
@@ -23,7 +27,7 @@ Row = dict[str, object]
 class Column:
     key: str
     header: str
-    kind: str  # text | kernel (a kernel name, shown short) | us | bytes | count | int | pct
+    kind: str  # text | kernel (a kernel name, shown short) | us | bytes | count | int | pct | ratio | gbps
     help: str
     narrow: bool = True  # shown at 80 columns
 
@@ -42,6 +46,10 @@ class Column:
             return f"{int(value):,}"  # type: ignore[arg-type]
         if self.kind == "kernel":
             return short_kernel_name(str(value))
+        if self.kind == "ratio":
+            return f"{float(value):.2f}x"  # type: ignore[arg-type]
+        if self.kind == "gbps":
+            return f"{float(value):.2f} GB/s"  # type: ignore[arg-type]
         return str(value)
 
     @property
@@ -328,6 +336,175 @@ VIEWS: dict[str, View] = {
     "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
     "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
     "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
+}
+
+
+# ------------------------------------------------------------------ runs (every rank at once)
+# Built from a RunSummary (analysis/ranks.py), not a TraceModel: `summary RUN_DIR --view ranks`.
+
+_RANK_STEP_COLUMNS = (
+    Column("step_us", "Step", "us", "Mean ProfilerStep time on the CPU (the whole trace when there are no steps)."),
+    Column("compute_us", "Compute", "us", "Compute kernels: device time in kernels other than communication (union)."),
+    Column("communication_us", "Comm", "us", "Communication: NCCL/RCCL kernels (union); gloo's collective spans on CPU-only runs."),
+    Column("exposed_communication_us", "Exposed comm", "us", "Communication time with no compute kernel running on any stream (the rank waits)."),
+    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies.", narrow=False),
+    Column("memset_us", "Memset", "us", "Device time in memsets.", narrow=False),
+    Column("device_idle_us", "Dev idle", "us", "Step window on the device with nothing running."),
+    Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) spans."),
+    Column("cpu_bound_us", "CPU-bound", "us", "Device idle while no data loading ran: the device waited for the CPU.", narrow=False),
+)
+RANK_COLUMNS = (
+    Column("rank", "Rank", "int", "The rank (distributedInfo.rank)."),
+    *_RANK_STEP_COLUMNS,
+    Column("peak_memory_bytes", "Peak mem", "bytes", "Highest allocated bytes on the rank's device (CPU if none).", narrow=False),
+    Column("steps", "Steps", "int", "Profiler steps in the rank's trace.", narrow=False),
+    Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
+    Column("straggler", "Straggler", "text", "Why this rank holds the others up, when it does."),
+    Column("file", "File", "text", "The rank's trace file.", narrow=False),
+)
+RANK_STEP_COLUMNS = (
+    Column("rank", "Rank", "int", "The rank."),
+    Column("step", "Step", "text", "The ProfilerStep#N span."),
+    *_RANK_STEP_COLUMNS,
+)
+SPREAD_COLUMNS = (
+    Column("column", "Column", "text", "A column of the ranks view (per-rank mean per step)."),
+    Column("min_us", "Min", "us", "Lowest rank."),
+    Column("median_us", "Median", "us", "Median over ranks."),
+    Column("max_us", "Max", "us", "Highest rank."),
+    Column("max_over_median", "Max/median", "ratio", "How far the highest rank is from the median."),
+    Column("max_rank", "Max rank", "int", "The rank with the highest value."),
+)
+COLLECTIVE_COLUMNS = (
+    Column("step", "Step", "int", "Profiler step number (-1: outside every step)."),
+    Column("group", "Group", "text", "Process group name (default when the trace records none).", narrow=False),
+    Column("index", "#", "int", "Order of this collective in its group and step."),
+    Column("kind", "Collective", "text", "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast..."),
+    Column("size_bytes", "Size", "bytes", "Message size (In/Out msg nelems x dtype; else the tensor's Input Dims)."),
+    Column("ranks", "Ranks", "int", "Ranks that ran it.", narrow=False),
+    Column("last_rank", "Last", "int", "The rank that arrived last."),
+    Column("skew_us", "Skew", "us", "Arrival skew: last arrival minus first."),
+    Column("transfer_us", "Transfer", "us", "Shortest duration across ranks (the last arriver does not wait)."),
+    Column("max_wait_us", "Max wait", "us", "Longest wait for the last arrival (last arrival minus the rank's own)."),
+    Column("max_wait_rank", "Waits most", "int", "The rank that waited longest.", narrow=False),
+    Column("algbw_gbps", "Alg BW", "gbps", "Size / transfer time.", narrow=False),
+    Column("busbw_gbps", "Bus BW", "gbps", "Algorithm bandwidth x NCCL's factor: all-reduce 2(n-1)/n, all-gather, reduce-scatter, all-to-all (n-1)/n, broadcast 1."),
+    Column("waits_us", "Waits", "text", "Wait of each rank (data formats only).", narrow=False),
+)
+COLLECTIVE_TYPE_COLUMNS = (
+    Column("kind", "Collective", "text", "Collective type."),
+    Column("size_bytes", "Size", "bytes", "Message size."),
+    Column("count", "Count", "int", "Matched collectives of this type and size."),
+    Column("transfer_us", "Transfer", "us", "Total transfer time."),
+    Column("avg_transfer_us", "Avg transfer", "us", "Mean transfer time.", narrow=False),
+    Column("avg_skew_us", "Avg skew", "us", "Mean arrival skew."),
+    Column("max_skew_us", "Max skew", "us", "Largest arrival skew.", narrow=False),
+    Column("busbw_gbps", "Bus BW", "gbps", "Mean bus bandwidth."),
+    Column("last_rank", "Often last", "text", "The rank most often last to arrive, and how often."),
+)
+
+
+def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    stragglers = run.stragglers()
+    last = run.collectives.last_arrivals()
+    rows = []
+    for summary in run.ranks:
+        rows.append(
+            {
+                "rank": summary.rank,
+                **rank_means(summary),
+                "peak_memory_bytes": summary.peak_memory_bytes,
+                "steps": len(summary.steps),
+                "last_arrivals": last.get(summary.rank, 0),
+                "straggler": stragglers.get(summary.rank, ""),
+                "file": summary.file,
+            }
+        )
+    return rows
+
+
+def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    return [
+        {"rank": summary.rank, "step": step.name, **msgspec.structs.asdict(step)}
+        for summary in run.ranks
+        for step in summary.steps
+    ]
+
+
+def build_spread_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    rows = []
+    for column, stats in spread(run.ranks).items():
+        top = max(run.ranks, key=lambda r: r.mean(column) if r.mean(column) is not None else float("-inf"))
+        rows.append(
+            {
+                "column": column,
+                "min_us": stats.minimum,
+                "median_us": stats.median,
+                "max_us": stats.maximum,
+                "max_over_median": stats.max_over_median,
+                "max_rank": top.rank,
+            }
+        )
+    return rows
+
+
+def build_collective_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    rows = []
+    for matched in run.collectives.collectives:
+        waits = matched.waits_ns()
+        waiter = max(waits, key=waits.__getitem__)
+        rows.append(
+            {
+                "step": matched.step,
+                "group": matched.group,
+                "index": matched.index,
+                "kind": matched.kind,
+                "size_bytes": matched.size_bytes,
+                "ranks": len(matched.ranks),
+                "last_rank": matched.last_rank,
+                "skew_us": matched.skew_ns / 1000,
+                "transfer_us": matched.transfer_ns / 1000,
+                "max_wait_us": waits[waiter] / 1000,
+                "max_wait_rank": waiter,
+                "algbw_gbps": matched.algbw_gbps,
+                "busbw_gbps": matched.busbw_gbps,
+                "waits_us": " ".join(f"{rank}:{wait / 1000:g}" for rank, wait in waits.items()),
+            }
+        )
+    return rows
+
+
+def build_collective_type_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    groups: dict[tuple[str, int | None], list] = {}
+    for matched in run.collectives.collectives:
+        groups.setdefault((matched.kind, matched.size_bytes), []).append(matched)
+    rows = []
+    for (kind, size), members in groups.items():
+        busbw = [m.busbw_gbps for m in members if m.busbw_gbps is not None]
+        last = Counter(m.last_rank for m in members if m.skew_ns > 0)
+        leader = last.most_common(1)
+        rows.append(
+            {
+                "kind": kind,
+                "size_bytes": size,
+                "count": len(members),
+                "transfer_us": sum(m.transfer_ns for m in members) / 1000,
+                "avg_transfer_us": sum(m.transfer_ns for m in members) / 1000 / len(members),
+                "avg_skew_us": sum(m.skew_ns for m in members) / 1000 / len(members),
+                "max_skew_us": max(m.skew_ns for m in members) / 1000,
+                "busbw_gbps": sum(busbw) / len(busbw) if busbw else None,
+                "last_rank": f"rank {leader[0][0]} ({leader[0][1]} of {len(members)})" if leader else "",
+            }
+        )
+    return rows
+
+
+RUN_VIEWS: dict[str, View] = {
+    "ranks": View("ranks", "Ranks", RANK_COLUMNS, "", build_rank_rows),  # rank order
+    "rank-steps": View("rank-steps", "Ranks by step", RANK_STEP_COLUMNS, "", build_rank_step_rows),
+    "spread": View("spread", "Spread over ranks", SPREAD_COLUMNS, "", build_spread_rows),
+    "collectives": View("collectives", "Collectives", COLLECTIVE_COLUMNS, "", build_collective_rows),  # time order
+    "collective-types": View("collective-types", "Collectives by type and size", COLLECTIVE_TYPE_COLUMNS, "transfer_us", build_collective_type_rows),
 }
 
 

@@ -37,6 +37,7 @@ _DEVICE_CODE = {"kernel": 0, "Kernel": 0, "gpu_memcpy": 1, "Memcpy": 1, "gpu_mem
 GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"  # few per trace: kept as structs
 MODULE_PREFIX = "nn.Module: "
 MEMORY_NAME = "[memory]"
+COMMS_RECORD_NAME = "record_param_comms"  # its arguments describe a collective: kept (few per trace)
 NONE = -1  # a missing id in an int column
 _EMPTY_ARGS = EventArgs()
 
@@ -142,6 +143,7 @@ class ChunkColumns:
     inputs: bytes
     gpu_annotations: list[TimedEvent] = field(default_factory=list)
     memory: list[TimedEvent] = field(default_factory=list)
+    comms_records: list[EventArgs] = field(default_factory=list)  # record_param_comms arguments
     operator_count: int = 0  # cpu rows before this are operators, after it runtime launches
     event_count: int = 0
     other_events: int = 0
@@ -331,6 +333,11 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         ),
     )
     device_columns = _device_columns(device, *times[id(device)], names) if device else DeviceEvents.empty()
+    comms_code = names.get(COMMS_RECORD_NAME)
+    rows = [] if comms_code is None else np.flatnonzero(cpu_columns.name[: len(operators)] == comms_code).tolist()
+    comms = [cpu_args[row] for row in rows if cpu_args[row].collective_name is not None]
+    for args in comms:
+        args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER  # a Raw would keep the chunk alive
     kept: list[list[TimedEvent]] = []
     for group in (memory, gpu_annotations):
         for event in group:
@@ -348,6 +355,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         inputs=inputs,
         gpu_annotations=kept[1],
         memory=kept[0],
+        comms_records=comms,
         operator_count=len(operators),
         event_count=len(events),
         other_events=other,

@@ -30,6 +30,8 @@ from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span
 # and numpy) costs more than it saves on 2 cores (scripts/bench_load.py).
 PARALLEL_MIN_BYTES = 64 << 20
 MAX_WORKERS = 16
+# Set by callers that already run one process per file (analysis/ranks.py): no workers inside workers.
+WORKERS_ENV = "TUIPROF_DECODE_WORKERS"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 _maps: dict[str, mmap.mmap] = {}  # per worker process: the file, mapped once
@@ -46,7 +48,8 @@ def worker_count(size: int) -> int:
     """How many decode processes to start for a file (1: decode in this process)."""
     if size < PARALLEL_MIN_BYTES:
         return 1
-    return max(1, min(usable_cores(), -(-size // CHUNK_BYTES), MAX_WORKERS))
+    cap = int(os.environ.get(WORKERS_ENV) or MAX_WORKERS)
+    return max(1, min(usable_cores(), -(-size // CHUNK_BYTES), MAX_WORKERS, cap))
 
 
 def decode_columns(data, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:

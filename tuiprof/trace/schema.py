@@ -51,6 +51,14 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    # record_param_comms (collectives; analysis/collectives.py)
+    collective_name: str | None = msgspec.field(default=None, name="Collective name")
+    process_group: Loose = msgspec.field(default=None, name="Process Group Name")
+    process_group_id: Loose = msgspec.field(default=None, name="Process Group ID")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    dtype: str | None = None
 
 
 # A missing ts/dur reads as 0, as before.

@@ -77,14 +77,14 @@ def resolve_trace(path: str | os.PathLike[str], select: str | None = None) -> tu
 
 def _peek_rank(path: Path) -> int | None:
     try:
-        head = _read_head(path, 1 << 18)
+        head = read_head(path, 1 << 18)
     except (OSError, EOFError, zlib.error):
         return None
     match = _RANK.search(head)
     return int(match.group(1)) if match else None
 
 
-def _read_head(path: Path, size: int) -> bytes:
+def read_head(path: Path, size: int) -> bytes:
     with open(path, "rb") as handle:
         start = handle.read(2)
         handle.seek(0)

@@ -24,7 +24,7 @@ from tuiprof.trace.columns import (
 )
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.memory import MemoryRecords, memory_records
-from tuiprof.trace.schema import DeviceProperties, TimedEvent, TraceHeader
+from tuiprof.trace.schema import DeviceProperties, EventArgs, TimedEvent, TraceHeader
 
 
 SHAPES_PROBE = 5000  # operators looked at for Input Dims when the header has no record_shapes
@@ -52,6 +52,7 @@ class TraceEvents:
     inputs: bytes = b""
     gpu_annotations: list[TimedEvent] = field(default_factory=list)
     memory: list[TimedEvent] = field(default_factory=list)
+    comms_records: list[EventArgs] = field(default_factory=list)  # record_param_comms arguments (collectives)
     other_events: int = 0
     event_count: int = 0
     uncompressed_bytes: int = 0
@@ -131,6 +132,7 @@ class StoreBuilder:
                 parts.append(device.take(np.flatnonzero(device.kind == kind)))
         store.gpu_annotations.extend(chunk.gpu_annotations)
         store.memory.extend(chunk.memory)
+        store.comms_records.extend(chunk.comms_records)
 
     def finish(self) -> TraceEvents:
         store = self.store

@@ -4,12 +4,14 @@ this folder and one line here."""
 from __future__ import annotations
 
 from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.collectives import CollectivesView
 from tuiprof.tui.views.kernels import KernelsView
 from tuiprof.tui.views.log import LogView
 from tuiprof.tui.views.memory import MemoryView
 from tuiprof.tui.views.modules import ModulesView
 from tuiprof.tui.views.operators import OperatorsView
 from tuiprof.tui.views.overview import OverviewView
+from tuiprof.tui.views.ranks import RanksView
 from tuiprof.tui.views.steps import StepsView
 
 VIEWS: tuple[type[ExplorerView], ...] = (
@@ -20,6 +22,8 @@ VIEWS: tuple[type[ExplorerView], ...] = (
     MemoryView,
     StepsView,
     LogView,
+    RanksView,
+    CollectivesView,
 )
 VIEW_KEYS = "1234567890"
 

@@ -1,0 +1,333 @@
+"""Every rank at once: exposed communication, collectives matched across ranks, stragglers,
+run directories with problems, sidecars and the Dask path, on synthetic traces with
+hand-computed answers (times in whole microseconds) and on the shared 8-rank run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SHARED_TRACES, needs_shared
+from tuiprof.analysis.collectives import CollectiveRecord, match_collectives
+from tuiprof.analysis.ranks import decode_summary, encode_summary, find_stragglers, summarise_run
+from tuiprof.trace.run import open_run, sidecar_path
+
+DLRM = SHARED_TRACES / "dlrm_8ranks"
+COMM_STREAM, COMPUTE_STREAMS = 20, (7, 8)
+
+
+class TraceBuilder:
+    """A GPU trace as Kineto writes it: a step, launches with correlations, kernels."""
+
+    def __init__(self, rank: int, world_size: int, step_us: tuple[int, int] = (0, 20_000)) -> None:
+        self.rank, self.world_size = rank, world_size
+        self.events: list[dict] = [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": step_us[0], "dur": step_us[1] - step_us[0]}
+        ]
+        self.next_id = 100
+
+    def _launch(self, at: int, kernel: str, stream: int, start: int, end: int, parents: list[dict]) -> None:
+        correlation = self.next_id = self.next_id + 1
+        depth = 0
+        for parent in parents:  # nested CPU calls around the launch, each inside the previous
+            depth += 1
+            self.next_id += 1
+            args = {"External id": self.next_id, **parent.get("args", {})}
+            self.events.append({"ph": "X", "pid": 1, "tid": 1, "ts": at + depth, "dur": 20 - 2 * depth, **parent, "args": args})
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at + depth + 1, "dur": 2, "args": {"correlation": correlation}})
+        self.events.append(
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": start, "dur": end - start,
+             "args": {"correlation": correlation, "stream": stream, "device": 0}}
+        )
+
+    def compute(self, start: int, end: int, stream: int = COMPUTE_STREAMS[0], at: int = 100) -> None:
+        self._launch(at, "void gemm_kernel<float>()", stream, start, end, [{"cat": "cpu_op", "name": "aten::mm"}])
+
+    def all_reduce(self, start: int, end: int, nelems: int = 262144, at: int = 200) -> None:
+        args = {"Collective name": "allreduce", "Process Group Name": "0", "In msg nelems": nelems, "Out msg nelems": nelems,
+                "Group size": self.world_size, "dtype": "Float"}
+        self._launch(
+            at, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", COMM_STREAM, start, end,
+            [{"cat": "cpu_op", "name": "c10d::allreduce_"}, {"cat": "cpu_op", "name": "record_param_comms", "args": args},
+             {"cat": "user_annotation", "name": "nccl:all_reduce"}],
+        )
+
+    def data_loading(self, start: int, end: int) -> None:
+        self.events.append({"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "pid": 1, "tid": 1, "ts": start, "dur": end - start})
+
+    def write(self, directory: Path, name: str | None = None) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / (name or f"host_{self.rank}.{1700000000000 + self.rank}.pt.trace.json")
+        document = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": self.world_size},
+                    "deviceProperties": [{"id": 0, "name": "Test GPU"}], "traceEvents": self.events}
+        path.write_text(json.dumps(document))
+        return path
+
+
+def one_rank_summary(tmp_path: Path, builder: TraceBuilder):
+    builder.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    (summary,) = run.ranks
+    (step,) = summary.steps
+    return step
+
+
+# ------------------------------------------------------------------ exposed communication
+
+
+@pytest.mark.parametrize(
+    ("comm", "exposed"),
+    [((2000, 4000), 0), ((4000, 8000), 3000), ((6000, 9000), 3000)],
+    ids=["fully-hidden", "partly-hidden", "not-hidden"],
+)
+def test_exposed_communication_is_what_no_compute_kernel_hides(tmp_path, comm, exposed):
+    builder = TraceBuilder(0, 1)
+    builder.compute(1000, 5000)
+    builder.all_reduce(*comm)
+    step = one_rank_summary(tmp_path, builder)
+    assert step.compute_us == 4000
+    assert step.communication_us == comm[1] - comm[0]
+    assert step.exposed_communication_us == exposed
+
+
+def test_exposed_communication_on_random_streams_matches_a_microsecond_count(tmp_path):
+    rng = random.Random(14)
+    for case in range(12):
+        builder = TraceBuilder(0, 1)
+        compute, comm = [], []
+        for _ in range(rng.randint(0, 6)):
+            start = rng.randint(0, 19_000)
+            span = (start, start + rng.randint(1, 3000))
+            compute.append(span)
+            builder.compute(*span, stream=rng.choice(COMPUTE_STREAMS), at=rng.randint(0, 19_900))
+        for _ in range(rng.randint(1, 4)):
+            start = rng.randint(0, 19_000)
+            span = (start, start + rng.randint(1, 3000))
+            comm.append(span)
+            builder.all_reduce(*span, at=rng.randint(0, 19_900))
+        busy = {t for a, b in compute for t in range(a, b)}
+        talking = {t for a, b in comm for t in range(a, b)}
+        step = one_rank_summary(tmp_path / str(case), builder)
+        assert step.compute_us == len(busy), case
+        assert step.communication_us == len(talking), case
+        assert step.exposed_communication_us == len(talking - busy), case
+
+
+# ------------------------------------------------------------------ collectives across ranks
+
+
+def two_rank_run(tmp_path: Path) -> Path:
+    """Rank 1 loads data 5 ms longer and enters the all-reduce 5 ms late; rank 0 waits for it."""
+    for rank in (0, 1):
+        builder = TraceBuilder(rank, 2)
+        builder.data_loading(0, 1000 + 5000 * rank)
+        builder.compute(1000 + 5000 * rank, 9000 + 1000 * rank, at=1000 + 5000 * rank)
+        builder.all_reduce(10_000 + 5000 * rank, 16_000, at=9000)
+        builder.write(tmp_path)
+    return tmp_path
+
+
+def test_a_collective_one_rank_enters_5_ms_late(tmp_path):
+    run = summarise_run(open_run(two_rank_run(tmp_path)), workers=1, use_sidecars=False)
+    (matched,) = run.collectives.collectives
+    assert matched.kind == "all_reduce" and matched.group == "0" and matched.ranks == (0, 1)
+    assert matched.last_rank == 1
+    assert matched.skew_ns == 5_000_000
+    assert matched.transfer_ns == 1_000_000
+    assert matched.waits_ns() == {0: 5_000_000, 1: 0}
+    assert matched.size_bytes == 262144 * 4
+    assert matched.algbw_gbps == pytest.approx(1.048576)  # bytes per ns
+    assert matched.busbw_gbps == pytest.approx(1.048576 * 2 * (2 - 1) / 2)
+    assert run.collectives.last_arrivals() == {1: 1}
+    # rank 0: 20 ms step, 6 ms waiting -> works 14 ms; rank 1 works 19 ms
+    assert run.stragglers() == {1: "rank 1: +5.0 ms per step, data loading 5.0 ms above median, last to arrive at 1 of 1 collectives"}
+
+
+def test_arrival_skew_waits_and_last_rank_on_random_arrivals():
+    rng = random.Random(5)
+    for _ in range(50):
+        ranks = rng.randint(2, 6)
+        arrivals = [rng.randint(0, 10_000) for _ in range(ranks)]
+        last = max(arrivals)
+        durations = [last - a + rng.randint(1, 500) for a in arrivals]
+        records = {
+            r: [CollectiveRecord("pg", 3, "all_gather", arrivals[r], durations[r], 4096, "Float", ranks)] for r in range(ranks)
+        }
+        (matched,) = match_collectives(records).collectives
+        assert matched.skew_ns == last - min(arrivals)
+        assert matched.arrivals_ns[matched.ranks.index(matched.last_rank)] == last
+        assert matched.transfer_ns == min(durations)
+        assert matched.waits_ns() == {r: last - arrivals[r] for r in range(ranks)}
+        assert matched.busbw_gbps == pytest.approx(4096 / min(durations) * (ranks - 1) / ranks)
+
+
+def test_collectives_match_by_group_and_order_and_stop_where_ranks_disagree():
+    def records(kinds: list[str], group: str = "0") -> list[CollectiveRecord]:
+        return [CollectiveRecord(group, 1, kind, 1000 * i, 10, None, None, None) for i, kind in enumerate(kinds)]
+
+    match = match_collectives(
+        {0: records(["all_reduce", "broadcast", "all_reduce"]) + records(["all_to_all"], "1"),
+         1: records(["all_reduce", "all_gather", "all_reduce"]) + records(["all_to_all"], "1")}
+    )
+    assert [(c.group, c.kind) for c in match.collectives] == [("0", "all_reduce"), ("1", "all_to_all")]
+    assert match.problems == ("process group 0, step 1: collective 2 differs (broadcast on rank 0; all_gather on rank 1); "
+                              "the rest of this group is not matched",)
+
+
+# ------------------------------------------------------------------ run directories with problems
+
+
+def test_a_directory_with_every_kind_of_problem_opens_the_rest_one_line_each(tmp_path):
+    for rank in (0, 1, 3):  # rank 2 missing
+        builder = TraceBuilder(rank, 4)
+        builder.compute(1000, 2000)
+        builder.write(tmp_path)
+    later = TraceBuilder(1, 4)
+    later.write(tmp_path, "host_1.1700000009999.pt.trace.json")  # rank 1 again, a later window
+    other = TraceBuilder(0, 2)
+    other.write(tmp_path, "other_0.1700000000000.pt.trace.json")  # another run (world size 2)
+    (tmp_path / "broken.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])  # truncated gzip
+    (tmp_path / "host_3.1700000000003.pt.trace.json").write_text('{"distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": [')
+    # ^ overwrites rank 3 with a truncated document: corrupt after its head
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(tmp_path), "--view", "ranks", "--format", "csv"],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert all(line.startswith("tuiprof: ") for line in lines)
+    assert "Traceback" not in result.stderr
+    joined = "\n".join(lines)
+    assert "host_1.1700000009999.pt.trace.json: rank 1 again (a later profiling window" in joined
+    assert "other_0.1700000000000.pt.trace.json: world size 2, the run has 4; another run, not mixed in" in joined
+    assert "rank 2 of world size 4 have no trace file" in joined
+    assert sum("broken.pt.trace.json.gz" in line for line in lines) == 1
+    assert sum("host_3.1700000000003.pt.trace.json" in line and "rank 3 skipped" in line for line in lines) == 1
+    rows = result.stdout.strip().splitlines()[1:]
+    assert [row.split(",")[0] for row in rows] == ["0", "1"]
+
+
+# ------------------------------------------------------------------ sidecars and the summary format
+
+
+def test_summaries_round_trip_and_other_versions_are_ignored(tmp_path):
+    run = summarise_run(open_run(two_rank_run(tmp_path)), workers=1, use_sidecars=False)
+    for summary in run.ranks:
+        plain = json.loads(json.dumps(encode_summary(summary)))
+        assert decode_summary(plain) == summary
+        assert decode_summary({**plain, "version": plain["version"] + 1}) is None
+
+
+def test_reopen_reads_only_sidecars_and_a_changed_trace_is_analysed_again(tmp_path):
+    directory = two_rank_run(tmp_path)
+    first = summarise_run(open_run(directory), workers=2)
+    assert first.from_sidecars == 0
+    assert all(sidecar_path(f.path).exists() for f in open_run(directory).ranks)
+    again = summarise_run(open_run(directory))
+    assert again.from_sidecars == 2 and again.ranks == first.ranks
+    trace = open_run(directory).file_of(1).path
+    os.utime(trace, ns=(time.time_ns(), time.time_ns() + 10**9))
+    changed = summarise_run(open_run(directory))
+    assert changed.from_sidecars == 1 and changed.ranks == first.ranks
+
+
+@needs_shared
+def test_reopening_8_ranks_from_sidecars_takes_under_a_second(tmp_path):
+    copy = tmp_path / "dlrm"
+    shutil.copytree(DLRM, copy)
+    os.chmod(copy, 0o755)
+    fresh = summarise_run(open_run(copy))
+    started = time.perf_counter()
+    reopened = summarise_run(open_run(copy))
+    assert time.perf_counter() - started < 1.0
+    assert reopened.from_sidecars == 8 and reopened.ranks == fresh.ranks
+
+
+def test_read_only_folders_get_no_sidecar(tmp_path):
+    directory = two_rank_run(tmp_path / "run")
+    os.chmod(directory, 0o555)
+    try:
+        summarise_run(open_run(directory), workers=1)
+        assert not list(directory.glob("*.tuiprof-summary"))
+    finally:
+        os.chmod(directory, 0o755)
+
+
+# ------------------------------------------------------------------ the shared 8-rank run
+
+
+@needs_shared
+def test_dlrm_8_ranks_every_rank_and_every_collective(tmp_path):
+    run = summarise_run(open_run(DLRM), use_sidecars=False)
+    assert [r.rank for r in run.ranks] == list(range(8)) and run.problems == ()
+    kinds = [c.kind for c in run.collectives.collectives]
+    assert kinds == ["all_to_all"] * 4 + ["all_reduce", "all_to_all", "all_reduce", "all_reduce"]
+    assert all(len(c.ranks) == 8 for c in run.collectives.collectives)
+    first = run.collectives.collectives[0]
+    assert first.size_bytes == 6144 * 4  # nccl:all_to_all Input Dims [[6144]] float
+    assert sum(run.collectives.last_arrivals().values()) == 8
+    assert 7 in run.stragglers()  # last to arrive at 5 of the 8 collectives
+
+
+@needs_shared
+def test_summary_ranks_json_and_collectives_csv_on_dlrm():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    ranks = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "ranks", "--format", "json"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert ranks.returncode == 0 and ranks.stderr == ""
+    rows = json.loads(ranks.stdout)
+    assert [r["rank"] for r in rows] == list(range(8))
+    assert rows[7]["straggler"].startswith("rank 7: ")
+    collectives = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "collectives", "--format", "csv"],
+                                 capture_output=True, text=True, env=env, timeout=120)
+    assert collectives.returncode == 0
+    assert collectives.stdout.splitlines()[0].startswith("step,group,index,kind,size_bytes")
+    assert len(collectives.stdout.splitlines()) == 9
+
+
+# ------------------------------------------------------------------ Dask
+
+
+def test_cluster_local_2_gives_the_local_results(tmp_path):
+    pytest.importorskip("dask.distributed")
+    directory = two_rank_run(tmp_path / "run")
+    if DLRM.is_dir():
+        shutil.copytree(DLRM, tmp_path / "dlrm")
+        directory = tmp_path / "dlrm"
+    local = summarise_run(open_run(directory), workers=1, use_sidecars=False)
+    clustered = summarise_run(open_run(directory), cluster="local:2", use_sidecars=False)
+    assert clustered.ranks == local.ranks
+    assert clustered.collectives == local.collectives
+    assert clustered.stragglers() == local.stragglers()
+
+
+def test_dask_is_imported_only_with_cluster(tmp_path):
+    directory = two_rank_run(tmp_path)
+    code = (
+        "import sys; from tuiprof.cli import main; "
+        f"main(['summary', {str(directory)!r}, '--view', 'ranks', '--format', 'json']); "
+        "assert 'dask' not in sys.modules and 'distributed' not in sys.modules, 'dask imported'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_find_stragglers_needs_two_ranks():
+    assert find_stragglers(()) == {}
+
+
+def test_ranks_of_workers_that_die_are_summarised_here(tmp_path, monkeypatch):
+    directory = two_rank_run(tmp_path)
+    expected = summarise_run(open_run(directory), workers=1, use_sidecars=False)
+    monkeypatch.setattr(sys, "executable", shutil.which("true"))  # every worker exits at once
+    survived = summarise_run(open_run(directory), workers=2, use_sidecars=False)
+    assert survived.ranks == expected.ranks and survived.problems == ()

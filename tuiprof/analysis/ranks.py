@@ -1,0 +1,481 @@
+"""Every rank of a distributed run at once: a compact summary per rank, spread and stragglers.
+
+Which rank is slow, and is it compute, data loading or waiting in a
+collective?  Answering that needs only a few numbers per rank and step, not
+every rank's full model: :func:`summarise_trace` analyses one rank's file and
+keeps a :class:`RankSummary` (a plain, versioned msgspec struct: a few KB,
+JSON in the ``.tuiprof-summary`` sidecar, pickled from worker processes or
+Dask workers).  :func:`summarise_run` makes one per rank, in parallel: one
+worker process per core, each analysing whole files (its decode stays in
+that process), so only summaries reach this process and its memory does not
+grow with the run.
+
+Columns per rank and step (microseconds; device columns are None for CPU-only
+traces):
+
+- ``step_us``: the ``ProfilerStep#N`` span on the CPU (the whole trace when
+  there are no steps);
+- ``compute_us``: union of compute kernels (every kernel but communication);
+- ``communication_us``: union of communication kernels (NCCL/RCCL); on
+  CPU-only traces the backend's collective spans (``gloo:all_reduce``);
+- ``exposed_communication_us``: communication time during which no compute
+  kernel ran on any stream (|comm U compute| - |compute|); on CPU-only traces
+  the same against the union of CPU operators outside communication;
+- ``memcpy_us``, ``memset_us``, ``device_idle_us`` (the step's device window
+  with nothing running), ``data_loading_us`` (``enumerate(DataLoader)`` spans);
+- ``cpu_bound_us``: device idle time while no data loading ran, i.e. the device
+  waited for the CPU to launch work;
+- ``peak_memory_bytes``: the highest allocated bytes of the rank's device (CPU
+  when it has none), for the whole trace.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import selectors
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import msgspec
+import numpy as np
+
+from tuiprof.analysis.collectives import CollectiveMatch, CollectiveRecord, extract_collectives, match_collectives
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.steps import StepStats, union_ns, whole_trace_step
+from tuiprof.errors import TraceError
+from tuiprof.trace.run import RankFile, RunDirectory, read_sidecar, write_sidecar
+from tuiprof.trace.store import TraceEvents
+
+SUMMARY_VERSION = 1
+STEP_COLUMNS = (
+    "step_us",
+    "compute_us",
+    "communication_us",
+    "exposed_communication_us",
+    "memcpy_us",
+    "memset_us",
+    "device_idle_us",
+    "data_loading_us",
+    "cpu_bound_us",
+)
+# Columns a straggler's reason can name: what a rank spends more on than the others.
+CAUSE_COLUMNS = ("compute_us", "data_loading_us", "cpu_bound_us", "memcpy_us", "memset_us")
+CAUSE_WORDS = {
+    "compute_us": "compute",
+    "data_loading_us": "data loading",
+    "cpu_bound_us": "CPU-bound time",
+    "memcpy_us": "memcpy",
+    "memset_us": "memset",
+}
+# A rank is a straggler when it works this much longer per step than the
+# others' median: 10 % of the median step, at least 1 ms (step-to-step noise of
+# one rank on the shared traces is of that order).
+STRAGGLER_SHARE = 0.10
+STRAGGLER_MIN_US = 1000.0
+
+
+class StepSummary(msgspec.Struct, frozen=True):
+    name: str
+    step_us: float
+    compute_us: float | None
+    communication_us: float
+    exposed_communication_us: float
+    memcpy_us: float | None
+    memset_us: float | None
+    device_idle_us: float | None
+    data_loading_us: float
+    cpu_bound_us: float | None
+
+
+class RankSummary(msgspec.Struct, frozen=True):
+    """What a run view needs of one rank: versioned, plain, a few KB."""
+
+    version: int
+    rank: int
+    world_size: int | None
+    file: str
+    size_bytes: int
+    has_device: bool
+    base_time_ns: int  # baseTimeNanoseconds (0 if absent): puts ranks on one clock
+    peak_memory_bytes: int | None
+    peak_memory_device: str | None
+    steps: tuple[StepSummary, ...]
+    collectives: tuple[CollectiveRecord, ...]
+
+    def mean(self, column: str) -> float | None:
+        values = [getattr(s, column) for s in self.steps]
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if known else None
+
+
+# ------------------------------------------------------------------ one rank
+
+
+def summarise_model(store: TraceEvents, model: TraceModel, rank: int, size_bytes: int) -> RankSummary:
+    """The summary of one analysed rank."""
+    steps = model.steps or [whole_trace_step(model.calls, model.activity)]
+    collectives = extract_collectives(store, model)
+    if model.has_device:
+        rows = tuple(_device_step(s) for s in steps)
+    else:
+        rows = tuple(_cpu_step(s, model, collectives) for s in steps)
+    peak = model.peak_memory
+    info = model.info
+    return RankSummary(
+        version=SUMMARY_VERSION,
+        rank=rank,
+        world_size=info.world_size,
+        file=info.trace_name,
+        size_bytes=size_bytes,
+        has_device=model.has_device,
+        base_time_ns=store.header.baseTimeNanoseconds or 0,
+        peak_memory_bytes=peak.peak_bytes if peak else None,
+        peak_memory_device=peak.device if peak else None,
+        steps=rows,
+        collectives=tuple(collectives),
+    )
+
+
+def _device_step(step: StepStats) -> StepSummary:
+    return StepSummary(
+        name=step.name,
+        step_us=step.duration_us,
+        compute_us=step.kernel_us,
+        communication_us=step.communication_us,
+        exposed_communication_us=step.exposed_communication_us,
+        memcpy_us=step.memcpy_us,
+        memset_us=step.memset_us,
+        device_idle_us=step.device_idle_us,
+        data_loading_us=step.data_loading_us,
+        cpu_bound_us=step.cpu_bound_us,
+    )
+
+
+def _cpu_step(step: StepStats, model: TraceModel, collectives: list[CollectiveRecord]) -> StepSummary:
+    """A CPU-only rank's step: communication is the backend's spans, compute the CPU operators."""
+    start, end = step.start_ns, step.start_ns + round(step.duration_us * 1000)
+    comm = [(max(r.start_ns, start), min(r.start_ns + r.dur_ns, end)) for r in collectives]
+    comm = [(a, b) for a, b in comm if b > a]
+    busy = _cpu_compute_spans(model, start, end)
+    comm_begins = np.array([a for a, _ in comm], dtype=np.int64)
+    comm_ends = np.array([b for _, b in comm], dtype=np.int64)
+    union = union_ns(np.concatenate((comm_begins, busy[0])), np.concatenate((comm_ends, busy[1])))
+    return StepSummary(
+        name=step.name,
+        step_us=step.duration_us,
+        compute_us=None,
+        communication_us=union_ns(comm_begins, comm_ends) / 1000,
+        exposed_communication_us=(union - union_ns(*busy)) / 1000,
+        memcpy_us=None,
+        memset_us=None,
+        device_idle_us=None,
+        data_loading_us=step.data_loading_us,
+        cpu_bound_us=None,
+    )
+
+
+_COMMUNICATION_CALL_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "rccl:", "mpi:", "ucc:")
+
+
+def _cpu_compute_spans(model: TraceModel, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """``cpu_op`` calls clipped to [start, end), those of communication and their children left out."""
+    calls = model.calls
+    codes = np.array(calls.name_codes(lambda name: name.startswith(_COMMUNICATION_CALL_PREFIXES)), dtype=np.int64)
+    names = calls.column("name_id")
+    category = calls.cpu.category[calls.column("cpu_row")]
+    excluded = np.isin(names, codes)
+    parents = calls.column("parent")
+    # children of communication calls are communication too: propagate down by pointer jumping
+    ancestor = parents.copy()
+    while True:
+        live = ancestor >= 0
+        if not live.any():
+            break
+        excluded[live] |= excluded[ancestor[live]]
+        ancestor[live] = parents[ancestor[live]]
+    chosen = (category == 0) & ~excluded
+    begins = np.clip(calls.column("start_ns")[chosen], start, end)
+    ends = np.clip(calls.column("end_ns")[chosen], start, end)
+    keep = ends > begins
+    return begins[keep], ends[keep]
+
+
+def summarise_trace(rank_file: RankFile) -> RankSummary:
+    """Load, analyse and summarise one rank's file (then drop its model)."""
+    from tuiprof.analysis.build import analyze
+    from tuiprof.trace.load import load_trace_file
+
+    store = load_trace_file(rank_file.trace)
+    model = analyze(store)
+    return summarise_model(store, model, rank_file.rank, rank_file.trace.size_bytes)
+
+
+def encode_summary(summary: RankSummary) -> dict:
+    return msgspec.to_builtins(summary)
+
+
+def decode_summary(data: object) -> RankSummary | None:
+    """A summary from its plain form; None if it was written by another version."""
+    if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION:
+        return None
+    try:
+        return msgspec.convert(data, RankSummary)
+    except msgspec.ValidationError:
+        return None
+
+
+# ------------------------------------------------------------------ the run
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Every rank's summary, the matched collectives and every problem, one line each."""
+
+    path: Path
+    world_size: int
+    ranks: tuple[RankSummary, ...]  # ordered by rank
+    collectives: CollectiveMatch
+    problems: tuple[str, ...]
+    from_sidecars: int  # ranks read from sidecars instead of analysed
+
+    def stragglers(self) -> dict[int, str]:
+        return find_stragglers(self.ranks, self.collectives)
+
+
+Progress = Callable[[int, int], None]  # (ranks done, ranks in all)
+
+
+def summarise_run(
+    run: RunDirectory,
+    *,
+    workers: int | None = None,
+    cluster: str | None = None,
+    use_sidecars: bool = True,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Summaries of every rank of ``run``: from sidecars where valid, else analysed in parallel.
+
+    ``cluster`` (a Dask scheduler address, or ``local:N``) runs the analysis on
+    Dask workers (:mod:`tuiprof.analysis.cluster`); otherwise up to ``workers``
+    local processes (default: one per core).
+    """
+    summaries: dict[int, RankSummary] = {}
+    problems = list(run.problems)
+    pending: list[RankFile] = []
+    for rank_file in run.ranks:
+        cached = read_sidecar(rank_file.path, rank_file.trace.size_bytes, rank_file.mtime_ns) if use_sidecars else None
+        summary = decode_summary(cached.get("summary")) if cached else None
+        if summary is not None and summary.rank == rank_file.rank:
+            summaries[rank_file.rank] = summary
+        else:
+            pending.append(rank_file)
+    from_sidecars = len(summaries)
+    if pending:
+        if cluster:
+            from tuiprof.analysis.cluster import summarise_on_cluster
+
+            results = summarise_on_cluster(pending, cluster, progress)
+        else:
+            results = summarise_locally(pending, workers, progress)
+        for rank_file, result in zip(pending, results):
+            if isinstance(result, RankSummary):
+                summaries[rank_file.rank] = result
+                if use_sidecars:
+                    write_sidecar(rank_file, encode_summary(result))
+            else:
+                problems.append(f"{result} (rank {rank_file.rank} skipped)")
+    if not summaries:
+        raise TraceError(str(run.path), "no rank could be read", "see the lines above")
+    ordered = tuple(summaries[rank] for rank in sorted(summaries))
+    base = min(s.base_time_ns for s in ordered)
+    match = match_collectives(
+        {s.rank: list(s.collectives) for s in ordered}, {s.rank: s.base_time_ns - base for s in ordered}
+    )
+    return RunSummary(run.path, run.world_size, ordered, match, tuple(problems) + match.problems, from_sidecars)
+
+
+def summarise_one(rank_file: RankFile) -> RankSummary | str:
+    """A rank's summary, or its problem as one line (never an exception)."""
+    try:
+        return summarise_trace(rank_file)
+    except TraceError as exc:
+        return str(exc)
+    except MemoryError:
+        return f"{rank_file.path}: out of memory while analysing it; use --cluster or a machine with more memory"
+
+
+def summarise_locally(pending: list[RankFile], workers: int | None, progress: Progress | None) -> list[RankSummary | str]:
+    """Each file in a worker process (``python -m tuiprof.analysis.ranks``), the next file to whichever is free.
+
+    Plain processes over pipes, not ``multiprocessing`` (see
+    :mod:`tuiprof.trace.parallel`: a user's unguarded script would be re-run).
+    A worker decodes in its own process (no workers inside workers).
+    """
+    from tuiprof.trace.parallel import WORKERS_ENV, usable_cores
+
+    count = max(1, min(workers or usable_cores(), len(pending)))
+    results: list[RankSummary | str | None] = [None] * len(pending)
+    if count == 1:
+        for index, rank_file in enumerate(pending):
+            results[index] = summarise_one(rank_file)
+            if progress:
+                progress(index + 1, len(pending))
+        return results  # type: ignore[return-value]
+    env = dict(os.environ, **{WORKERS_ENV: "1"})
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tuiprof.analysis.ranks"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        )
+        for _ in range(count)
+    ]
+    selector = selectors.DefaultSelector()
+    queue = list(enumerate(pending))
+    busy: dict[int, int] = {}  # process index -> task index
+    done = 0
+
+    def give(worker: int) -> None:
+        if not queue:
+            return
+        index, rank_file = queue.pop(0)
+        try:
+            pickle.dump(rank_file, processes[worker].stdin)  # type: ignore[arg-type]
+            processes[worker].stdin.flush()  # type: ignore[union-attr]
+            busy[worker] = index
+        except OSError:  # the worker is gone: this file is analysed here
+            results[index] = summarise_one(rank_file)
+
+    try:
+        for worker, process in enumerate(processes):
+            selector.register(process.stdout, selectors.EVENT_READ, worker)  # type: ignore[arg-type]
+            give(worker)
+        while busy:
+            for key, _ in selector.select():
+                worker = key.data
+                index = busy.pop(worker)
+                try:
+                    answer = pickle.load(processes[worker].stdout)  # type: ignore[arg-type]
+                except (EOFError, pickle.UnpicklingError):  # died (killed for memory?): try here
+                    selector.unregister(key.fileobj)
+                    answer = summarise_one(pending[index])
+                else:
+                    give(worker)
+                results[index] = answer
+                done += 1
+                if progress:
+                    progress(done, len(pending))
+        for index, rank_file in queue:  # every worker died: the rest here
+            results[index] = summarise_one(rank_file)
+    finally:
+        selector.close()
+        for process in processes:
+            for pipe in (process.stdin, process.stdout):
+                try:
+                    pipe.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            process.wait()
+    return results  # type: ignore[return-value]
+
+
+def _serve() -> None:
+    """Worker loop: summarise each file asked for, answer with the summary or the problem."""
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            rank_file = pickle.load(requests)
+        except EOFError:
+            return
+        answer = summarise_one(rank_file)
+        gc.collect()  # the model is gone: give its memory back before the next file
+        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
+
+
+# ------------------------------------------------------------------ spread and stragglers
+
+
+@dataclass(frozen=True)
+class Spread:
+    column: str
+    minimum: float
+    median: float
+    maximum: float
+
+    @property
+    def max_over_median(self) -> float | None:
+        return self.maximum / self.median if self.median else None
+
+
+def rank_means(summary: RankSummary) -> dict[str, float | None]:
+    return {column: summary.mean(column) for column in STEP_COLUMNS}
+
+
+def spread(ranks: tuple[RankSummary, ...], columns: tuple[str, ...] = STEP_COLUMNS) -> dict[str, Spread]:
+    """min, median, max of each column's per-rank mean."""
+    result = {}
+    for column in columns:
+        values = [v for v in (r.mean(column) for r in ranks) if v is not None]
+        if values:
+            result[column] = Spread(column, min(values), median(values), max(values))
+    return result
+
+
+def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch | None = None) -> dict[int, str]:
+    """Ranks that hold the others up, each with the reason in words.
+
+    In synchronous training every rank's step ends at the same collectives, so
+    a slow rank does not have a longer step: the others wait for it, in
+    exposed communication.  What tells it apart is its *working time*, the step
+    minus its exposed communication.  A rank whose working time exceeds the
+    median of the other ranks' by more than STRAGGLER_SHARE of the median step
+    (at least STRAGGLER_MIN_US) is a straggler; the reason names the excess, the
+    column it spends most extra time in, and how often it was the last to
+    arrive at a collective.  A rank last to arrive at most collectives is a
+    straggler too, whatever its working time.
+    """
+    if len(ranks) < 2:
+        return {}
+    means = {r.rank: rank_means(r) for r in ranks}
+    working = {rank: (m["step_us"] or 0.0) - (m["exposed_communication_us"] or 0.0) for rank, m in means.items()}
+    threshold = max(STRAGGLER_MIN_US, STRAGGLER_SHARE * median(m["step_us"] or 0.0 for m in means.values()))
+    last = collectives.last_arrivals() if collectives else {}
+    matched = len(collectives.collectives) if collectives else 0
+    result = {}
+    for rank, own in means.items():
+        excess_work = working[rank] - median(w for r, w in working.items() if r != rank)
+        mostly_last = matched >= 2 and last.get(rank, 0) * 2 > matched
+        if excess_work <= threshold and not mostly_last:
+            continue
+        words = [f"+{_ms(excess_work)} per step"] if excess_work > 0 else []
+        excess = {}
+        for column in CAUSE_COLUMNS:
+            values = [m[column] for r, m in means.items() if r != rank and m[column] is not None]
+            if own[column] is not None and values:
+                excess[column] = own[column] - median(values)
+        if excess:
+            column = max(excess, key=excess.__getitem__)
+            if excess[column] > threshold / 2:
+                words.append(f"{CAUSE_WORDS[column]} {_ms(excess[column])} above median")
+        if last.get(rank):
+            words.append(f"last to arrive at {last[rank]} of {matched} collectives")
+        result[rank] = f"rank {rank}: " + ", ".join(words)
+    return result
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.1f} ms" if abs(us) < 10_000 else f"{us / 1000:.0f} ms"
+
+
+if __name__ == "__main__":  # run as a worker: import by name, so answers pickle as tuiprof.analysis.ranks.*
+    from tuiprof.analysis import ranks
+
+    ranks._serve()

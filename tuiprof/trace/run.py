@@ -1,0 +1,276 @@
+"""A run directory as one distributed run: which file is which rank, and what is wrong.
+
+``tensorboard_trace_handler`` writes one file per rank and per profiling
+window into one directory, and directories collect files of several runs.
+Grouping is decided from each file's head (``distributedInfo``: rank, world
+size, backend; 256 KB read, no decoding) or from its sidecar:
+
+- the run's world size is the one most files record; files with another one
+  are another run;
+- a rank's files are ordered by when they were written (the time stamp
+  ``tensorboard_trace_handler`` puts in the name, else the mtime); the k-th
+  file of every rank forms window k, and the window with the most ranks (the
+  earliest on a tie) is the run shown;
+- every file left out, every missing rank and every unreadable file gets one
+  line in :attr:`RunDirectory.problems`: nothing is mixed in silently, and the
+  rest still opens.
+
+The sidecar (``<trace>.tuiprof-summary``, JSON) caches what analysing a file
+found, keyed by the file's size and mtime, so re-opening a run reads only the
+sidecars.  This module owns its envelope; :mod:`tuiprof.analysis.ranks` owns
+the summary inside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from tuiprof.errors import TraceError
+from tuiprof.trace.source import TraceFile, is_trace_name, read_head
+
+SIDECAR_SUFFIX = ".tuiprof-summary"
+SIDECAR_FORMAT = 1
+HEAD_BYTES = 1 << 18
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*\{')
+_MEMBER = {key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*"?([A-Za-z0-9_]+)') for key in ("rank", "world_size", "backend")}
+_WRITTEN = re.compile(r"\.(\d{10,})\.pt\.trace\.json(\.gz)?$")  # ms or ns epoch from tensorboard_trace_handler
+
+
+@dataclass(frozen=True)
+class RankFile:
+    """One trace file of a run, with what its head (or sidecar) says."""
+
+    trace: TraceFile
+    rank: int
+    world_size: int | None
+    backend: str | None
+    mtime_ns: int
+    recorded_rank: int | None  # None: the file has no distributedInfo.rank (numbered by name)
+
+    @property
+    def path(self) -> Path:
+        return self.trace.path
+
+    @property
+    def name(self) -> str:
+        return self.trace.name
+
+
+@dataclass(frozen=True)
+class RunDirectory:
+    """The files of one run, by rank, and one line per problem found."""
+
+    path: Path
+    ranks: tuple[RankFile, ...]  # ordered by rank
+    world_size: int
+    problems: tuple[str, ...]
+
+    def file_of(self, rank: int) -> RankFile | None:
+        return next((f for f in self.ranks if f.rank == rank), None)
+
+
+@dataclass(frozen=True)
+class _Identity:
+    trace: TraceFile
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+    mtime_ns: int
+    written: float
+
+
+def open_run(path: str | os.PathLike[str]) -> RunDirectory:
+    """Group the trace files at ``path`` (a run directory, or one file) into one run."""
+    target = Path(path)
+    if not target.exists():
+        raise TraceError(str(target), "no such file or directory", "check the path")
+    files = [target] if target.is_file() else sorted(p for p in target.iterdir() if p.is_file() and is_trace_name(p))
+    if not files:
+        raise TraceError(str(target), "no trace files (*.json, *.json.gz) in this directory", "pass a run directory")
+    problems: list[str] = []
+    found: list[_Identity] = []
+    for file in files:
+        identity = _identify(file, problems)
+        if identity is not None:
+            found.append(identity)
+    if not found:
+        raise TraceError(str(target), "no readable trace file", "see the lines above")
+    ranked = [f for f in found if f.rank is not None]
+    if not ranked:  # a single process, or files without distributedInfo: numbered by name
+        if len(found) > 1:
+            problems.append(f"{target}: no file records distributedInfo.rank; ranks are numbered in file name order")
+        numbered = [_as_rank(f, index, len(found)) for index, f in enumerate(found)]
+        return RunDirectory(target, tuple(numbered), len(found), tuple(problems))
+    for f in found:
+        if f.rank is None:
+            problems.append(f"{f.trace.path}: no distributedInfo.rank, not part of the distributed run; open it alone")
+    world_size = _run_world_size(ranked)
+    members: dict[int, list[_Identity]] = {}
+    for f in ranked:
+        if f.world_size is not None and f.world_size != world_size:
+            problems.append(f"{f.trace.path}: world size {f.world_size}, the run has {world_size}; another run, not mixed in")
+        elif not 0 <= f.rank < world_size:  # type: ignore[operator]
+            problems.append(f"{f.trace.path}: rank {f.rank} outside world size {world_size}; not mixed in")
+        else:
+            members.setdefault(f.rank, []).append(f)  # type: ignore[arg-type]
+    window = _chosen_window(members)
+    chosen: list[RankFile] = []
+    for rank, group in sorted(members.items()):
+        group.sort(key=lambda f: (f.written, f.trace.name))
+        for index, f in enumerate(group):
+            if index == window:
+                chosen.append(_as_rank(f, rank, world_size))
+            else:
+                when = "an earlier" if index < window else "a later"
+                problems.append(
+                    f"{f.trace.path}: rank {rank} again ({when} profiling window or another run); not mixed in, open it with --trace"
+                )
+        if window >= len(group):
+            problems.append(f"{target}: rank {rank} has no file in the profiling window shown (window {window + 1})")
+    missing = sorted(set(range(world_size)) - set(members))
+    if missing:
+        problems.append(f"{target}: {_ranks_text(missing)} of world size {world_size} have no trace file; shown without them")
+    return RunDirectory(target, tuple(chosen), world_size, tuple(problems))
+
+
+def _identify(file: Path, problems: list[str]) -> _Identity | None:
+    try:
+        stat = file.stat()
+    except OSError as exc:
+        problems.append(f"{file}: cannot be read ({exc.strerror}); check its permissions")
+        return None
+    trace = TraceFile(file, stat.st_size, None)
+    written = _written_time(file.name, stat.st_mtime)
+    cached = read_sidecar(file, stat.st_size, stat.st_mtime_ns)
+    if cached is not None:
+        rank, world_size, backend = cached.get("rank"), cached.get("world_size"), cached.get("backend")
+        return _Identity(TraceFile(file, stat.st_size, rank), rank, world_size, backend, stat.st_mtime_ns, written)
+    if stat.st_size == 0:
+        problems.append(f"{file}: the file is empty; re-export the trace (rank skipped)")
+        return None
+    try:
+        head = read_head(file, HEAD_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        problems.append(f"{file}: cannot be read ({exc}); copy the file again (rank skipped)")
+        return None
+    if not head.lstrip()[:1] in (b"{", b"["):
+        problems.append(f"{file}: not a JSON trace; pass traces written by torch.profiler (rank skipped)")
+        return None
+    rank, world_size, backend = _distributed_info(head)
+    return _Identity(TraceFile(file, stat.st_size, rank), rank, world_size, backend, stat.st_mtime_ns, written)
+
+
+def _distributed_info(head: bytes) -> tuple[int | None, int | None, str | None]:
+    """rank, world_size and backend from the ``distributedInfo`` member in a file's head."""
+    match = _DIST.search(head)
+    if match is None:
+        return None, None, None
+    info = head[match.end() : match.end() + 4096]
+    info = info[: info.find(b"[")] if b"[" in info else info  # stop before pg_config's nested members
+    values = {}
+    for key, pattern in _MEMBER.items():
+        found = pattern.search(info)
+        values[key] = found.group(1).decode() if found else None
+    rank, world = values["rank"], values["world_size"]
+    return (
+        int(rank) if rank and rank.isdigit() else None,
+        int(world) if world and world.isdigit() else None,
+        values["backend"],
+    )
+
+
+def _written_time(name: str, mtime: float) -> float:
+    """When a file was written: the handler's time stamp in its name (seconds), else its mtime."""
+    match = _WRITTEN.search(name)
+    if match is None:
+        return mtime
+    stamp = int(match.group(1))
+    return stamp / 10 ** (len(match.group(1)) - 10)  # 13 digits: ms, 19 digits: ns
+
+
+def _run_world_size(ranked: list[_Identity]) -> int:
+    """The world size most files record (the larger on a tie); else one more than the highest rank."""
+    sizes = Counter(f.world_size for f in ranked if f.world_size)
+    if sizes:
+        return max(sizes, key=lambda size: (sizes[size], size))
+    return max(f.rank for f in ranked) + 1  # type: ignore[type-var,operator]
+
+
+def _chosen_window(members: dict[int, list[_Identity]]) -> int:
+    """The profiling window (k-th file of each rank) with the most ranks, the earliest on a tie."""
+    depth = max((len(group) for group in members.values()), default=1)
+    counts = [sum(1 for group in members.values() if len(group) > k) for k in range(depth)]
+    return max(range(depth), key=lambda k: (counts[k], -k))
+
+
+def _as_rank(f: _Identity, rank: int, world_size: int) -> RankFile:
+    return RankFile(
+        TraceFile(f.trace.path, f.trace.size_bytes, rank), rank, f.world_size or world_size, f.backend, f.mtime_ns, f.rank
+    )
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+# ------------------------------------------------------------------ sidecars
+
+
+def sidecar_path(trace: Path) -> Path:
+    return trace.with_name(trace.name + SIDECAR_SUFFIX)
+
+
+def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
+    """The sidecar's contents if it describes ``trace`` as it is now (same size and mtime)."""
+    try:
+        data = orjson.loads(sidecar_path(trace).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        return None
+    if data.get("size") != size or data.get("mtime_ns") != mtime_ns:
+        return None  # the trace changed since: analyse it again
+    return data
+
+
+def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
+    """Cache ``summary`` next to the trace (atomically); False where the folder is read-only."""
+    path = rank_file.path
+    try:
+        if not path.parent.stat().st_mode & 0o222:
+            return False  # a read-only folder stays untouched, even for root
+    except OSError:
+        return False
+    data = {
+        "format": SIDECAR_FORMAT,
+        "size": rank_file.trace.size_bytes,
+        "mtime_ns": rank_file.mtime_ns,
+        "rank": rank_file.recorded_rank,
+        "world_size": rank_file.world_size if rank_file.recorded_rank is not None else None,
+        "backend": rank_file.backend,
+        "summary": summary,
+    }
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".tuiprof-", dir=path.parent)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(orjson.dumps(data))
+        os.chmod(temporary, 0o644)  # readable like the trace beside it (mkstemp makes 0600)
+        os.replace(temporary, sidecar_path(path))
+        return True
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return False
