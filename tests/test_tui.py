@@ -297,3 +297,38 @@ async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
         await pilot.press("7")
         lines = [str(line.text) for line in app.query_one("#log-lines").lines]
         assert any("[bracketed]" in line for line in lines)
+
+
+async def test_brackets_switch_rank_in_every_view() -> None:
+    run = SAMPLES / "ddp_gloo_2ranks"
+    app = ExplorerApp(FileSource(str(run)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        assert app.model.info.rank == 0 and "rank 0 of 2" in _text(app.query_one("#header"))
+        await pilot.press("3", "right_square_bracket")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.model.info.rank == 1 and "rank 1 of 2" in _text(app.query_one("#header"))
+        assert app.current_view == "operators"
+        assert app.query_one("#ops-table", RowTable).rows[0]["_stats"] in app.model.operators()
+        first = app.model
+        await pilot.press("right_square_bracket")  # wraps to rank 0
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.model.info.rank == 0
+        await pilot.press("left_square_bracket")  # rank 1 again, from the cache
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.model is first
+
+
+async def test_brackets_on_a_single_trace_say_why_nothing_happens() -> None:
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        model = app.model
+        await pilot.press("right_square_bracket")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.model is model
+        assert any("Not a distributed run" in str(n.message) for n in app._notifications)

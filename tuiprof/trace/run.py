@@ -147,7 +147,6 @@ def _identify(file: Path, problems: list[str]) -> _Identity | None:
     except OSError as exc:
         problems.append(f"{file}: cannot be read ({exc.strerror}); check its permissions")
         return None
-    trace = TraceFile(file, stat.st_size, None)
     written = _written_time(file.name, stat.st_mtime)
     cached = read_sidecar(file, stat.st_size, stat.st_mtime_ns)
     if cached is not None:

@@ -28,6 +28,7 @@ from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_comm
 from tuiprof.tui.messages import JumpTo, LoadFinished
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
+from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import VIEWS, view_keys
@@ -55,6 +56,7 @@ class ExplorerApp(TableApp):
         self.source = source
         self._cancel = threading.Event()
         self._previous_view = VIEWS[0].view_id
+        self.ranks = RankModels()
 
     def compose(self) -> ComposeResult:
         binds = (ExplorerApp.model, ExplorerApp.options, ExplorerApp.log_lines)
@@ -86,10 +88,28 @@ class ExplorerApp(TableApp):
     def on_load_finished(self, message: LoadFinished) -> None:
         self.query_one(LoadingPanel).display = False
         self.query_one("#views").display = True
+        self.ranks.remember(message.model)
         with self.batch_update():
             self.log_lines = message.log_lines
             self.model = message.model
         self.action_show_view(VIEWS[0].view_id)  # always the Overview first: it names the top module and operator
+
+    def action_switch_rank(self, step: int) -> None:
+        if self.model is not None:
+            self._switch_rank(self.model, step)
+
+    @work(thread=True, exclusive=True, group="rank")
+    def _switch_rank(self, current: TraceModel, step: int) -> None:
+        """Load the neighbouring rank off the UI thread, then show it in every view."""
+        target = self.load_or_notify(lambda: RankModels.neighbour(current, step))
+        if target is None:
+            self.call_from_thread(self.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory.")
+            return
+        rank, path = target
+        self.call_from_thread(self.notify, f"rank {rank}: loading {path.name}", markup=False, timeout=2)
+        model = self.load_or_notify(lambda: self.ranks.load(path))
+        if model is not None:
+            self.call_from_thread(setattr, self, "model", model)
 
     # ------------------------------------------------------------ views
 

@@ -41,6 +41,8 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"),
     Command("i", "toggle_shapes", "By shape", "operators: one row per name and input shapes", show=True),
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
+    Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
+    Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )

@@ -71,6 +71,16 @@ class TableApp(App[int]):
             self.post_message(LoadFailed(f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL))
         return None
 
+    def load_or_notify(self, load: Callable[[], T]) -> T | None:
+        """Run ``load`` in a worker once the app shows a model: a problem is a notification, not a crash."""
+        try:
+            return load()
+        except TraceError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error", markup=False)
+        except Exception as exc:  # a bug: shown, not a crash
+            self.call_from_thread(self.notify, f"internal error: {type(exc).__name__}: {exc}", severity="error", markup=False)
+        return None
+
     def report_progress(self, text: str, fraction: float | None) -> None:
         """A loader's progress callback (any thread)."""
         self.post_message(LoadAdvanced(text, fraction))

@@ -1,0 +1,51 @@
+"""The models of a distributed run's ranks that the explorer has shown: ``[``
+and ``]`` load the neighbouring rank on demand; the last few stay in memory
+(a full model is the size of its trace's events, so not every rank is kept)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from tuiprof.analysis import load_model
+from tuiprof.analysis.model import TraceModel
+from tuiprof.trace.run import open_run
+
+KEPT_MODELS = 3  # the rank shown and its neighbours: enough to flip back and forth
+
+
+class RankModels:
+    def __init__(self) -> None:
+        self._models: OrderedDict[Path, TraceModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, model: TraceModel) -> None:
+        with self._lock:
+            key = Path(model.info.source)
+            self._models[key] = model
+            self._models.move_to_end(key)
+            while len(self._models) > KEPT_MODELS:
+                self._models.popitem(last=False)
+
+    @staticmethod
+    def neighbour(model: TraceModel, step: int) -> tuple[int, Path] | None:
+        """(rank, file) ``step`` ranks away in the run of ``model``'s directory (wrapping); None
+        for a trace that is not one rank of several."""
+        if (model.info.world_size or 0) < 2 or model.info.rank is None:
+            return None
+        run = open_run(Path(model.info.source).parent)
+        ranks = [f.rank for f in run.ranks]
+        if len(ranks) < 2:
+            return None
+        here = ranks.index(model.info.rank) if model.info.rank in ranks else 0
+        chosen = run.ranks[(here + step) % len(ranks)]
+        return chosen.rank, chosen.path
+
+    def load(self, path: Path) -> TraceModel:
+        with self._lock:
+            model = self._models.get(path)
+        if model is None:
+            model = load_model(path)
+        self.remember(model)
+        return model
