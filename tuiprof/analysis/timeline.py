@@ -1,0 +1,625 @@
+"""The Timeline: every CPU thread, GPU stream, step, memory and idle gap as indexed lanes.
+
+Built once after load (:func:`build_timeline`), then only queried: a frame
+(:meth:`Timeline.frame`) asks each lane's index for the busy fraction and the
+fullest event of every column, so it costs about columns x lanes x log(events)
+whatever the trace's size (see :mod:`tuiprof.analysis.intervals`).
+
+Lanes, top to bottom:
+
+- ``step``: ``ProfilerStep#N`` spans; ``phase``: data loading, forward,
+  backward and optimizer inside each step, where the trace shows them
+  (``enumerate(DataLoader)`` spans; the backward roots
+  ``autograd::engine::evaluate_function: ...`` from the first to the last;
+  ``Optimizer.*`` spans; forward is the step up to the first backward root,
+  minus data loading and optimizer spans, and exists only when backward does).
+- ``cpu/<tid>/<depth>``: the operators of each thread, one sub-lane per
+  nesting depth (``ProfilerStep#N`` left out: the step lane shows them).  A
+  depth's operators do not overlap, so the fullest event of a column is exact.
+- ``python/<tid>/<depth>``: ``nn.Module`` frames per thread and module depth,
+  a flame lane (with_stack traces; needs the store: the model keeps no frame times).
+- ``gpu/<stream>``: kernels, memcpys and memsets of each stream; the event
+  kind (collectives apart) travels along for colour.
+- ``memory/<device>``: allocated bytes over time (the Memory view's curve).
+- ``idle``: device-idle gaps, the Steps view's definition: each step's device
+  window minus the union of all device activity (any stream, any launcher).
+  Without steps the window is the device's span (first to last activity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import numpy as np
+
+from tuiprof.analysis.arrays import group_rows, nearest_ancestor
+from tuiprof.analysis.calls import BACKWARD_ROOT_PREFIX, DeviceActivity, is_step_name, to_ns
+from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, merge_spans, subtract_spans
+from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.operators import OperatorStats, aggregate_operators, input_shapes_key
+from tuiprof.analysis.steps import DATA_LOADING_PREFIX, _step_of_calls, is_communication
+from tuiprof.trace.columns import DEVICE_KINDS
+from tuiprof.trace.store import TraceEvents
+
+LANE_GROUPS = ("step", "cpu", "python", "gpu", "memory", "idle")
+DEFAULT_DEPTH = 3  # nesting sub-lanes shown per thread before "+N deeper"
+GPU_KINDS = (*DEVICE_KINDS, "communication")  # an event's kind code in gpu lanes
+COMMUNICATION_KIND = len(DEVICE_KINDS)
+PHASES = ("data loading", "forward", "backward", "optimizer")  # kind codes in the phase lane
+OPTIMIZER_PREFIX = "Optimizer."
+IDLE_NAME = "idle"
+
+
+@dataclass(eq=False)
+class Lane:
+    """One row of the Timeline: intervals (or a counter) with what labels it."""
+
+    key: str  # "cpu/5617/0", "gpu/7", "step", "phase", "memory/CUDA:0", "idle"
+    group: str  # one of LANE_GROUPS
+    label: str  # "thread 5617", "  depth 1", "stream 7"
+    intervals: IntervalIndex | None = None
+    counter: CounterIndex | None = None
+    thread: str = ""  # cpu/python lanes: the thread they belong to
+    depth: int = 0  # cpu/python lanes: nesting depth
+
+    @property
+    def is_counter(self) -> bool:
+        return self.counter is not None
+
+
+@dataclass(frozen=True)
+class LaneFrame:
+    """One lane over the columns of a frame.
+
+    ``busy``: the busy fraction per column (a counter lane: the highest level
+    over the lane's peak); ``dominant``: the lane row filling each column
+    most (NO_EVENT: none); ``values``: a counter lane's highest value per column.
+    """
+
+    lane: Lane
+    busy: np.ndarray
+    dominant: np.ndarray
+    values: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One event of a lane, by its row in the lane's index."""
+
+    lane: Lane
+    row: int
+    name: str
+    start_ns: int
+    end_ns: int
+    ref: int  # call row (cpu, step), device event (gpu), frame row (python), step index (idle)
+    kind: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    name: str
+    start_ns: int  # the earlier of the CPU span and the device window
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class SliceDetail:
+    """What ``enter`` on a slice shows: facts as (label, text), and the slices linked to it
+    (the launching operator of a kernel, the kernels an operator launched)."""
+
+    slice: Slice
+    facts: list[tuple[str, str]]
+    links: list[Slice]
+
+
+@dataclass(frozen=True)
+class RangeStats:
+    """A selected time range: busy share per lane, and the Operators and Kernels tables
+    restricted to the calls and device events starting inside it."""
+
+    start_ns: int
+    end_ns: int
+    busy: list[tuple[Lane, float]]
+    operators: list[OperatorStats]
+    kernels: list[KernelStats]
+
+
+@dataclass(eq=False)
+class Timeline:
+    model: TraceModel
+    names: list[str]  # the trace's name table, then the timeline's own labels
+    lanes: list[Lane]
+    begin_ns: int
+    end_ns: int
+    steps: list[StepWindow] = field(default_factory=list)
+
+    @cached_property
+    def _by_key(self) -> dict[str, Lane]:
+        return {lane.key: lane for lane in self.lanes}
+
+    def lane(self, key: str) -> Lane | None:
+        return self._by_key.get(key)
+
+    @property
+    def idle(self) -> Lane | None:
+        return self.lane("idle")
+
+    def select(self, groups: tuple[str, ...] | list[str] | None = None, depth: int | dict[str, int] = DEFAULT_DEPTH) -> list[Lane]:
+        """The lanes to show: of these groups, nesting sub-lanes up to ``depth``
+        (per thread when a dict: thread -> depth, DEFAULT_DEPTH for the others)."""
+        chosen = []
+        for lane in self.lanes:
+            if groups is not None and lane.group not in groups:
+                continue
+            if lane.group in ("cpu", "python"):
+                limit = depth.get(lane.thread, DEFAULT_DEPTH) if isinstance(depth, dict) else depth
+                if lane.depth >= limit:
+                    continue
+            chosen.append(lane)
+        return chosen
+
+    def deeper(self, lane: Lane) -> int:
+        """How many nesting sub-lanes of ``lane``'s thread lie below ``lane``."""
+        return sum(1 for other in self.lanes if other.group == lane.group and other.thread == lane.thread and other.depth > lane.depth)
+
+    @staticmethod
+    def edges(start_ns: int, end_ns: int, columns: int) -> np.ndarray:
+        """Cell borders: ``columns`` cells of (almost) equal integer width over [start, end)."""
+        return start_ns + (np.arange(columns + 1, dtype=np.int64) * (end_ns - start_ns)) // columns
+
+    def frame(self, start_ns: int, end_ns: int, columns: int, lanes: list[Lane]) -> list[LaneFrame]:
+        """Busy fraction and fullest event per column of every lane: the whole cost of a frame."""
+        edges = self.edges(start_ns, end_ns, columns)
+        result = []
+        for lane in lanes:
+            if lane.counter is not None:
+                values = lane.counter.highest(edges)
+                peak = lane.counter.peak
+                level = values / peak if peak > 0 else np.zeros(columns)
+                result.append(LaneFrame(lane, level, np.full(columns, NO_EVENT, dtype=np.int64), values))
+            else:
+                assert lane.intervals is not None
+                result.append(LaneFrame(lane, lane.intervals.busy(edges), lane.intervals.dominant(edges)))
+        return result
+
+    def slice(self, lane: Lane, row: int) -> Slice:
+        index = lane.intervals
+        assert index is not None
+        return Slice(
+            lane, row, self.names[index.names[row]], int(index.starts[row]), int(index.ends[row]),
+            int(index.refs[row]), int(index.kinds[row]),
+        )
+
+    def slice_at(self, lane: Lane, time_ns: int) -> Slice | None:
+        if lane.intervals is None:
+            return None
+        row = lane.intervals.at(time_ns)
+        return self.slice(lane, row) if row != NO_EVENT else None
+
+    def next_slice(self, lane: Lane, time_ns: int, forward: bool = True) -> Slice | None:
+        """The slice of ``lane`` starting after (or before) ``time_ns``."""
+        if lane.intervals is None:
+            return None
+        row = lane.intervals.next_after(time_ns) if forward else lane.intervals.previous_before(time_ns)
+        return self.slice(lane, row) if row != NO_EVENT else None
+
+    def next_idle_gap(self, time_ns: int, min_ns: int = 0, forward: bool = True) -> Slice | None:
+        """The first device-idle gap at least ``min_ns`` long starting after (before) ``time_ns``."""
+        idle = self.idle
+        if idle is None or idle.intervals is None:
+            return None
+        index = idle.intervals
+        lengths = index.ends - index.starts
+        if forward:
+            first = int(np.searchsorted(index.starts, time_ns, side="right"))
+            hits = np.flatnonzero(lengths[first:] >= min_ns)
+            return self.slice(idle, first + int(hits[0])) if len(hits) else None
+        last = int(np.searchsorted(index.starts, time_ns, side="left"))
+        hits = np.flatnonzero(lengths[:last] >= min_ns)
+        return self.slice(idle, int(hits[-1])) if len(hits) else None
+
+    def step_at(self, time_ns: int) -> int:
+        """Index of the step whose window holds ``time_ns`` (else the last one before it; -1 none)."""
+        starts = [s.start_ns for s in self.steps]
+        return int(np.searchsorted(starts, time_ns, side="right")) - 1
+
+    def range_stats(self, start_ns: int, end_ns: int, lanes: list[Lane] | None = None) -> RangeStats:
+        """Busy share per lane over [start, end) and the tables of what started inside it."""
+        lanes = self.lanes if lanes is None else lanes
+        edges = np.array([start_ns, end_ns], dtype=np.int64)
+        busy = [(lane, float(self.frame(start_ns, end_ns, 1, [lane])[0].busy[0])) for lane in lanes]
+        calls = self.model.calls
+        starts = calls.column("start_ns")
+        rows = np.arange(int(np.searchsorted(starts, start_ns, "left")), int(np.searchsorted(starts, end_ns, "left")))
+        device_rows = [
+            lane.intervals.refs[lane.intervals.starting_in(int(edges[0]), int(edges[1]))]
+            for lane in self.lanes
+            if lane.group == "gpu" and lane.intervals is not None
+        ]
+        chosen = np.sort(np.concatenate(device_rows)) if device_rows else np.empty(0, dtype=np.int64)
+        return RangeStats(start_ns, end_ns, busy, aggregate_operators(calls, rows), _kernels_of(self.model, chosen))
+
+    def detail(self, item: Slice) -> SliceDetail:
+        """Facts about a slice and the slices linked to it across lanes."""
+        model = self.model
+        facts: list[tuple[str, str]] = [("lane", item.lane.label.strip())]
+        links: list[Slice] = []
+        group = item.lane.group
+        if group in ("cpu", "step"):
+            calls = model.calls
+            shapes = input_shapes_key(calls, item.ref)
+            if shapes != "[]":
+                facts.append(("input shapes", shapes))
+            frame = calls.module[item.ref]
+            node_of_frame, nodes = model.modules.frame_index()
+            if frame >= 0 and frame < len(node_of_frame) and node_of_frame[frame] >= 0:
+                facts.append(("module", nodes[node_of_frame[frame]].path))
+            parent = calls.parent[item.ref]
+            if parent >= 0:
+                facts.append(("inside", calls.name(parent)))
+            launched = np.flatnonzero(np.frombuffer(model.activity.launcher, dtype=np.int64) == item.ref)
+            if len(launched):
+                facts.append(("launched", f"{len(launched)} device events"))
+                links.extend(found for found in (self._device_slice(int(i)) for i in launched[:50]) if found)
+        elif group == "gpu":
+            activity = model.activity
+            facts.append(("kind", GPU_KINDS[item.kind]))
+            for column in ("grid", "block"):
+                text = activity.text(column, item.ref)
+                if text:
+                    facts.append((column, text))
+            launcher = int(np.frombuffer(activity.launcher, dtype=np.int64)[item.ref])
+            if launcher >= 0:
+                facts.append(("launched by", model.calls.name(launcher)))
+                found = self._call_slice(launcher)
+                if found:
+                    links.append(found)
+        elif group == "python":
+            node = model.modules.by_frame.get(item.ref)
+            if node is not None:
+                facts.append(("module", node.path))
+        return SliceDetail(item, facts, links)
+
+    def call_slice(self, row: int) -> Slice | None:
+        """The slice of call ``row`` in its thread's depth lane (a table row -> the timeline)."""
+        return self._call_slice(row)
+
+    def device_slice(self, index: int) -> Slice | None:
+        """The slice of device event ``index`` in its stream's lane."""
+        return self._device_slice(index)
+
+    def _call_slice(self, row: int) -> Slice | None:
+        calls = self.model.calls
+        if is_step_name(calls.name(row)):
+            return self._find(self.lane("step"), row, calls.start_ns[row])
+        depth, up = 0, calls.parent[row]
+        while up >= 0:
+            if not is_step_name(calls.name(up)):
+                depth += 1
+            up = calls.parent[up]
+        return self._find(self.lane(f"cpu/{calls.tid(row)}/{depth}"), row, calls.start_ns[row])
+
+    def _device_slice(self, index: int) -> Slice | None:
+        activity = self.model.activity
+        return self._find(self.lane(f"gpu/{activity.text('stream', index)}"), index, int(activity.start_ns[index]))
+
+    def _find(self, lane: Lane | None, ref: int, start_ns: int) -> Slice | None:
+        """The row of ``lane`` holding ``ref`` (rows with equal starts are few: scanned)."""
+        if lane is None or lane.intervals is None:
+            return None
+        index = lane.intervals
+        at = index.starting_in(start_ns, start_ns + 1)
+        for row in range(at.start, at.stop):
+            if index.refs[row] == ref:
+                return self.slice(lane, row)
+        return None
+
+
+def build_timeline(model: TraceModel, store: TraceEvents | None = None) -> Timeline:
+    """Every lane of the trace, indexed.  ``store`` adds the module flame lanes and the
+    steps' GPU-side windows (``gpu_user_annotation``); the model alone has neither."""
+    names = list(model.calls.names)
+    lanes: list[Lane] = []
+    windows = _step_device_windows(model, store)
+    step_lanes, steps = _step_lanes(model, names, windows)
+    lanes += step_lanes
+    lanes += _cpu_lanes(model)
+    if store is not None:
+        lanes += _python_lanes(model, store)
+    lanes += _gpu_lanes(model)
+    lanes += _memory_lanes(model)
+    idle = _idle_lane(model, names, windows)
+    if idle is not None:
+        lanes.append(idle)
+    begin, end = _extent(model, lanes)
+    return Timeline(model, names, lanes, begin, end, steps)
+
+
+def _extent(model: TraceModel, lanes: list[Lane]) -> tuple[int, int]:
+    starts, ends = [], []
+    for lane in lanes:
+        if lane.intervals is not None and len(lane.intervals):
+            starts.append(int(lane.intervals.starts[0]))
+            ends.append(int(lane.intervals.ends.max()))
+        elif lane.counter is not None and len(lane.counter):
+            starts.append(int(lane.counter.times[0]))
+            ends.append(int(lane.counter.times[-1]))
+    if not starts:
+        return 0, 1
+    return min(starts), max(max(ends), min(starts) + 1)
+
+
+def _thread_label(tid: int | str) -> str:
+    return f"thread {tid}"
+
+
+def _cpu_lanes(model: TraceModel) -> list[Lane]:
+    """One lane per (thread, nesting depth), step spans left out."""
+    calls = model.calls
+    if not len(calls):
+        return []
+    names = calls.column("name_id")
+    is_step = np.isin(names, calls.name_codes(is_step_name))
+    above = nearest_ancestor(calls.column("parent"), ~is_step)
+    depth = _depths(above)
+    threads = calls.column("thread")
+    starts, ends = calls.column("start_ns"), calls.column("end_ns")
+    rows = np.flatnonzero(~is_step)
+    keys = threads[rows] * (int(depth.max()) + 1) + depth[rows]
+    groups = []
+    for key, where in zip(*group_rows(keys)):
+        chosen = rows[where]
+        thread_code, level = divmod(key, int(depth.max()) + 1)
+        groups.append((thread_code, level, chosen))
+    first_start = {}
+    for thread_code, level, chosen in groups:
+        if level == 0:
+            first_start[thread_code] = int(starts[chosen[0]])
+    groups.sort(key=lambda g: (first_start.get(g[0], 0), g[0], g[1]))
+    lanes = []
+    for thread_code, level, chosen in groups:
+        tid = calls.threads[thread_code]
+        lanes.append(
+            Lane(
+                key=f"cpu/{tid}/{level}",
+                group="cpu",
+                label=_thread_label(tid) if level == 0 else f"  depth {level}",
+                intervals=IntervalIndex(starts[chosen], ends[chosen], names[chosen], refs=chosen),
+                thread=str(tid),
+                depth=level,
+            )
+        )
+    return lanes
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Distance of every node to its root: list ranking by pointer jumping (Wyllie),
+    O(log depth) array passes."""
+    depth = (parent >= 0).astype(np.int64)
+    jump = parent.copy()
+    pending = np.flatnonzero(jump >= 0)
+    while len(pending):
+        target = jump[pending]
+        depth[pending] = depth[pending] + depth[target]  # right side read before writing
+        jump[pending] = jump[target]
+        pending = pending[jump[pending] >= 0]
+    return depth
+
+
+def _python_lanes(model: TraceModel, store: TraceEvents) -> list[Lane]:
+    """``nn.Module`` frames per (thread, module depth): the flame lanes."""
+    by_frame = model.modules.by_frame
+    if not by_frame:
+        return []
+    frames = store.frames
+    rows = np.fromiter(by_frame, dtype=np.int64, count=len(by_frame))
+    depth = np.array([node.depth for node in by_frame.values()], dtype=np.int64)
+    width = int(depth.max()) + 1
+    keys = frames.thread[rows] * width + depth
+    lanes = []
+    for key, where in zip(*group_rows(keys)):
+        thread_code, level = divmod(key, width)
+        chosen = rows[where]
+        tid = store.threads[thread_code]
+        lanes.append(
+            Lane(
+                key=f"python/{tid}/{level}",
+                group="python",
+                label=f"modules {tid}" if level == 0 else f"  depth {level}",
+                intervals=IntervalIndex(frames.start_ns[chosen], frames.end_ns[chosen], frames.module[chosen], refs=chosen),
+                thread=str(tid),
+                depth=level,
+            )
+        )
+    return lanes
+
+
+def _gpu_kinds(activity: DeviceActivity) -> np.ndarray:
+    """Kind code of each device event (GPU_KINDS), collective kernels apart."""
+    events = activity.events
+    kinds = events.kind.copy()
+    kernel_names = np.unique(events.name[kinds == 0])
+    collective = [code for code in kernel_names.tolist() if is_communication(activity.names[code])]
+    kinds[(kinds == 0) & np.isin(events.name, collective)] = COMMUNICATION_KIND
+    return kinds
+
+
+def _gpu_lanes(model: TraceModel) -> list[Lane]:
+    activity = model.activity
+    if not len(activity):
+        return []
+    events = activity.events
+    kinds = _gpu_kinds(activity)
+    lanes = []
+    for stream, where in zip(*group_rows(events.stream)):
+        label = activity.names[stream] if stream >= 0 else ""
+        lanes.append(
+            Lane(
+                key=f"gpu/{label}",
+                group="gpu",
+                label=f"stream {label}" if label else "stream ?",
+                intervals=IntervalIndex(
+                    events.start_ns[where], events.start_ns[where] + events.dur_ns[where], events.name[where],
+                    refs=where, kinds=kinds[where],
+                ),
+            )
+        )
+    lanes.sort(key=lambda lane: _natural(lane.key))
+    return lanes
+
+
+def _natural(text: str) -> tuple:
+    tail = text.rsplit("/", 1)[-1]
+    return (0, int(tail), "") if tail.isdigit() else (1, 0, tail)
+
+
+def _memory_lanes(model: TraceModel) -> list[Lane]:
+    return [
+        Lane(
+            key=f"memory/{timeline.device}",
+            group="memory",
+            label=f"memory {timeline.device}",
+            counter=CounterIndex(np.array(timeline.times_ns, dtype=np.int64), np.array(timeline.allocated, dtype=np.int64)),
+        )
+        for timeline in model.memory
+    ]
+
+
+def _step_rows(model: TraceModel) -> np.ndarray:
+    calls = model.calls
+    return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
+
+
+def _step_device_windows(model: TraceModel, store: TraceEvents | None) -> list[tuple[int, int, int]]:
+    """(step row, start, end) of each step's device window, as the Steps view sees it:
+    the step's ``gpu_user_annotation`` (else its CPU span) widened to the device
+    events its operators launched; steps with neither have no window.  Without
+    steps: one window over the device's span (row -1)."""
+    calls, activity = model.calls, model.activity
+    if not len(activity):
+        return []
+    begins = activity.start_ns
+    finishes = begins + activity.dur_ns
+    step_rows = _step_rows(model)
+    if not len(step_rows):
+        return [(-1, int(begins.min()), int(finishes.max()))]
+    annotated = {
+        e.name: (to_ns(e.ts), to_ns(e.ts) + to_ns(e.dur))
+        for e in (store.gpu_annotations if store is not None else [])
+        if is_step_name(e.name)
+    }
+    step_of = _step_of_calls(calls, step_rows)
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    step_of_event = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
+    windows = []
+    for step, where in zip(*group_rows(step_of_event)):
+        if step < 0:
+            continue
+        name = calls.name(step)
+        start, end = annotated.get(name, (calls.start_ns[step], calls.end_ns[step]))
+        windows.append((step, min(start, int(begins[where].min())), max(end, int(finishes[where].max()))))
+    launched = {w[0] for w in windows}
+    for row in step_rows.tolist():
+        name = calls.name(row)
+        if row not in launched and name in annotated:
+            windows.append((row, *annotated[name]))
+    windows.sort(key=lambda w: w[1])
+    return windows
+
+
+def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[int, int, int]]) -> tuple[list[Lane], list[StepWindow]]:
+    calls = model.calls
+    step_rows = _step_rows(model)
+    if not len(step_rows):
+        return [], []
+    starts, ends = calls.column("start_ns"), calls.column("end_ns")
+    device = {row: (start, end) for row, start, end in windows}
+    steps = []
+    for row in step_rows.tolist():
+        start, end = int(starts[row]), int(ends[row])
+        if row in device:
+            start, end = min(start, device[row][0]), max(end, device[row][1])
+        steps.append(StepWindow(calls.name(row), start, end))
+    steps.sort(key=lambda s: s.start_ns)
+    lanes = [
+        Lane("step", "step", "steps", IntervalIndex(starts[step_rows], ends[step_rows], calls.column("name_id")[step_rows], refs=step_rows))
+    ]
+    phase = _phase_lane(model, names, step_rows)
+    if phase is not None:
+        lanes.append(phase)
+    return lanes, steps
+
+
+def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> Lane | None:
+    """Data loading, forward, backward and optimizer spans of each step (see the module docstring)."""
+    calls = model.calls
+    starts, ends = calls.column("start_ns"), calls.column("end_ns")
+    name_id = calls.column("name_id")
+    data = np.isin(name_id, calls.name_codes(lambda n: n.startswith(DATA_LOADING_PREFIX)))
+    optimizer = np.isin(name_id, calls.name_codes(lambda n: n.startswith(OPTIMIZER_PREFIX)))
+    backward = np.isin(name_id, calls.name_codes(lambda n: n.startswith(BACKWARD_ROOT_PREFIX)))
+    pieces: list[tuple[int, int, int]] = []  # (start, end, phase)
+    for row in step_rows.tolist():
+        lo, hi = np.searchsorted(starts, [starts[row], ends[row]], side="left")
+        inside = np.arange(lo, hi)
+        cut = []
+        for phase, mask in ((0, data), (3, optimizer)):
+            for r in inside[mask[inside]].tolist():
+                pieces.append((int(starts[r]), int(ends[r]), phase))
+                cut.append((int(starts[r]), int(ends[r])))
+        roots = inside[backward[inside]]
+        if not len(roots):
+            continue
+        first_backward = int(starts[roots].min())
+        pieces.append((first_backward, int(ends[roots].max()), 2))
+        begin = int(starts[row])
+        for a, b in sorted(cut):
+            if b <= begin or a >= first_backward:
+                continue
+            if a > begin:
+                pieces.append((begin, a, 1))
+            begin = max(begin, b)
+        if begin < first_backward:
+            pieces.append((begin, first_backward, 1))
+    if not pieces:
+        return None
+    base = len(names)
+    names.extend(PHASES)
+    array = np.array(pieces, dtype=np.int64)
+    return Lane(
+        "phase", "step", "phases",
+        IntervalIndex(array[:, 0], array[:, 1], base + array[:, 2], refs=np.full(len(array), -1), kinds=array[:, 2]),
+    )
+
+
+def _idle_lane(model: TraceModel, names: list[str], windows: list[tuple[int, int, int]]) -> Lane | None:
+    """Each window minus the union of all device activity."""
+    if not windows:
+        return None
+    activity = model.activity
+    busy_starts, busy_ends = merge_spans(activity.start_ns, activity.start_ns + activity.dur_ns)
+    window_starts = np.array([w[1] for w in windows], dtype=np.int64)
+    window_ends = np.array([w[2] for w in windows], dtype=np.int64)
+    gap_starts, gap_ends, owner = subtract_spans(window_starts, window_ends, busy_starts, busy_ends)
+    names.append(IDLE_NAME)
+    return Lane(
+        "idle", "idle", "device idle",
+        IntervalIndex(gap_starts, gap_ends, np.full(len(gap_starts), len(names) - 1), refs=owner),
+    )
+
+
+def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
+    """The Kernels table over some device events (rows refer to the whole activity)."""
+    if not len(rows):
+        return []
+    activity = model.activity
+    launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
+    part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
+    part.launcher = launcher.copy()  # type: ignore[assignment]
+    return [replace(k, rows=tuple(rows[list(k.rows)].tolist())) for k in aggregate_kernels(part, model.calls)]
