@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     open_.set_defaults(handler=run_open)
 
     _add_diff_parser(commands)
+    timeline = commands.add_parser("timeline", help="print a time window of every thread, GPU stream and step (text or JSON)")
+    _add_trace_arguments(timeline, required=True)
+    _add_timeline_arguments(timeline)
+    timeline.set_defaults(handler=run_timeline)
 
     live = commands.add_parser("live", help="profile a model's training steps, then explore")
     live.add_argument("model", help="torchvision model name (resnet18) or package.module:factory")
@@ -142,6 +146,16 @@ def run_diff(args: argparse.Namespace) -> int:
     return run_diff_explorer(DiffSource(args.a, args.b, args.trace, args.ranks, args.metric))
 
 
+def _add_timeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--step", type=int, metavar="N", help="show the window of ProfilerStep#N")
+    parser.add_argument("--from", dest="from_us", type=float, metavar="US", help="window start: microseconds from the trace's first event")
+    parser.add_argument("--to", dest="to_us", type=float, metavar="US", help="window end: microseconds from the trace's first event")
+    parser.add_argument("--width", type=int, metavar="COLS", help="time columns (default: the terminal's width minus the labels; 100 when not a terminal)")
+    parser.add_argument("--lanes", metavar="GROUPS", help="comma list of step,cpu,python,gpu,memory,idle (default: all)")
+    parser.add_argument("--depth", type=int, default=3, metavar="N", help="nesting sub-lanes shown per thread (default 3)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
 def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.capture.options import add_capture_arguments
 
@@ -176,6 +190,15 @@ def run_run_summary(path: str, request, cluster: str | None) -> int:
     from tuiprof.trace.run import open_run
 
     return print_run_summary(summarise_run(open_run(path), cluster=cluster), request)
+
+
+def run_timeline(args: argparse.Namespace) -> int:
+    from tuiprof.analysis import analyze
+    from tuiprof.report.timeline import print_timeline
+    from tuiprof.trace import load_trace
+
+    store = load_trace(choose_trace(args.path, args.trace))
+    return print_timeline(analyze(store), store, args)
 
 
 def choose_trace(path: str, select: str | None) -> str:

@@ -39,7 +39,7 @@ from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, me
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators, input_shapes_key
-from tuiprof.analysis.steps import DATA_LOADING_PREFIX, _step_of_calls, is_communication
+from tuiprof.analysis.steps import DATA_LOADING_PREFIX, _step_number, _step_of_calls, is_communication
 from tuiprof.trace.columns import DEVICE_KINDS
 from tuiprof.trace.store import TraceEvents
 
@@ -104,6 +104,7 @@ class Slice:
 @dataclass(frozen=True)
 class StepWindow:
     name: str
+    number: int  # N of ProfilerStep#N (-1 if not a number)
     start_ns: int  # the earlier of the CPU span and the device window
     end_ns: int
 
@@ -545,7 +546,7 @@ def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[int, in
         start, end = int(starts[row]), int(ends[row])
         if row in device:
             start, end = min(start, device[row][0]), max(end, device[row][1])
-        steps.append(StepWindow(calls.name(row), start, end))
+        steps.append(StepWindow(calls.name(row), _step_number(calls.name(row)), start, end))
     steps.sort(key=lambda s: s.start_ns)
     lanes = [
         Lane("step", "step", "steps", IntervalIndex(starts[step_rows], ends[step_rows], calls.column("name_id")[step_rows], refs=step_rows))

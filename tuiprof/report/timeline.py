@@ -1,0 +1,275 @@
+"""Timeline frames -> text lines (for a terminal, an issue, a CI log) and JSON.
+
+A lane's line has one character per column: a block element whose height is
+the column's busy fraction (``▁`` is any activity at all, ``█`` a full cell),
+or, when an event covers at least :data:`MIN_BOX` whole columns, its name in
+a box (``[aten::conv2d──]``).  A ruler on top gives times from the trace's
+first event, in the unit of its tick step.  Trace names are plain text:
+control characters are written as ``\\xNN`` escapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from tuiprof.analysis.intervals import NO_EVENT
+from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, Timeline, build_timeline
+from tuiprof.errors import TraceError
+from tuiprof.report.units import format_bytes_short, format_us
+from tuiprof.trace.store import TraceEvents
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+MIN_BOX = 4  # whole columns an event needs before its name is written inside it
+LABEL_WIDTH = 16
+_TICK_STEPS = [m * 10**e for e in range(0, 13) for m in (1, 2, 5)]  # nanoseconds
+_UNITS = (("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
+_MIN_TICK_GAP = 12  # columns between ruler labels
+
+
+@dataclass(frozen=True)
+class LaneLine:
+    """One lane drawn: ``cells`` has one character per column; ``kinds`` the kind
+    code of the event filling each column (-1: none), for colour; ``boxed``
+    marks columns that hold a name."""
+
+    lane: Lane
+    label: str
+    cells: str
+    kinds: list[int]
+    boxed: list[bool]
+
+
+def plain(text: str) -> str:
+    """A trace's text as one printable line: control characters escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" for c in text)
+
+
+def block(fraction: float) -> str:
+    """The block element for a busy fraction: blank only when nothing at all ran."""
+    if fraction <= 0:
+        return " "
+    return BLOCKS[min(len(BLOCKS) - 1, max(0, math.ceil(fraction * len(BLOCKS)) - 1))]
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis, padded to exactly ``width``."""
+    if len(text) > width:
+        return text[: max(0, width - 1)] + "…" if width > 0 else ""
+    return text.ljust(width)
+
+
+def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
+    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``)."""
+    shown_depth: dict[tuple[str, str], int] = {}
+    for lane in lanes:
+        if lane.group in ("cpu", "python"):
+            key = (lane.group, lane.thread)
+            shown_depth[key] = max(shown_depth.get(key, 0), lane.depth)
+    labels = {}
+    for lane in lanes:
+        label = plain(lane.label)
+        if lane.group in ("cpu", "python") and shown_depth[(lane.group, lane.thread)] == lane.depth:
+            hidden = timeline.deeper(lane)
+            if hidden:
+                label += f" +{hidden}"
+        labels[lane.key] = label
+    return labels
+
+
+def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: str) -> LaneLine:
+    """Blocks for the busy fractions, then names written into events wide enough."""
+    cells = [block(f) for f in frame.busy.tolist()]
+    columns = len(cells)
+    dominant = frame.dominant
+    index = frame.lane.intervals
+    kinds = [-1] * columns
+    boxed = [False] * columns
+    if index is not None:
+        present = dominant >= 0
+        kinds = np.where(present, index.kinds[np.maximum(dominant, 0)], -1).tolist()
+        for row in np.unique(dominant[present]).tolist():  # only events that fill some column
+            first = int(np.searchsorted(edges, index.starts[row], side="left"))  # first column starting inside
+            last = int(np.searchsorted(edges, index.ends[row], side="right")) - 1  # columns ending inside
+            if last - first < MIN_BOX:
+                continue
+            text = _box(plain(timeline.names[index.names[row]]), last - first)
+            cells[first:last] = list(text)
+            boxed[first:last] = [True] * (last - first)
+    return LaneLine(frame.lane, label, "".join(cells), kinds, boxed)
+
+
+def _box(name: str, width: int) -> str:
+    inner = width - 2
+    if len(name) > inner:
+        name = name[: max(0, inner - 1)] + "…"
+    return "[" + name + "─" * (inner - len(name)) + "]"
+
+
+def tick_step(start_ns: int, end_ns: int, columns: int) -> int:
+    """The smallest 1-2-5 step (ns) whose ticks lie at least _MIN_TICK_GAP columns apart."""
+    wanted = (end_ns - start_ns) * _MIN_TICK_GAP / max(1, columns)
+    return next((s for s in _TICK_STEPS if s >= wanted), _TICK_STEPS[-1])
+
+
+def format_offset(ns: int, step: int) -> str:
+    """A ruler time in the unit of the tick step: ``1.5ms``, ``250us``, ``2s``."""
+    unit, size = next((u, s) for u, s in _UNITS if step >= s)
+    decimals = 0 if step % size == 0 else max(0, -int(math.floor(math.log10(step / size))))
+    return f"{ns / size:.{decimals}f}{unit}"
+
+
+def ruler(timeline: Timeline, start_ns: int, end_ns: int, columns: int) -> tuple[str, str]:
+    """Two lines: tick labels (times from the trace's first event), and tick marks."""
+    step = tick_step(start_ns, end_ns, columns)
+    origin = timeline.begin_ns
+    first = -(-(start_ns - origin) // step) * step + origin  # first tick at or after start
+    labels = [" "] * columns
+    marks = ["─"] * columns
+    free = 0
+    for tick in range(first, end_ns, step):
+        column = (tick - start_ns) * columns // (end_ns - start_ns)
+        if column >= columns:
+            break
+        marks[column] = "┬"
+        text = format_offset(tick - origin, step)
+        if column >= free and column + len(text) <= columns:
+            labels[column : column + len(text)] = list(text)
+            free = column + len(text) + 1
+    return "".join(labels), "".join(marks)
+
+
+def draw(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane]) -> list[LaneLine]:
+    """Every lane of one frame, drawn."""
+    edges = timeline.edges(start_ns, end_ns, columns)
+    labels = lane_labels(timeline, lanes)
+    return [draw_lane(timeline, frame, edges, labels[frame.lane.key]) for frame in timeline.frame(start_ns, end_ns, columns, lanes)]
+
+
+def render_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "") -> str:
+    """The frame as plain text: a header, the ruler, one line per lane, a legend."""
+    origin = timeline.begin_ns
+    step = tick_step(start_ns, end_ns, columns)
+    cell = (end_ns - start_ns) / columns
+    header = (
+        f"{plain(title)}  " if title else ""
+    ) + f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}, {columns} columns of {_duration(cell)}"
+    pad = " " * (LABEL_WIDTH + 1)
+    labels, marks = ruler(timeline, start_ns, end_ns, columns)
+    lines = [header, pad + labels.rstrip(), pad + marks]
+    legend = []
+    for line in draw(timeline, start_ns, end_ns, columns, lanes):
+        lines.append(fit(line.label, LABEL_WIDTH) + " " + line.cells.rstrip())
+        if line.lane.counter is not None:
+            legend.append(f"{plain(line.lane.label)}: full height = peak {format_bytes_short(line.lane.counter.peak)}")
+    if timeline.idle is not None and timeline.idle in lanes:
+        idle = timeline.frame(start_ns, end_ns, 1, [timeline.idle])[0].busy[0]
+        legend.append(f"device idle: {100 * idle:.1f}% of this window (step windows minus all device activity)")
+    return "\n".join(lines + legend) + "\n"
+
+
+def _duration(ns: float) -> str:
+    for unit, size in _UNITS:
+        if ns >= size:
+            return f"{ns / size:.3g}{unit}"
+    return f"{ns:.3g}ns"
+
+
+def render_json(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane]) -> dict:
+    """Per lane the busy fraction per column and the event filling each column most."""
+    origin = timeline.begin_ns
+    result_lanes = []
+    for frame in timeline.frame(start_ns, end_ns, columns, lanes):
+        lane = frame.lane
+        entry: dict = {"key": lane.key, "group": lane.group, "label": lane.label, "busy": [round(b, 6) for b in frame.busy.tolist()]}
+        if lane.counter is not None:
+            entry["max_bytes"] = frame.values.tolist() if frame.values is not None else []
+            entry["peak_bytes"] = lane.counter.peak
+        else:
+            index = lane.intervals
+            assert index is not None
+            entry["events"] = [
+                timeline.names[index.names[row]] if row != NO_EVENT else None for row in frame.dominant.tolist()
+            ]
+        result_lanes.append(entry)
+    return {
+        "origin_ns": origin,
+        "from_us": (start_ns - origin) / 1000,
+        "to_us": (end_ns - origin) / 1000,
+        "columns": columns,
+        "cell_us": (end_ns - start_ns) / columns / 1000,
+        "lanes": result_lanes,
+    }
+
+
+DEFAULT_COLUMNS = 100  # when stdout is not a terminal
+
+
+def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespace) -> int:
+    """``tuiprof timeline``: one window of the trace on stdout; bad options raise TraceError."""
+    timeline = build_timeline(model, store)
+    source = model.info.source
+    groups = _groups(source, args.lanes)
+    if args.depth < 1:
+        raise TraceError(source, f"--depth {args.depth} shows no operators", "pass --depth 1 or more")
+    start, end = _window(timeline, source, args)
+    columns = args.width if args.width is not None else _terminal_columns()
+    if not 1 <= columns <= 100_000:
+        raise TraceError(source, f"--width {columns} is not a column count", "pass --width between 1 and 100000")
+    if end - start < columns:
+        raise TraceError(source, f"the window is {end - start} ns, shorter than one ns per column", "widen --from/--to or lower --width")
+    lanes = timeline.select(groups, args.depth)
+    if args.format == "json":
+        sys.stdout.write(orjson.dumps(render_json(timeline, start, end, columns, lanes), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name))
+    return 0
+
+
+def _groups(source: str, text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    groups = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [g for g in groups if g not in LANE_GROUPS]
+    if unknown or not groups:
+        raise TraceError(source, f"--lanes {text!r} names no lane group {unknown or ''}".rstrip(), f"use a comma list of {','.join(LANE_GROUPS)}")
+    return groups
+
+
+def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[int, int]:
+    """[start, end) in ns: the step's window, the whole trace, then --from/--to over either."""
+    start, end = timeline.begin_ns, timeline.end_ns
+    if args.step is not None:
+        chosen = [s for s in timeline.steps if s.number == args.step]
+        if not chosen:
+            numbers = ", ".join(str(s.number) for s in timeline.steps) or "none"
+            raise TraceError(source, f"no ProfilerStep#{args.step} (steps: {numbers})", "pass one of those to --step, or use --from/--to")
+        start, end = chosen[0].start_ns, chosen[0].end_ns
+    for value, name in ((args.from_us, "--from"), (args.to_us, "--to")):
+        if value is not None and not math.isfinite(value):
+            raise TraceError(source, f"{name} {value} is not a time", "pass microseconds from the trace's first event")
+    if args.from_us is not None:
+        start = timeline.begin_ns + round(args.from_us * 1000)
+    if args.to_us is not None:
+        end = timeline.begin_ns + round(args.to_us * 1000)
+    if end <= start:
+        raise TraceError(
+            source, f"the window ends before it starts ({format_us((start - timeline.begin_ns) / 1000)} to {format_us((end - timeline.begin_ns) / 1000)})",
+            f"pass --from below --to (the trace lasts {format_us((timeline.end_ns - timeline.begin_ns) / 1000)})",
+        )
+    return start, end
+
+
+def _terminal_columns() -> int:
+    if not sys.stdout.isatty():
+        return DEFAULT_COLUMNS
+    return max(10, shutil.get_terminal_size().columns - LABEL_WIDTH - 1)
