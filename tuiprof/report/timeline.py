@@ -116,8 +116,10 @@ def _box(name: str, width: int) -> str:
 
 
 def tick_step(start_ns: int, end_ns: int, columns: int) -> int:
-    """The smallest 1-2-5 step (ns) whose ticks lie at least _MIN_TICK_GAP columns apart."""
-    wanted = (end_ns - start_ns) * _MIN_TICK_GAP / max(1, columns)
+    """The smallest 1-2-5 step (ns) whose ticks lie at least _MIN_TICK_GAP columns apart
+    (half the width on narrow frames, so that two ticks show)."""
+    gap = min(_MIN_TICK_GAP, max(5, columns // 2))
+    wanted = (end_ns - start_ns) * gap / max(1, columns)
     return next((s for s in _TICK_STEPS if s >= wanted), _TICK_STEPS[-1])
 
 

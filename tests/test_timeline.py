@@ -1,0 +1,288 @@
+"""The Timeline on a synthetic GPU trace with hand-computed answers, on real traces,
+and as ``tuiprof timeline`` prints it (text and JSON)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, SHARED_TRACES, needs_shared
+from tuiprof.analysis import analyze
+from tuiprof.analysis.timeline import build_timeline
+from tuiprof.report.timeline import LABEL_WIDTH, render_json, render_text
+from tuiprof.trace import load_trace
+
+EVIL = "aten::add_\x1b[2J"  # a name with an escape sequence: must print as text
+
+
+def _event(cat: str, name: str, ts: int, dur: int, tid: int = 10, pid: int = 1, **args) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _synthetic_events() -> list[dict]:
+    """One step (100-1000 us) on thread 10, a backward root on thread 11, kernels on
+    streams 7 and 9 (a collective), a memcpy, and three allocator records.
+
+    Device activity: 200-500, 500-550 (stream 7), 530-600 (stream 9), 700-720
+    (memcpy): busy 200-600 and 700-720, so idle in the step is 100-200,
+    600-700 and 720-1000 = 480 us."""
+    gpu = {"pid": 0}
+    return [
+        _event("user_annotation", "ProfilerStep#1", 100, 900),
+        _event("cpu_op", "aten::conv2d", 150, 200, **{"External id": 1}),
+        _event("cpu_op", "aten::convolution", 160, 150, **{"External id": 2}),
+        _event("cuda_runtime", "cudaLaunchKernel", 170, 10, correlation=101, **{"External id": 2}),
+        _event("cpu_op", EVIL, 400, 100, **{"External id": 3}),
+        _event("cuda_runtime", "cudaLaunchKernel", 410, 5, correlation=102, **{"External id": 3}),
+        _event("cpu_op", "autograd::engine::evaluate_function: AddBackward0", 520, 60, tid=11, **{"External id": 6}),
+        _event("cuda_runtime", "cudaLaunchKernel", 530, 5, tid=11, correlation=104, **{"External id": 6}),
+        _event("user_annotation", "Optimizer.step#SGD.step", 600, 300, **{"External id": 4}),
+        _event("cpu_op", "aten::mul_", 650, 50, **{"External id": 5}),
+        _event("cuda_runtime", "cudaMemcpyAsync", 655, 5, correlation=103, **{"External id": 5}),
+        _event("kernel", "conv_kernel", 200, 300, tid=7, **gpu, correlation=101, stream=7, **{"External id": 2}),
+        _event("kernel", "add_kernel", 500, 50, tid=7, **gpu, correlation=102, stream=7, **{"External id": 3}),
+        _event("kernel", "ncclKernel_AllReduce_RING", 530, 70, tid=9, **gpu, correlation=104, stream=9, **{"External id": 6}),
+        _event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 700, 20, tid=7, **gpu, correlation=103, stream=7, **{"External id": 5}),
+        *(
+            {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 10, "ts": ts, "s": "t",
+             "args": {"Bytes": size, "Total Allocated": total, "Total Reserved": 4096, "Device Type": 1, "Device Id": 0}}
+            for ts, size, total in ((150, 1000, 1000), (400, 500, 1500), (900, -1500, 0))
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    path = tmp_path_factory.mktemp("timeline") / "synthetic.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _synthetic_events()}))
+    store = load_trace(path)
+    model = analyze(store)
+    return path, model, build_timeline(model, store)
+
+
+US = 1000  # ns
+
+
+def test_lanes_and_their_order(synthetic) -> None:
+    _, _, timeline = synthetic
+    assert [lane.key for lane in timeline.lanes] == [
+        "step", "phase", "cpu/10/0", "cpu/10/1", "cpu/10/2", "cpu/11/0", "cpu/11/1",
+        "gpu/7", "gpu/9", "memory/CUDA:0", "idle",
+    ]
+    assert (timeline.begin_ns, timeline.end_ns) == (100 * US, 1000 * US)
+    assert [(s.name, s.number, s.start_ns, s.end_ns) for s in timeline.steps] == [("ProfilerStep#1", 1, 100 * US, 1000 * US)]
+
+
+def _spans(timeline, key: str) -> list[tuple[str, int, int]]:
+    index = timeline.lane(key).intervals
+    return [(timeline.names[n], s // US, e // US) for n, s, e in zip(index.names, index.starts.tolist(), index.ends.tolist())]
+
+
+def test_depth_lanes_leave_steps_out(synthetic) -> None:
+    _, _, timeline = synthetic
+    assert _spans(timeline, "cpu/10/0") == [("aten::conv2d", 150, 350), (EVIL, 400, 500), ("Optimizer.step#SGD.step", 600, 900)]
+    assert _spans(timeline, "cpu/10/1") == [("aten::convolution", 160, 310), ("cudaLaunchKernel", 410, 415), ("aten::mul_", 650, 700)]
+    assert _spans(timeline, "cpu/10/2") == [("cudaLaunchKernel", 170, 180), ("cudaMemcpyAsync", 655, 660)]
+
+
+def test_phases(synthetic) -> None:
+    _, _, timeline = synthetic
+    assert _spans(timeline, "phase") == [("forward", 100, 520), ("backward", 520, 580), ("optimizer", 600, 900)]
+
+
+def test_gpu_kinds_tell_collectives_and_copies(synthetic) -> None:
+    _, _, timeline = synthetic
+    assert timeline.lane("gpu/7").intervals.kinds.tolist() == [0, 0, 1]  # kernel, kernel, memcpy
+    assert timeline.lane("gpu/9").intervals.kinds.tolist() == [3]  # communication
+
+
+def test_idle_gaps_are_the_window_minus_all_device_activity(synthetic) -> None:
+    _, model, timeline = synthetic
+    assert _spans(timeline, "idle") == [("idle", 100, 200), ("idle", 600, 700), ("idle", 720, 1000)]
+    assert timeline.idle.intervals.busy_ns / US == 480 == model.steps[0].device_idle_us
+
+
+def test_busy_fraction_per_column(synthetic) -> None:
+    _, _, timeline = synthetic
+    frames = {f.lane.key: f for f in timeline.frame(100 * US, 1100 * US, 10, timeline.lanes)}  # cells of 100 us
+    assert frames["gpu/7"].busy.tolist() == [0, 1, 1, 1, 0.5, 0, 0.2, 0, 0, 0]
+    assert frames["gpu/9"].busy.tolist() == [0, 0, 0, 0, 0.7, 0, 0, 0, 0, 0]
+    assert frames["idle"].busy.tolist() == [1, 0, 0, 0, 0, 1, 0.8, 1, 1, 0]
+    assert frames["cpu/10/0"].busy.tolist() == [0.5, 1, 0.5, 1, 0, 1, 1, 1, 0, 0]
+    assert frames["memory/CUDA:0"].values.tolist() == [1000, 1000, 1000, 1500, 1500, 1500, 1500, 1500, 0, 0]
+    names = timeline.names
+    dominant = frames["gpu/7"].dominant.tolist()
+    index = timeline.lane("gpu/7").intervals
+    assert [names[index.names[r]] if r >= 0 else None for r in dominant] == [
+        None, "conv_kernel", "conv_kernel", "conv_kernel", "add_kernel", None, "Memcpy HtoD (Pageable -> Device)", None, None, None,
+    ]
+
+
+def test_cursor_navigation_and_gaps(synthetic) -> None:
+    _, _, timeline = synthetic
+    gpu = timeline.lane("gpu/7")
+    assert timeline.slice_at(gpu, 250 * US).name == "conv_kernel"
+    assert timeline.slice_at(gpu, 600 * US) is None
+    assert timeline.next_slice(gpu, 250 * US).name == "add_kernel"
+    assert timeline.next_slice(gpu, 250 * US, forward=False).name == "conv_kernel"
+    gap = timeline.next_idle_gap(100 * US, min_ns=150 * US)
+    assert (gap.start_ns, gap.end_ns) == (720 * US, 1000 * US)
+    assert timeline.next_idle_gap(800 * US, min_ns=150 * US, forward=False).start_ns == 720 * US
+    assert timeline.next_idle_gap(720 * US, min_ns=150 * US) is None
+
+
+def test_detail_links_launches_and_kernels(synthetic) -> None:
+    _, _, timeline = synthetic
+    kernel = timeline.slice_at(timeline.lane("gpu/7"), 250 * US)
+    detail = timeline.detail(kernel)
+    assert ("launched by", "aten::convolution") in detail.facts
+    assert [(s.lane.key, s.name) for s in detail.links] == [("cpu/10/1", "aten::convolution")]
+    back = timeline.detail(detail.links[0])
+    assert [(s.lane.key, s.name) for s in back.links] == [("gpu/7", "conv_kernel")]
+    assert ("inside", "aten::conv2d") in back.facts
+
+
+def test_range_statistics(synthetic) -> None:
+    _, _, timeline = synthetic
+    stats = timeline.range_stats(400 * US, 600 * US)
+    busy = {lane.key: share for lane, share in stats.busy}
+    assert busy["gpu/7"] == 0.75 and busy["gpu/9"] == 0.35 and busy["idle"] == 0
+    assert sorted(s.name for s in stats.operators) == sorted(
+        [EVIL, "cudaLaunchKernel", "autograd::engine::evaluate_function: AddBackward0"]
+    )
+    assert {k.name: k.calls for k in stats.kernels} == {"add_kernel": 1, "ncclKernel_AllReduce_RING": 1}
+
+
+def tuiprof(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_text_output(synthetic) -> None:
+    path = synthetic[0]
+    result = tuiprof("timeline", str(path), "--width", "10", "--to", "1000", "--lanes", "gpu,idle,memory")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "synthetic.pt.trace.json  0.000us to 1.000ms, 10 columns of 100us"
+    assert lines[1].split() == ["0us", "500us"]
+    assert lines[2] == " " * (LABEL_WIDTH + 1) + "┬────┬────"
+    assert lines[3:7] == [
+        "stream 7".ljust(LABEL_WIDTH) + "  ███▄ ▂",
+        "stream 9".ljust(LABEL_WIDTH) + "     ▆",
+        "memory CUDA:0".ljust(LABEL_WIDTH) + " ▆▆▆█████",
+        "device idle".ljust(LABEL_WIDTH) + " █    █▇██",
+    ]
+    assert "peak 1.5KB" in result.stdout and "device idle: 48.0% of this window" in result.stdout
+
+
+def test_names_in_boxes_and_escaped(synthetic) -> None:
+    path = synthetic[0]
+    result = tuiprof("timeline", str(path), "--width", "40", "--from", "300", "--to", "400", "--lanes", "cpu", "--depth", "1")
+    # --from/--to count from the trace's first event (100 us): 400-500 us, where EVIL fills all 40 columns
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    line = next(line for line in result.stdout.splitlines() if line.startswith("thread 10"))
+    cells = line[LABEL_WIDTH + 1 :]
+    shown = "aten::add_\\x1b[2J"
+    assert cells == "[" + shown + "─" * (40 - 2 - len(shown)) + "]"
+    assert line.startswith("thread 10 +2")
+
+
+def test_json_output(synthetic) -> None:
+    path = synthetic[0]
+    result = tuiprof("timeline", str(path), "--format", "json", "--width", "5", "--from", "0", "--to", "500", "--lanes", "gpu,step")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["from_us"], data["to_us"], data["columns"], data["cell_us"]) == (0, 500, 5, 100)  # 100-600 us
+    lanes = {lane["key"]: lane for lane in data["lanes"]}
+    assert lanes["gpu/7"]["busy"] == [0, 1, 1, 1, 0.5]
+    assert lanes["gpu/7"]["events"] == [None, "conv_kernel", "conv_kernel", "conv_kernel", "add_kernel"]
+    assert lanes["phase"]["events"] == ["forward", "forward", "forward", "forward", "backward"]
+    assert lanes["gpu/9"]["events"] == [None, None, None, None, "ncclKernel_AllReduce_RING"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--step", "7"),
+        ("--from", "500", "--to", "100"),
+        ("--lanes", "cpu,disk"),
+        ("--width", "0"),
+        ("--from", "nan"),
+        ("--depth", "0"),
+        ("--from", "0", "--to", "0.001", "--width", "10"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(synthetic, args) -> None:
+    result = tuiprof("timeline", str(synthetic[0]), *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("tuiprof: "), result.stderr
+
+
+def test_timeline_imports_neither_torch_nor_textual(synthetic) -> None:
+    code = (
+        "import sys; sys.argv = ['tuiprof', 'timeline', %r, '--width', '20'];"
+        "from tuiprof.cli import main; rc = main();"
+        "print('HEAVY', sorted(m for m in ('torch', 'torchvision', 'textual') if m in sys.modules))"
+    ) % str(synthetic[0])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+
+
+H100 = SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"
+MI300 = SHARED_TRACES / "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz"
+
+
+@pytest.fixture(scope="module")
+def h100():
+    if not H100.exists():
+        pytest.skip("../shared/traces not present")
+    store = load_trace(H100)
+    model = analyze(store)
+    return model, build_timeline(model, store)
+
+
+@needs_shared
+def test_h100_idle_lane_equals_the_steps_view(h100) -> None:
+    model, timeline = h100
+    (step,) = model.steps
+    assert timeline.idle.intervals.busy_ns / 1000 == pytest.approx(step.device_idle_us, abs=1e-3)
+    window = timeline.steps[0]
+    # Over the step's whole window, the idle lane's busy fraction is the idle share of that window.
+    (frame,) = timeline.frame(window.start_ns, window.end_ns, 1, [timeline.idle])
+    assert frame.busy[0] * (window.end_ns - window.start_ns) / 1000 == pytest.approx(step.device_idle_us, abs=1e-3)
+
+
+@needs_shared
+def test_h100_frame_matches_brute_force_and_renders(h100) -> None:
+    """Every lane at 200 columns against a plain-Python union of its intervals."""
+    _, timeline = h100
+    columns = 200
+    edges = timeline.edges(timeline.begin_ns, timeline.end_ns, columns)
+    for frame in timeline.frame(timeline.begin_ns, timeline.end_ns, columns, timeline.lanes):
+        index = frame.lane.intervals
+        if index is None:
+            continue
+        spans = list(zip(index.starts.tolist(), index.ends.tolist()))
+        for column in range(0, columns, 17):
+            a, b = int(edges[column]), int(edges[column + 1])
+            covered = np.zeros(b - a, dtype=bool)
+            for s, e in spans:
+                if e > a and s < b:
+                    covered[max(s, a) - a : min(e, b) - a] = True
+            assert frame.busy[column] == pytest.approx(covered.mean(), abs=1e-12), (frame.lane.key, column)
+    lanes = timeline.select()
+    data = render_json(timeline, timeline.begin_ns, timeline.end_ns, columns, lanes)
+    assert [lane["key"] for lane in data["lanes"]] == [lane.key for lane in lanes]
+    text = render_text(timeline, timeline.begin_ns, timeline.end_ns, columns, lanes)
+    assert "[ProfilerStep#6" in text and "stream 7" in text and "device idle" in text
+
+
+@needs_shared
+def test_mi300_timeline_without_steps() -> None:
+    result = tuiprof("timeline", str(MI300), "--width", "120", "--lanes", "gpu,idle")
+    assert result.returncode == 0, result.stderr
+    assert "stream" in result.stdout and "device idle" in result.stdout
