@@ -130,7 +130,7 @@ def test_slice_lookups(seed: int) -> None:
 def test_max_tree_argmax(seed: int) -> None:
     rng = np.random.default_rng(3000 + seed)
     values = rng.integers(0, 20, int(rng.integers(0, 70)))
-    tree = MaxTree(values)
+    tree = MaxTree(len(values), values.__getitem__)
     lo = rng.integers(0, len(values) + 1, 50)
     hi = np.array([int(rng.integers(a, len(values) + 1)) for a in lo.tolist()])
     found = tree.argmax(lo, hi)

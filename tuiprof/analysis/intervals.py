@@ -19,6 +19,8 @@ Times are integer nanoseconds, as everywhere in the analysis layer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 NO_EVENT = -1
@@ -28,52 +30,64 @@ class MaxTree:
     """Bottom-up segment tree of argmax positions: the position of the largest value
     in ``values[lo:hi]`` for many ranges at once, O(log n) numpy passes.
 
-    Stores one int32 position per node (2 x the next power of two), not the
-    values, so it costs 8-16 bytes per event.  On ties the leftmost position wins.
+    It stores one int32 position per node (2 x the next power of two) and
+    reads values through ``value_of(positions)``, so an index that can compute
+    them (durations from starts and ends) keeps no copy.  On ties the leftmost
+    position wins.
     """
 
-    def __init__(self, values: np.ndarray) -> None:
-        n = len(values)
+    def __init__(self, n: int, value_of: Callable[[np.ndarray], np.ndarray]) -> None:
         size = 1 << max(0, (n - 1).bit_length())
-        self._values = np.append(values.astype(np.int64, copy=False), np.iinfo(np.int64).min)  # [n]: sentinel
+        self._value_of, self._n = value_of, n
         tree = np.full(2 * size, n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
         tree[size : size + n] = np.arange(n)
         level = size
         while level > 1:  # fill parents level by level
             left, right = tree[level : 2 * level : 2], tree[level + 1 : 2 * level : 2]
             half = level // 2
-            tree[half:level] = np.where(self._values[right] > self._values[left], right, left)
+            tree[half:level] = np.where(self._values(right) > self._values(left), right, left)
             level = half
-        self._tree, self._size, self._n = tree, size, n
+        self._tree, self._size = tree, size
+
+    @property
+    def nbytes(self) -> int:
+        return self._tree.nbytes
+
+    def _values(self, positions: np.ndarray) -> np.ndarray:
+        """Values at positions; the sentinel position ``n`` is lower than any value."""
+        lowest = np.iinfo(np.int64).min
+        if not self._n:
+            return np.full(len(positions), lowest, dtype=np.int64)
+        real = positions < self._n
+        values = np.asarray(self._value_of(np.where(real, positions, 0)), dtype=np.int64)
+        return np.where(real, values, lowest)
 
     def argmax(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Position of the largest value in each ``[lo, hi)`` (``NO_EVENT`` where empty)."""
-        values, tree = self._values, self._tree
+        tree = self._tree
         best = np.full(len(lo), self._n, dtype=np.int64)
+        best_value = self._values(best)
         left = np.asarray(lo, dtype=np.int64) + self._size
-        right = np.asarray(hi, dtype=np.int64) + self._size
-        left, right = left.copy(), np.maximum(right, left)
+        right = np.maximum(np.asarray(hi, dtype=np.int64) + self._size, left)
         while True:
             active = left < right
             if not active.any():
                 break
             take = active & (left & 1 == 1)
-            candidate = np.where(take, tree[np.minimum(left, len(tree) - 1)], self._n)
-            best = _better(values, best, candidate)
+            best, best_value = self._better(best, best_value, np.where(take, tree[np.minimum(left, len(tree) - 1)], self._n))
             left = left + take
             take = active & (right & 1 == 1)
             right = right - take
-            candidate = np.where(take, tree[np.minimum(right, len(tree) - 1)], self._n)
-            best = _better(values, best, candidate)
+            best, best_value = self._better(best, best_value, np.where(take, tree[np.minimum(right, len(tree) - 1)], self._n))
             left >>= 1
             right >>= 1
         return np.where(best < self._n, best, NO_EVENT)
 
-
-def _better(values: np.ndarray, best: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """The larger of two positions' values; the leftmost on a tie."""
-    vb, vc = values[best], values[candidate]
-    return np.where((vc > vb) | ((vc == vb) & (candidate < best)), candidate, best)
+    def _better(self, best: np.ndarray, best_value: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The larger of two positions' values; the leftmost on a tie."""
+        value = self._values(candidate)
+        wins = (value > best_value) | ((value == best_value) & (candidate < best))
+        return np.where(wins, candidate, best), np.where(wins, value, best_value)
 
 
 class IntervalIndex:
@@ -100,14 +114,23 @@ class IntervalIndex:
         ends = np.maximum(np.asarray(ends, dtype=np.int64), starts)
         order = np.lexsort((-ends, starts))
         self.starts, self.ends = starts[order], ends[order]
-        self.names = np.asarray(names, dtype=np.int64)[order]
-        self.refs = (order if refs is None else np.asarray(refs, dtype=np.int64)[order]).astype(np.int64)
-        self.kinds = (np.zeros(len(order), dtype=np.int8) if kinds is None else np.asarray(kinds)[order].astype(np.int8))
+        # Codes and rows as int32 (names, call rows and device events stay below 2**31): the
+        # index of a 1 GB trace holds ~2 M events, and every byte per event is 2 MB.
+        self.names = np.asarray(names)[order].astype(np.int32)
+        self.refs = (order if refs is None else np.asarray(refs)[order]).astype(np.int32)
+        self.kinds = np.zeros(len(order), dtype=np.int8) if kinds is None else np.asarray(kinds)[order].astype(np.int8)
         self.union_starts, self.union_ends = merge_spans(self.starts, self.ends)
-        self._lengths = self.union_ends - self.union_starts
-        self._covered_before = np.concatenate(([0], np.cumsum(self._lengths))).astype(np.int64)  # [k]: busy ns of spans < k
-        self._reach = _running_argmax(self.ends)
-        self._longest = MaxTree(self.ends - self.starts)
+        # [k]: busy ns of the union's spans before span k
+        self._covered_before = np.concatenate(([0], np.cumsum(self.union_ends - self.union_starts))).astype(np.int64)
+        self._reach = _running_argmax(self.ends).astype(np.int32)
+        self._longest = MaxTree(len(order), lambda rows: self.ends[rows] - self.starts[rows])
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the index."""
+        arrays = (self.starts, self.ends, self.names, self.refs, self.kinds, self.union_starts, self.union_ends,
+                  self._covered_before, self._reach)
+        return sum(a.nbytes for a in arrays) + self._longest.nbytes
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -123,7 +146,7 @@ class IntervalIndex:
             return np.zeros(len(times), dtype=np.int64)
         k = np.searchsorted(self.union_starts, times, side="right")  # spans starting at or before t
         prior = np.maximum(k - 1, 0)
-        partial = np.clip(times - self.union_starts[prior], 0, self._lengths[prior])
+        partial = np.clip(times - self.union_starts[prior], 0, self.union_ends[prior] - self.union_starts[prior])
         return np.where(k > 0, self._covered_before[prior] + partial, 0)
 
     def busy(self, edges: np.ndarray) -> np.ndarray:
@@ -195,7 +218,11 @@ class CounterIndex:
         self.times = np.asarray(times, dtype=np.int64)[order]
         self.values = np.asarray(values, dtype=np.int64)[order]
         self.peak = int(self.values.max()) if len(self.values) else 0
-        self._highest = MaxTree(self.values)
+        self._highest = MaxTree(len(self.values), self.values.__getitem__)
+
+    @property
+    def nbytes(self) -> int:
+        return self.times.nbytes + self.values.nbytes + self._highest.nbytes
 
     def __len__(self) -> int:
         return len(self.times)
