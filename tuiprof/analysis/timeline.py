@@ -34,12 +34,12 @@ from functools import cached_property
 import numpy as np
 
 from tuiprof.analysis.arrays import group_rows, nearest_ancestor
-from tuiprof.analysis.calls import BACKWARD_ROOT_PREFIX, DeviceActivity, is_step_name, to_ns
+from tuiprof.analysis.calls import BACKWARD_ROOT_PREFIX, DeviceActivity, is_step_name
 from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, merge_spans, subtract_spans
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators, input_shapes_key
-from tuiprof.analysis.steps import DATA_LOADING_PREFIX, _step_number, _step_of_calls, is_communication
+from tuiprof.analysis.steps import DATA_LOADING_PREFIX, is_communication
 from tuiprof.trace.columns import DEVICE_KINDS
 from tuiprof.trace.store import TraceEvents
 
@@ -323,11 +323,11 @@ class Timeline:
 
 
 def build_timeline(model: TraceModel, store: TraceEvents | None = None) -> Timeline:
-    """Every lane of the trace, indexed.  ``store`` adds the module flame lanes and the
-    steps' GPU-side windows (``gpu_user_annotation``); the model alone has neither."""
+    """Every lane of the trace, indexed.  ``store`` adds the module flame lanes (the
+    model keeps no python frame times)."""
     names = list(model.calls.names)
     lanes: list[Lane] = []
-    windows = _step_device_windows(model, store)
+    windows = _step_device_windows(model)
     step_lanes, steps = _step_lanes(model, names, windows)
     lanes += step_lanes
     lanes += _cpu_lanes(model)
@@ -497,56 +497,36 @@ def _step_rows(model: TraceModel) -> np.ndarray:
     return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
 
 
-def _step_device_windows(model: TraceModel, store: TraceEvents | None) -> list[tuple[int, int, int]]:
-    """(step row, start, end) of each step's device window, as the Steps view sees it:
-    the step's ``gpu_user_annotation`` (else its CPU span) widened to the device
-    events its operators launched; steps with neither have no window.  Without
-    steps: one window over the device's span (row -1)."""
-    calls, activity = model.calls, model.activity
+def _step_device_windows(model: TraceModel) -> list[tuple[str, int, int]]:
+    """(step name, start, end) of each step's device window, exactly the Steps view's
+    (``StepStats.device_window_start_ns`` and ``device_window_us``); steps without device
+    activity have none.  Without steps: one window over the device's span."""
+    activity = model.activity
     if not len(activity):
         return []
-    begins = activity.start_ns
-    finishes = begins + activity.dur_ns
-    step_rows = _step_rows(model)
-    if not len(step_rows):
-        return [(-1, int(begins.min()), int(finishes.max()))]
-    annotated = {
-        e.name: (to_ns(e.ts), to_ns(e.ts) + to_ns(e.dur))
-        for e in (store.gpu_annotations if store is not None else [])
-        if is_step_name(e.name)
-    }
-    step_of = _step_of_calls(calls, step_rows)
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
-    step_of_event = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
-    windows = []
-    for step, where in zip(*group_rows(step_of_event)):
-        if step < 0:
-            continue
-        name = calls.name(step)
-        start, end = annotated.get(name, (calls.start_ns[step], calls.end_ns[step]))
-        windows.append((step, min(start, int(begins[where].min())), max(end, int(finishes[where].max()))))
-    launched = {w[0] for w in windows}
-    for row in step_rows.tolist():
-        name = calls.name(row)
-        if row not in launched and name in annotated:
-            windows.append((row, *annotated[name]))
-    windows.sort(key=lambda w: w[1])
-    return windows
+    if not model.steps:
+        return [("", int(activity.start_ns.min()), int((activity.start_ns + activity.dur_ns).max()))]
+    windows = [
+        (step.name, step.device_window_start_ns, step.device_window_start_ns + round(step.device_window_us * 1000))
+        for step in model.steps
+        if step.device_window_us > 0
+    ]
+    return sorted(windows, key=lambda w: w[1])
 
 
-def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[int, int, int]]) -> tuple[list[Lane], list[StepWindow]]:
+def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> tuple[list[Lane], list[StepWindow]]:
     calls = model.calls
     step_rows = _step_rows(model)
     if not len(step_rows):
         return [], []
     starts, ends = calls.column("start_ns"), calls.column("end_ns")
-    device = {row: (start, end) for row, start, end in windows}
+    device = {name: (start, end) for name, start, end in windows}
     steps = []
-    for row in step_rows.tolist():
-        start, end = int(starts[row]), int(ends[row])
-        if row in device:
-            start, end = min(start, device[row][0]), max(end, device[row][1])
-        steps.append(StepWindow(calls.name(row), _step_number(calls.name(row)), start, end))
+    for stats in model.steps:
+        start, end = stats.start_ns, stats.start_ns + round(stats.duration_us * 1000)
+        if stats.name in device:
+            start, end = min(start, device[stats.name][0]), max(end, device[stats.name][1])
+        steps.append(StepWindow(stats.name, stats.number, start, end))
     steps.sort(key=lambda s: s.start_ns)
     lanes = [
         Lane("step", "step", "steps", IntervalIndex(starts[step_rows], ends[step_rows], calls.column("name_id")[step_rows], refs=step_rows))
@@ -599,7 +579,7 @@ def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> L
     )
 
 
-def _idle_lane(model: TraceModel, names: list[str], windows: list[tuple[int, int, int]]) -> Lane | None:
+def _idle_lane(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> Lane | None:
     """Each window minus the union of all device activity."""
     if not windows:
         return None

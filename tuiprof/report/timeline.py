@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
+from rich.text import Text
 
 from tuiprof.analysis.intervals import NO_EVENT
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, Timeline, build_timeline
+from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
-from tuiprof.report.units import format_bytes_short, format_us
+from tuiprof.report.units import format_bytes_short, format_pct, format_us
 from tuiprof.trace.store import TraceEvents
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -275,3 +276,58 @@ def _terminal_columns() -> int:
     if not sys.stdout.isatty():
         return DEFAULT_COLUMNS
     return max(10, shutil.get_terminal_size().columns - LABEL_WIDTH - 1)
+
+
+RANGE_TOP = 3  # operators and kernels listed for a selected range
+
+
+def window_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None) -> Text:
+    """The status line above the ruler: window, cell size, cursor, lane."""
+    origin = timeline.begin_ns
+    text = Text()
+    text.append(f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}")
+    text.append(f" · cell {_duration((end_ns - start_ns) / max(1, columns))} · cursor {format_us((cursor_ns - origin) / 1000)}", style="dim")
+    if lane is not None:
+        text.append(" · ", style="dim")
+        text.append(plain(lane.label.strip()))
+    return text
+
+
+def slice_text(timeline: Timeline, detail: SliceDetail) -> Text:
+    """The detail pane for a slice: name, when, how long, facts, linked slices."""
+    item = detail.slice
+    text = Text()
+    text.append(plain(item.name), style="bold")
+    text.append(
+        f"  start {format_us((item.start_ns - timeline.begin_ns) / 1000)} · duration {format_us(item.duration_ns / 1000)}\n"
+    )
+    for label, value in detail.facts:
+        text.append(f"{label}: ", style="dim")
+        text.append(plain(value))
+        text.append("\n")
+    if detail.links:
+        names = sorted({plain(link.name) for link in detail.links})
+        text.append("linked: ", style="dim")
+        text.append(", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else ""))
+    return text
+
+
+def range_text(timeline: Timeline, stats: RangeStats) -> Text:
+    """The detail pane for a selected range: busy share per lane, top operators and kernels."""
+    origin = timeline.begin_ns
+    text = Text()
+    text.append(
+        f"range {format_us((stats.start_ns - origin) / 1000)} to {format_us((stats.end_ns - origin) / 1000)}"
+        f" ({format_us((stats.end_ns - stats.start_ns) / 1000)})\n", style="bold"
+    )
+    shares = [f"{plain(lane.label.strip())} {format_pct(100 * share)}" for lane, share in stats.busy if lane.counter is None]
+    text.append("busy: ", style="dim")
+    text.append(" · ".join(shares) + "\n")
+    ops = sorted(stats.operators, key=lambda s: s.self_cpu_us, reverse=True)[:RANGE_TOP]
+    if ops:
+        text.append("operators: ", style="dim")
+        text.append(" · ".join(f"{plain(s.name)} {format_us(s.self_cpu_us)} x{s.calls}" for s in ops) + "\n")
+    if stats.kernels:
+        text.append("kernels: ", style="dim")
+        text.append(" · ".join(f"{plain(k.name)} {format_us(k.device_total_us)} x{k.calls}" for k in stats.kernels[:RANGE_TOP]))
+    return text

@@ -13,6 +13,7 @@ from tuiprof.tui.views.operators import OperatorsView
 from tuiprof.tui.views.overview import OverviewView
 from tuiprof.tui.views.ranks import RanksView
 from tuiprof.tui.views.steps import StepsView
+from tuiprof.tui.views.timeline import TimelineView
 
 VIEWS: tuple[type[ExplorerView], ...] = (
     OverviewView,
@@ -24,6 +25,7 @@ VIEWS: tuple[type[ExplorerView], ...] = (
     LogView,
     RanksView,
     CollectivesView,
+    TimelineView,
 )
 VIEW_KEYS = "1234567890"
 
