@@ -154,3 +154,25 @@ async def test_h100_depth_expands_and_idle_gap_is_visible() -> None:
         await _press(app, pilot, "g", "g")
         gap = canvas.selected
         assert gap.lane.key == "idle" and gap.duration_ns > (canvas.end_ns - canvas.start_ns) // canvas.columns
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        ((80, 24), []),  # the whole step
+        ((120, 40), []),
+        ((120, 40), ["g", "plus", "plus", "plus", "k", "k", "k", "w"]),  # zoomed into an idle gap, the next kernel's detail
+    ],
+    ids=["step-80x24", "step-120x40", "idle-gap-120x40"],
+)
+def test_timeline_screens(snap_compare, size, keys) -> None:
+    async def open_timeline(pilot) -> None:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press(TIMELINE_KEY)
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+    app = ExplorerApp(FileSource(str(H100)))
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=open_timeline)

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
@@ -253,6 +254,15 @@ class TimelineCanvas(Widget, can_focus=True):
         view = "kernels" if item.lane.group == "gpu" else "operators"
         name = "ProfilerStep*" if item.lane.key == "step" else item.name
         self.post_message(JumpTo(view, name))
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        """The wheel zooms around the cursor, where the terminal sends wheel events."""
+        event.stop()
+        self.action_zoom(0.5)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        self.action_zoom(2.0)
 
     # ------------------------------------------------------------ drawing
 
