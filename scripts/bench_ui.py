@@ -24,6 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from tuiprof.tui.app import ExplorerApp  # noqa: E402
 from tuiprof.tui.sources import FileSource  # noqa: E402
+from tuiprof.tui.views import view_keys  # noqa: E402
+
+TIMELINE_KEY = next(key for key, view_id, _ in view_keys() if view_id == "timeline")
 
 ACTIONS = [
     ("switch to Operators", ["3"]),
@@ -44,6 +47,15 @@ ACTIONS = [
     ("switch to Memory", ["5"]),
     ("switch to Steps", ["6"]),
     ("switch to Overview", ["1"]),
+    ("switch to Timeline", [TIMELINE_KEY]),
+    ("timeline: zoom in", ["plus"]),
+    ("timeline: pan right", ["l"]),
+    ("timeline: lane down", ["j"]),
+    ("timeline: next slice", ["w"]),
+    ("timeline: next idle gap", ["g"]),
+    ("timeline: zoom out", ["minus"]),
+    ("timeline: fit all", ["F"]),
+    ("timeline: next step", ["n"]),
 ]
 
 

@@ -11,7 +11,7 @@ aggregates a million calls).
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Static
@@ -38,9 +38,10 @@ class TimelineView(ExplorerView):
         return self.query_one(TimelineCanvas)
 
     def show_model(self, model: TraceModel) -> None:
-        self._build(model)
+        # Workers get the model through a closure: ``@work`` would put repr() of its arguments
+        # into the worker's description, and the repr of a 1 GB trace's model is gigabytes.
+        self.run_worker(lambda: self._build(model), thread=True, exclusive=True, group="timeline-build")
 
-    @work(thread=True, exclusive=True, group="timeline-build")
     def _build(self, model: TraceModel) -> None:
         timeline = build_timeline(model)
         if not get_current_worker().is_cancelled:
@@ -57,13 +58,13 @@ class TimelineView(ExplorerView):
         if timeline is None:
             return
         if message.selected_range is not None:
-            self._range_stats(timeline, *message.selected_range)
+            start, end = message.selected_range
+            self.run_worker(lambda: self._range_stats(timeline, start, end), thread=True, exclusive=True, group="timeline-range")
         elif message.item is not None:
             pane.update(slice_text(timeline, timeline.detail(message.item)))
         else:
             pane.update(Text("nothing under the cursor in this lane", style="dim"))
 
-    @work(thread=True, exclusive=True, group="timeline-range")
     def _range_stats(self, timeline: Timeline, start_ns: int, end_ns: int) -> None:
         stats = timeline.range_stats(start_ns, end_ns, self.query_one(TimelineCanvas).lanes)
         if not get_current_worker().is_cancelled:
