@@ -79,37 +79,33 @@ def measure(path: str) -> dict:
         shift = int((window[1] - window[0]) * fraction)
         window[:] = [window[0] + shift, window[1] + shift]
 
-    times = []
-    for _ in range(10):
-        zoom(0.5)
-        times.append(frame())
-    actions.append(("zoom in x2 (10 times)", times))
-    times = []
-    for _ in range(10):
-        pan(0.25)
-        times.append(frame())
-    actions.append(("pan a quarter (10 times)", times))
-    times = []
-    for _ in range(10):
-        began = time.perf_counter()
-        gap = timeline.next_idle_gap(window[1], min_ns=1000)
-        if gap is not None:
+    def gap() -> None:
+        found = timeline.next_idle_gap(window[1], min_ns=1000)
+        if found is not None:
             width = window[1] - window[0]
-            window[:] = [gap.start_ns - width // 4, gap.start_ns - width // 4 + width]
-        found = (time.perf_counter() - began) * 1000
-        times.append(found + frame())
-    actions.append(("jump to next idle gap (10 times)", times))
-    times = []
-    for step in timeline.steps[:10]:
+            window[:] = [found.start_ns - width // 4, found.start_ns - width // 4 + width]
+
+    steps = iter(timeline.steps[:10])
+
+    def fit_step() -> None:
+        step = next(steps)
         window[:] = [step.start_ns, step.end_ns]
-        times.append(frame())
-    if times:
-        actions.append(("fit step (10 steps)", times))
-    times = []
-    for _ in range(10):
-        zoom(2.0)
-        times.append(frame())
-    actions.append(("zoom out x2 (10 times)", times))
+
+    def repeat(label: str, move, times: int = 10) -> None:
+        """Each move (its own look-ups included) and the frame after it."""
+        spent = []
+        for _ in range(times):
+            began = time.perf_counter()
+            move()
+            spent.append((time.perf_counter() - began) * 1000 + frame())
+        actions.append((label, spent))
+
+    repeat("zoom in x2 (10 times)", lambda: zoom(0.5))
+    repeat("pan a quarter (10 times)", lambda: pan(0.25))
+    repeat("jump to next idle gap (10 times)", gap)
+    if timeline.steps:
+        repeat(f"fit step ({min(10, len(timeline.steps))} steps)", fit_step, min(10, len(timeline.steps)))
+    repeat("zoom out x2 (10 times)", lambda: zoom(2.0))
     return {
         "path": path,
         "mb": os.path.getsize(path) / 1e6,

@@ -8,6 +8,7 @@ import numpy as np
 
 from tuiprof.analysis.arrays import nearest_ancestor
 from tuiprof.analysis.calls import STEP_PREFIX, DeviceActivity, OperatorCalls, is_step_name
+from tuiprof.analysis.intervals import merge_spans
 from tuiprof.trace.schema import TimedEvent
 
 DATA_LOADING_PREFIX = "enumerate(DataLoader)"
@@ -193,14 +194,7 @@ class Coverage:
     """The union of some intervals, asked how much of each window it covers."""
 
     def __init__(self, begins: np.ndarray, ends: np.ndarray) -> None:
-        order = np.argsort(begins, kind="stable")
-        begins, ends = begins[order], ends[order]
-        reach = np.maximum.accumulate(ends) if len(ends) else ends
-        fresh = np.ones(len(begins), dtype=bool)
-        fresh[1:] = begins[1:] > reach[:-1]  # touching spans merge
-        firsts = np.flatnonzero(fresh)
-        self.begins = begins[firsts]
-        self.ends = np.maximum.reduceat(ends, firsts) if len(firsts) else ends[:0]
+        self.begins, self.ends = merge_spans(begins, ends)  # touching spans merge
         self.before = np.concatenate(([0], np.cumsum(self.ends - self.begins)))  # covered before each span
 
     def within(self, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:

@@ -64,10 +64,6 @@ class Lane:
     thread: str = ""  # cpu/python lanes: the thread they belong to
     depth: int = 0  # cpu/python lanes: nesting depth
 
-    @property
-    def is_counter(self) -> bool:
-        return self.counter is not None
-
 
 @dataclass(frozen=True)
 class LaneFrame:
@@ -93,7 +89,7 @@ class Slice:
     name: str
     start_ns: int
     end_ns: int
-    ref: int  # call row (cpu, step), device event (gpu), frame row (python), step index (idle)
+    ref: int  # call row (cpu, step), device event (gpu), frame row (python), window number (idle), -1 (phase)
     kind: int
 
     @property
@@ -233,13 +229,12 @@ class Timeline:
     def range_stats(self, start_ns: int, end_ns: int, lanes: list[Lane] | None = None) -> RangeStats:
         """Busy share per lane over [start, end) and the tables of what started inside it."""
         lanes = self.lanes if lanes is None else lanes
-        edges = np.array([start_ns, end_ns], dtype=np.int64)
-        busy = [(lane, float(self.frame(start_ns, end_ns, 1, [lane])[0].busy[0])) for lane in lanes]
+        busy = [(frame.lane, float(frame.busy[0])) for frame in self.frame(start_ns, end_ns, 1, lanes)]
         calls = self.model.calls
         starts = calls.column("start_ns")
         rows = np.arange(int(np.searchsorted(starts, start_ns, "left")), int(np.searchsorted(starts, end_ns, "left")))
         device_rows = [
-            lane.intervals.refs[lane.intervals.starting_in(int(edges[0]), int(edges[1]))]
+            lane.intervals.refs[lane.intervals.starting_in(start_ns, end_ns)]
             for lane in self.lanes
             if lane.group == "gpu" and lane.intervals is not None
         ]
@@ -267,7 +262,7 @@ class Timeline:
             launched = np.flatnonzero(np.frombuffer(model.activity.launcher, dtype=np.int64) == item.ref)
             if len(launched):
                 facts.append(("launched", f"{len(launched)} device events"))
-                links.extend(found for found in (self._device_slice(int(i)) for i in launched[:50]) if found)
+                links.extend(found for found in (self.device_slice(int(i)) for i in launched[:50]) if found)
         elif group == "gpu":
             activity = model.activity
             facts.append(("kind", GPU_KINDS[item.kind]))
@@ -278,7 +273,7 @@ class Timeline:
             launcher = int(np.frombuffer(activity.launcher, dtype=np.int64)[item.ref])
             if launcher >= 0:
                 facts.append(("launched by", model.calls.name(launcher)))
-                found = self._call_slice(launcher)
+                found = self.call_slice(launcher)
                 if found:
                     links.append(found)
         elif group == "python":
@@ -289,13 +284,6 @@ class Timeline:
 
     def call_slice(self, row: int) -> Slice | None:
         """The slice of call ``row`` in its thread's depth lane (a table row -> the timeline)."""
-        return self._call_slice(row)
-
-    def device_slice(self, index: int) -> Slice | None:
-        """The slice of device event ``index`` in its stream's lane."""
-        return self._device_slice(index)
-
-    def _call_slice(self, row: int) -> Slice | None:
         calls = self.model.calls
         if is_step_name(calls.name(row)):
             return self._find(self.lane("step"), row, calls.start_ns[row])
@@ -306,7 +294,8 @@ class Timeline:
             up = calls.parent[up]
         return self._find(self.lane(f"cpu/{calls.tid(row)}/{depth}"), row, calls.start_ns[row])
 
-    def _device_slice(self, index: int) -> Slice | None:
+    def device_slice(self, index: int) -> Slice | None:
+        """The slice of device event ``index`` in its stream's lane."""
         activity = self.model.activity
         return self._find(self.lane(f"gpu/{activity.text('stream', index)}"), index, int(activity.start_ns[index]))
 

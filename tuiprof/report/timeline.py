@@ -30,7 +30,7 @@ from tuiprof.trace.store import TraceEvents
 BLOCKS = "▁▂▃▄▅▆▇█"
 MIN_BOX = 4  # whole columns an event needs before its name is written inside it
 LABEL_WIDTH = 16
-_TICK_STEPS = [m * 10**e for e in range(0, 13) for m in (1, 2, 5)]  # nanoseconds
+_TICK_STEPS = [m * 10**e for e in range(13) for m in (1, 2, 5)]  # nanoseconds
 _UNITS = (("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
 _MIN_TICK_GAP = 12  # columns between ruler labels
 
@@ -127,7 +127,7 @@ def tick_step(start_ns: int, end_ns: int, columns: int) -> int:
 def format_offset(ns: int, step: int) -> str:
     """A ruler time in the unit of the tick step: ``1.5ms``, ``250us``, ``2s``."""
     unit, size = next((u, s) for u, s in _UNITS if step >= s)
-    decimals = 0 if step % size == 0 else max(0, -int(math.floor(math.log10(step / size))))
+    decimals = 0 if step % size == 0 else max(0, -math.floor(math.log10(step / size)))
     return f"{ns / size:.{decimals}f}{unit}"
 
 
@@ -161,7 +161,6 @@ def draw(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: li
 def render_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "") -> str:
     """The frame as plain text: a header, the ruler, one line per lane, a legend."""
     origin = timeline.begin_ns
-    step = tick_step(start_ns, end_ns, columns)
     cell = (end_ns - start_ns) / columns
     header = (
         f"{plain(title)}  " if title else ""
