@@ -204,6 +204,19 @@ def test_json_output(synthetic) -> None:
     assert lanes["gpu/9"]["events"] == [None, None, None, None, "ncclKernel_AllReduce_RING"]
 
 
+def test_a_device_never_idle_has_an_empty_idle_lane(tmp_path) -> None:
+    """No steps: the window is the device's span, all busy; the lane is empty, not an error."""
+    path = tmp_path / "busy.json"
+    events = [_event("kernel", "ncclKernel_AllReduce", 100, 50, tid=0, pid=0), _event("cpu_op", "record_param_comms", 200, 100)]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    result = tuiprof("timeline", str(path), "--width", "8", "--lanes", "gpu,idle")
+    assert result.returncode == 0, result.stderr
+    assert [line.rstrip() for line in result.stdout.splitlines()[3:5]] == [
+        "stream ?".ljust(LABEL_WIDTH) + " ██", "device idle"
+    ]
+    assert "device idle: 0.0% of this window" in result.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [

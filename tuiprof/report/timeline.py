@@ -95,7 +95,7 @@ def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: st
     index = frame.lane.intervals
     kinds = [-1] * columns
     boxed = [False] * columns
-    if index is not None:
+    if index is not None and len(index):
         present = dominant >= 0
         kinds = np.where(present, index.kinds[np.maximum(dominant, 0)], -1).tolist()
         for row in np.unique(dominant[present]).tolist():  # only events that fill some column
