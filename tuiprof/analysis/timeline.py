@@ -34,7 +34,7 @@ from functools import cached_property
 import numpy as np
 
 from tuiprof.analysis.arrays import group_rows, nearest_ancestor
-from tuiprof.analysis.calls import BACKWARD_ROOT_PREFIX, DeviceActivity, is_step_name
+from tuiprof.analysis.calls import DeviceActivity, is_step_name
 from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, merge_spans, subtract_spans
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
 from tuiprof.analysis.model import TraceModel
@@ -49,6 +49,7 @@ GPU_KINDS = (*DEVICE_KINDS, "communication")  # an event's kind code in gpu lane
 COMMUNICATION_KIND = len(DEVICE_KINDS)
 PHASES = ("data loading", "forward", "backward", "optimizer")  # kind codes in the phase lane
 OPTIMIZER_PREFIX = "Optimizer."
+BACKWARD_ROOT_PREFIX = "autograd::engine::evaluate_function: "  # the autograd engine's node for one backward op
 IDLE_NAME = "idle"
 
 
