@@ -37,8 +37,9 @@ TIMELINE_COMMANDS: tuple[Command, ...] = (
     Command("b", "slice(-1)", "Prev slice", "timeline: cursor to the previous slice of the lane", scope="timeline", palette=False),
     Command("f", "fit_step", "Fit step", "timeline: fit the step under the cursor (the whole trace without steps)", scope="timeline", show=True, palette=False),
     Command("F", "fit_all", "Fit all", "timeline: fit the whole trace", scope="timeline", display="F", palette=False),
-    Command("n,right_square_bracket", "step(1)", "Next step", "timeline: fit the next step", scope="timeline", display="n ]", palette=False),
-    Command("p,left_square_bracket", "step(-1)", "Prev step", "timeline: fit the previous step", scope="timeline", display="p [", palette=False),
+    # n/p, not ]/[: those switch the rank of a distributed run in every view.
+    Command("n", "step(1)", "Next step", "timeline: fit the next step", scope="timeline", palette=False),
+    Command("p", "step(-1)", "Prev step", "timeline: fit the previous step", scope="timeline", palette=False),
     Command("g", "gap(1)", "Idle gap", "timeline: next device-idle gap at least one column wide", scope="timeline", show=True, palette=False),
     Command("G", "gap(-1)", "Prev gap", "timeline: previous device-idle gap at least one column wide", scope="timeline", display="G", palette=False),
     Command("enter", "open_slice", "Detail", "timeline: the slice under the cursor: detail, launch/kernel links highlighted", scope="timeline", palette=False),
