@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.oracle import covered_ns
 from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, MaxTree, merge_spans, subtract_spans
 from tuiprof.analysis.timeline import Timeline, _depths
 
@@ -60,13 +61,7 @@ def _edges(rng: np.random.Generator, starts: np.ndarray, ends: np.ndarray) -> np
 
 
 def _brute_busy(starts, ends, a: int, b: int) -> int:
-    clipped = sorted((max(s, a), min(e, b)) for s, e in zip(starts.tolist(), ends.tolist()) if min(e, b) > max(s, a))
-    total, reach = 0, a
-    for s, e in clipped:
-        if e > reach:
-            total += e - max(s, reach)
-            reach = e
-    return total
+    return covered_ns(list(zip(starts.tolist(), ends.tolist())), a, b)
 
 
 def _overlap(s: int, e: int, a: int, b: int) -> int:
