@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from tests.oracle import covered_ns
-from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, MaxTree, merge_spans, subtract_spans
+from tuiprof.analysis.intervals import (
+    NO_EVENT,
+    CounterIndex,
+    IntervalIndex,
+    MaxTree,
+    merge_spans,
+    subtract_spans,
+)
 from tuiprof.analysis.timeline import Timeline, _depths
 
 SEEDS = range(40)
