@@ -230,7 +230,7 @@ async def test_empty_states_say_why(tmp_path) -> None:
         await _loaded(app, pilot)
         await pilot.press("4")
         assert "CPU-only profile" in app.query_one("#kernels-table", RowTable).empty_message
-        await pilot.press("7")
+        await pilot.press("0")
         assert app.current_view == "log"
         assert "No profiler log" in "".join(str(line.text) for line in app.query_one("#log-lines").lines)
 
@@ -293,8 +293,8 @@ async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
     app = ExplorerApp(FileSource(str(saved)))
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
-        assert " 7 Log " in _text(app.query_one("#header"))
-        await pilot.press("7")
+        assert " 0 Log " in _text(app.query_one("#header"))
+        await pilot.press("0")
         lines = [str(line.text) for line in app.query_one("#log-lines").lines]
         assert any("[bracketed]" in line for line in lines)
 

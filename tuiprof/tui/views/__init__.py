@@ -22,10 +22,10 @@ VIEWS: tuple[type[ExplorerView], ...] = (
     KernelsView,
     MemoryView,
     StepsView,
-    LogView,
+    TimelineView,
     RanksView,
     CollectivesView,
-    TimelineView,
+    LogView,
 )
 VIEW_KEYS = "1234567890"
 
