@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import needs_shared
+from tests.conftest import ROOT, needs_shared
 from tests.test_timeline import H100, _synthetic_events
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
@@ -176,3 +176,28 @@ def test_timeline_screens(snap_compare, size, keys) -> None:
 
     app = ExplorerApp(FileSource(str(H100)))
     assert snap_compare(app, terminal_size=size, press=keys, run_before=open_timeline)
+
+
+async def test_t_shows_a_table_row_in_the_timeline_and_enter_on_a_step_fits_it() -> None:
+    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))  # works without ../shared
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("3", "T")  # Operators: the top operator's longest call
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        canvas = app.query_one(TimelineCanvas)
+        assert app.current_view == "timeline"
+        assert canvas.selected is not None and canvas.selected.name == "aten::addmm"
+        assert canvas.start_ns <= canvas.selected.start_ns < canvas.end_ns
+        assert canvas.lane.key == canvas.selected.lane.key
+        await pilot.press("4", "T")  # Kernels: the top kernel's longest launch
+        await pilot.pause()
+        kernels = app.query_one("#kernels-table", RowTable)
+        assert canvas.selected.lane.group == "gpu"
+        assert canvas.selected.duration_ns / 1000 == pytest.approx(kernels.current_row["max_us"])
+        await pilot.press("6", "enter")  # Steps: the step's window
+        await pilot.pause()
+        step = app.model.steps[0]
+        assert app.current_view == "timeline"
+        assert canvas.start_ns == step.start_ns and canvas.end_ns >= step.start_ns + round(step.duration_us * 1000) - canvas.columns

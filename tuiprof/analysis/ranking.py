@@ -3,6 +3,8 @@ tree share, so "top module" and "share of module time" mean one thing everywhere
 
 from __future__ import annotations
 
+import numpy as np
+
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import OperatorStats
@@ -36,3 +38,19 @@ def top_operators(model: TraceModel, limit: int = 5) -> list[OperatorStats]:
     key = operator_rank_key(model)
     ranked = sorted((s for s in model.operators() if s.name != STEP_ROW), key=lambda s: getattr(s, key), reverse=True)
     return ranked[:limit]
+
+
+def longest_call(model: TraceModel, rows: tuple[int, ...]) -> int | None:
+    """The longest of an operator's calls (the one the timeline shows for its row)."""
+    if not rows:
+        return None
+    picked = np.array(rows, dtype=np.int64)
+    return int(picked[np.argmax(model.calls.column("total_ns")[picked])])
+
+
+def longest_launch(model: TraceModel, indices: tuple[int, ...]) -> int | None:
+    """The longest launch of a kernel (device event index)."""
+    if not indices:
+        return None
+    picked = np.array(indices, dtype=np.int64)
+    return int(picked[np.argmax(model.activity.dur_ns[picked])])

@@ -25,7 +25,7 @@ from tuiprof.errors import EXIT_INTERRUPTED
 from tuiprof.report.header import trace_title
 from tuiprof.report.views import ViewOptions
 from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
-from tuiprof.tui.messages import JumpTo, LoadFinished
+from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
@@ -128,6 +128,18 @@ class ExplorerApp(TableApp):
         self.query_one("#views", ContentSwitcher).current = view_id
         self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
         self.query_one(ExplorerHeader).current = view_id
+
+    def action_show_in_timeline(self) -> None:
+        target = self.view().timeline_target() if self.model is not None else None
+        if target is None:
+            self.notify("Nothing here to show in the Timeline: pick an operator, kernel or step.", severity="warning")
+            return
+        self.post_message(ShowInTimeline(target))
+
+    @on(ShowInTimeline)
+    def _show_in_timeline(self, message: ShowInTimeline) -> None:
+        self.action_show_view("timeline")
+        self.view("timeline").show_target(message.target)
 
     @on(JumpTo)
     def _jump(self, message: JumpTo) -> None:

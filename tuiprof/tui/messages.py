@@ -51,3 +51,12 @@ class JumpTo(Message):
         super().__init__()
         self.view = view
         self.name = name
+
+
+class ShowInTimeline(Message):
+    """Show one event selected in the Timeline: ("call", call row), ("device", device
+    event index) or ("window", start ns, end ns) for a step."""
+
+    def __init__(self, target: tuple) -> None:
+        super().__init__()
+        self.target = target

@@ -60,6 +60,10 @@ class ExplorerView(Vertical):
         table = self.active_table()
         return (self.view_id, table.rows, table.columns) if table is not None else None
 
+    def timeline_target(self) -> tuple | None:
+        """What ``T`` shows in the Timeline for the cursor's row (see messages.ShowInTimeline)."""
+        return None
+
     def help_columns(self) -> View | None:
         """The report view whose columns ? explains."""
         return None

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranking import longest_launch
 from tuiprof.report.details import kernel_text
 from tuiprof.report.views import LAUNCH_COLUMNS, VIEWS, Row, View, build_launch_rows
 from tuiprof.tui.screens.events import EventListScreen
@@ -24,6 +25,11 @@ class KernelsView(ExplorerView):
     def compose(self) -> ComposeResult:
         yield RowTable(id="kernels-table")
         yield Static(id="kernel-detail", classes="detail")
+
+    def timeline_target(self) -> tuple | None:
+        row = self.query_one(RowTable).current_row
+        launch = longest_launch(self.model, row["_stats"].rows) if row and self.model else None
+        return ("device", launch) if launch is not None else None
 
     def help_columns(self) -> View:
         return VIEWS["kernels"]

@@ -12,6 +12,7 @@ from textual.timer import Timer
 from textual.widgets import Static, Tree
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranking import longest_call
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.details import module_text, operator_text
 from tuiprof.report.views import MODULE_TREE_LEGEND, VIEWS, Row, View, ViewOptions, module_row
@@ -43,6 +44,11 @@ class ModulesView(ExplorerView):
             with Vertical(id="module-side"):
                 yield RowTable(id="module-ops")
                 yield Static(id="module-detail", classes="detail")
+
+    def timeline_target(self) -> tuple | None:
+        row = self.query_one(RowTable).current_row
+        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
+        return ("call", call) if call is not None else None
 
     def help_columns(self) -> View:
         tree_focused = self.screen.focused is self.query_one(ModuleTreeView)

@@ -29,6 +29,7 @@ HINT = "enter: detail · v: range · g: next idle gap · f: fit step · +/-: zoo
 class TimelineView(ExplorerView):
     view_id = "timeline"
     title = "Timeline"
+    _pending: tuple | None = None  # a T target that arrived before the timeline's index
 
     def compose(self) -> ComposeResult:
         yield TimelineCanvas(id="timeline-canvas")
@@ -45,7 +46,29 @@ class TimelineView(ExplorerView):
     def _build(self, model: TraceModel) -> None:
         timeline = build_timeline(model)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self.query_one(TimelineCanvas).show, timeline)
+            self.app.call_from_thread(self._show_timeline, timeline)
+
+    def _show_timeline(self, timeline: Timeline) -> None:
+        self.query_one(TimelineCanvas).show(timeline)
+        if self._pending is not None:  # a T pressed elsewhere before the index was ready
+            self.show_target(self._pending)
+
+    def show_target(self, target: tuple) -> None:
+        """Select what another view's ``T`` asked for: ("call", row), ("device", index), ("window", start, end)."""
+        timeline, canvas = self.timeline, self.query_one(TimelineCanvas)
+        if timeline is None or timeline.model is not self.model:
+            self._pending = target
+            return
+        self._pending = None
+        kind, *where = target
+        if kind == "window":
+            canvas.show_window(*where)
+            return
+        item = timeline.call_slice(where[0]) if kind == "call" else timeline.device_slice(where[0])
+        if item is None:
+            self.app.bell()
+            return
+        canvas.reveal(item)
 
     @property
     def timeline(self) -> Timeline | None:

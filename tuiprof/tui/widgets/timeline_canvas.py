@@ -139,6 +139,25 @@ class TimelineCanvas(Widget, can_focus=True):
         self.linked = self.timeline.detail(item).links if item is not None and self.timeline else []
         self.post_message(self.Focused(item, self.selected_range))
 
+    def reveal(self, item: Slice) -> None:
+        """Select ``item`` and show it: its lane (every depth of its thread when it lies deep),
+        the window a few times its length around it, the cursor on its start."""
+        lane = item.lane
+        if lane.group in ("cpu", "python") and lane.depth >= self.depths.get(lane.thread, DEFAULT_DEPTH):
+            self.depths[lane.thread] = ALL_DEPTHS
+        keys = [shown.key for shown in self.lanes]
+        self.lane_index = keys.index(lane.key) if lane.key in keys else self.lane_index
+        self.show_window(item.start_ns - item.duration_ns, item.end_ns + item.duration_ns)
+        self.cursor_ns = item.start_ns
+        self._select(item)
+        self._moved()
+
+    def show_window(self, start_ns: int, end_ns: int) -> None:
+        """Fit ``start_ns``..``end_ns`` (a step's window) with the cursor at its start."""
+        self._set_window(start_ns, end_ns)
+        self.cursor_ns = start_ns
+        self._moved()
+
     # ------------------------------------------------------------ actions
 
     def action_zoom(self, factor: float) -> None:
