@@ -422,7 +422,9 @@ def test_live_explorer_shows_progress_during_capture_then_the_trace(tmp_path) ->
         torch_at = term.wait_for(r"importing torch")
         building_at = term.wait_for(r"building tuiprof")
         warmup_at = term.wait_for(r"step 2/5 · warmup · [0-9.]+ s · loss [0-9.]+")
-        active_at = term.wait_for(r"step 4/5 · active")
+        # Progress messages coalesce (a newer one replaces one not yet drawn): on a busy machine a
+        # step can pass undrawn, so any active step will do.
+        active_at = term.wait_for(r"step [3-5]/5 · active")
         explorer_at = term.wait_for(r"Findings")  # the Overview of the loaded trace
         assert torch_at < building_at < warmup_at < active_at < explorer_at
         term.press("q")

@@ -28,7 +28,6 @@ class StepStats:
     memcpy_us: float
     memset_us: float
     communication_us: float
-    device_busy_us: float  # union of all device activity in the window
     device_idle_us: float  # window minus busy
     device_window_us: float  # the step as the device saw it (see build_steps)
     device_window_start_ns: int  # where that window begins
@@ -147,7 +146,6 @@ def _step_stats(
         memcpy_us=memcpy / 1000,
         memset_us=memset / 1000,
         communication_us=communication / 1000,
-        device_busy_us=busy / 1000,
         device_idle_us=(window_ns - busy) / 1000,
         device_window_us=window_ns / 1000,
         device_window_start_ns=int(window[0]),
