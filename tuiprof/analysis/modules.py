@@ -99,10 +99,18 @@ class ModuleTree:
     # For every call, the backward root (a node's backward_rows entry) it runs under, else -1.
     backward_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
     _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
+    _cost_us: float | None = field(default=None, repr=False)
 
     def walk(self):
         for root in self.roots:
             yield from root.walk()
+
+    @property
+    def cost_us(self) -> float:
+        """All module time: the roots' costs (kept: every tree row divides by it)."""
+        if self._cost_us is None:
+            self._cost_us = sum(root.cost_us for root in self.roots)
+        return self._cost_us
 
     def operator_rows(self, node: ModuleNode) -> np.ndarray:
         """Every call the module accounts for: its forward calls (children modules

@@ -14,7 +14,7 @@ STEP_ROW = "ProfilerStep*"  # the merged step spans: a container, never "the top
 
 def module_time_us(model: TraceModel) -> float:
     """All module time: the roots' costs (forward + backward, see ModuleNode.cost_us)."""
-    return sum(root.cost_us for root in model.modules.roots)
+    return model.modules.cost_us
 
 
 def module_share(model: TraceModel, node: ModuleNode) -> float:

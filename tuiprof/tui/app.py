@@ -95,10 +95,11 @@ class ExplorerApp(TableApp):
         self.action_show_view(VIEWS[0].view_id)  # always the Overview first: it names the top module and operator
 
     def action_switch_rank(self, step: int) -> None:
-        if self.model is not None:
-            self._switch_rank(self.model, step)
+        current = self.model
+        if current is not None:  # a closure: a worker's description holds the repr() of its arguments
+            self.run_worker(lambda: self._switch_rank(current, step), thread=True, exclusive=True, group="rank",
+                            description="switch rank")
 
-    @work(thread=True, exclusive=True, group="rank")
     def _switch_rank(self, current: TraceModel, step: int) -> None:
         """Load the neighbouring rank off the UI thread, then show it in every view."""
         target = self.load_or_notify(lambda: RankModels.neighbour(current, step))

@@ -9,7 +9,6 @@ module of its own plus one line in :mod:`tuiprof.tui.views`.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import ClassVar
 
 from textual import on
@@ -101,15 +100,14 @@ class ExplorerView(Vertical):
         columns = columns or view.visible_columns(options, model)
         sort = table.sort_key if table.sort_key in {c.key for c in columns} else (default_sort or view.default_sort_for(model))
         descending = table.descending if table.sort_key == sort else True
-        big = view.name == "ops" and len(model.calls) > ASYNC_CALLS
-        if big and not model.has_operator_table(
-            group_by_shape=options.group_by_shape, top_level_only=options.top_level_only, module=options.module
-        ):
+        if view.name == "ops" and len(model.calls) > ASYNC_CALLS:  # even a cached table has rows to build
             table.empty_message = "computing…"
             table.set_data(columns, [], sort, descending)
+            # A closure, not arguments: a worker's description holds the repr() of its arguments,
+            # and the repr of a module filter on a big trace is its whole subtree.
             self.run_worker(
-                partial(self._rows_in_background, table, view, options, columns, sort, descending),
-                thread=True, exclusive=True, group=f"rows-{table.id}",
+                lambda: self._rows_in_background(table, view, options, columns, sort, descending),
+                thread=True, exclusive=True, group=f"rows-{table.id}", description=f"rows of {table.id}",
             )
             return
         table.set_data(columns, view.build(model, options), sort, descending)
