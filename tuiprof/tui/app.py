@@ -44,7 +44,7 @@ class ExplorerApp(TableApp):
     TITLE = "tuiprof"
     BINDINGS = [
         *bindings(APP_COMMANDS),
-        *[Binding(key, f"show_view('{view_id}')", view.title, show=False) for key, view_id, view in view_keys()],
+        *[Binding(key, f"show_view('{view_id}')", view.title, show=False) for key, view_id, view in view_keys() if key],
     ]
 
     model: reactive[TraceModel | None] = reactive(None, init=False)

@@ -104,7 +104,7 @@ def palette_commands(
     """The command palette: every view, every app command, and sorting the
     focused table by any of its columns (hidden ones too)."""
     for key, view_id, view in views:
-        yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view (key {key})", lambda v=view_id: app.action_show_view(v))
+        yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view" + (f" (key {key})" if key else ""), lambda v=view_id: app.action_show_view(v))
     for command in app_commands:
         if command.palette:
             yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: app.run_action(a))

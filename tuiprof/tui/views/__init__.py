@@ -31,5 +31,6 @@ VIEW_KEYS = "1234567890"
 
 
 def view_keys() -> list[tuple[str, str, type[ExplorerView]]]:
-    """(key, view id, view class) for every registered view."""
-    return [(key, view.view_id, view) for key, view in zip(VIEW_KEYS, VIEWS)]
+    """(key, view id, view class) for every registered view; views past the tenth have no
+    key ("") and are reached from the header's tabs order and the command palette."""
+    return [(VIEW_KEYS[i] if i < len(VIEW_KEYS) else "", view.view_id, view) for i, view in enumerate(VIEWS)]

@@ -40,7 +40,7 @@ class ExplorerHeader(Static):
         for key, view_id, view in self.tabs:
             if view_id != self.current and not view.available(self.model, self.log_lines):
                 continue
-            tabs.append(f" {key} {view.title} ", style="reverse bold" if view_id == self.current else "dim")
+            tabs.append(f" {key} {view.title} " if key else f" {view.title} ", style="reverse bold" if view_id == self.current else "dim")
         toggles = [name for on, name in ((self.options.group_by_shape, "by shape"), (self.options.top_level_only, "top-level")) if on]
         if toggles:
             tabs.append("  [" + ", ".join(toggles) + "]", style="bold yellow")
