@@ -127,6 +127,7 @@ def test_external_ids_ignored() -> None:
 
 
 def test_step_flops() -> None:
-    finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0, flops_source="measured"))
+    finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0, flops_source="measured", steps=[_step()]))
     assert finding.id == "step-flops"
-    assert "2.00 GFLOP forward + backward" in finding.text and "500.000ms, 4.00 GFLOP/s achieved" in finding.text
+    assert "per step: 2.00 GFLOP forward only (no backward in this trace)" in finding.text
+    assert "500.000ms, 4.00 GFLOP/s achieved" in finding.text

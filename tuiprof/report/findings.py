@@ -132,10 +132,14 @@ def shapes_and_flops(model: TraceModel) -> Finding | None:
         return Finding("no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
     if model.step_flops:
         rate = f", {format_count(model.step_flops_per_s)}FLOP/s achieved" if model.step_flops_per_s else ""
+        training = any(root.backward_cpu_us for root in model.modules.roots) or any(s.name.startswith("autograd::") for s in model.operators())
+        what = "forward + backward" if training else "forward only (no backward in this trace)"
+        where = f"per step: {format_count(model.step_flops)}FLOP {what}" if model.steps else (
+            f"over the whole trace (no ProfilerStep spans): {format_count(model.step_flops)}FLOP {what}")
         return Finding(
             "step-flops", "info",
-            f"Training FLOPs per step: {format_count(model.step_flops)}FLOP forward + backward (FlopCounterMode's formulas) "
-            f"in {format_us(model.step_time_us)}{rate}. Operator FLOPs (profiler's formulas) {model.flops_source}.",
+            f"FLOPs {where} (FlopCounterMode's formulas) in {format_us(model.step_time_us)}{rate}. "
+            f"Operator FLOPs (profiler's formulas) {model.flops_source}.",
         )
     if model.total_flops:
         return Finding("flops-source", "info", f"FLOPs {model.flops_source}.")

@@ -292,7 +292,11 @@ STEP_COLUMNS = (
 
 
 def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    return _attribute_rows(model.steps, STEP_COLUMNS)
+    rows = _attribute_rows(model.steps, STEP_COLUMNS)
+    for row in rows:  # a CPU-only step has no device window: its idle share is unknown, not 0 %
+        if not row["_stats"].device_window_us:
+            row["idle_pct"] = None
+    return rows
 
 
 # ------------------------------------------------------------------ memory

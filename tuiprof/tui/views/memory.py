@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranking import longest_call
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.views import VIEWS, View
 from tuiprof.tui.views.base import ExplorerView
@@ -28,6 +29,11 @@ class MemoryView(ExplorerView):
     def compose(self) -> ComposeResult:
         yield Static(id="memory-chart")
         yield RowTable(id="memory-ops")
+
+    def timeline_target(self) -> tuple | None:
+        row = self.query_one(RowTable).current_row
+        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
+        return ("call", call) if call is not None else None
 
     def help_columns(self) -> View:
         return VIEWS["ops"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -19,12 +20,23 @@ FINDING_COLUMNS = (
 )
 
 
+class OverviewScroll(VerticalScroll):
+    """The Overview page scrolls with the keys the tables use."""
+
+    BINDINGS = [
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+        Binding("g", "scroll_home", "Top", show=False),
+        Binding("G", "scroll_end", "Bottom", show=False),
+    ]
+
+
 class OverviewView(ExplorerView):
     view_id = "overview"
     title = "Overview"
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="overview-scroll"):
+        with OverviewScroll(id="overview-scroll"):
             yield Static(id="overview-body")
 
     def focus_target(self):

@@ -21,10 +21,8 @@ class ExplorerHeader(Static):
     def __init__(self, tabs: list[tuple[str, str, type]], **kwargs) -> None:
         super().__init__("tuiprof", **kwargs)
         self.tabs = tabs  # (key, view id, view class)
-        self._line: Text | None = None
 
-    def watch_model(self, model: TraceModel | None) -> None:
-        self._line = header_line(model) if model is not None else None
+    def watch_model(self) -> None:
         self._draw()
 
     def watch_options(self) -> None:
@@ -33,16 +31,29 @@ class ExplorerHeader(Static):
     def watch_current(self) -> None:
         self._draw()
 
+    def on_resize(self) -> None:
+        self._draw()
+
     def _draw(self) -> None:
-        if self.model is None or self._line is None:
+        if self.model is None:
             return
-        tabs = Text(no_wrap=True, overflow="ellipsis")
-        for key, view_id, view in self.tabs:
-            if view_id != self.current and not view.available(self.model, self.log_lines):
-                continue
-            tabs.append(f" {key} {view.title} " if key else f" {view.title} ", style="reverse bold" if view_id == self.current else "dim")
+        width = max(20, (self.size.width or 80) - 2)
+        shown = [(key, view_id, view) for key, view_id, view in self.tabs
+                 if view_id == self.current or view.available(self.model, self.log_lines)]
         toggles = [name for on, name in ((self.options.group_by_shape, "by shape"), (self.options.top_level_only, "top-level")) if on]
-        if toggles:
-            tabs.append("  [" + ", ".join(toggles) + "]", style="bold yellow")
-        body: RenderableType = Group(self._line, tabs)
+        marker = f"  [{', '.join(toggles)}]" if toggles else ""
+        tabs = self._tabs(shown, compact=False)
+        if tabs.cell_len + len(marker) > width:  # narrow: keys only, the current view named
+            tabs = self._tabs(shown, compact=True)
+        if marker:
+            tabs.append(marker, style="bold yellow")
+        body: RenderableType = Group(header_line(self.model, width), tabs)
         self.update(body)
+
+    def _tabs(self, shown: list[tuple[str, str, type]], compact: bool) -> Text:
+        tabs = Text(no_wrap=True, overflow="ellipsis")
+        for key, view_id, view in shown:
+            current = view_id == self.current
+            label = f" {key} " if compact and not current and key else (f" {key} {view.title} " if key else f" {view.title} ")
+            tabs.append(label, style="reverse bold" if current else "dim")
+        return tabs

@@ -51,7 +51,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         if needle:
             matches = [n for n in self._model.modules.walk() if needle in n.path.lower() or needle in (n.qualified_name or "").lower()]
             for node in sorted(matches, key=lambda n: n.cost_us, reverse=True):
-                self._add(self.root, node, node.path)
+                self._add(self.root, node, node.qualified_name or "…/" + "/".join(node.path.split("/")[-2:]) if node.depth > 1 else node.path)
         else:
             for root in self._model.modules.roots:
                 self._add(self.root, root)

@@ -26,6 +26,7 @@ MAX_TEXT_WIDTH = 60
 WIDTH_SAMPLE = 2000  # rows measured to size columns
 MIN_NAME = 22  # narrowest a name column gets before numeric columns are dropped
 MIN_OTHER_TEXT = 14  # narrowest a second text column (launcher, module) gets before the name shrinks
+MIN_PANE_NAME = 8  # narrowest a name gets in a pane too narrow for MIN_NAME and one number
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -96,10 +97,12 @@ class RowTable(ScrollView, can_focus=True):
         self._apply()
 
     def select_where(self, matches) -> bool:
-        """Move the cursor to the first shown row for which ``matches(row)`` is true."""
+        """Move the cursor to the first shown row for which ``matches(row)`` is true
+        (scrolled into view once laid out: the table may just have been shown)."""
         for index, row in enumerate(self.rows):
             if matches(row):
                 self.cursor = index
+                self.call_after_refresh(self._scroll_to_cursor)
                 return True
         return False
 
@@ -175,8 +178,11 @@ class RowTable(ScrollView, can_focus=True):
             widths[first_text] += spare  # the name takes what is left
             return widths
         # Too narrow: the name yields first, then the other text columns; numbers never.
+        # In a narrow pane the name may go below MIN_NAME rather than push numbers off the edge.
+        numbers = sum(w + GAP for w, c in zip(widths, self._shown) if c.numeric)
+        name_floor = max(MIN_PANE_NAME, min(MIN_NAME, self.size.width - numbers - GAP))
         for i, column in sorted(enumerate(self._shown), key=lambda item: item[0] != first_text):
-            floor = MIN_NAME if i == first_text else MIN_OTHER_TEXT
+            floor = name_floor if i == first_text else MIN_OTHER_TEXT
             if column.numeric or spare >= 0 or widths[i] <= floor:
                 continue
             cut = min(widths[i] - floor, -spare)
@@ -193,9 +199,10 @@ class RowTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - 1
             if index >= len(self.rows):
-                if not self.rows and y == 1:
+                lines = _wrap(self.empty_message, max(10, width - 2)) if not self.rows else []
+                if 1 <= y <= len(lines):  # the empty state, wrapped: it says why and what to do
                     style = self.get_component_rich_style("row-table--dim")
-                    return Strip([Segment(f" {self.empty_message}".ljust(width), style)], width)
+                    return Strip([Segment(f" {lines[y - 1]}".ljust(width), style)], width)
                 return Strip.blank(width, base)
             strip = self._row_strip(index)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
@@ -284,6 +291,18 @@ class RowTable(ScrollView, can_focus=True):
         index = self.scroll_offset.y + event.y - 1
         if 0 <= index < len(self.rows):
             self.cursor = index
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Words in lines of at most ``width`` cells (a longer word is cut)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and cell_len(line) + 1 + cell_len(word) > width:
+            lines.append(line)
+            line = ""
+        line = f"{line} {word}" if line else word[:width]
+    return [*lines, line] if line else lines
 
 
 def _fit(text: str, width: int, right: bool) -> str:
