@@ -457,6 +457,7 @@ def main() -> int:
     jobs = [("case", n, master.randrange(len(seeds)), master.getrandbits(64)) for n in range(args.cases)]
     counts = {"clean": 0, "crash": 0, "hang": 0}
     crashes: dict[str, tuple] = {}
+    per_signature: dict[str, int] = {}
     hangs: list[tuple] = []
     slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="tuiprof-fuzz-") as folder:
@@ -469,13 +470,16 @@ def main() -> int:
                     hangs.append(job)
                 elif isinstance(result[0], str):  # the worker died
                     counts["crash"] += 1
-                    crashes.setdefault(f"worker died (exit {result[1]})", (job, None))
+                    signature = f"worker died (exit {result[1]})"
+                    crashes.setdefault(signature, (job, None))
+                    per_signature[signature] = per_signature.get(signature, 0) + 1
                 else:
                     _, outcome, seconds, data, suffix, view, fmt = result
                     slowest = max(slowest, seconds)
                     counts[outcome.kind] += 1
                     if outcome.kind == "crash":
                         crashes.setdefault(outcome.signature, (job, (outcome, data, suffix, view, fmt)))
+                        per_signature[outcome.signature] = per_signature.get(outcome.signature, 0) + 1
                 if done % 500 == 0:
                     rate = done / (time.monotonic() - started)
                     print(f"  {done} cases, {counts}, {rate:.1f} cases/s", file=sys.stderr)
@@ -483,7 +487,8 @@ def main() -> int:
             args.out.mkdir(parents=True, exist_ok=True)
             for number, (signature, (job, found)) in enumerate(sorted(crashes.items())):
                 if found is None:
-                    print(f"crash: {signature}: case {job[1]} (seed {paths[job[2]].name}, case seed {job[3]})")
+                    print(f"crash: {signature} x{per_signature[signature]}: case {job[1]} "
+                          f"(seed {paths[job[2]].name}, case seed {job[3]})")
                     continue
                 outcome, data, suffix, view, fmt = found
                 small = minimise(pool, data, suffix, view, fmt, signature, args.minimise_seconds)
@@ -492,7 +497,8 @@ def main() -> int:
                 (args.out / f"crash-{number}.txt").write_text(
                     f"{signature}\ntuiprof summary {target.name} --view {view} --format {fmt}\n\n{outcome.detail}\n"
                 )
-                print(f"crash: {signature}: {target} ({len(small):,} bytes; --view {view} --format {fmt})")
+                print(f"crash: {signature} x{per_signature[signature]}: {target} "
+                      f"({len(small):,} bytes; --view {view} --format {fmt})")
         finally:
             pool.close()
     for job in hangs[:20]:
