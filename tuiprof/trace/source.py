@@ -174,7 +174,7 @@ Write = Callable[[bytes], object]
 
 # Decompression bombs: a 10 MB gzip of zeros inflates to 10 GB.  Output comes
 # in pieces of at most INFLATE_PIECE bytes, and inflating stops when the
-# output passes MAX_INFLATE_RATIO times the compressed size (real traces:
+# output passes max_inflate_ratio() times the compressed size (real traces:
 # 15-30x with gzip's default level) once it is past INFLATE_FLOOR.
 INFLATE_PIECE = 16 << 20
 INFLATE_FLOOR = 64 << 20
@@ -220,12 +220,10 @@ class TraceStart:
         if text.startswith(_BOM):
             text = text[len(_BOM) :]
         tokens = text.lstrip(_SPACE)
-        if len(tokens) < 2:
-            if len(text) - len(tokens) > _LEADING_SPACE:
-                self._refuse()
-            return
         first, rest = tokens[:1], tokens[1:].lstrip(_SPACE)
         if not rest:
+            if len(text) > _LEADING_SPACE:  # only whitespace around one bracket so far: not a trace
+                self._refuse()
             return
         if (first, rest[:1]) not in ((b"{", b'"'), (b"[", b"{"), (b"[", b"]")):
             self._refuse()
