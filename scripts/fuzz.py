@@ -29,7 +29,7 @@ raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (exception type and place) gets a minimised reproducer in
 ``--out``.
 
-    python scripts/fuzz.py --cases 10000 [--jobs 2] [--timeout 20] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out] [--no-extremes]
 """
 
 from __future__ import annotations
@@ -327,7 +327,9 @@ def run_summary(path: str, view: str, fmt: str) -> Outcome:
     return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
 
 
-def _worker(conn: Connection, seeds: list[bytes], folder: str) -> None:
+def _worker(conn: Connection, seeds: list[bytes], folder: str, extremes: bool) -> None:
+    global EXTREMES
+    EXTREMES = extremes
     os.environ["TUIPROF_DEBUG"] = "1"  # tracebacks, not "internal error" lines
     while True:
         try:
@@ -353,15 +355,15 @@ def _worker(conn: Connection, seeds: list[bytes], folder: str) -> None:
 class Pool:
     """Worker processes with a per-job timeout: a worker past it is killed and replaced."""
 
-    def __init__(self, jobs: int, seeds: list[bytes], folder: str, timeout: float) -> None:
-        self.seeds, self.folder, self.timeout = seeds, folder, timeout
+    def __init__(self, jobs: int, seeds: list[bytes], folder: str, timeout: float, extremes: bool) -> None:
+        self.seeds, self.folder, self.timeout, self.extremes = seeds, folder, timeout, extremes
         self.context = multiprocessing.get_context("spawn")
         self.workers: dict[Connection, tuple[multiprocessing.Process, float, tuple]] = {}
         self.idle: list[tuple[multiprocessing.Process, Connection]] = [self._start() for _ in range(jobs)]
 
     def _start(self) -> tuple[multiprocessing.Process, Connection]:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker, args=(child, self.seeds, self.folder), daemon=True)
+        process = self.context.Process(target=_worker, args=(child, self.seeds, self.folder, self.extremes), daemon=True)
         process.start()
         child.close()
         return process, parent
@@ -450,6 +452,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
+    parser.add_argument(
+        "--no-extremes", action="store_true",
+        help="leave out non-finite and 1e308 numbers (the ts/dur conversion's class) to look at the rest",
+    )
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="time budget per distinct crash")
     args = parser.parse_args()
 
@@ -466,7 +472,9 @@ def main() -> int:
     hangs: list[tuple] = []
     slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="tuiprof-fuzz-") as folder:
-        pool = Pool(args.jobs, seeds, folder, args.timeout)
+        global EXTREMES
+        EXTREMES = not args.no_extremes  # hang reproducers are regenerated here
+        pool = Pool(args.jobs, seeds, folder, args.timeout, EXTREMES)
         started = time.monotonic()
         try:
             for done, (job, result) in enumerate(pool.run(jobs), 1):

@@ -378,6 +378,8 @@ def _device_columns(
     shapes: dict[tuple, int] = {}  # launch shapes repeat: "x".join once per distinct shape
 
     def shape_code(values: list) -> int:
+        if not all(isinstance(v, (int, float, str)) for v in values):
+            return NONE  # nested lists (a damaged trace): no launch shape
         key = tuple(values)
         found = shapes.get(key)
         if found is None:
