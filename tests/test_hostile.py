@@ -338,6 +338,17 @@ def test_device_events_without_any_operator(tmp_path) -> None:
     assert {r["name"] for r in VIEWS["kernels"].build(model, ViewOptions())} == {"k1", "Memcpy HtoD"}
 
 
+def test_a_kernel_grid_of_nested_lists_is_no_launch_shape(tmp_path) -> None:
+    """Found by scripts/fuzz.py: ``"grid": [[1], 2]`` made the shape key unhashable (TypeError)."""
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+              "args": {"grid": [[1], 2], "block": [[[3]]], "correlation": 1}}
+    good = dict(kernel, name="k2", args={"grid": [4, 1, 1], "block": [128, 1, 1], "correlation": 2})
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps({"traceEvents": [kernel, good]}))
+    rows = {r["name"]: r for r in VIEWS["kernels"].build(load_model(path), ViewOptions())}
+    assert rows["k"]["grid"] in ("", None) and rows["k2"]["grid"] == "4x1x1"
+
+
 def _module_chain(depth: int) -> bytes:
     frames = [
         {"ph": "X", "cat": "python_function", "name": f"nn.Module: M_{i}", "pid": 1, "tid": 1, "ts": i,
