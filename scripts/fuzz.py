@@ -29,7 +29,7 @@ raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (exception type and place) gets a minimised reproducer in
 ``--out``.
 
-    python scripts/fuzz.py --cases 10000 [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out] [--no-extremes]
+    python scripts/fuzz.py --cases 10000 [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 """
 
 from __future__ import annotations
@@ -73,9 +73,7 @@ HOSTILE_TOKENS = [
     b"{", b"}", b"[", b"]", b",", b":", b"N/A", b"-", b"9" * 40, b"[" * 2000, b"{\"a\":" * 1200, b"\n", b"\t",
     b"null", b"true",
 ]
-# Numbers no float64 time survives (x 1000 in ns): the ts/dur conversion's class.
-# EXTREMES = False leaves them out (tests/test_fuzz_property.py, until that conversion is guarded).
-EXTREMES = True
+# Numbers no float64 time survives (x 1000 in ns): damage the ts/dur conversion reports.
 EXTREME_VALUES: list[object] = [1e308, -1e308, "NaN", "inf", "-inf", "1e999", float("nan"), float("inf")]
 EXTREME_TOKENS = [b"NaN", b"Infinity", b"-Infinity", b"1e999"]
 MEMBERS = [
@@ -173,7 +171,7 @@ def duplicate(data: bytes, rng: random.Random) -> bytes:
 
 def insert(data: bytes, rng: random.Random) -> bytes:
     at = rng.randrange(len(data) + 1)
-    return data[:at] + rng.choice(HOSTILE_TOKENS + EXTREME_TOKENS if EXTREMES else HOSTILE_TOKENS) + data[at:]
+    return data[:at] + rng.choice(HOSTILE_TOKENS + EXTREME_TOKENS) + data[at:]
 
 
 def _deep(depth: int) -> object:
@@ -189,7 +187,7 @@ def _value(rng: random.Random) -> object:
         return rng.choice(HOSTILE_STRINGS)
     if pick < 0.2:
         return _deep(rng.choice((50, 900, 3000)))
-    if pick < 0.3 and EXTREMES:
+    if pick < 0.3:
         return rng.choice(EXTREME_VALUES)
     return rng.choice(HOSTILE_VALUES)
 
@@ -327,9 +325,7 @@ def run_summary(path: str, view: str, fmt: str) -> Outcome:
     return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
 
 
-def _worker(conn: Connection, seeds: list[bytes], folder: str, extremes: bool) -> None:
-    global EXTREMES
-    EXTREMES = extremes
+def _worker(conn: Connection, seeds: list[bytes], folder: str) -> None:
     os.environ["TUIPROF_DEBUG"] = "1"  # tracebacks, not "internal error" lines
     while True:
         try:
@@ -355,15 +351,15 @@ def _worker(conn: Connection, seeds: list[bytes], folder: str, extremes: bool) -
 class Pool:
     """Worker processes with a per-job timeout: a worker past it is killed and replaced."""
 
-    def __init__(self, jobs: int, seeds: list[bytes], folder: str, timeout: float, extremes: bool) -> None:
-        self.seeds, self.folder, self.timeout, self.extremes = seeds, folder, timeout, extremes
+    def __init__(self, jobs: int, seeds: list[bytes], folder: str, timeout: float) -> None:
+        self.seeds, self.folder, self.timeout = seeds, folder, timeout
         self.context = multiprocessing.get_context("spawn")
         self.workers: dict[Connection, tuple[multiprocessing.Process, float, tuple]] = {}
         self.idle: list[tuple[multiprocessing.Process, Connection]] = [self._start() for _ in range(jobs)]
 
     def _start(self) -> tuple[multiprocessing.Process, Connection]:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker, args=(child, self.seeds, self.folder, self.extremes), daemon=True)
+        process = self.context.Process(target=_worker, args=(child, self.seeds, self.folder), daemon=True)
         process.start()
         child.close()
         return process, parent
@@ -452,10 +448,6 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
-    parser.add_argument(
-        "--no-extremes", action="store_true",
-        help="leave out non-finite and 1e308 numbers (the ts/dur conversion's class) to look at the rest",
-    )
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="time budget per distinct crash")
     args = parser.parse_args()
 
@@ -472,9 +464,7 @@ def main() -> int:
     hangs: list[tuple] = []
     slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="tuiprof-fuzz-") as folder:
-        global EXTREMES
-        EXTREMES = not args.no_extremes  # hang reproducers are regenerated here
-        pool = Pool(args.jobs, seeds, folder, args.timeout, EXTREMES)
+        pool = Pool(args.jobs, seeds, folder, args.timeout)
         started = time.monotonic()
         try:
             for done, (job, result) in enumerate(pool.run(jobs), 1):
