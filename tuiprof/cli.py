@@ -26,7 +26,7 @@ RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-ty
 
 def main(argv: list[str] | None = None) -> int:
     from tuiprof.report.plain import plain
-    from tuiprof.trace.cleanup import install_signal_handlers
+    from tuiprof.cleanup import install_signal_handlers
 
     install_signal_handlers()  # temporary files and decode workers go with us
     parser = build_parser()

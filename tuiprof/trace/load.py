@@ -19,7 +19,7 @@ from pathlib import Path
 from tuiprof.errors import TraceError
 from tuiprof.trace.columns import columns_from_events
 from tuiprof.trace.decode import DecodeReport, plan_document
-from tuiprof.trace.cleanup import temporary_file
+from tuiprof.cleanup import temporary_file
 from tuiprof.trace.parallel import DecodeWorkers, decode_columns, worker_count
 from tuiprof.trace.source import (
     STDIN,

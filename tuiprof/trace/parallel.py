@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tuiprof.trace.cleanup import forget_process, register_process
+from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
 from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span
 
