@@ -224,14 +224,14 @@ def run_timeline(args: argparse.Namespace) -> int:
 def choose_trace(path: str, select: str | None) -> TraceFile:
     """The trace to open: ``path`` itself, or the chosen trace of a run directory
     (saying which one is shown and how to pick another).  Bad paths fail here."""
+    from tuiprof.report.plain import plain
     from tuiprof.trace import resolve_trace
-    from tuiprof.trace.source import shown
 
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
         print(
-            f"tuiprof: {shown(path)} holds {len(traces)} traces; showing {rank}{shown(chosen.name)}"
+            f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
             " (pick another with --trace RANK|NAME)",
             file=sys.stderr,
         )

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuiprof.analysis.arrays import id_table, look_up, nearest_ancestor, nesting_depths
+from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, nesting_depths
 from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
@@ -513,7 +513,7 @@ def _attach_device_activity(
     activity.external_ids_ignored = bool(launches.any()) and bool((external[launches] == correlation[launches]).all())
     by_correlation = id_table(np.where(launching, NONE, correlation), NONE)
     launch = look_up(by_correlation, device.correlation, NONE)
-    via_launch = np.where(launch >= 0, op_parent[np.maximum(launch, 0)], -1)
+    via_launch = gather(op_parent, launch, -1)
     if activity.external_ids_ignored:
         node = via_launch
     else:

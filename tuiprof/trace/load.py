@@ -29,7 +29,6 @@ from tuiprof.trace.source import (
     is_gzip,
     read_trace_bytes,
     resolve_trace,
-    shown,
     spool_stream,
 )
 from tuiprof.trace.store import StoreBuilder, TraceEvents
@@ -80,8 +79,9 @@ def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) 
 
 
 def display_name(trace: TraceFile) -> str:
-    """The trace as messages name it: ``stdin`` for ``-``, else the path (escaped)."""
-    return "stdin" if trace.path == Path(STDIN) and trace.stream else shown(trace.path)
+    """The trace as messages name it: ``stdin`` for ``-``, else the path (shown escaped by
+    whoever displays it: :mod:`tuiprof.report.plain`)."""
+    return "stdin" if trace.path == Path(STDIN) and trace.stream else str(trace.path)
 
 
 @contextlib.contextmanager

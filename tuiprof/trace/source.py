@@ -44,17 +44,6 @@ class TraceFile:
 
 
 STDIN = "-"
-# Where a path is shown in a message: control characters escaped, long names cut.
-_SHOWN_CHARS = 300
-
-
-def shown(path: str | os.PathLike[str]) -> str:
-    """A path as it may appear in a message (see :mod:`tuiprof.report.plain`)."""
-    from tuiprof.report.plain import plain
-
-    return plain(os.fspath(path), _SHOWN_CHARS)
-
-
 def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
@@ -64,7 +53,7 @@ def list_traces(directory: Path) -> list[TraceFile]:
     try:
         entries = list(os.scandir(directory))
     except OSError as exc:
-        raise TraceError(shown(directory), f"cannot be listed ({exc.strerror})", "check its permissions") from None
+        raise TraceError(str(directory), f"cannot be listed ({exc.strerror})", "check its permissions") from None
     found = []
     for entry in entries:
         if not is_trace_name(Path(entry.name)):
@@ -98,9 +87,9 @@ def resolve_trace(path: str | os.PathLike[str], select: str | None = None) -> tu
     try:
         info = target.stat()
     except FileNotFoundError:
-        raise TraceError(shown(target), "no such file or directory", "check the path") from None
+        raise TraceError(str(target), "no such file or directory", "check the path") from None
     except OSError as exc:
-        raise TraceError(shown(target), f"cannot be opened ({exc.strerror})", "check the path") from None
+        raise TraceError(str(target), f"cannot be opened ({exc.strerror})", "check the path") from None
     if stat.S_ISREG(info.st_mode):
         trace = TraceFile(target, info.st_size, None)
         return trace, [trace]
@@ -109,12 +98,12 @@ def resolve_trace(path: str | os.PathLike[str], select: str | None = None) -> tu
         return trace, [trace]
     if not stat.S_ISDIR(info.st_mode):
         raise TraceError(
-            shown(target), "is not a file, a directory or a pipe", "pass a trace file, a run directory, or - for stdin"
+            str(target), "is not a file, a directory or a pipe", "pass a trace file, a run directory, or - for stdin"
         )
     traces = list_traces(target)
     if not traces:
         raise TraceError(
-            shown(target), "no trace files (*.json, *.json.gz) in this directory", "pass a trace file or a run directory"
+            str(target), "no trace files (*.json, *.json.gz) in this directory", "pass a trace file or a run directory"
         )
     if select is None:
         return traces[0], traces
@@ -128,13 +117,13 @@ def _select(directory: Path, traces: list[TraceFile], select: str) -> TraceFile:
             ranks = sorted({t.rank for t in traces if t.rank is not None})
             known = ", ".join(map(str, ranks)) if ranks else "none (the files name no rank)"
             raise TraceError(
-                shown(directory), f"no trace of rank {select}", f"ranks here: {known}; or pass part of a file name"
+                str(directory), f"no trace of rank {select}", f"ranks here: {known}; or pass part of a file name"
             )
         return chosen[0]
     chosen = [t for t in traces if select in t.name]
     if not chosen:
-        names = ", ".join(shown(t.name) for t in traces[:5])
-        raise TraceError(shown(directory), f"no trace matches {shown(select)!r}", f"choose a rank or a name among: {names}")
+        names = ", ".join(t.name for t in traces[:5])
+        raise TraceError(str(directory), f"no trace matches {select!r}", f"choose a rank or a name among: {names}")
     return chosen[0]
 
 
@@ -245,7 +234,7 @@ def read_trace_bytes(
 
     ``source`` names the trace in messages (a temporary copy's origin).
     """
-    source = source or shown(trace.path)
+    source = source or str(trace.path)
     with _open(trace) as handle:
         magic = _read(handle.read, 2, source)
         if magic == _GZIP_MAGIC:
@@ -265,7 +254,7 @@ def _open(trace: TraceFile):
     try:
         return open(trace.path, "rb")
     except OSError as exc:
-        raise TraceError(shown(trace.path), f"cannot be read ({exc.strerror})", "check its permissions") from None
+        raise TraceError(str(trace.path), f"cannot be read ({exc.strerror})", "check its permissions") from None
 
 
 def _read(read: Callable[[int], bytes], size: int, source: str) -> bytes:
@@ -282,7 +271,7 @@ def gzip_to_file(trace: TraceFile, target, progress: ReadProgress | None = None)
     processes can map it, and its pages are the kernel's cache, not this
     process's memory.
     """
-    source = shown(trace.path)
+    source = str(trace.path)
     with _open(trace) as handle:
         inflate_gzip(lambda n: _read(handle.read, n, source), trace.size_bytes, source, _writer(target, source), progress)
     target.flush()
@@ -300,7 +289,7 @@ def _writer(target, source: str) -> Write:
 
 def spool_stream(trace: TraceFile, target, progress: ReadProgress | None = None) -> None:
     """Copy a pipe's trace (inflated if it is gzip) into the open binary file ``target``."""
-    source = shown(trace.path) if trace.path != Path(STDIN) else "stdin"
+    source = str(trace.path) if trace.path != Path(STDIN) else "stdin"
     fd, first = _open_stream(trace, source)
     try:
         first = first or _read(lambda n: os.read(fd, n), _READ_BYTES, source)
