@@ -349,6 +349,22 @@ def test_a_kernel_grid_of_nested_lists_is_no_launch_shape(tmp_path) -> None:
     assert rows["k"]["grid"] in ("", None) and rows["k2"]["grid"] == "4x1x1"
 
 
+def test_one_huge_ts_text_does_not_widen_every_row(tmp_path) -> None:
+    """Found by scripts/fuzz.py: one 100 kB ``ts`` made the exact-ns matrix 100 kB wide for every
+    event (20,000 events: 80 s and 21 GB); now that event is damaged and the rest load."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(20_000)]
+    events[5]["ts"] = "x" * 100_000
+    path = tmp_path / "long_ts.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    code = (
+        "import resource; from tuiprof.analysis import load_model;"
+        f"m = load_model({str(path)!r}); print(m.report.damaged, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    result = subprocess.run([PY, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    damaged, peak_kb = map(int, result.stdout.split())
+    assert damaged == 1 and peak_kb < 500_000, result.stderr
+
+
 def _module_chain(depth: int) -> bytes:
     frames = [
         {"ph": "X", "cat": "python_function", "name": f"nn.Module: M_{i}", "pid": 1, "tid": 1, "ts": i,
