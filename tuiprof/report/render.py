@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sys
 
 import orjson
@@ -18,6 +19,9 @@ from tuiprof.report.views import Column, Row, public_row
 # A table cell shows at most this much of a name (a trace can hold a 60 MB one);
 # data formats keep the whole text.
 CELL_CHARS = 500
+# JSON escapes C0 controls itself; DEL, C1 controls (U+009B is CSI to some terminals)
+# and bidi overrides are valid raw in JSON strings: written as \u escapes (the same data).
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # Spreadsheet programs run a cell that starts with one of these as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -37,7 +41,8 @@ def csv_cell(value: object) -> object:
 def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: str = "") -> str:
     """Text of ``rows`` in ``fmt``; table text is plain (no colour, ASCII rules)."""
     if fmt == "json":
-        return orjson.dumps([public_row(r, columns) for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = orjson.dumps([public_row(r, columns) for r in rows], option=orjson.OPT_INDENT_2).decode()
+        return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
