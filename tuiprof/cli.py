@@ -11,9 +11,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuiprof import __version__
 from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
+
+if TYPE_CHECKING:
+    from tuiprof.trace.source import TraceFile
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
@@ -21,6 +25,10 @@ RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-ty
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tuiprof.report.plain import plain
+    from tuiprof.cleanup import install_signal_handlers
+
+    install_signal_handlers()  # temporary files and decode workers go with us
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -28,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TraceError as exc:
-        print(f"tuiprof: {exc}", file=sys.stderr)
+        print(f"tuiprof: {plain(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tuiprof: interrupted", file=sys.stderr)
@@ -38,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, the traceback on request
         if os.environ.get("TUIPROF_DEBUG"):
             raise
-        print(f"tuiprof: internal error: {type(exc).__name__}: {exc} (set TUIPROF_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_INTERNAL
 
 
@@ -85,9 +93,14 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
     parser.add_argument(
         "path",
         nargs=None if required else "?",
-        help="trace .json / .json.gz, or a run directory" + ("" if required else " (default: the shipped resnet18 sample)"),
+        help="trace .json / .json.gz, a run directory, or - to read the trace from stdin"
+        + ("" if required else " (default: the shipped resnet18 sample)"),
     )
     parser.add_argument("--trace", metavar="RANK|NAME", help="in a run directory: which trace (rank number or part of the name)")
+    parser.add_argument(
+        "--max-inflate-ratio", type=float, metavar="N", default=None,
+        help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
+    )
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,7 +176,11 @@ def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_path(args: argparse.Namespace) -> str:
-    if args.path:
+    if args.max_inflate_ratio is not None:
+        from tuiprof.trace.source import set_max_inflate_ratio
+
+        set_max_inflate_ratio(max(0.0, args.max_inflate_ratio))
+    if args.path is not None:  # "" is an error, not the sample
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
     if not sample.exists():
@@ -179,7 +196,8 @@ def run_summary(args: argparse.Namespace) -> int:
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
-    model = load_model(choose_trace(path, args.trace))
+    trace = choose_trace(path, args.trace)
+    model = load_model(path if trace.stream else trace.path)
     return print_summary(model, request)
 
 
@@ -197,34 +215,60 @@ def run_timeline(args: argparse.Namespace) -> int:
     from tuiprof.report.timeline import print_timeline
     from tuiprof.trace import load_trace
 
-    store = load_trace(choose_trace(args.path, args.trace))
+    path = resolve_path(args)
+    trace = choose_trace(path, args.trace)
+    store = load_trace(path if trace.stream else trace.path)
     return print_timeline(analyze(store), store, args)
 
 
-def choose_trace(path: str, select: str | None) -> str:
-    """The file to open: ``path`` itself, or the chosen trace of a run directory
-    (saying which one is shown and how to pick another)."""
-    if not Path(path).is_dir():
-        return path
+def choose_trace(path: str, select: str | None) -> TraceFile:
+    """The trace to open: ``path`` itself, or the chosen trace of a run directory
+    (saying which one is shown and how to pick another).  Bad paths fail here."""
+    from tuiprof.report.plain import plain
     from tuiprof.trace import resolve_trace
 
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
         print(
-            f"tuiprof: {path} holds {len(traces)} traces; showing {rank}{chosen.name} (pick another with --trace RANK|NAME)",
+            f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
+            " (pick another with --trace RANK|NAME)",
             file=sys.stderr,
         )
-    return str(chosen.path)
+    return chosen
 
 
 def run_open(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         return run_summary(args)
-    from tuiprof.tui.app import run_explorer
-
     path = resolve_path(args)
-    return run_explorer(choose_trace(path, args.trace))
+    trace = choose_trace(path, args.trace)
+    if not trace.stream:
+        from tuiprof.tui.app import run_explorer
+
+        return run_explorer(str(trace.path))
+    return _explore_stream(trace)
+
+
+def _explore_stream(trace: TraceFile) -> int:
+    """``tuiprof open -`` (or a pipe): read the trace first, then give the explorer the terminal.
+
+    The explorer reads keys from stdin, which is the pipe: once the trace is
+    copied, stdin becomes the controlling terminal (``/dev/tty``).
+    """
+    from tuiprof.trace.load import spooled
+
+    print("tuiprof: reading the trace from the pipe...", file=sys.stderr)
+    with spooled(trace) as copy:
+        try:
+            terminal = os.open("/dev/tty", os.O_RDWR)
+        except OSError:
+            raise TraceError("stdin", "no terminal to run the explorer in", "use tuiprof summary -") from None
+        os.dup2(terminal, 0)
+        os.close(terminal)
+        from tuiprof.tui.app import run_explorer
+
+        return run_explorer(str(copy.path))
 
 
 def run_live(args: argparse.Namespace) -> int:

@@ -27,6 +27,19 @@ def nearest_ancestor(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return result
 
 
+def nesting_depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of every node (list ranking by pointer jumping:
+    log2(depth) passes, not one per level)."""
+    depth = (parent >= 0).astype(np.int64)
+    above = parent.copy()
+    pending = np.flatnonzero(above >= 0)
+    while len(pending):
+        up = above[pending]
+        depth[pending], above[pending] = depth[pending] + depth[up], above[up]
+        pending = pending[above[pending] >= 0]
+    return depth
+
+
 def group_rows(keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
     """Distinct keys (ascending) and, for each, the indices holding it in their order.
 
@@ -55,6 +68,15 @@ def look_up(table: tuple[np.ndarray, np.ndarray], ids: np.ndarray, missing: int)
         return np.full(len(ids), NO_ROW, dtype=np.int64)
     at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
     return np.where((keys[at] == ids) & (ids != missing), rows[at], NO_ROW)
+
+
+def gather(values: np.ndarray, rows: np.ndarray, missing: int) -> np.ndarray:
+    """``values[rows]`` where a row is >= 0, ``missing`` elsewhere; safe when
+    ``values`` is empty (a trace of device events without any operator)."""
+    result = np.full(len(rows), missing, dtype=values.dtype if len(values) else np.int64)
+    known = rows >= 0
+    result[known] = values[rows[known]]
+    return result
 
 
 def counts_first_seen(values: np.ndarray) -> list[tuple[int, int]]:

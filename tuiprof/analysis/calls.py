@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuiprof.analysis.arrays import id_table, look_up, nearest_ancestor
+from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, nesting_depths
 from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
@@ -452,24 +452,31 @@ def _merge_duplicates(parent: np.ndarray, names: np.ndarray, n_ops: int) -> tupl
 def _launched_below(activity: DeviceActivity, op_parent: np.ndarray, n_nodes: int) -> np.ndarray:
     """Device time of everything each operator launched, itself or below it.
 
-    Each device event is added to its launcher and then to every operator
-    above it: one ``bincount`` per level of operator nesting (about ten),
-    over the device events only."""
+    Each operator's own device time, then subtree sums one nesting level at a
+    time from the deepest up, each level touching only its own nodes: linear
+    in operators even for a (hostile) chain nested 100,000 deep."""
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     joined = launcher >= 0
-    nodes, weights = launcher[joined], activity.dur_ns[joined].astype(np.float64)
-    totals = np.zeros(n_nodes, dtype=np.float64)
-    while len(nodes):
-        totals += np.bincount(nodes, weights=weights, minlength=n_nodes)
-        nodes = op_parent[nodes]
-        still = nodes >= 0
-        nodes, weights = nodes[still], weights[still]
+    totals = np.bincount(launcher[joined], weights=activity.dur_ns[joined].astype(np.float64), minlength=n_nodes)
+    parent = op_parent
+    depth = nesting_depths(parent)
+    order = np.argsort(-depth, kind="stable")
+    levels = np.flatnonzero(np.diff(depth[order])) + 1  # where each shallower level starts
+    for rows in np.split(order, levels):
+        above = parent[rows]
+        has = above >= 0
+        np.add.at(totals, above[has], totals[rows[has]])
     return np.rint(totals).astype(np.int64)
 
 
 def _living(nodes: np.ndarray, alive: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Each node itself if alive, else its nearest living ancestor."""
-    return np.where(nodes >= 0, np.where(alive[nodes], nodes, parent[nodes]), -1)
+    """Each node itself if alive, else its nearest living ancestor (-1 stays -1,
+    also when there are no nodes at all: a trace of device events only)."""
+    result = np.full(len(nodes), -1, dtype=np.int64)
+    known = nodes >= 0
+    found = nodes[known]
+    result[known] = np.where(alive[found], found, parent[found])
+    return result
 
 
 def _attach_device_activity(
@@ -506,7 +513,7 @@ def _attach_device_activity(
     activity.external_ids_ignored = bool(launches.any()) and bool((external[launches] == correlation[launches]).all())
     by_correlation = id_table(np.where(launching, NONE, correlation), NONE)
     launch = look_up(by_correlation, device.correlation, NONE)
-    via_launch = np.where(launch >= 0, op_parent[np.maximum(launch, 0)], -1)
+    via_launch = gather(op_parent, launch, -1)
     if activity.external_ids_ignored:
         node = via_launch
     else:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.arrays import counts_first_seen, group_rows
+from tuiprof.analysis.arrays import counts_first_seen, gather, group_rows
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls
 
 
@@ -33,7 +33,7 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
         return []
     codes, grids, blocks, occupancies = events.name, events.grid, events.block, events.occupancy
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
-    launcher_name = np.where(launcher >= 0, calls.column("name_id")[np.maximum(launcher, 0)], -1)
+    launcher_name = gather(calls.column("name_id"), launcher, -1)
     durations = events.dur_ns
     names = activity.names
 

@@ -11,6 +11,13 @@ Backward time reaches a module through autograd's ``Sequence number``: the
 backward root op (``autograd::engine::evaluate_function: ...``) carries the
 sequence number of the forward op that created its node, and that forward op
 ran inside the module.
+
+Memory stays linear in the number of frames: a node keeps its parent link,
+children are found by (parent, name), and a node's path string is built
+only when asked for.  Real models nest a few dozen levels; a tree deeper
+than MAX_MODULE_DEPTH (a damaged or hostile trace: 50,000 chained frames) is
+cut there, deeper module calls counting in the module at the cut, with a note
+in the trace's report.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from tuiprof.trace.columns import NONE, FrameColumns
 from tuiprof.trace.store import TraceEvents
 
 
+MAX_MODULE_DEPTH = 1000
+
+
 @dataclass(eq=False)
 class ModuleNode:
     """One module instance at one place in the tree, all its calls together.
@@ -35,7 +45,6 @@ class ModuleNode:
     """
 
     name: str  # "Conv2d_1"
-    path: str  # "ResNet_0/Sequential_0/BasicBlock_0/Conv2d_1"
     depth: int
     calls: int = 0
     cpu_total_us: float = 0.0
@@ -55,6 +64,16 @@ class ModuleNode:
     qualified_name: str | None = None  # "layer1.0.conv1" (live capture)
     parameters: int | None = None  # live capture
     output_shape: str | None = None  # live capture
+
+    @property
+    def path(self) -> str:
+        """``ResNet_0/Sequential_0/BasicBlock_0/Conv2d_1``: built on demand (O(depth))."""
+        names = []
+        node: ModuleNode | None = self
+        while node is not None:
+            names.append(node.name)
+            node = node.parent
+        return "/".join(reversed(names))
 
     @property
     def class_name(self) -> str:
@@ -144,25 +163,30 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     frames = store.frames
     module_above = _module_above(frames)
 
-    roots: dict[str, ModuleNode] = {}
-    nodes: dict[str, ModuleNode] = {}
+    roots: list[ModuleNode] = []
+    nodes: dict[tuple[int, str], ModuleNode] = {}  # (id of the parent node or 0, name)
     by_frame: dict[int, ModuleNode] = {}
+    cut = 0
     starts, ends = frames.start_ns, frames.end_ns
     rows = np.array(sorted(modules), dtype=np.int64)
     rows = rows[np.argsort(starts[rows], kind="stable")]
     durations = ((ends[rows] - starts[rows]) / 1000).tolist()
     for row, up, duration in zip(rows.tolist(), module_above[rows].tolist(), durations):
         parent_node = by_frame.get(up) if up >= 0 else None
+        if parent_node is not None and parent_node.depth + 1 >= MAX_MODULE_DEPTH:
+            by_frame[row] = parent_node  # past the cut: its time is already the parent's
+            cut += 1
+            continue
         name = modules[row]
-        path = f"{parent_node.path}/{name}" if parent_node else name
-        node = nodes.get(path)
+        key = (id(parent_node) if parent_node else 0, name)
+        node = nodes.get(key)
         if node is None:
-            node = ModuleNode(name, path, parent_node.depth + 1 if parent_node else 0, parent=parent_node)
-            nodes[path] = node
+            node = ModuleNode(name, parent_node.depth + 1 if parent_node else 0, parent=parent_node)
+            nodes[key] = node
             if parent_node:
                 parent_node.children.append(node)
             else:
-                roots[path] = node
+                roots.append(node)
         node.calls += 1
         node.cpu_total_us += duration
         node.self_cpu_us += duration
@@ -170,7 +194,12 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
             parent_node.self_cpu_us -= duration
         by_frame[row] = node
 
-    tree = ModuleTree(list(roots.values()), by_frame)
+    if cut:
+        store.report.note(
+            f"module tree deeper than {MAX_MODULE_DEPTH:,} levels: cut there "
+            f"({cut:,} deeper module calls count in the module at the cut)"
+        )
+    tree = ModuleTree(roots, by_frame)
     _attribute_operators(calls, tree)
     fill_totals(tree, calls)
     tree.roots.sort(key=lambda n: n.cost_us, reverse=True)

@@ -4,32 +4,57 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sys
 
 import orjson
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from tuiprof.report.plain import plain
 from tuiprof.report.views import Column, Row, public_row
+
+# A table cell shows at most this much of a name (a trace can hold a 60 MB one);
+# data formats keep the whole text.
+CELL_CHARS = 500
+# JSON escapes C0 controls itself; DEL, C1 controls (U+009B is CSI to some terminals)
+# and bidi overrides are valid raw in JSON strings: written as \u escapes (the same data).
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Spreadsheet programs run a cell that starts with one of these as a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet shows as text: formulas neutralised with a
+    leading ``'`` (numbers stay numbers), control characters escaped."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_START):
+        value = "'" + value
+    return plain(value)
 
 
 def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: str = "") -> str:
     """Text of ``rows`` in ``fmt``; table text is plain (no colour, ASCII rules)."""
     if fmt == "json":
-        return orjson.dumps([public_row(r, columns) for r in rows], option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = orjson.dumps([public_row(r, columns) for r in rows], option=orjson.OPT_INDENT_2).decode()
+        return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow([c.key for c in columns])
         for row in rows:
-            writer.writerow(["" if row.get(c.key) is None else row.get(c.key) for c in columns])
+            writer.writerow([csv_cell(row.get(c.key)) for c in columns])
         return buffer.getvalue()
     if fmt == "markdown":
         lines = ["| " + " | ".join(c.header for c in columns) + " |"]
         lines.append("|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|")
         for row in rows:
-            cells = [c.format(row.get(c.key)).replace("|", "\\|") for c in columns]
+            cells = [plain(c.format(row.get(c.key)), CELL_CHARS).replace("|", "\\|") for c in columns]
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
     return _plain_table(rows, columns, title)
@@ -49,7 +74,9 @@ def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str) -
 
 
 def build_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, ascii_rules: bool) -> Table:
-    table = Table(title=title or None, box=box.ASCII2 if ascii_rules else box.SIMPLE_HEAD, header_style="bold")
+    """Cells and title are plain text: a name like ``[/]`` or ``[@click=...]``
+    stays what it is (never rich markup), control characters are escaped."""
+    table = Table(title=Text(plain(title, CELL_CHARS)) if title else None, box=box.ASCII2 if ascii_rules else box.SIMPLE_HEAD, header_style="bold")
     for column in columns:
         table.add_column(
             column.header,
@@ -60,7 +87,7 @@ def build_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, a
             min_width=len(column.header),
         )
     for row in rows:
-        table.add_row(*(column.format(row.get(column.key)) for column in columns))
+        table.add_row(*(Text(plain(column.format(row.get(column.key)), CELL_CHARS)) for column in columns))
     return table
 
 

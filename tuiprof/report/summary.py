@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
+from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, sort_rows
 
@@ -75,11 +76,12 @@ def _print_rows(view: View, rows: list[Row], columns, fmt: str, title: str) -> N
 
 def report_diagnostics(model: TraceModel) -> None:
     report = model.report
+    source = plain(model.info.source)
     if report.repaired or report.skipped:
         problems = "; ".join(report.problems)
         print(
-            f"tuiprof: {model.info.source}: repaired {report.repaired} and skipped {report.skipped} malformed events ({problems})",
+            f"tuiprof: {source}: repaired {report.repaired} and skipped {report.skipped} malformed events ({problems})",
             file=sys.stderr,
         )
     elif report.problems:
-        print(f"tuiprof: {model.info.source}: {'; '.join(report.problems)}", file=sys.stderr)
+        print(f"tuiprof: {source}: {'; '.join(report.problems)}", file=sys.stderr)

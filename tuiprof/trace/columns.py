@@ -153,6 +153,8 @@ class ChunkColumns:
 # Times whose magnitude reaches this many ns are damage (2**62 ns is 146 years):
 # no real clock writes them, and sums of them would overflow int64.
 ABSURD_NS = 1 << 62
+# The longest plain number exact_ns reads with numpy: "-" + 19 digits + "." + 3 decimals.
+_PLAIN_CHARS = 24
 
 
 def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
@@ -175,7 +177,9 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     if not count:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
-    width = int(lengths.max()) + 4  # a text and up to four padding columns (".000" for an integer)
+    # A text and up to four padding columns (".000" for an integer).  Longer texts are never
+    # plain numbers (the digit count rules them out below): a 100 kB "ts" must not widen every row.
+    width = int(np.minimum(lengths, _PLAIN_CHARS).max()) + 4
     joined = np.frombuffer(b"".join([bytes(width), *texts, bytes(width)]), dtype=np.uint8)
     end = width + np.cumsum(lengths)  # just after each text in ``joined``
     start = end - lengths
@@ -378,6 +382,8 @@ def _device_columns(
     shapes: dict[tuple, int] = {}  # launch shapes repeat: "x".join once per distinct shape
 
     def shape_code(values: list) -> int:
+        if not all(isinstance(v, (int, float, str)) for v in values):
+            return NONE  # nested lists (a damaged trace): no launch shape
         key = tuple(values)
         found = shapes.get(key)
         if found is None:

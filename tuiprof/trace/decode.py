@@ -34,6 +34,8 @@ _decode_events = msgspec.json.Decoder(EVENT_LIST).decode
 _decode_header = msgspec.json.Decoder(TraceHeader).decode
 _decode_event = msgspec.json.Decoder(RawEvent).decode
 _decode_event_lax = msgspec.json.Decoder(RawEvent, strict=False).decode
+# msgspec raises RecursionError (not a MsgspecError) for JSON nested ~1,000 deep.
+DECODE_ERRORS = (msgspec.MsgspecError, RecursionError)
 
 
 @dataclass
@@ -150,7 +152,7 @@ def _event_decodes_at(view: memoryview, pos: int, end: int) -> bool:
         try:
             _decode_event(window[: match.start() + 1])
             return True
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             continue
     return False
 
@@ -164,7 +166,7 @@ def decode_span(view: bytes | memoryview, start: int, end: int, report: DecodeRe
     text[-1:] = b"]"
     try:
         return _decode_events(text)
-    except msgspec.MsgspecError:
+    except DECODE_ERRORS:
         return salvage_events(bytes(text[1:-1]).rstrip().rstrip(b","), report)
 
 
@@ -178,6 +180,8 @@ def _first_non_space(view: memoryview) -> int | None:
 def _decode_small_document(view: memoryview, source: str) -> TraceHeader:
     try:
         return _decode_header(view)
+    except RecursionError:
+        raise TraceError(source, "JSON nested too deeply to be a trace", "pass a trace written by torch.profiler") from None
     except msgspec.DecodeError as exc:
         raise TraceError(source, f"not valid JSON ({exc})", "pass a trace written by torch.profiler") from None
     except msgspec.ValidationError as exc:
@@ -187,7 +191,7 @@ def _decode_small_document(view: memoryview, source: str) -> TraceHeader:
 def _decode_header_prefix(prefix: memoryview, source: str, report: DecodeReport) -> TraceHeader:
     try:
         return _decode_header(bytes(prefix) + b"]}")
-    except msgspec.MsgspecError:
+    except DECODE_ERRORS:
         report.note("top-level metadata before traceEvents could not be read")
         return TraceHeader()
 
@@ -214,7 +218,7 @@ def _split_tail(view: memoryview, body_start: int, report: DecodeReport) -> tupl
             return end, None
         try:
             return end, _decode_header(b"{" + rest[1:])
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             continue
     stripped = window.rstrip()
     if stripped.endswith(b"]"):  # a bare array
@@ -240,67 +244,136 @@ def _repair(text: bytes) -> bytes:
     return text.decode("utf-8", errors="replace").encode("utf-8")
 
 
+# Salvage cuts the damaged text at every event boundary ("pieces") and
+# decodes runs of pieces as one array; a run that fails is halved until the
+# damaged piece is alone, so undamaged events cost one decode and each damaged
+# one a few short ones: linear in the text, whatever the damage.  A piece that
+# fails alone may be part of an event whose args hold a list of objects
+# (a "}, {" inside it): it is retried joined with the next pieces while its
+# braces do not balance, at most MAX_UNIT_PIECES of them; a missing "}" never
+# balances, and the damaged piece is then handled alone, so the next event
+# starts clean (resynchronisation).
+MAX_UNIT_PIECES = 64
+BLOCK_PIECES = 64
+_SMALL_RUN = 2
+_NEXT_EVENT = re.compile(rb",\s*\{")
+_MAX_RETRIES = 8
+# The repairs are regular expressions over one event; a longer "event" is many
+# events run together, which the repairs would scan once per name (quadratic).
+_MAX_REPAIR_BYTES = 1 << 20
+
+
 def salvage_events(data: bytes, report: DecodeReport) -> list[RawEvent]:
-    """Decode a damaged run of events one by one, repairing what can be repaired."""
-    events: list[RawEvent] = []
-    pieces = _split_events(data)
-    for piece in pieces:
+    """Decode a damaged run of events, repairing what can be repaired (linear time)."""
+    return _Salvage(data, report).run()
+
+
+class _Salvage:
+    def __init__(self, data: bytes, report: DecodeReport) -> None:
+        self.data, self.report = data, report
+        self.starts: list[int] = [0]
+        self.ends: list[int] = []
+        for match in _BOUNDARY.finditer(data):
+            self.ends.append(match.start() + 1)
+            self.starts.append(match.end() - 1)
+        self.ends.append(len(data))
+        self.events: list[RawEvent] = []
+        self.next_piece = 0  # pieces before it are done (a unit may have taken some ahead)
+
+    def run(self) -> list[RawEvent]:
+        count = len(self.starts)
+        for first in range(0, count, BLOCK_PIECES):
+            self._run(first, min(count, first + BLOCK_PIECES))
+        return self.events
+
+    def _run(self, first: int, last: int) -> None:
+        first = max(first, self.next_piece)
+        if first >= last:
+            return
+        if last - first > _SMALL_RUN:
+            try:
+                self.events.extend(_decode_events(b"[" + self.data[self.starts[first] : self.ends[last - 1]] + b"]"))
+                self.next_piece = last
+                return
+            except DECODE_ERRORS:
+                middle = (first + last) // 2
+                self._run(first, middle)
+                self._run(middle, last)
+                return
+        for piece in range(first, last):
+            if piece >= self.next_piece:
+                self._unit(piece)
+
+    def _unit(self, first: int) -> None:
+        """The event starting at piece ``first``: alone, or joined with the next pieces."""
+        data, starts, ends = self.data, self.starts, self.ends
+        text = data[starts[first] : ends[first]].strip()
+        self.next_piece = first + 1
         try:
-            events.append(_decode_event(piece))
-            continue
-        except msgspec.ValidationError:
-            event = _convert_loosely(piece)
-            if event is not None:
-                events.append(event)
-                report.repaired += 1
-                report.note("members of unexpected types (ignored)")
-                continue
-        except msgspec.DecodeError:
+            self.events.append(_decode_event(text))
+            return
+        except DECODE_ERRORS:
             pass
-        repaired = _repair(piece)
-        event = _convert_loosely(repaired)
+        depth, last = text.count(b"{") - text.count(b"}"), first
+        while depth > 0 and last + 1 < len(starts) and last - first < MAX_UNIT_PIECES:
+            last += 1
+            depth += data.count(b"{", starts[last], ends[last]) - data.count(b"}", starts[last], ends[last])
+        if depth == 0 and last > first:
+            try:
+                self.events.append(_decode_event(data[starts[first] : ends[last]]))
+                self.next_piece = last + 1
+                return
+            except DECODE_ERRORS:
+                pass
+        _salvage_one(text, self.events, self.report)
+
+
+def _salvage_one(piece: bytes, events: list[RawEvent], report: DecodeReport, depth: int = 0) -> None:
+    """Decode one event into ``events``, repairing it if needed, or count it as skipped."""
+    if depth > _MAX_RETRIES:
+        return
+    try:
+        events.append(_decode_event(piece))
+        return
+    except msgspec.ValidationError:
+        event = _convert_loosely(piece)
         if event is not None:
             events.append(event)
             report.repaired += 1
-        else:
-            report.skipped += 1
+            report.note("members of unexpected types (ignored)")
+            return
+    except DECODE_ERRORS:
+        pass
+    event = _convert_loosely(_repair(piece)) if len(piece) <= _MAX_REPAIR_BYTES else None
+    if event is not None:
+        events.append(event)
+        report.repaired += 1
         report.note(_describe_damage(piece))
-    return events
+        return
+    report.skipped += 1
+    report.note("broken JSON (events skipped)")
+    # A lost "}" joins an event to the next one: the next may still be whole.
+    later = _NEXT_EVENT.search(piece, 1)
+    if later is not None:
+        _salvage_one(piece[later.end() - 1 :], events, report, depth + 1)
 
 
 def _convert_loosely(piece: bytes) -> RawEvent | None:
     """An event whose members have unexpected types: keep what fits."""
     try:
         value = msgspec.json.decode(piece)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None
     if not isinstance(value, dict):
         return None
     try:
         return _decode_event_lax(piece)  # "12" for 12 and the like
-    except msgspec.ValidationError:
+    except DECODE_ERRORS:
         value.pop("args", None)
     try:
         return _decode_event_lax(msgspec.json.encode(value))
-    except msgspec.ValidationError:
+    except (*DECODE_ERRORS, TypeError, ValueError):
         return None
-
-
-def _split_events(data: bytes) -> list[bytes]:
-    """Cut a run of events at every boundary that leaves balanced braces."""
-    pieces: list[bytes] = []
-    start = 0
-    depth_ok = 0
-    for match in _BOUNDARY.finditer(data):
-        cut = match.start() + 1
-        candidate = data[start:cut]
-        if candidate.count(b"{") - candidate.count(b"}") == depth_ok:
-            pieces.append(candidate.strip())
-            start = match.end() - 1
-    last = data[start:].strip()
-    if last:
-        pieces.append(last)
-    return pieces
 
 
 def _describe_damage(piece: bytes) -> str:

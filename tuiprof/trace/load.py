@@ -8,19 +8,29 @@ process or, for big files on several cores, in worker processes
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import mmap
 import os
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tuiprof.errors import TraceError
 from tuiprof.trace.columns import columns_from_events
 from tuiprof.trace.decode import DecodeReport, plan_document
+from tuiprof.cleanup import temporary_file
 from tuiprof.trace.parallel import DecodeWorkers, decode_columns, worker_count
-from tuiprof.trace.source import TraceFile, gzip_to_file, is_gzip, read_trace_bytes, resolve_trace
+from tuiprof.trace.source import (
+    STDIN,
+    ReadProgress,
+    TraceFile,
+    gzip_to_file,
+    is_gzip,
+    read_trace_bytes,
+    resolve_trace,
+    spool_stream,
+)
 from tuiprof.trace.store import StoreBuilder, TraceEvents
 
 
@@ -53,16 +63,33 @@ GZIP_TO_FILE_BYTES = 4 << 20
 
 
 def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) -> TraceEvents:
-    source = str(trace.path)
+    source = display_name(trace)
     on_read = None
     if progress:
         on_read = lambda done, total: progress(LoadProgress("reading", done, total, 0))  # noqa: E731
+    if trace.stream:
+        with spooled(trace, on_read) as plain:
+            return _load(source, plain, progress)
     if trace.size_bytes >= GZIP_TO_FILE_BYTES and is_gzip(trace):
-        with tempfile.NamedTemporaryFile(prefix="tuiprof-", suffix=".json") as inflated:
+        with temporary_file() as inflated:
             gzip_to_file(trace, inflated, on_read)
             plain = TraceFile(Path(inflated.name), os.path.getsize(inflated.name), trace.rank)
             return _load(source, plain, progress)
     return _load(source, trace, progress, on_read)
+
+
+def display_name(trace: TraceFile) -> str:
+    """The trace as messages name it: ``stdin`` for ``-``, else the path (shown escaped by
+    whoever displays it: :mod:`tuiprof.report.plain`)."""
+    return "stdin" if trace.path == Path(STDIN) and trace.stream else str(trace.path)
+
+
+@contextlib.contextmanager
+def spooled(trace: TraceFile, on_read: ReadProgress | None = None) -> Iterator[TraceFile]:
+    """A pipe's trace copied (inflated) into a temporary file, removed when the block ends."""
+    with temporary_file(prefix="tuiprof-stream-") as copy:
+        spool_stream(trace, copy, on_read)
+        yield TraceFile(Path(copy.name), os.path.getsize(copy.name), None)
 
 
 def _load(source: str, trace: TraceFile, progress: ProgressCallback | None, on_read=None) -> TraceEvents:
@@ -72,7 +99,7 @@ def _load(source: str, trace: TraceFile, progress: ProgressCallback | None, on_r
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        data = read_trace_bytes(trace, on_read)
+        data = read_trace_bytes(trace, on_read, source)
         try:
             store = _decode(source, trace, data, report, progress)
         finally:

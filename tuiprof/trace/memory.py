@@ -56,8 +56,16 @@ def device_label(kind: int, device_id: int | None) -> str:
     return name if type_id in CPU_MEMORY_TYPES else f"{name}:{device_id if device_id is not None else 0}"
 
 
+_INT64 = 1 << 63
+
+
+def _fits(args) -> bool:
+    return all(-_INT64 <= (v or 0) < _INT64 for v in (args.alloc_bytes, args.total_allocated, args.total_reserved))
+
+
 def memory_records(events: list[TimedEvent]) -> MemoryRecords:
-    records = [e for e in events if e.args is not None and e.args.alloc_bytes is not None]
+    # Byte counts beyond int64 (2**64 in a damaged file) are no real record: left out.
+    records = [e for e in events if e.args is not None and e.args.alloc_bytes is not None and _fits(e.args)]
     records.sort(key=lambda e: e.start_ns)
     kinds = [NO_TYPE if e.args.device_type is None else e.args.device_type for e in records]
     labels = [device_label(kind, e.args.device_id) for kind, e in zip(kinds, records)]

@@ -6,10 +6,18 @@ the file itself (nothing is sent to it but a path and two offsets), decodes
 its span with msgspec, turns it into columns (:func:`columns_from_events`)
 and sends those back pickled: ~100 bytes an event instead of a struct.
 
-Workers are plain ``python -m tuiprof.trace.parallel`` processes talking
-pickle over pipes, not ``multiprocessing``: its ``spawn`` re-runs the
-caller's main script (a user's unguarded script would loop), and ``fork``
-from the explorer's loader thread is unsafe in a threaded process.
+Workers are plain ``python`` processes talking pickle over pipes, not
+``multiprocessing``: its ``spawn`` re-runs the caller's main script (a user's
+unguarded script would loop), and ``fork`` from the explorer's loader thread
+is unsafe in a threaded process.
+
+A worker is started isolated (``python -I``: no current directory, no
+``PYTHON*`` variables, no user site on ``sys.path``) with the parent's
+absolute ``sys.path`` minus the current directory, and tuiprof's own root
+last: a ``numpy.py``, ``msgspec.py`` or ``tuiprof/`` in the directory the
+user runs tuiprof from is never imported.  A worker ends when its request
+pipe closes or its parent dies (it checks every half second), so none
+outlives a killed parent.
 """
 
 from __future__ import annotations
@@ -20,9 +28,12 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
 from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span
 
@@ -88,15 +99,16 @@ class DecodeWorkers:
     overlaps with it), then given the spans once."""
 
     def __init__(self, count: int) -> None:
-        pythonpath = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
-        self.processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "tuiprof.trace.parallel"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=dict(os.environ, PYTHONPATH=pythonpath),
-            )
-            for _ in range(count)
-        ]
+        command = worker_command()
+        self.processes: list[subprocess.Popen] = []
+        try:
+            for _ in range(count):
+                process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                register_process(process)  # killed on SIGTERM/SIGHUP/exit too
+                self.processes.append(process)
+        except OSError:
+            self.close()
+            raise
 
     def decode(self, path: str, data: mmap.mmap, spans: list[tuple[int, int]]) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
         """Decoded spans of the file at ``path`` (mapped here as ``data``), in file order.
@@ -129,6 +141,7 @@ class DecodeWorkers:
         for process in self.processes:
             process.kill()
             process.wait()
+            forget_process(process)
             for pipe in (process.stdin, process.stdout):
                 if pipe is not None and not pipe.closed:
                     try:
@@ -137,9 +150,27 @@ class DecodeWorkers:
                         pass
 
 
+def worker_command() -> list[str]:
+    """An isolated interpreter whose ``sys.path`` holds no directory a user's
+    current directory could plant a module in."""
+    cwd = os.getcwd()
+    paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(cwd)]
+    paths = [p for p in paths if p != _PACKAGE_ROOT] + [_PACKAGE_ROOT]
+    code = f"import sys; sys.path[:] = {paths!r}; from tuiprof.trace.parallel import _serve; _serve()"
+    return [sys.executable, "-I", "-c", code]
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A thread of the worker: end the process when its parent is gone (SIGKILLed)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
 def _serve() -> None:
     """Worker loop: decode each requested span, answer with its columns (or an error text)."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     gc.disable()  # decoded structs hold no cycles: collections would only cost time (~15 %)
     while True:
         try:
@@ -150,9 +181,8 @@ def _serve() -> None:
             answer: object = _decode_file_span(path, start, end)
         except Exception as exc:  # noqa: BLE001 - the parent decodes the span itself
             answer = f"{type(exc).__name__}: {exc}"
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
-
-
-if __name__ == "__main__":
-    _serve()
+        try:
+            pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+            answers.flush()
+        except OSError:  # the parent closed the pipe (aborted, or died)
+            return

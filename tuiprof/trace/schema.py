@@ -140,7 +140,7 @@ def decode_member(raw: msgspec.Raw) -> list[Any] | None:
         return None
     try:
         value = _decode_any(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested ~1,000 deep: not an input list
         return None
     return value if isinstance(value, list) else None
 

@@ -12,6 +12,7 @@ import gzip
 import mmap
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,40 +27,79 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 @dataclass(frozen=True)
 class TraceFile:
-    """One trace file found at a path the user gave."""
+    """One trace found at a path the user gave.
+
+    ``stream`` marks a pipe (``-`` for stdin, a FIFO, ``<(...)``): its bytes
+    can be read once, in order, and are copied into a temporary file first.
+    """
 
     path: Path
     size_bytes: int
     rank: int | None
+    stream: bool = False
 
     @property
     def name(self) -> str:
         return self.path.name
 
 
+STDIN = "-"
 def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
 
 def list_traces(directory: Path) -> list[TraceFile]:
-    """Every trace file directly inside ``directory``, ordered by rank then name."""
-    files = [p for p in directory.iterdir() if p.is_file() and is_trace_name(p)]
-    found = [TraceFile(p, p.stat().st_size, _peek_rank(p)) for p in files]
+    """Every regular trace file directly inside ``directory``, ordered by rank then name."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError as exc:
+        raise TraceError(str(directory), f"cannot be listed ({exc.strerror})", "check its permissions") from None
+    found = []
+    for entry in entries:
+        if not is_trace_name(Path(entry.name)):
+            continue
+        try:
+            info = entry.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.append(TraceFile(Path(entry.path), info.st_size, _peek_rank(Path(entry.path))))
     return sorted(found, key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.name))
 
 
 def resolve_trace(path: str | os.PathLike[str], select: str | None = None) -> tuple[TraceFile, list[TraceFile]]:
-    """The file to open for ``path`` and, for a directory, all its traces.
+    """The trace to open for ``path`` and, for a directory, all its traces.
 
-    ``select`` picks within a directory: a rank number, or a substring of a
+    Supported: a regular file, a run directory, and a pipe (``-`` for stdin,
+    a named pipe with a writer, ``<(...)``).  Anything else (a terminal,
+    ``/dev/zero``, a socket...) is refused with a :class:`TraceError`.
+    ``select`` picks within a directory: a rank number when it is all digits
+    (an unknown rank is an error listing the ranks), else a substring of a
     file name.  Without it the lowest rank (or first name) is chosen.
     """
-    target = Path(path)
-    if not target.exists():
-        raise TraceError(str(target), "no such file or directory", "check the path")
-    if target.is_file():
-        trace = TraceFile(target, target.stat().st_size, None)
+    text = os.fspath(path)
+    if text == "":
+        raise TraceError("''", "an empty path", "pass a trace file, a run directory, or - for stdin")
+    if text == STDIN:
+        trace = _stdin_trace()
         return trace, [trace]
+    target = Path(text)
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        raise TraceError(str(target), "no such file or directory", "check the path") from None
+    except OSError as exc:
+        raise TraceError(str(target), f"cannot be opened ({exc.strerror})", "check the path") from None
+    if stat.S_ISREG(info.st_mode):
+        trace = TraceFile(target, info.st_size, None)
+        return trace, [trace]
+    if stat.S_ISFIFO(info.st_mode):
+        trace = TraceFile(target, 0, None, stream=True)
+        return trace, [trace]
+    if not stat.S_ISDIR(info.st_mode):
+        raise TraceError(
+            str(target), "is not a file, a directory or a pipe", "pass a trace file, a run directory, or - for stdin"
+        )
     traces = list_traces(target)
     if not traces:
         raise TraceError(
@@ -67,12 +107,36 @@ def resolve_trace(path: str | os.PathLike[str], select: str | None = None) -> tu
         )
     if select is None:
         return traces[0], traces
-    chosen = [t for t in traces if select.isdigit() and t.rank == int(select)]
-    chosen = chosen or [t for t in traces if select in t.name]
+    return _select(target, traces, select), traces
+
+
+def _select(directory: Path, traces: list[TraceFile], select: str) -> TraceFile:
+    if select.isdigit():
+        chosen = [t for t in traces if t.rank == int(select)]
+        if not chosen:
+            ranks = sorted({t.rank for t in traces if t.rank is not None})
+            known = ", ".join(map(str, ranks)) if ranks else "none (the files name no rank)"
+            raise TraceError(
+                str(directory), f"no trace of rank {select}", f"ranks here: {known}; or pass part of a file name"
+            )
+        return chosen[0]
+    chosen = [t for t in traces if select in t.name]
     if not chosen:
         names = ", ".join(t.name for t in traces[:5])
-        raise TraceError(str(target), f"no trace matches {select!r}", f"choose a rank or a name among: {names}")
-    return chosen[0], traces
+        raise TraceError(str(directory), f"no trace matches {select!r}", f"choose a rank or a name among: {names}")
+    return chosen[0]
+
+
+def _stdin_trace() -> TraceFile:
+    try:
+        info = os.fstat(0)
+    except OSError:
+        raise TraceError("-", "there is no standard input", "pipe a trace into tuiprof, or pass a path") from None
+    if os.isatty(0):
+        raise TraceError("-", "standard input is a terminal", "pipe a trace into it: cat trace.json.gz | tuiprof open -")
+    if not (stat.S_ISFIFO(info.st_mode) or stat.S_ISREG(info.st_mode) or stat.S_ISSOCK(info.st_mode)):
+        raise TraceError("-", "standard input is not a file or a pipe", "pipe a trace into it, or pass a path")
+    return TraceFile(Path(STDIN), 0, None, stream=True)
 
 
 def _peek_rank(path: Path) -> int | None:
@@ -95,18 +159,95 @@ def read_head(path: Path, size: int) -> bytes:
 
 
 ReadProgress = Callable[[int, int], None]
+Write = Callable[[bytes], object]
+
+# Decompression bombs: a 10 MB gzip of zeros inflates to 10 GB.  Output comes
+# in pieces of at most INFLATE_PIECE bytes, and inflating stops when the
+# output passes max_inflate_ratio() times the compressed size (real traces:
+# 15-30x with gzip's default level) once it is past INFLATE_FLOOR.
+INFLATE_PIECE = 16 << 20
+INFLATE_FLOOR = 64 << 20
+DEFAULT_MAX_INFLATE_RATIO = 100.0
+_READ_BYTES = 1 << 20
+_LEADING_SPACE = 1 << 16  # what may come before the first JSON token
+_SPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 
 
-def read_trace_bytes(trace: TraceFile, progress: ReadProgress | None = None) -> bytes | mmap.mmap:
-    """The uncompressed document: an mmap for plain files, bytes for gzip."""
-    source = str(trace.path)
+def max_inflate_ratio() -> float:
+    """The ratio limit: ``TUIPROF_MAX_INFLATE_RATIO`` (0: none) or the default."""
+    text = os.environ.get("TUIPROF_MAX_INFLATE_RATIO", "")
+    try:
+        value = float(text)
+    except ValueError:
+        return DEFAULT_MAX_INFLATE_RATIO
+    return value if value >= 0 and value == value else DEFAULT_MAX_INFLATE_RATIO
+
+
+def set_max_inflate_ratio(ratio: float) -> None:
+    """Lift (0) or change the limit for this process and the workers it starts."""
+    os.environ["TUIPROF_MAX_INFLATE_RATIO"] = repr(float(ratio))
+
+
+class TraceStart:
+    """Watches the first bytes of a document: a trace starts ``{"`` or ``[{`` / ``[]``.
+
+    Stops a stream of zeros, random bytes or ``[[[[`` at its first bytes
+    instead of after inflating or copying all of it.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.head = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> None:
+        if self.done:
+            return
+        self.head += data[: _LEADING_SPACE + 8]
+        text = self.head
+        if text.startswith(_BOM):
+            text = text[len(_BOM) :]
+        tokens = text.lstrip(_SPACE)
+        first, rest = tokens[:1], tokens[1:].lstrip(_SPACE)
+        if not rest:
+            if len(text) > _LEADING_SPACE:  # only whitespace around one bracket so far: not a trace
+                self._refuse()
+            return
+        if (first, rest[:1]) not in ((b"{", b'"'), (b"[", b"{"), (b"[", b"]")):
+            self._refuse()
+        self.done = True
+        self.head = b""
+
+    def finish(self) -> None:
+        if not self.done and self.head.strip(_SPACE):
+            self._refuse()
+
+    def _refuse(self) -> None:
+        raise TraceError(self.source, "this is not JSON", "pass a .json or .json.gz written by torch.profiler")
+
+
+def read_trace_bytes(
+    trace: TraceFile, progress: ReadProgress | None = None, source: str | None = None
+) -> bytes | mmap.mmap:
+    """The uncompressed document: an mmap for plain files, bytes for gzip.
+
+    ``source`` names the trace in messages (a temporary copy's origin).
+    """
+    source = source or str(trace.path)
     with _open(trace) as handle:
-        magic = handle.read(2)
+        magic = _read(handle.read, 2, source)
         if magic == _GZIP_MAGIC:
-            return _gunzip(handle, trace.size_bytes, source, progress)
+            handle.seek(0)
+            parts: list[bytes] = []
+            inflate_gzip(lambda n: _read(handle.read, n, source), trace.size_bytes, source, parts.append, progress)
+            return b"".join(parts)
         if trace.size_bytes == 0:
             raise TraceError(source, "the file is empty", "pass a trace written by torch.profiler")
-        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            raise TraceError(source, f"cannot be mapped ({exc})", "copy it to a regular file first") from None
 
 
 def _open(trace: TraceFile):
@@ -116,10 +257,11 @@ def _open(trace: TraceFile):
         raise TraceError(str(trace.path), f"cannot be read ({exc.strerror})", "check its permissions") from None
 
 
-def _gunzip(handle, compressed_size: int, source: str, progress: ReadProgress | None) -> bytes:
-    parts: list[bytes] = []
-    inflate_gzip(handle, compressed_size, source, parts.append, progress)
-    return b"".join(parts)
+def _read(read: Callable[[int], bytes], size: int, source: str) -> bytes:
+    try:
+        return read(size)
+    except OSError as exc:
+        raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
 
 
 def gzip_to_file(trace: TraceFile, target, progress: ReadProgress | None = None) -> None:
@@ -131,11 +273,75 @@ def gzip_to_file(trace: TraceFile, target, progress: ReadProgress | None = None)
     """
     source = str(trace.path)
     with _open(trace) as handle:
-        try:
-            inflate_gzip(handle, trace.size_bytes, source, target.write, progress)
-        except OSError as exc:
-            raise TraceError(source, f"cannot be inflated ({exc.strerror})", "free space in the temporary folder (TMPDIR)") from None
+        inflate_gzip(lambda n: _read(handle.read, n, source), trace.size_bytes, source, _writer(target, source), progress)
     target.flush()
+
+
+def _writer(target, source: str) -> Write:
+    def write(data: bytes) -> None:
+        try:
+            target.write(data)
+        except OSError as exc:
+            raise TraceError(source, f"cannot be copied to a temporary file ({exc.strerror})", "free space in TMPDIR") from None
+
+    return write
+
+
+def spool_stream(trace: TraceFile, target, progress: ReadProgress | None = None) -> None:
+    """Copy a pipe's trace (inflated if it is gzip) into the open binary file ``target``."""
+    source = str(trace.path) if trace.path != Path(STDIN) else "stdin"
+    fd, first = _open_stream(trace, source)
+    try:
+        first = first or _read(lambda n: os.read(fd, n), _READ_BYTES, source)
+        pending = [first]
+
+        def read(size: int) -> bytes:
+            return pending.pop() if pending else _read(lambda n: os.read(fd, n), size, source)
+
+        write = _writer(target, source)
+        if first.startswith(_GZIP_MAGIC):
+            inflate_gzip(read, None, source, write, progress)
+        else:
+            start, done = TraceStart(source), 0
+            while block := read(_READ_BYTES):
+                start.feed(block)
+                write(block)
+                done += len(block)
+                if progress:
+                    progress(done, 0)
+            start.finish()
+    finally:
+        os.close(fd)
+    target.flush()
+
+
+def _open_stream(trace: TraceFile, source: str) -> tuple[int, bytes]:
+    """A blocking descriptor on the pipe and the bytes already read from it.
+
+    A named pipe is opened without waiting and read once: no data and no
+    writer (end of file at once) is refused rather than waited on forever.
+    """
+    if trace.path == Path(STDIN):
+        return os.dup(0), b""
+    try:
+        fd = os.open(trace.path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+    try:
+        first: bytes | None
+        try:
+            first = os.read(fd, _READ_BYTES)
+        except BlockingIOError:  # a writer, no data yet
+            first = None
+        except OSError as exc:
+            raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+        if first == b"":
+            raise TraceError(source, "a named pipe that nothing writes to", "start the writer first (cat t.json > PIPE &)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, first or b""
 
 
 def is_gzip(trace: TraceFile) -> bool:
@@ -147,27 +353,53 @@ def is_gzip(trace: TraceFile) -> bool:
 
 
 def inflate_gzip(
-    handle, compressed_size: int, source: str, write: Callable[[bytes], object], progress: ReadProgress | None
+    read: Callable[[int], bytes], compressed_size: int | None, source: str, write: Write, progress: ReadProgress | None
 ) -> None:
-    """Inflate gzip data (concatenated members too) from ``handle`` into ``write``."""
-    handle.seek(0)
+    """Inflate gzip data (concatenated members too) from ``read`` into ``write``, in bounded pieces.
+
+    Refuses data whose first bytes cannot start a trace, and data that
+    inflates past the ratio limit (:func:`max_inflate_ratio`) relative to
+    ``compressed_size`` (for a pipe, to what was read so far).
+    """
+    ratio = max_inflate_ratio()
+    start = TraceStart(source)
     inflater = zlib.decompressobj(wbits=31)
-    done = 0
+    consumed = written = 0
+    in_member = False
+    pending = b""
     try:
         while True:
-            block = handle.read(8 << 20)
-            if not block:
-                break
-            done += len(block)
-            write(inflater.decompress(block))
-            while inflater.unused_data:  # concatenated gzip members
-                rest = inflater.unused_data
+            if not pending:
+                pending = read(_READ_BYTES)
+                if not pending:
+                    break
+                consumed += len(pending)
+                if progress:
+                    progress(consumed, compressed_size or 0)
+            in_member = True
+            out = inflater.decompress(pending, INFLATE_PIECE)
+            if inflater.eof:  # concatenated gzip members: the next one starts here
+                pending = inflater.unused_data
                 inflater = zlib.decompressobj(wbits=31)
-                write(inflater.decompress(rest))
-            if progress:
-                progress(done, compressed_size)
-        write(inflater.flush())
+                in_member = False
+            else:
+                pending = inflater.unconsumed_tail
+            if out:
+                start.feed(out)
+                written += len(out)
+                if ratio and written > INFLATE_FLOOR and written > ratio * (compressed_size or consumed):
+                    raise TraceError(
+                        source,
+                        f"inflates to more than {ratio:g} times its compressed size (a decompression bomb?)",
+                        "if it is a real trace, pass --max-inflate-ratio 0 (or set TUIPROF_MAX_INFLATE_RATIO=0)",
+                    )
+                write(out)
+        out = inflater.flush()
+        if out:
+            start.feed(out)
+            write(out)
     except zlib.error as exc:
         raise TraceError(source, f"the gzip data is corrupt ({exc})", "copy the file again") from None
-    if not inflater.eof:
+    start.finish()
+    if in_member and not inflater.eof:
         raise TraceError(source, "the gzip file is truncated", "copy the file again, or re-export the trace")

@@ -1,0 +1,94 @@
+"""Nothing left behind: temporary trace files and decode workers end with us.
+
+A big ``.json.gz`` (or a trace read from a pipe) is inflated into a
+temporary file of hundreds of MB.  An SSH drop (SIGHUP), a ``kill`` (SIGTERM)
+or Ctrl-C must not leave it in ``TMPDIR``, nor leave decode workers running.
+Whatever creates such a file or process registers it here; the handlers
+installed by :func:`install_signal_handlers` (from the main thread, at start)
+remove the files and kill the processes, then let the signal do what it did
+before (the previous handler, or the default: exit 128+N).  ``atexit`` does
+the same on a normal exit.  SIGKILL cannot be caught: workers exit when their
+pipe closes (:mod:`tuiprof.trace.parallel`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import IO
+
+_lock = threading.Lock()
+_files: set[str] = set()
+_processes: set[subprocess.Popen] = set()
+_installed = False
+CAUGHT = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def register_process(process: subprocess.Popen) -> None:
+    with _lock:
+        _processes.add(process)
+
+
+def forget_process(process: subprocess.Popen) -> None:
+    with _lock:
+        _processes.discard(process)
+
+
+@contextlib.contextmanager
+def temporary_file(prefix: str = "tuiprof-", suffix: str = ".json") -> Iterator[IO[bytes]]:
+    """A temporary binary file in ``TMPDIR``, removed when the block ends, at exit and on a signal."""
+    handle = tempfile.NamedTemporaryFile(prefix=prefix, suffix=suffix, delete=False)
+    with _lock:
+        _files.add(handle.name)
+    try:
+        yield handle
+    finally:
+        handle.close()
+        _remove(handle.name)
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    with _lock:
+        _files.discard(name)
+
+
+def clean_up() -> None:
+    """Kill registered workers and remove registered files (idempotent, never raises)."""
+    with _lock:
+        processes, files = list(_processes), list(_files)
+    for process in processes:
+        with contextlib.suppress(OSError):
+            process.kill()
+    for name in files:
+        _remove(name)
+
+
+def install_signal_handlers() -> None:
+    """Clean up on SIGTERM, SIGHUP and SIGINT, then behave as before.  Main thread only."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    _installed = True
+    atexit.register(clean_up)
+    for signum in CAUGHT:
+        previous = signal.getsignal(signum)
+
+        def handler(number, frame, previous=previous):
+            clean_up()
+            if callable(previous):
+                return previous(number, frame)  # SIGINT: KeyboardInterrupt, as before
+            if previous == signal.SIG_IGN:
+                return None
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)  # die of the signal: exit status 128+N
+            return None
+
+        signal.signal(signum, handler)
