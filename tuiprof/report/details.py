@@ -16,6 +16,7 @@ from tuiprof.analysis.operators import OperatorStats
 from tuiprof.analysis.ranking import module_share
 from tuiprof.analysis.steps import StepStats
 from tuiprof.report.names import short_kernel_name
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_count, format_us, format_us_or_dash, format_us_short, plural
 
 DETAIL_MODULES = 3  # modules listed on the "in:" line, most calls first
@@ -25,13 +26,13 @@ DETAIL_KERNELS = 3
 def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     detail = operator_detail(model, stats)
     text = Text()
-    text.append(stats.name, style="bold")
+    text.append(plain(stats.name, DISPLAY_CHARS), style="bold")
     text.append(f"  {plural(stats.calls, 'call')}")
     if detail.share_of_step_pct is not None:
         text.append(f" · {detail.share_of_step_pct:.1f} % of step time")
     if detail.share_of_parent_pct is not None and detail.parents:
         text.append(f" · {detail.share_of_parent_pct:.0f} % of ")
-        text.append(detail.parents[0][0])
+        text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
     text.append("\n")
     text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
     if model.has_device:
@@ -44,13 +45,13 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append("\n")
     if detail.modules:
         text.append("in: ", style="dim")
-        text.append(", ".join(f"{path} ({n})" for path, n in detail.modules[:DETAIL_MODULES]))
+        text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n})" for path, n in detail.modules[:DETAIL_MODULES]))
         if len(detail.modules) > DETAIL_MODULES:
             text.append(f" +{len(detail.modules) - DETAIL_MODULES} more", style="dim")
         text.append("\n")
     if detail.input_shapes and detail.input_shapes[0][0] not in ("[]", "None"):
         text.append("shapes: ", style="dim")
-        text.append(detail.input_shapes[0][0])
+        text.append(plain(detail.input_shapes[0][0], DISPLAY_CHARS))
         if len(detail.input_shapes) > 1:
             text.append(f" +{len(detail.input_shapes) - 1} more")
         if detail.input_types:
@@ -59,13 +60,13 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     for name, launches, us in detail.kernels[:DETAIL_KERNELS]:
         text.append("kernel: ", style="dim")
         text.append(f"{format_us(us)} x{launches} ")
-        text.append(short_kernel_name(name))
+        text.append(short_kernel_name(plain(name, DISPLAY_CHARS)))
         text.append("\n")
     return text
 
 
 def kernel_text(kernel: KernelStats) -> Text:
-    text = Text(kernel.name, style="bold")
+    text = Text(plain(kernel.name, 4 * DISPLAY_CHARS), style="bold")
     text.append("\n")
     text.append(
         f"{kernel.kind} · {plural(kernel.calls, 'launch', 'launches')} · total {format_us(kernel.device_total_us)} · "
@@ -73,12 +74,12 @@ def kernel_text(kernel: KernelStats) -> Text:
     )
     occupancy = f"{kernel.occupancy_pct:.0f} %" if kernel.occupancy_pct is not None else "--"
     text.append(f"grid {kernel.grid or '--'} block {kernel.block or '--'} · occupancy {occupancy} · launched by ")
-    text.append(kernel.launcher or "--")
+    text.append(plain(kernel.launcher, DISPLAY_CHARS) if kernel.launcher else "--")
     return text
 
 
 def step_text(step: StepStats) -> Text:
-    text = Text(f"{step.name}: {format_us(step.duration_us)}", style="bold")
+    text = Text(f"{plain(step.name, DISPLAY_CHARS)}: {format_us(step.duration_us)}", style="bold")
     text.append(f"  data loading {format_us_or_dash(step.data_loading_us)}\n")
     if step.device_window_us:
         dash = format_us_or_dash
@@ -93,9 +94,9 @@ def step_text(step: StepStats) -> Text:
 
 def module_text(model: TraceModel, module: ModuleNode) -> Text:
     text = Text()
-    text.append(module.path, style="bold")
+    text.append(plain(module.path, DISPLAY_CHARS), style="bold")
     if module.qualified_name:
-        text.append(f"  {module.qualified_name}", style="cyan")
+        text.append(f"  {plain(module.qualified_name, DISPLAY_CHARS)}", style="cyan")
     text.append(f"  {100 * module_share(model, module):.1f} % of module time\n")
     text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
     if module.backward_cpu_us:

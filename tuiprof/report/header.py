@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.report.plain import plain
 from tuiprof.report.units import format_bytes_short, format_count, format_us_short, plural
 
 
 def trace_title(model: TraceModel) -> str:
     """The trace's file name without the profiler's suffixes."""
-    return model.info.trace_name.removesuffix(".gz").removesuffix(".json").removesuffix(".pt.trace")
+    return plain(model.info.trace_name.removesuffix(".gz").removesuffix(".json").removesuffix(".pt.trace"), 200)
 
 
 # Parts of the header line, most important first: a narrow terminal drops whole parts from

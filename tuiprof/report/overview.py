@@ -13,6 +13,7 @@ from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operato
 from tuiprof.report.findings import findings
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.names import short_kernel_name
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
 OVERVIEW_STEPS = 8
@@ -68,7 +69,7 @@ def overview(model: TraceModel) -> Group:
     found = findings(model)
     if found:
         blocks.append(Text("Findings", style="bold underline"))
-        blocks.extend(Text(f" • {finding.text}") for finding in found)
+        blocks.extend(Text(f" • {plain(finding.text, 2 * DISPLAY_CHARS)}") for finding in found)
         blocks.append(Text())
     if model.steps:
         blocks += [_steps_table(model), Text()]
@@ -109,7 +110,7 @@ def _modules_table(model: TraceModel) -> Table:
         table.add_column(header)
     for node in top_modules(model, OVERVIEW_TOP):
         name = node.qualified_name or "/".join(node.path.split("/")[-2:])
-        cells = [Text(name), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
+        cells = [Text(plain(name, DISPLAY_CHARS)), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
         if model.has_device:
             cells.append(format_us(node.device_total_us + node.backward_device_us))
         cells.append(format_count(node.flops) if node.flops else "--")
@@ -124,7 +125,7 @@ def _operators_table(model: TraceModel) -> Table:
     for header in ("self device" if model.has_device else "self CPU", "calls", "FLOPs"):
         table.add_column(header)
     for stats in top_operators(model, OVERVIEW_TOP):
-        table.add_row(Text(stats.name), format_us(getattr(stats, key)), f"{stats.calls:,}", format_count(stats.flops) if stats.flops else "--")
+        table.add_row(Text(plain(stats.name, DISPLAY_CHARS)), format_us(getattr(stats, key)), f"{stats.calls:,}", format_count(stats.flops) if stats.flops else "--")
     return table
 
 
@@ -135,5 +136,6 @@ def _kernels_table(model: TraceModel) -> Table:
         table.add_column(header)
     table.add_column("launched by", numeric=False)
     for kernel in model.kernels[:OVERVIEW_TOP]:
-        table.add_row(Text(short_kernel_name(kernel.name)), format_us(kernel.device_total_us), f"{kernel.calls:,}", Text(kernel.launcher))
+        table.add_row(Text(short_kernel_name(plain(kernel.name, DISPLAY_CHARS))), format_us(kernel.device_total_us), f"{kernel.calls:,}",
+                      Text(plain(kernel.launcher, DISPLAY_CHARS)))
     return table

@@ -18,6 +18,7 @@ import re
 # bidirectional overrides that can reorder or hide what the terminal shows.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 ELLIPSIS = "…"
+DISPLAY_CHARS = 500  # the most of one name a table cell or a pane shows; data formats keep it whole
 
 
 def _escape(match: re.Match[str]) -> str:

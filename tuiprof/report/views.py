@@ -18,6 +18,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
 from tuiprof.report.names import short_kernel_name
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
 
 Row = dict[str, object]
@@ -45,12 +46,12 @@ class Column:
         if self.kind == "int":
             return f"{int(value):,}"  # type: ignore[arg-type]
         if self.kind == "kernel":
-            return short_kernel_name(str(value))
+            return short_kernel_name(plain(str(value), DISPLAY_CHARS))
         if self.kind == "ratio":
             return f"{float(value):.2f}x"  # type: ignore[arg-type]
         if self.kind == "gbps":
             return f"{float(value):.2f} GB/s"  # type: ignore[arg-type]
-        return str(value)
+        return plain(str(value), DISPLAY_CHARS)  # text from a trace: control characters escaped, length capped
 
     @property
     def numeric(self) -> bool:

@@ -14,6 +14,8 @@ from textual import on
 from textual.app import App
 
 from tuiprof.errors import EXIT_INTERNAL, TraceError
+from tuiprof.report.export import ExportError, write_export
+from tuiprof.report.plain import plain
 from tuiprof.report.render import render_rows
 from tuiprof.report.views import Column, Row
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
@@ -116,10 +118,9 @@ class TableApp(App[int]):
             self.notify("Nothing to export in this view.", severity="warning")
             return
         what, rows, columns = exported
-        path = self.export_dir / f"tuiprof-{what}{'-' + stem if stem else ''}.{fmt}"
-        try:
-            path.write_text(render_rows(rows, columns, fmt))
-        except OSError as exc:
-            self.notify(f"Cannot write {path}: {exc.strerror or exc}", title="Export failed", severity="error", markup=False)
+        try:  # a new file, never through a planted symlink; a fresh name when one exists
+            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_rows(rows, columns, fmt))
+        except ExportError as exc:
+            self.notify(str(exc), title="Export failed", severity="error", markup=False)
             return
-        self.notify(f"Wrote {len(rows):,} rows to {path}", title="Export", timeout=6, markup=False)
+        self.notify(f"Wrote {len(rows):,} rows to {plain(str(path))}", title="Export", timeout=6, markup=False)

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.widgets import RichLog
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import Column
 from tuiprof.tui.views.base import ExplorerView
 
@@ -35,7 +36,7 @@ class LogView(ExplorerView):
         log = self.query_one(RichLog)
         log.clear()
         for line in self.log_lines or (NO_LOG,):
-            log.write(Text(line))
+            log.write(Text(plain(line, 4 * DISPLAY_CHARS)))
 
     def watch_log_lines(self) -> None:
         if self.model is not None:

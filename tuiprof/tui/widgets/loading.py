@@ -8,6 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ProgressBar, Static
 
+from tuiprof.report.plain import DISPLAY_CHARS, plain
+
 
 class LoadingPanel(Vertical):
     def __init__(self, title: str, live: bool, **kwargs) -> None:
@@ -16,7 +18,7 @@ class LoadingPanel(Vertical):
         self.live = live
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"Opening {self.title_text}"), id="loading-title")
+        yield Static(Text(f"Opening {plain(self.title_text, DISPLAY_CHARS)}"), id="loading-title")
         yield ProgressBar(id="loading-bar", show_eta=False)
         yield Static("", id="loading-text")
         yield Static("q: stop and show what was captured" if self.live else "q: cancel", id="loading-hint")
@@ -32,7 +34,7 @@ class LoadingPanel(Vertical):
     def fail(self, text: str) -> None:
         self.query_one(ProgressBar).display = False
         self.query_one("#loading-title", Static).update(Text("Cannot capture" if self.live else "Cannot open this trace", style="bold red"))
-        self.query_one("#loading-text", Static).update(Text(text))
+        self.query_one("#loading-text", Static).update(Text(plain(text, 2 * DISPLAY_CHARS)))
         self.query_one("#loading-hint", Static).update("q: quit")
 
     def stopping(self) -> None:

@@ -9,6 +9,7 @@ from textual.widgets.tree import TreeNode
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranking import module_share
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
 
@@ -72,7 +73,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         text.append(share_bar(share, 4), style="cyan")
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
-        text.append(name or module.label)
+        text.append(plain(name or module.label, DISPLAY_CHARS))
         if module.calls > 1:
             text.append(f" ×{module.calls}", style="dim")
         return text
