@@ -332,3 +332,17 @@ async def test_brackets_on_a_single_trace_say_why_nothing_happens() -> None:
         await pilot.pause()
         assert app.model is model
         assert any("Not a distributed run" in str(n.message) for n in app._notifications)
+
+
+def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None:
+    from tuiprof.analysis.detail import operator_detail
+    from tuiprof.report.details import operator_text
+
+    stats = next(s for s in resnet_model.operators() if s.name == "aten::mkldnn_convolution")
+    detail = operator_detail(resnet_model, stats)
+    node_time = {n.path: n.cpu_total_us for n in resnet_model.modules.walk()}
+    times = [node_time[path] for path, _ in detail.modules]
+    assert times == sorted(times, reverse=True)  # a conv's time is its module's, roughly
+    assert detail.module_count == 20
+    text = operator_text(resnet_model, stats).plain
+    assert f"+{detail.module_count - 3} more" in text and detail.modules[0][0] in text

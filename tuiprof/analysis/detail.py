@@ -15,13 +15,14 @@ from tuiprof.trace.schema import decode_member
 
 @dataclass(frozen=True)
 class OperatorDetail:
-    modules: list[tuple[str, int]]  # module path, calls inside it (most first)
+    modules: list[tuple[str, int]]  # module path, calls inside it (the operator's costliest modules first)
     input_shapes: list[tuple[str, int]]  # shapes text, calls
     input_types: str
     kernels: list[tuple[str, int, float]]  # kernel name, launches, device us (self: launched by the op itself)
     parents: list[tuple[str, int]]  # enclosing operator, calls
     share_of_parent_pct: float | None  # cpu total of the calls under the most common parent, over those parents' total
     share_of_step_pct: float | None  # cpu total per step over the mean step time
+    module_count: int = 0  # modules the calls ran in (``modules`` holds the first few)
 
 
 def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> OperatorDetail:
@@ -30,10 +31,14 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     rows = np.array(stats.rows, dtype=np.int64)
     node_of_frame, nodes = model.modules.frame_index()
     modules: Counter[str] = Counter()
+    module_ns: Counter[str] = Counter()  # the operator's time in each module: the costliest first
     frames = calls.column("module")[rows]
     owners = np.where(frames >= 0, node_of_frame[np.maximum(frames, 0)], -1) if len(nodes) else np.full(len(rows), -1)
+    totals = calls.column("total_ns")[rows]
     for owner, count in counts_first_seen(owners):
-        modules[nodes[owner].path if owner >= 0 else "(outside modules)"] += count
+        path = nodes[owner].path if owner >= 0 else "(outside modules)"
+        modules[path] += count
+        module_ns[path] += int(totals[owners == owner].sum())
 
     shapes: Counter[str] = Counter()
     with_dims = rows[calls.cpu.dims_len[calls.column("cpu_row")[rows]] > 0]
@@ -84,7 +89,8 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         step_total = sum(s.duration_us for s in model.steps)
         share_step = 100 * stats.cpu_total_us / step_total if step_total else None
     return OperatorDetail(
-        modules=modules.most_common(limit),
+        modules=[(path, modules[path]) for path, _ in module_ns.most_common(limit)],
+        module_count=len(modules),
         input_shapes=shapes.most_common(limit),
         input_types=types,
         kernels=[(name, kernel_count[name], us) for name, us in kernel_time.most_common(limit)],

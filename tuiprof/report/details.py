@@ -19,7 +19,7 @@ from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_count, format_us, format_us_or_dash, format_us_short, plural
 
-DETAIL_MODULES = 3  # modules listed on the "in:" line, most calls first
+DETAIL_MODULES = 3  # modules listed on the "in:" line, where the operator spent most time first
 DETAIL_KERNELS = 3
 
 
@@ -46,8 +46,8 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     if detail.modules:
         text.append("in: ", style="dim")
         text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n})" for path, n in detail.modules[:DETAIL_MODULES]))
-        if len(detail.modules) > DETAIL_MODULES:
-            text.append(f" +{len(detail.modules) - DETAIL_MODULES} more", style="dim")
+        if detail.module_count > DETAIL_MODULES:
+            text.append(f" +{detail.module_count - DETAIL_MODULES} more", style="dim")
         text.append("\n")
     if detail.input_shapes and detail.input_shapes[0][0] not in ("[]", "None"):
         text.append("shapes: ", style="dim")
