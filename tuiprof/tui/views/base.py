@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranking import longest_call
 from tuiprof.report.views import Column, Row, View, ViewOptions
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -62,6 +63,11 @@ class ExplorerView(Vertical):
     def timeline_target(self) -> tuple | None:
         """What ``T`` shows in the Timeline for the cursor's row (see messages.ShowInTimeline)."""
         return None
+
+    def longest_call_of(self, row: Row | None) -> tuple | None:
+        """``T`` on an operator row: its longest call."""
+        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
+        return ("call", call) if call is not None else None
 
     def help_columns(self) -> View | None:
         """The report view whose columns ? explains."""

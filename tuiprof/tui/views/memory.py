@@ -11,7 +11,6 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import longest_call
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.views import VIEWS, View
 from tuiprof.tui.views.base import ExplorerView
@@ -31,9 +30,7 @@ class MemoryView(ExplorerView):
         yield RowTable(id="memory-ops")
 
     def timeline_target(self) -> tuple | None:
-        row = self.query_one(RowTable).current_row
-        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
-        return ("call", call) if call is not None else None
+        return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def help_columns(self) -> View:
         return VIEWS["ops"]

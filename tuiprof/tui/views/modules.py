@@ -12,7 +12,6 @@ from textual.timer import Timer
 from textual.widgets import Static, Tree
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import longest_call
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.details import module_text, operator_text
 from tuiprof.report.views import MODULE_TREE_LEGEND, VIEWS, Row, View, ViewOptions, module_row
@@ -46,9 +45,7 @@ class ModulesView(ExplorerView):
                 yield Static(id="module-detail", classes="detail")
 
     def timeline_target(self) -> tuple | None:
-        row = self.query_one(RowTable).current_row
-        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
-        return ("call", call) if call is not None else None
+        return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def help_columns(self) -> View:
         tree_focused = self.screen.focused is self.query_one(ModuleTreeView)

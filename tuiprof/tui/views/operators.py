@@ -10,7 +10,6 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import longest_call
 from tuiprof.report.details import operator_text
 from tuiprof.report.views import CALL_COLUMNS, VIEWS, Row, View, build_call_rows
 from tuiprof.tui.screens.events import EventListScreen
@@ -27,9 +26,7 @@ class OperatorsView(ExplorerView):
         yield Static(id="ops-detail", classes="detail")
 
     def timeline_target(self) -> tuple | None:
-        row = self.query_one(RowTable).current_row
-        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
-        return ("call", call) if call is not None else None
+        return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def help_columns(self) -> View:
         return VIEWS["ops"]
