@@ -4,9 +4,8 @@ A big trace holds millions of CPU operators, runtime launches and python
 frames.  Kept as one Python object each they cost ~500 bytes and a Python
 loop per analysis pass; as columns (numpy int64, names and threads as codes
 into small tables, undecoded input lists in one bytes blob) they cost ~100
-bytes and every pass is a numpy operation.  Device activity is columns too;
-the kinds that stay few (``[memory]`` records, GPU annotations) remain typed
-structs.
+bytes and every pass is a numpy operation.  Device activity and ``[memory]``
+records are columns too; GPU annotations (few) remain typed structs.
 
 :func:`columns_from_events` runs in decode workers, one chunk at a time, with
 chunk-local name and thread tables; :mod:`tuiprof.trace.store` merges chunks

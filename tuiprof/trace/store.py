@@ -2,8 +2,8 @@
 
 The dominant kinds (operators, runtime launches, python frames) are columns
 (:mod:`tuiprof.trace.columns`), and so are device events: names and threads
-are codes into one table each.  The few ``[memory]`` records and GPU
-annotations stay typed structs.  Chunks decoded apart (in worker processes) are merged here, in
+are codes into one table each; ``[memory]`` records are columns too.  The
+few GPU annotations stay typed structs.  Chunks decoded apart (in worker processes) are merged here, in
 file order, into those global tables.  Legacy category names are mapped by
 the columns' category codes, so nothing downstream knows about them.
 """
