@@ -393,6 +393,9 @@ def _times(events: list[RawEvent]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return start, dur, bad_start | bad_dur | (dur < 0)
 
 
+_INT64 = 1 << 63
+
+
 def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> AllocatorColumns:
     """``[memory]`` events as columns: the ``args`` members trace/memory.py reads."""
     if not events:
@@ -404,7 +407,12 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     return AllocatorColumns(
         start_ns=start_ns,
         tid=int_column([t if isinstance(t, int) else NONE for t in tids]),
-        has_bytes=np.array([v is not None for v in alloc], dtype=np.int64),
+        # Byte counts beyond int64 (2**64 in a damaged file) are no real record: left out.
+        has_bytes=np.array(
+            [v is not None and all(-_INT64 <= (n or 0) < _INT64 for n in (v, a.total_allocated, a.total_reserved))
+             for v, a in zip(alloc, args)],
+            dtype=np.int64,
+        ),
         bytes=int_column([v or 0 for v in alloc]),
         has_total=np.array([v is not None for v in total], dtype=np.int64),
         total_allocated=int_column([v or 0 for v in total]),
