@@ -8,8 +8,10 @@ ids, Ev Idx, ProfilerStep numbers) shifted into a fresh range, so joins stay
 within a replica and the result reads like more steps of the same run.
 
 Events are written in Kineto's own layout (one member group per line, two-space
-indented objects, ``ts``/``dur`` with three decimals), so the benchmark reads
-the same bytes a real ``export_chrome_trace`` file holds.
+indented objects), so the benchmark reads the same bytes a real
+``export_chrome_trace`` file holds.  Timestamps are shifted as decimals, never
+through a float: ``ts`` on absolute epoch microseconds with nanosecond
+decimals (the ns-resolution shape) keeps every digit of the source's text.
 
     python scripts/make_big_trace.py --size-mb 1024 --from ../shared/traces/X.json.gz -o /tmp/big.json
 """
@@ -21,6 +23,7 @@ import gzip
 import json
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import orjson
@@ -38,13 +41,15 @@ def main() -> int:
 
     opener = gzip.open if args.source.name.endswith(".gz") else open
     with opener(args.source, "rb") as handle:
-        document = json.load(handle)
+        document = json.load(handle, parse_float=Decimal)
+    if isinstance(document, list):  # the old autograd profiler's bare array
+        document = {"traceEvents": document}
     events = document.pop("traceEvents")
-    timed = [e for e in events if e.get("ph") in ("X", "i", "s", "f") and isinstance(e.get("ts"), (int, float))
+    timed = [e for e in events if e.get("ph") in ("X", "i", "s", "f") and isinstance(e.get("ts"), (int, Decimal))
              and e.get("name") != "Record Window End"]
     start = min(e["ts"] for e in timed)
     end = max(e["ts"] + e.get("dur", 0) for e in timed)
-    span = (end - start) * 1.01 + 10
+    span = int((end - start) * 101 / 100) + 10  # whole microseconds: integer ts stay integers
     id_span = 1 + max(
         [int(v) for e in events for k, v in (e.get("args") or {}).items() if k in ID_ARGS and isinstance(v, int)]
         + [int(e["id"]) for e in events if isinstance(e.get("id"), int)] + [0]
@@ -58,7 +63,7 @@ def main() -> int:
 
     out_open = gzip.open if args.output.name.endswith(".gz") else open
     with out_open(args.output, "wb") as out:
-        head = orjson.dumps({k: v for k, v in document.items()})[:-1]
+        head = orjson.dumps(document, default=float)[:-1]
         out.write(head + (b"," if len(head) > 1 else b"") + b'"traceEvents": [\n')
         first = True
         for event in metadata:
@@ -77,9 +82,10 @@ def main() -> int:
 
 
 def _member(key: str, value) -> bytes:
-    if key in ("ts", "dur") and isinstance(value, float):
-        return b'"%s": %.3f' % (key.encode(), value)
-    return orjson.dumps(key) + b": " + orjson.dumps(value)
+    if isinstance(value, Decimal):  # the source's own digits (ts, dur); other floats as floats
+        text = format(value, "f") if key in ("ts", "dur") else orjson.dumps(float(value)).decode()
+        return orjson.dumps(key) + b": " + text.encode()
+    return orjson.dumps(key) + b": " + orjson.dumps(value, default=float)
 
 
 def kineto_text(event: dict) -> bytes:
@@ -92,13 +98,12 @@ def kineto_text(event: dict) -> bytes:
     return text + b"\n  }"
 
 
-def _shift(event: dict, k: int, span: float, id_span: int, step_span: int) -> dict:
+def _shift(event: dict, k: int, span: int, id_span: int, step_span: int) -> dict:
     if k == 0:
         return event
     shifted = dict(event)
-    if isinstance(shifted.get("ts"), (int, float)):
-        ts = shifted["ts"] + k * span
-        shifted["ts"] = round(ts, 3) if isinstance(event["ts"], float) else int(ts)
+    if isinstance(shifted.get("ts"), (int, Decimal)):
+        shifted["ts"] = shifted["ts"] + k * span
     if isinstance(shifted.get("id"), int):
         shifted["id"] = shifted["id"] + k * id_span
     args = shifted.get("args")

@@ -2,9 +2,9 @@
 
 Each replaces a Python loop over calls or events with a few numpy passes:
 climbing a parent array (:func:`nearest_ancestor`), grouping rows by a key
-(:func:`group_rows`), joining on ids (:func:`id_table`, :func:`look_up`) and
-counting values the way ``collections.Counter`` orders them
-(:func:`counts_first_seen`).
+(:func:`group_rows`), joining on ids (:func:`id_table`, :func:`look_up`),
+coding texts that repeat (:func:`slice_codes`) and counting values the way
+``collections.Counter`` orders them (:func:`counts_first_seen`).
 """
 
 from __future__ import annotations
@@ -86,3 +86,16 @@ def counts_first_seen(values: np.ndarray) -> list[tuple[int, int]]:
     unique, first, counts = np.unique(values, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
     return list(zip(unique[order].tolist(), counts[order].tolist()))
+
+
+def slice_codes(blob: bytes, at: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    """A code per slice ``blob[at:at + length]`` and the distinct slices (first-seen order).
+
+    Input lists repeat (a model calls the same shapes every step): one bytes
+    slice and dict look-up per row, then work per distinct text only."""
+    texts: dict[bytes, int] = {}
+    code = texts.setdefault
+    codes = np.fromiter(
+        (code(blob[a : a + n], len(texts)) for a, n in zip(at.tolist(), length.tolist())), dtype=np.int64, count=len(at)
+    )
+    return codes, list(texts)

@@ -28,13 +28,13 @@ magnitudes cannot hold their nanosecond decimals.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, nesting_depths
+from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, nesting_depths, slice_codes
 from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
@@ -277,9 +277,10 @@ def count_flops(calls: OperatorCalls) -> None:
     ``aten::mkldnn_convolution`` under ``aten::conv2d`` shows the FLOPs it
     executed on the conv's behalf (and the ``aten::empty`` beside its work does not).
     """
-    flops, broken = _flops(calls, FORMULAS)
+    inputs = _coded_inputs(calls, FORMULAS.keys() | COUNTED.keys())
+    flops, broken = _flops(calls, FORMULAS, inputs)
     calls.flops = _column(flops)
-    counted, counted_broken = _flops(calls, COUNTED)
+    counted, counted_broken = _flops(calls, COUNTED, inputs)
     parent = calls.column("parent")
     has_formula = np.isin(calls.column("name_id"), calls.name_codes(COUNTED.__contains__))
     outermost = nearest_ancestor(parent, has_formula) < 0
@@ -290,27 +291,51 @@ def count_flops(calls: OperatorCalls) -> None:
     calls.flops_damaged = int((broken | (counted_broken & outermost)).sum())
 
 
-def _flops(calls: OperatorCalls, formulas: dict[str, FlopsFn]) -> tuple[np.ndarray, np.ndarray]:
-    """FLOPs of every call ``formulas`` has a formula for (shapes repeat: memoised), and
-    which calls' inputs broke their formula (absurd sizes, stride 0...: no FLOPs)."""
+@dataclass(frozen=True)
+class _CodedInputs:
+    """The calls that have a FLOPs formula, with their ``Input Dims`` and ``Concrete Inputs``
+    texts as codes (calls repeat their shapes: work per distinct text only)."""
+
+    rows: np.ndarray
+    dims: np.ndarray  # code into dims_texts, per row
+    dims_texts: list[bytes]
+    concrete: np.ndarray
+    concrete_texts: list[bytes]
+    texts: np.ndarray  # one code per distinct (dims, concrete) pair
+
+
+def _coded_inputs(calls: OperatorCalls, names: Collection[str]) -> _CodedInputs:
+    rows = np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(names.__contains__)))
+    cpu, cpu_rows = calls.cpu, calls.column("cpu_row")[rows]
+    dims, dims_texts = slice_codes(calls.inputs, cpu.dims_at[cpu_rows], cpu.dims_len[cpu_rows])
+    concrete, concrete_texts = slice_codes(calls.inputs, cpu.concrete_at[cpu_rows], cpu.concrete_len[cpu_rows])
+    # Codes are below the row count, so the packed keys stay inside int64.
+    texts = np.unique(dims * len(concrete_texts) + concrete, return_inverse=True)[1].ravel()
+    return _CodedInputs(rows, dims, dims_texts, concrete, concrete_texts, texts)
+
+
+def _flops(calls: OperatorCalls, formulas: dict[str, FlopsFn], inputs: _CodedInputs) -> tuple[np.ndarray, np.ndarray]:
+    """FLOPs of every call ``formulas`` has a formula for, and which calls' inputs broke
+    their formula (absurd sizes, stride 0...: no FLOPs).  Computed once per distinct
+    (name, ``Input Dims``, ``Concrete Inputs``)."""
     flops = np.zeros(len(calls), dtype=np.int64)
     broken = np.zeros(len(calls), dtype=bool)
-    codes = calls.name_codes(formulas.__contains__)
-    if not codes:
+    name_ids = calls.column("name_id")
+    mine = np.isin(name_ids[inputs.rows], calls.name_codes(formulas.__contains__))
+    rows, dims, concrete, texts = inputs.rows[mine], inputs.dims[mine], inputs.concrete[mine], inputs.texts[mine]
+    if not len(rows):
         return flops, broken
-    known: dict[tuple[int, bytes, bytes], int | None] = {}
-    for row in np.flatnonzero(np.isin(calls.column("name_id"), codes)).tolist():
-        dims, _, concrete = calls.input_texts(row)
-        if not dims:
-            continue
-        key = (calls.name_id[row], dims, concrete)
-        if key not in known:
-            known[key] = operator_flops(calls.name(row), decode_member(dims), decode_member(concrete), formulas)
-        value = known[key]
-        if value is None:
-            broken[row] = True
-        else:
-            flops[row] = value
+    keys = name_ids[rows] * (int(texts.max()) + 1) + texts
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    dims_texts, concrete_texts = inputs.dims_texts, inputs.concrete_texts
+    values = [
+        operator_flops(calls.names[name_ids[row]], decode_member(dims_texts[d]), decode_member(concrete_texts[c]), formulas)
+        if dims_texts[d] else 0
+        for row, d, c in zip(rows[first].tolist(), dims[first].tolist(), concrete[first].tolist())
+    ]
+    per_row = np.array([-1 if v is None else v for v in values], dtype=np.int64)[inverse.ravel()]
+    broken[rows] = per_row < 0
+    flops[rows] = np.maximum(per_row, 0)
     return flops, broken
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.arrays import group_rows, nearest_ancestor
+from tuiprof.analysis.arrays import group_rows, nearest_ancestor, slice_codes
 from tuiprof.analysis.calls import OperatorCalls, UnattributedMemory, is_step_name
 from tuiprof.trace.schema import decode_member
 
@@ -79,13 +79,8 @@ def shape_codes(calls: OperatorCalls) -> tuple[np.ndarray, list[str]]:
     """Each call's input-shapes key as a code into a list of keys (computed once per
     trace: one bytes slice and dict look-up per call, one decode per distinct text)."""
     if calls.shape_index is None:
-        texts: dict[bytes, int] = {}
-        inputs, cpu = calls.inputs, calls.cpu
-        rows = np.frombuffer(calls.cpu_row, dtype=np.int64)
-        starts, lengths = cpu.dims_at[rows].tolist(), cpu.dims_len[rows].tolist()
-        codes = np.array(
-            [texts.setdefault(inputs[a : a + n], len(texts)) for a, n in zip(starts, lengths)], dtype=np.int64
-        )
+        rows = calls.column("cpu_row")
+        codes, texts = slice_codes(calls.inputs, calls.cpu.dims_at[rows], calls.cpu.dims_len[rows])
         keys: dict[str, int] = {}
         by_text = np.array([keys.setdefault(_shapes_text(raw), len(keys)) for raw in texts], dtype=np.int64)
         calls.shape_index = (by_text[codes] if len(codes) else codes, list(keys))

@@ -4,9 +4,8 @@ A big trace holds millions of CPU operators, runtime launches and python
 frames.  Kept as one Python object each they cost ~500 bytes and a Python
 loop per analysis pass; as columns (numpy int64, names and threads as codes
 into small tables, undecoded input lists in one bytes blob) they cost ~100
-bytes and every pass is a numpy operation.  Device activity is columns too;
-the kinds that stay few (``[memory]`` records, GPU annotations) remain typed
-structs.
+bytes and every pass is a numpy operation.  Device activity and ``[memory]``
+records are columns too; GPU annotations (few) remain typed structs.
 
 :func:`columns_from_events` runs in decode workers, one chunk at a time, with
 chunk-local name and thread tables; :mod:`tuiprof.trace.store` merges chunks
@@ -132,6 +131,28 @@ class DeviceEvents(Columns):
 
 
 @dataclass
+class AllocatorColumns(Columns):
+    """``[memory]`` events as decoded, one row each; :mod:`tuiprof.trace.memory` settles
+    their quirks once the chunks are merged.
+
+    Columns, not structs: they are a quarter of a with_stack CPU trace's events,
+    and pickling them back from the decode workers as structs cost a quarter of
+    the workers' time.  Absent members: the ``has_`` flags 0, ``kind`` -1,
+    ``device_id`` -1, sizes 0; ``tid`` is NONE when the thread id is not an integer.
+    """
+
+    start_ns: np.ndarray
+    tid: np.ndarray
+    has_bytes: np.ndarray
+    bytes: np.ndarray
+    has_total: np.ndarray
+    total_allocated: np.ndarray
+    total_reserved: np.ndarray
+    kind: np.ndarray
+    device_id: np.ndarray
+
+
+@dataclass
 class ChunkColumns:
     """One decoded chunk: columns whose codes index the chunk's own tables."""
 
@@ -142,7 +163,7 @@ class ChunkColumns:
     device: DeviceEvents
     inputs: bytes
     gpu_annotations: list[TimedEvent] = field(default_factory=list)
-    memory: list[TimedEvent] = field(default_factory=list)
+    memory: AllocatorColumns = field(default_factory=AllocatorColumns.empty)
     comms_records: list[EventArgs] = field(default_factory=list)  # record_param_comms arguments
     operator_count: int = 0  # cpu rows before this are operators, after it runtime launches
     event_count: int = 0
@@ -342,14 +363,12 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     comms = [cpu_args[row] for row in rows if cpu_args[row].collective_name is not None]
     for args in comms:
         args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER  # a Raw would keep the chunk alive
-    kept: list[list[TimedEvent]] = []
-    for group in (memory, gpu_annotations):
-        for event in group:
-            if event.args is not None and event.args.input_dims:
-                args = event.args  # a Raw would keep the decoded chunk alive
-                args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER
-        start, dur = times[id(group)]
-        kept.append([TimedEvent(e.name, e.tid, s, d, e.args) for e, s, d in zip(group, start.tolist(), dur.tolist())])
+    for event in gpu_annotations:
+        if event.args is not None and event.args.input_dims:
+            args = event.args  # a Raw would keep the decoded chunk alive
+            args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER
+    start, dur = times[id(gpu_annotations)]
+    annotations = [TimedEvent(e.name, e.tid, s, d, e.args) for e, s, d in zip(gpu_annotations, start.tolist(), dur.tolist())]
     return ChunkColumns(
         names=list(names),
         threads=list(threads),
@@ -357,8 +376,8 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         frames=frame_columns,
         device=device_columns,
         inputs=inputs,
-        gpu_annotations=kept[1],
-        memory=kept[0],
+        gpu_annotations=annotations,
+        memory=_allocator_columns(memory, times[id(memory)][0]),
         comms_records=comms,
         operator_count=len(operators),
         event_count=len(events),
@@ -372,6 +391,35 @@ def _times(events: list[RawEvent]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     start, bad_start = exact_ns([e.ts for e in events])
     dur, bad_dur = exact_ns([e.dur for e in events])
     return start, dur, bad_start | bad_dur | (dur < 0)
+
+
+_INT64 = 1 << 63
+
+
+def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> AllocatorColumns:
+    """``[memory]`` events as columns: the ``args`` members trace/memory.py reads."""
+    if not events:
+        return AllocatorColumns.empty()
+    args = [e.args or _EMPTY_ARGS for e in events]
+    alloc = [a.alloc_bytes for a in args]
+    total = [a.total_allocated for a in args]
+    tids = [int(t) if isinstance(t, str) and t.isdigit() else t for t in (e.tid for e in events)]
+    return AllocatorColumns(
+        start_ns=start_ns,
+        tid=int_column([t if isinstance(t, int) else NONE for t in tids]),
+        # Byte counts beyond int64 (2**64 in a damaged file) are no real record: left out.
+        has_bytes=np.array(
+            [v is not None and all(-_INT64 <= (n or 0) < _INT64 for n in (v, a.total_allocated, a.total_reserved))
+             for v, a in zip(alloc, args)],
+            dtype=np.int64,
+        ),
+        bytes=int_column([v or 0 for v in alloc]),
+        has_total=np.array([v is not None for v in total], dtype=np.int64),
+        total_allocated=int_column([v or 0 for v in total]),
+        total_reserved=int_column([a.total_reserved or 0 for a in args]),
+        kind=_ids([a.device_type for a in args]),
+        device_id=_ids([a.device_id for a in args]),
+    )
 
 
 def _device_columns(

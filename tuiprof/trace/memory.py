@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.trace.schema import TimedEvent
+from tuiprof.trace.columns import AllocatorColumns
 
 CPU_MEMORY_TYPES = frozenset({0, 2, 5})  # CPU, MKLDNN, IDEEP
 DEVICE_MEMORY_TYPES = frozenset({1, 6, 12, 20})  # CUDA, HIP, XPU, PrivateUse1
@@ -56,25 +56,21 @@ def device_label(kind: int, device_id: int | None) -> str:
     return name if type_id in CPU_MEMORY_TYPES else f"{name}:{device_id if device_id is not None else 0}"
 
 
-_INT64 = 1 << 63
-
-
-def _fits(args) -> bool:
-    return all(-_INT64 <= (v or 0) < _INT64 for v in (args.alloc_bytes, args.total_allocated, args.total_reserved))
-
-
-def memory_records(events: list[TimedEvent]) -> MemoryRecords:
-    # Byte counts beyond int64 (2**64 in a damaged file) are no real record: left out.
-    records = [e for e in events if e.args is not None and e.args.alloc_bytes is not None and _fits(e.args)]
-    records.sort(key=lambda e: e.start_ns)
-    kinds = [NO_TYPE if e.args.device_type is None else e.args.device_type for e in records]
-    labels = [device_label(kind, e.args.device_id) for kind, e in zip(kinds, records)]
-    names = tuple(dict.fromkeys(labels))
-    device = np.array([names.index(label) for label in labels], dtype=np.int64)
-    sizes = np.array([e.args.alloc_bytes for e in records], dtype=np.int64)
-    allocated = np.array([e.args.total_allocated or 0 for e in records], dtype=np.int64)
-    reserved = np.array([e.args.total_reserved or 0 for e in records], dtype=np.int64)
-    has_total = np.array([e.args.total_allocated is not None for e in records], dtype=bool)
+def memory_records(columns: AllocatorColumns) -> MemoryRecords:
+    """The allocator records of a trace, sorted by time (ties in file order), devices labelled."""
+    rows = np.flatnonzero(columns.has_bytes)
+    rows = rows[np.argsort(columns.start_ns[rows], kind="stable")]
+    kinds = columns.kind[rows]
+    # One label per distinct (type, id) pair; several pairs can share one ("CPU").
+    pairs, first, inverse = np.unique(np.stack((kinds, columns.device_id[rows]), axis=1), axis=0,
+                                      return_index=True, return_inverse=True)
+    labels = [device_label(kind, None if device_id < 0 else device_id) for kind, device_id in pairs.tolist()]
+    names = tuple(dict.fromkeys(labels[pair] for pair in np.argsort(first, kind="stable").tolist()))
+    device = np.array([names.index(label) for label in labels], dtype=np.int64)[inverse.ravel()]
+    sizes = columns.bytes[rows]
+    allocated = columns.total_allocated[rows]
+    reserved = columns.total_reserved[rows]
+    has_total = columns.has_total[rows].astype(bool)
     known = []
     for index in range(len(names)):
         mine = device == index
@@ -85,13 +81,13 @@ def memory_records(events: list[TimedEvent]) -> MemoryRecords:
             reserved[mine] = 0
             known.append(False)
     return MemoryRecords(
-        start_ns=np.array([e.start_ns for e in records], dtype=np.int64),
+        start_ns=columns.start_ns[rows],
         bytes=sizes,
-        kind=np.array(kinds, dtype=np.int64),
+        kind=kinds,
         device=device,
         device_names=names,
         allocated=allocated,
         reserved=reserved,
         reserved_known=tuple(known),
-        tids=tuple(e.tid for e in records),
+        tids=tuple(columns.tid[rows].tolist()),
     )

@@ -2,8 +2,8 @@
 
 The dominant kinds (operators, runtime launches, python frames) are columns
 (:mod:`tuiprof.trace.columns`), and so are device events: names and threads
-are codes into one table each.  The few ``[memory]`` records and GPU
-annotations stay typed structs.  Chunks decoded apart (in worker processes) are merged here, in
+are codes into one table each; ``[memory]`` records are columns too.  The
+few GPU annotations stay typed structs.  Chunks decoded apart (in worker processes) are merged here, in
 file order, into those global tables.  Legacy category names are mapped by
 the columns' category codes, so nothing downstream knows about them.
 """
@@ -17,6 +17,7 @@ import numpy as np
 
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
+    AllocatorColumns,
     ChunkColumns,
     CpuEvents,
     DeviceEvents,
@@ -51,7 +52,7 @@ class TraceEvents:
     device: DeviceEvents = field(default_factory=DeviceEvents.empty)
     inputs: bytes = b""
     gpu_annotations: list[TimedEvent] = field(default_factory=list)
-    memory: list[TimedEvent] = field(default_factory=list)
+    memory: AllocatorColumns = field(default_factory=AllocatorColumns.empty)  # [memory] events
     comms_records: list[EventArgs] = field(default_factory=list)  # record_param_comms arguments (collectives)
     other_events: int = 0
     event_count: int = 0
@@ -97,6 +98,7 @@ class StoreBuilder:
         self._operators: list[CpuEvents] = []
         self._launches: list[CpuEvents] = []
         self._frames: list[FrameColumns] = []
+        self._memory: list[AllocatorColumns] = []
         self._device: list[list[DeviceEvents]] = [[] for _ in DEVICE_KINDS]  # per kind, in file order
         self._inputs: list[bytes] = []
         self._input_offset = 0
@@ -131,7 +133,7 @@ class StoreBuilder:
             for kind, parts in enumerate(self._device):
                 parts.append(device.take(np.flatnonzero(device.kind == kind)))
         store.gpu_annotations.extend(chunk.gpu_annotations)
-        store.memory.extend(chunk.memory)
+        self._memory.append(chunk.memory)
         store.comms_records.extend(chunk.comms_records)
 
     def finish(self) -> TraceEvents:
@@ -139,8 +141,9 @@ class StoreBuilder:
         store.cpu = CpuEvents.concat(self._operators + self._launches)  # each in file order
         store.frames = FrameColumns.concat(self._frames)
         store.device = DeviceEvents.concat([part for parts in self._device for part in parts])
+        store.memory = AllocatorColumns.concat(self._memory)
         store.inputs = b"".join(self._inputs)
-        self._operators, self._launches, self._frames, self._inputs = [], [], [], []
+        self._operators, self._launches, self._frames, self._inputs, self._memory = [], [], [], [], []
         self._device = [[] for _ in DEVICE_KINDS]
         return store
 
