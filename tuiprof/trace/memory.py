@@ -60,11 +60,12 @@ _INT64 = 1 << 63
 
 
 def _fits(args) -> bool:
-    return all(-_INT64 <= (v or 0) < _INT64 for v in (args.alloc_bytes, args.total_allocated, args.total_reserved))
+    values = (args.alloc_bytes, args.total_allocated, args.total_reserved, args.device_type, args.device_id)
+    return all(not isinstance(v, int) or -_INT64 <= v < _INT64 for v in values)
 
 
 def memory_records(events: list[TimedEvent]) -> MemoryRecords:
-    # Byte counts beyond int64 (2**64 in a damaged file) are no real record: left out.
+    # Numbers beyond int64 (2**64 in a damaged file) are no real record: left out.
     records = [e for e in events if e.args is not None and e.args.alloc_bytes is not None and _fits(e.args)]
     records.sort(key=lambda e: e.start_ns)
     kinds = [NO_TYPE if e.args.device_type is None else e.args.device_type for e in records]
