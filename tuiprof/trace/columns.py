@@ -407,9 +407,10 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     return AllocatorColumns(
         start_ns=start_ns,
         tid=int_column([t if isinstance(t, int) else NONE for t in tids]),
-        # Byte counts beyond int64 (2**64 in a damaged file) are no real record: left out.
+        # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
         has_bytes=np.array(
-            [v is not None and all(-_INT64 <= (n or 0) < _INT64 for n in (v, a.total_allocated, a.total_reserved))
+            [v is not None and all(not isinstance(n, int) or -_INT64 <= n < _INT64
+                                   for n in (v, a.total_allocated, a.total_reserved, a.device_type, a.device_id))
              for v, a in zip(alloc, args)],
             dtype=np.int64,
         ),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
-from tuiprof.analysis.diff import TraceDiff
 from tuiprof.analysis.model import TraceModel
+
+if TYPE_CHECKING:  # the diff engine loads with diff mode only
+    from tuiprof.analysis.diff import TraceDiff
 
 
 class LoadAdvanced(Message):

@@ -13,6 +13,7 @@ from typing import TypeVar
 from textual import on
 from textual.app import App
 
+from tuiprof.cleanup import clean_up
 from tuiprof.errors import EXIT_INTERNAL, TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
@@ -56,6 +57,7 @@ class TableApp(App[int]):
         self._load()
 
     def _quit_on_signal(self, signum: int) -> None:
+        clean_up()  # temporary inflated traces and decode workers go now, not only at exit
         self.exit(128 + signum)
 
     # ------------------------------------------------------------ loading
