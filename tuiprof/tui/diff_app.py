@@ -145,7 +145,8 @@ class DiffApp(TableApp):
             return
         self.sides = (self.sides[1], self.sides[0])
         self.diff = self._compare(*self.sides)
-        self.notify(f"A is now {self.diff.label_a}", title="Swapped", timeout=4, markup=False)
+        message = f"A is now {plain(self.diff.label_a)}"  # a path: plain text
+        self.notify(message, title="Swapped", timeout=4, markup=False)
 
     def action_cycle_sort(self) -> None:
         view = self.view()

@@ -125,4 +125,5 @@ class TableApp(App[int]):
         except ExportError as exc:
             self.notify(str(exc), title="Export failed", severity="error", markup=False)
             return
-        self.notify(f"Wrote {len(rows):,} rows to {plain(str(path))}", title="Export", timeout=6, markup=False)
+        message = f"Wrote {len(rows):,} rows to {plain(str(path))}"
+        self.notify(message, title="Export", timeout=6, markup=False)
