@@ -23,6 +23,7 @@ from textual.widgets import ContentSwitcher, Static
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import verdict_style, verdict_text
+from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
 from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
 from tuiprof.tui.messages import DiffReady
