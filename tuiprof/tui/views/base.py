@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import longest_call
-from tuiprof.report.views import Column, Row, View, ViewOptions
+from tuiprof.report.views import Column, Row, View, ViewOptions, sort_rows
 from tuiprof.tui.widgets.row_table import RowTable
 
 ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off the UI thread
@@ -122,9 +122,9 @@ class ExplorerView(Vertical):
         self, table: RowTable, view: View, options: ViewOptions, columns: tuple[Column, ...], sort: str, descending: bool
     ) -> None:
         assert self.model is not None
-        rows = view.build(self.model, options)
+        rows = sort_rows(view.build(self.model, options), sort, descending) if sort else view.build(self.model, options)
         if not get_current_worker().is_cancelled:  # a newer request for this table won
-            self.app.call_from_thread(table.set_data, columns, rows, sort, descending)
+            self.app.call_from_thread(table.set_data, columns, rows, sort, descending, True)
 
     @on(RowTable.Highlighted)
     def _highlighted(self, event: RowTable.Highlighted) -> None:
