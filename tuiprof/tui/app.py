@@ -97,20 +97,8 @@ class ExplorerApp(TableApp):
     def action_switch_rank(self, step: int) -> None:
         current = self.model
         if current is not None:  # a closure: a worker's description holds the repr() of its arguments
-            self.run_worker(lambda: self._switch_rank(current, step), thread=True, exclusive=True, group="rank",
+            self.run_worker(lambda: self.ranks.switch(self, current, step), thread=True, exclusive=True, group="rank",
                             description="switch rank")
-
-    def _switch_rank(self, current: TraceModel, step: int) -> None:
-        """Load the neighbouring rank off the UI thread, then show it in every view."""
-        target = self.load_or_notify(lambda: RankModels.neighbour(current, step))
-        if target is None:
-            self.call_from_thread(self.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory.")
-            return
-        rank, path = target
-        self.call_from_thread(self.notify, f"rank {rank}: loading {path.name}", markup=False, timeout=2)
-        model = self.load_or_notify(lambda: self.ranks.load(path))
-        if model is not None:
-            self.call_from_thread(setattr, self, "model", model)
 
     # ------------------------------------------------------------ views
 

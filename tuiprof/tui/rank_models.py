@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tuiprof.analysis import load_model
 from tuiprof.analysis.model import TraceModel
+from tuiprof.report.plain import plain
 from tuiprof.trace.run import open_run
 
 KEPT_MODELS = 3  # the rank shown and its neighbours: enough to flip back and forth
@@ -49,3 +50,17 @@ class RankModels:
             model = load_model(path)
         self.remember(model)
         return model
+
+    def switch(self, app, current: TraceModel, step: int) -> None:
+        """In the app's worker: load the rank ``step`` away from ``current`` and give it to
+        every view (``app.model``); problems are notifications."""
+        target = app.load_or_notify(lambda: self.neighbour(current, step))
+        if target is None:
+            app.call_from_thread(app.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory.")
+            return
+        rank, path = target
+        message = f"rank {rank}: loading {plain(path.name)}"
+        app.call_from_thread(app.notify, message, markup=False, timeout=2)
+        model = app.load_or_notify(lambda: self.load(path))
+        if model is not None:
+            app.call_from_thread(setattr, app, "model", model)
