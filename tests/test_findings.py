@@ -131,3 +131,20 @@ def test_step_flops() -> None:
     assert finding.id == "step-flops"
     assert "per step: 2.00 GFLOP forward only (no backward in this trace)" in finding.text
     assert "500.000ms, 4.00 GFLOP/s achieved" in finding.text
+
+
+def test_overview_tables_drop_numbers_rather_than_cut_them() -> None:
+    from rich.console import Console
+
+    from tuiprof.report.overview import FittedTable
+
+    table = FittedTable("t")
+    table.add_column("name", numeric=False)
+    for header in ("first", "second", "third"):
+        table.add_column(header)
+    table.add_row("aten::convolution_backward", "123.456ms", "234.567ms", "345.678ms")
+    console = Console(width=40, record=True, color_system=None)
+    console.print(table)
+    text = console.export_text()
+    assert "123.456ms" in text and "234.567ms" in text  # whole, with their units
+    assert "345.678" not in text  # the rightmost number went, whole: no "345.6…"

@@ -48,11 +48,18 @@ class FittedTable:
             cut = min(max(0, widths[i] - floor), -spare)
             widths[i] -= cut
             spare += cut
+        shown = list(range(len(self.headers)))
+        numbers = [i for i in shown if self.headers[i][1]]
+        while spare < 0 and len(numbers) > 1:  # still too wide: numeric columns go from the right, none is cut
+            dropped = numbers.pop()
+            shown.remove(dropped)
+            spare += widths[dropped] + gap
         table = Table(title=self.title, title_justify="left", box=None, header_style="bold", pad_edge=False)
-        for (header, numeric), width in zip(self.headers, widths):
-            table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=width)
+        for i in shown:
+            header, numeric = self.headers[i]
+            table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
         for row in self.rows:
-            table.add_row(*row)
+            table.add_row(*(row[i] for i in shown))
         yield table
 
 
