@@ -223,23 +223,8 @@ MODULE_TREE_LEGEND = View(
 
 
 def module_row(node: ModuleNode) -> Row:
-    return {
-        "path": node.path,
-        "qualified_name": node.qualified_name,
-        "calls": node.calls,
-        "self_cpu_us": node.self_cpu_us,
-        "cpu_total_us": node.cpu_total_us,
-        "backward_cpu_us": node.backward_cpu_us,
-        "device_total_us": node.device_total_us,
-        "backward_device_us": node.backward_device_us,
-        "cpu_mem_bytes": node.cpu_mem_bytes,
-        "flops": node.flops,
-        "backward_flops": node.backward_flops,
-        "flops_per_s": node.flops_per_s,
-        "parameters": node.parameters,
-        "output_shape": node.output_shape,
-        "_node": node,
-    }
+    """A module's row: its attributes named as the columns (ModuleNode holds every one)."""
+    return _attribute_rows([node], MODULE_COLUMNS)[0]
 
 
 def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
