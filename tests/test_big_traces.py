@@ -11,6 +11,9 @@ and compare every column with an in-process decode.
 from __future__ import annotations
 
 import gzip
+import tempfile
+import threading
+import time
 from array import array
 
 import numpy as np
@@ -176,6 +179,94 @@ def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> Non
     _columns_equal(from_memory, from_file)
     assert from_file.source == str(sample)
     assert not list(tmp_path.glob("tuiprof-*"))
+
+
+def _inflate_slowly(monkeypatch) -> list[tuple[int, bool]]:
+    """Inflate in 32 kB pieces, a little slowly, with spans cut 64 kB apart and small
+    windows: what the loader saw of the document when it handed out each span."""
+    from tuiprof.trace import inflating, source
+
+    _force_workers(monkeypatch)
+    monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
+    monkeypatch.setattr(source, "INFLATE_PIECE", 32 << 10)
+    monkeypatch.setattr(source, "_READ_BYTES", 4 << 10)
+    monkeypatch.setattr(decode, "_TAIL_WINDOW", 64 << 10)
+    monkeypatch.setattr(decode, "_SEARCH_WINDOW", 16 << 10)
+    seen: list[tuple[int, bool]] = []
+    write, wait_for = inflating.InflatingFile.write, inflating.InflatingFile.wait_for
+
+    def slow_write(self, data: bytes) -> None:
+        time.sleep(0.002)
+        write(self, data)
+
+    def watched_wait_for(self, size: int) -> tuple[int, bool]:
+        answer = wait_for(self, size)
+        seen.append(answer)
+        return answer
+
+    monkeypatch.setattr(inflating.InflatingFile, "write", slow_write)
+    monkeypatch.setattr(inflating.InflatingFile, "wait_for", watched_wait_for)
+    return seen
+
+
+def test_a_big_gzip_is_decoded_while_it_is_inflated(tmp_path, monkeypatch) -> None:
+    sample = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
+    whole = load_trace(sample)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    seen = _inflate_slowly(monkeypatch)
+    streamed = load_trace(sample)
+    _columns_equal(whole, streamed)
+    assert streamed.header.traceName == whole.header.traceName  # a member after the event array
+    assert streamed.uncompressed_bytes == whole.uncompressed_bytes
+    planned_early = [available for available, complete in seen if not complete]
+    assert len(planned_early) > 10  # spans were cut while the file was still growing
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_error_while_inflating_stops_the_decode(tmp_path, monkeypatch) -> None:
+    document = gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(gzip.compress(document)[: len(document) // 20])  # the gzip stream ends early
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    _inflate_slowly(monkeypatch)
+    threads = threading.active_count()
+    with pytest.raises(TraceError, match="truncated"):
+        load_trace(path)
+    assert not list(temp.iterdir())
+    assert threading.active_count() == threads  # the inflating thread and the feeder are gone
+
+
+def test_aborting_a_load_while_inflating_stops_everything(tmp_path, monkeypatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    _inflate_slowly(monkeypatch)
+    pools: list = []
+    original = parallel.DecodeWorkers.__init__
+
+    def keep(self, count: int) -> None:
+        original(self, count)
+        pools.append(self)
+
+    monkeypatch.setattr(parallel.DecodeWorkers, "__init__", keep)
+
+    class Abort(Exception):
+        pass
+
+    def abort(progress) -> None:
+        raise Abort
+
+    threads = threading.active_count()
+    with pytest.raises(Abort):
+        load_trace(SAMPLES / "resnet18_cpu.pt.trace.json.gz", progress=abort)
+    assert pools and all(p.poll() is not None for p in pools[0].processes)
+    assert threading.active_count() == threads
+    assert not list(temp.iterdir())
 
 
 def test_aborting_a_parallel_load_stops_the_workers(tmp_path, monkeypatch) -> None:

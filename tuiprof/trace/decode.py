@@ -17,7 +17,9 @@ repairs what it can and counts the rest.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import msgspec
 
@@ -29,6 +31,7 @@ CHUNK_BYTES = 16 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SEARCH_WINDOW = 1 << 20
+_HEAD_BYTES = 1 << 20  # where the traceEvents key is looked for first
 
 _decode_events = msgspec.json.Decoder(EVENT_LIST).decode
 _decode_header = msgspec.json.Decoder(TraceHeader).decode
@@ -73,7 +76,7 @@ class DocumentPlan:
     """
 
     header: TraceHeader
-    spans: list[tuple[int, int]]
+    spans: Iterable[tuple[int, int]]
     inline_events: list[RawEvent] = field(default_factory=list)
 
 
@@ -92,7 +95,7 @@ def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "
         header = TraceHeader()
         body_start = start + 1
     elif opener == b"{":
-        head = bytes(view[: min(size, 1 << 20)])
+        head = bytes(view[: min(size, _HEAD_BYTES)])
         match = _ARRAY_KEY.search(head)
         if match is None and size > len(head):
             match = _ARRAY_KEY.search(bytes(view))
@@ -107,13 +110,67 @@ def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "
     else:
         raise TraceError(source, "this is not JSON", "pass a .json or .json.gz written by torch.profiler")
 
-    end, tail = _split_tail(view, body_start, report)
+    return DocumentPlan(header, _plan_to_the_end(view, header, body_start, report))
+
+
+def _plan_to_the_end(view, header: TraceHeader, pos: int, report: DecodeReport) -> list[tuple[int, int]]:
+    """The spans from ``pos`` to the end of the event array; the members after it go into ``header``."""
+    end, tail = _split_tail(view, pos, report)
     if tail is not None:
         for name in tail.__struct_fields__:
             value = getattr(tail, name)
             if value is not None and name != "traceEvents" and value != msgspec.Raw():
                 setattr(header, name, value)
-    return DocumentPlan(header, _plan_spans(view, body_start, end))
+    return _plan_spans(view, pos, end)
+
+
+class GrowingDocument(Protocol):
+    """A document still being written (a gzip trace being inflated): slices of
+    what is there, and a wait for more."""
+
+    def __getitem__(self, part: slice) -> bytes: ...
+
+    def __len__(self) -> int: ...  # the size once complete
+
+    def wait_for(self, size: int) -> tuple[int, bool]: ...  # (bytes there, complete), once >= size or complete
+
+
+def plan_growing_document(document: GrowingDocument, report: DecodeReport, source: str) -> DocumentPlan | None:
+    """A plan whose spans are cut while the document grows, or None when it must be complete first.
+
+    Only the common layout is planned early: an object whose ``traceEvents``
+    key is in its first megabyte.  Cuts stay more than ``_TAIL_WINDOW`` before
+    the bytes written so far, so a span never reaches the members after the
+    array (those are found, as in :func:`plan_document`, once it is complete).
+    """
+    available, complete = document.wait_for(_HEAD_BYTES)
+    head = document[0:_HEAD_BYTES]
+    start = _first_non_space(memoryview(head))
+    match = _ARRAY_KEY.search(head) if start is not None and head[start : start + 1] == b"{" else None
+    if complete or match is None:
+        return None
+    header = _decode_header_prefix(memoryview(head)[: match.end()], source, report)
+    return DocumentPlan(header, _growing_spans(document, header, match.end(), report))
+
+
+def _growing_spans(document: GrowingDocument, header: TraceHeader, pos: int, report: DecodeReport) -> Iterator[tuple[int, int]]:
+    search_from = pos + CHUNK_BYTES
+    wanted = search_from + _TAIL_WINDOW + _SEARCH_WINDOW
+    while True:
+        available, complete = document.wait_for(wanted)
+        if complete:
+            break
+        end = available - _TAIL_WINDOW
+        cut = _find_cut(document, search_from, end)
+        if cut is None:  # no boundary yet (a huge event): look again from near here once more is there
+            search_from = max(search_from, end - _SEARCH_WINDOW)
+            wanted = available + _SEARCH_WINDOW
+            continue
+        yield pos, cut[0]
+        pos = cut[1]
+        search_from = pos + CHUNK_BYTES
+        wanted = search_from + _TAIL_WINDOW + _SEARCH_WINDOW
+    yield from _plan_to_the_end(document, header, pos, report)
 
 
 def _plan_spans(view: memoryview, pos: int, end: int) -> list[tuple[int, int]]:
@@ -164,6 +221,11 @@ def decode_span(view: bytes | memoryview, start: int, end: int, report: DecodeRe
     with memoryview(view) as whole:
         text[1:-1] = whole[start:end]
     text[-1:] = b"]"
+    return decode_text(text, report)
+
+
+def decode_text(text: bytearray, report: DecodeReport) -> list[RawEvent]:
+    """The events of a span copied between ``[`` and ``]`` (salvaged one by one if damaged)."""
     try:
         return _decode_events(text)
     except DECODE_ERRORS:

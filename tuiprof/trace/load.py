@@ -1,9 +1,11 @@
 """Open a trace path and decode it into a :class:`TraceEvents` store.
 
-Plain files are memory-mapped; a big ``.json.gz`` is first inflated into a
-temporary file.  The event array is cut into spans that are decoded in this
-process or, for big files on several cores, in worker processes
-(:mod:`tuiprof.trace.parallel`), and merged in file order.
+Plain files are memory-mapped; a big ``.json.gz`` is inflated into a
+temporary file, by a thread while workers decode what is written when there
+are several cores (:mod:`tuiprof.trace.inflating`).  The event array is cut
+into spans that are decoded in this process or, for big files on several
+cores, in worker processes (:mod:`tuiprof.trace.parallel`), and merged in
+file order.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from pathlib import Path
 
 from tuiprof.errors import TraceError
 from tuiprof.trace.columns import columns_from_events
-from tuiprof.trace.decode import DecodeReport, plan_document
+from tuiprof.trace.decode import DecodeReport, DocumentPlan, plan_document, plan_growing_document
 from tuiprof.cleanup import temporary_file
-from tuiprof.trace.parallel import DecodeWorkers, decode_columns, worker_count
+from tuiprof.trace.inflating import InflatingFile
+from tuiprof.trace.parallel import DecodeWorkers, decode_columns, decode_file_span, worker_count
 from tuiprof.trace.source import (
     STDIN,
     ReadProgress,
     TraceFile,
     gzip_to_file,
+    inflated_size,
     is_gzip,
     read_trace_bytes,
     resolve_trace,
@@ -71,7 +75,10 @@ def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) 
         with spooled(trace, on_read) as plain:
             return _load(source, plain, progress)
     if trace.size_bytes >= GZIP_TO_FILE_BYTES and is_gzip(trace):
+        expected = inflated_size(trace)
         with temporary_file() as inflated:
+            if worker_count(expected) > 1:
+                return _load_inflating(source, trace, inflated, expected, progress)
             gzip_to_file(trace, inflated, on_read)
             plain = TraceFile(Path(inflated.name), os.path.getsize(inflated.name), trace.rank)
             return _load(source, plain, progress)
@@ -92,56 +99,106 @@ def spooled(trace: TraceFile, on_read: ReadProgress | None = None) -> Iterator[T
         yield TraceFile(Path(copy.name), os.path.getsize(copy.name), None)
 
 
-def _load(source: str, trace: TraceFile, progress: ProgressCallback | None, on_read=None) -> TraceEvents:
-    report = DecodeReport()
-    # Decoding allocates millions of untracked structs; the cyclic GC would
-    # rescan the growing heap over and over for nothing (measured 2-3x).
-    gc_was_enabled = gc.isenabled()
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Decoding allocates millions of untracked structs; the cyclic GC would
+    rescan the growing heap over and over for nothing (measured 2-3x)."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(source: str, trace: TraceFile, progress: ProgressCallback | None, on_read=None) -> TraceEvents:
+    report = DecodeReport()
+    with _collector_paused():
         data = read_trace_bytes(trace, on_read, source)
         try:
-            store = _decode(source, trace, data, report, progress)
+            workers = worker_count(len(data)) if isinstance(data, mmap.mmap) else 1
+            store = _decode(
+                _Decoding(source, str(trace.path), report, progress, workers, lambda: len(data)),
+                lambda: plan_document(data, report, source),
+                lambda start, end: decode_columns(data, start, end),
+            )
         finally:
             _close(data)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    if store.event_count == 0:
-        raise TraceError(source, "the trace holds no events", "profile at least one active step")
-    return store
+    return _checked(store)
+
+
+def _load_inflating(
+    source: str, trace: TraceFile, target, expected: int, progress: ProgressCallback | None
+) -> TraceEvents:
+    """A big gzip trace decoded by workers while a thread inflates it into ``target``."""
+    report = DecodeReport()
+    with _collector_paused(), InflatingFile(trace, target) as document:
+
+        def plan() -> DocumentPlan:
+            growing = plan_growing_document(document, report, source)
+            if growing is not None:
+                return growing
+            data = document.complete_bytes()  # another layout: planned once all is there
+            return plan_document(data, report, source)
+
+        decoding = _Decoding(source, document.path, report, progress, worker_count(expected),
+                             lambda: max(expected, len(document)), document.stop)
+        store = _decode(decoding, plan, lambda start, end: decode_file_span(document.path, start, end))
+    return _checked(store)
+
+
+@dataclass
+class _Decoding:
+    """What a decode needs beside its plan: where the bytes are, who is told, how many workers."""
+
+    source: str
+    path: str
+    report: DecodeReport
+    progress: ProgressCallback | None
+    workers: int
+    total_bytes: Callable[[], int]  # for progress; known once the document is complete
+    stop_source: Callable[[], None] = lambda: None  # stops a document still being written
 
 
 def _decode(
-    source: str, trace: TraceFile, data: bytes | mmap.mmap, report: DecodeReport, progress: ProgressCallback | None
+    decoding: _Decoding, plan: Callable[[], DocumentPlan], decode_here: Callable[[int, int], tuple]
 ) -> TraceEvents:
-    workers = worker_count(len(data)) if isinstance(data, mmap.mmap) else 1
+    """Plan the document, decode its spans (in workers if several) and merge them in file order."""
     pool = None
-    if workers > 1:
+    if decoding.workers > 1:
         try:
-            pool = DecodeWorkers(workers)
+            pool = DecodeWorkers(decoding.workers)  # started first: their start-up overlaps the planning
         except OSError:  # no processes can be started here: decode in this one
             pool = None
+    report, progress = decoding.report, decoding.progress
     try:
-        plan = plan_document(data, report, source)
-        store = TraceEvents(source=source, header=plan.header, report=report)
-        store.uncompressed_bytes = len(data)
+        planned = plan()
+        store = TraceEvents(source=decoding.source, header=planned.header, report=report)
         builder = StoreBuilder(store)
-        if plan.inline_events:
-            builder.add(columns_from_events(plan.inline_events))
+        if planned.inline_events:
+            builder.add(columns_from_events(planned.inline_events))
         if pool is not None:
-            chunks = pool.decode(str(trace.path), data, plan.spans)
+            chunks = pool.decode(decoding.path, planned.spans)
         else:
-            chunks = (decode_columns(data, start, end) for start, end in plan.spans)
-        for (_, end), (chunk, chunk_report) in zip(plan.spans, chunks):
+            chunks = ((span, *decode_here(*span)) for span in planned.spans)
+        for (_, end), chunk, chunk_report in chunks:
             report.merge(chunk_report)
             builder.add(chunk)
             if progress:
-                progress(LoadProgress("decoding", end, len(data), store.event_count))
+                progress(LoadProgress("decoding", end, max(end, decoding.total_bytes()), store.event_count))
+        store.uncompressed_bytes = decoding.total_bytes()
     finally:
+        decoding.stop_source()  # first: the feeder may wait for bytes that would never come
         if pool is not None:
             pool.close()  # at once when the load was aborted
     return builder.finish()
+
+
+def _checked(store: TraceEvents) -> TraceEvents:
+    if store.event_count == 0:
+        raise TraceError(store.source, "the trace holds no events", "profile at least one active step")
+    return store
 
 
 def _close(data: bytes | mmap.mmap) -> None:

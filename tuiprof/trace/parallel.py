@@ -26,16 +26,17 @@ import gc
 import mmap
 import os
 import pickle
+import queue
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
-from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span
+from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span, decode_text
 
 # Below this, starting workers (~0.2 s: a fresh interpreter importing msgspec
 # and numpy) costs more than it saves on 2 cores (scripts/bench_load.py).
@@ -44,8 +45,8 @@ MAX_WORKERS = 16
 # Set by callers that already run one process per file (analysis/ranks.py): no workers inside workers.
 WORKERS_ENV = "TUIPROF_DECODE_WORKERS"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-
-_maps: dict[str, mmap.mmap] = {}  # per worker process: the file, mapped once
+Span = tuple[int, int]  # byte offsets of whole events in the file: [start, end)
+_END = object()
 
 
 def usable_cores() -> int:
@@ -64,20 +65,32 @@ def worker_count(size: int) -> int:
 
 
 def decode_columns(data, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
-    """One span -> columns, wherever it runs; a mapped span's pages are released after."""
+    """One span of mapped (or in-memory) bytes -> columns; a mapped span's pages are released after."""
     report = DecodeReport()
     result = columns_from_events(decode_span(data, start, end, report)), report
     release_pages(data, start, end)
     return result
 
 
-def _decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
-    """In a worker: the span of the file at ``path``, mapped once per process."""
-    data = _maps.get(path)
-    if data is None:
-        with open(path, "rb") as handle:
-            data = _maps[path] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    return decode_columns(data, start, end)
+def decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
+    """One span of the file at ``path`` -> columns, read (not mapped) from the file.
+
+    Read, so that the file may still be growing (a gzip trace being inflated
+    into it, :mod:`tuiprof.trace.inflating`) and so that the span costs this
+    process its copy only: decoding needs a copy with brackets around it anyway.
+    """
+    report = DecodeReport()
+    text = bytearray(end - start + 2)
+    text[0:1], text[-1:] = b"[", b"]"
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(start)
+        view, done = memoryview(text)[1:-1], 0
+        while done < len(view):
+            count = handle.readinto(view[done:])
+            if not count:
+                raise EOFError(f"{path} ends before byte {end}")
+            done += count
+    return columns_from_events(decode_text(text, report)), report
 
 
 def release_pages(data, start: int, end: int) -> None:
@@ -101,6 +114,7 @@ class DecodeWorkers:
     def __init__(self, count: int) -> None:
         command = worker_command()
         self.processes: list[subprocess.Popen] = []
+        self._feeder: threading.Thread | None = None
         try:
             for _ in range(count):
                 process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -110,34 +124,59 @@ class DecodeWorkers:
             self.close()
             raise
 
-    def decode(self, path: str, data: mmap.mmap, spans: list[tuple[int, int]]) -> Iterator[tuple[ChunkColumns, DecodeReport]]:
-        """Decoded spans of the file at ``path`` (mapped here as ``data``), in file order.
+    def decode(self, path: str, spans: Iterable[Span]) -> Iterator[tuple[Span, ChunkColumns, DecodeReport]]:
+        """Decoded spans of the file at ``path``, in file order.
 
-        Span ``i`` goes to worker ``i % count``; each worker answers its spans
-        in order, so reading answers in file order keeps every worker busy
-        with at most one answer waiting.  A span a worker failed on (or after
-        it died) is decoded here.
+        ``spans`` may block between spans (a file still being inflated): a
+        feeder thread hands each span to a worker as soon as it comes, while
+        this thread reads the answers.  Span ``i`` goes to worker ``i % count``;
+        each worker answers its spans in order, so reading answers in file
+        order keeps every worker busy with at most one answer waiting.  A span
+        a worker failed on (or after it died) is decoded here.  An error
+        raised by ``spans`` is raised here, after the spans before it.
         """
         processes = self.processes
-        for index, span in enumerate(spans):
-            try:
-                pickle.dump((path, *span), processes[index % len(processes)].stdin)
-            except OSError:
-                pass  # that worker is gone: reading its answer fails, and the span is decoded here
-        for process in processes:
-            try:
-                process.stdin.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-        for index, (start, end) in enumerate(spans):
+        handed: queue.SimpleQueue = queue.SimpleQueue()  # spans in the order handed out, then _END or an error
+        self._feeder = threading.Thread(target=self._feed, args=(path, spans, handed), name="tuiprof-decode-feeder", daemon=True)
+        self._feeder.start()
+        index = 0
+        while (span := handed.get()) is not _END:
+            if isinstance(span, BaseException):
+                raise span
             try:
                 answer = pickle.load(processes[index % len(processes)].stdout)  # type: ignore[arg-type]
-            except (EOFError, pickle.UnpicklingError):
+            except (EOFError, pickle.UnpicklingError, OSError):
                 answer = None
-            yield answer if isinstance(answer, tuple) else decode_columns(data, start, end)
+            yield (span, *answer) if isinstance(answer, tuple) else (span, *decode_file_span(path, *span))
+            index += 1
+
+    def _feed(self, path: str, spans: Iterable[Span], handed: queue.SimpleQueue) -> None:
+        processes = self.processes
+        try:
+            for index, span in enumerate(spans):
+                pipe = processes[index % len(processes)].stdin
+                try:
+                    pickle.dump((path, *span), pipe)
+                    pipe.flush()  # type: ignore[union-attr]
+                except (OSError, ValueError):
+                    pass  # that worker is gone: reading its answer fails, and the span is decoded there
+                handed.put(span)
+        except BaseException as exc:  # noqa: BLE001 - raised again by decode(), in the loading thread
+            handed.put(exc)
+        finally:
+            for process in processes:
+                try:
+                    process.stdin.close()  # type: ignore[union-attr]
+                except (OSError, ValueError):
+                    pass
+            handed.put(_END)
 
     def close(self) -> None:
-        """Stop every worker (at once when a load is aborted)."""
+        """Stop every worker (at once when a load is aborted), and the feeder with them.
+
+        The feeder may be waiting in ``spans`` (for bytes still being
+        inflated): whoever made ``spans`` stops it first.
+        """
         for process in self.processes:
             process.kill()
             process.wait()
@@ -148,6 +187,8 @@ class DecodeWorkers:
                         pipe.close()
                     except OSError:
                         pass
+        if self._feeder is not None:
+            self._feeder.join()
 
 
 def worker_command() -> list[str]:
@@ -178,7 +219,7 @@ def _serve() -> None:
         except EOFError:
             return
         try:
-            answer: object = _decode_file_span(path, start, end)
+            answer: object = decode_file_span(path, start, end)
         except Exception as exc:  # noqa: BLE001 - the parent decodes the span itself
             answer = f"{type(exc).__name__}: {exc}"
         try:

@@ -352,6 +352,20 @@ def is_gzip(trace: TraceFile) -> bool:
         return False
 
 
+def inflated_size(trace: TraceFile) -> int:
+    """What a gzip file should inflate to, from its trailer (the size modulo 2**32 of
+    its last member): a guess, for choosing workers and showing progress."""
+    try:
+        with open(trace.path, "rb") as handle:
+            handle.seek(-4, os.SEEK_END)
+            size = int.from_bytes(handle.read(4), "little")
+    except OSError:
+        return trace.size_bytes
+    while size < trace.size_bytes:
+        size += 1 << 32
+    return size
+
+
 def inflate_gzip(
     read: Callable[[int], bytes], compressed_size: int | None, source: str, write: Write, progress: ReadProgress | None
 ) -> None:
