@@ -1,9 +1,9 @@
 """Decoding spans of a trace file in worker processes.
 
 JSON decoding is the one step of opening a trace that no library runs on
-several cores, and on a big trace it is most of the time.  Each worker maps
-the file itself (nothing is sent to it but a path and two offsets), decodes
-its span with msgspec, turns it into columns (:func:`columns_from_events`)
+several cores, and on a big trace it is most of the time.  Each worker reads
+its span from the file itself (nothing is sent to it but a path and two
+offsets), decodes it with msgspec, turns it into columns (:func:`columns_from_events`)
 and sends those back pickled: ~100 bytes an event instead of a struct.
 
 Workers are plain ``python`` processes talking pickle over pipes, not
