@@ -219,19 +219,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     is_op[:n_ops] = True
     op_parent = nearest_ancestor(parent, is_op)
 
-    self_device = np.zeros(n_nodes, dtype=np.int64)
-    activity = _attach_device_activity(store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device)
-
-    # Sums over living direct children (self time, self memory)...
-    linked = alive & (parent >= 0)
     durations = ends - starts
-    up = parent[linked]
-    child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
-    child_cpu_mem = np.bincount(up, weights=cpu_mem[linked], minlength=n_nodes)
-    child_device_mem = np.bincount(up, weights=device_mem[linked], minlength=n_nodes)
-    # ...and device time over whole subtrees of living operators.
-    device_total = _launched_below(activity, op_parent, n_nodes) if len(activity) else self_device
-
     op_rows = np.flatnonzero(alive[:n_ops])
     op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
     row_of = np.full(n_ops + 1, -1, dtype=np.int64)  # index -1 (no parent) maps to -1
@@ -247,6 +235,26 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.start_ns = _column(starts[op_rows])
     calls.end_ns = _column(ends[op_rows])
     calls.total_ns = _column(durations[op_rows])
+    calls.parent = _column(row_of[op_parent[op_rows]])
+    calls.module = _column(module_of[op_rows])
+
+    # FLOPs need only the call tree: they are counted beside the device joins
+    # (numpy passes that release the GIL, so a second core helps).
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        flops = beside.submit(count_flops, calls)
+        self_device = np.zeros(n_nodes, dtype=np.int64)
+        activity = _attach_device_activity(store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device)
+
+        # Sums over living direct children (self time, self memory)...
+        linked = alive & (parent >= 0)
+        up = parent[linked]
+        child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
+        child_cpu_mem = np.bincount(up, weights=cpu_mem[linked], minlength=n_nodes)
+        child_device_mem = np.bincount(up, weights=device_mem[linked], minlength=n_nodes)
+        # ...and device time over whole subtrees of living operators.
+        device_total = _launched_below(activity, op_parent, n_nodes) if len(activity) else self_device
+        flops.result()
+
     # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
     calls.self_ns = _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64))
     calls.self_device_ns = _column(self_device[op_rows])
@@ -255,9 +263,6 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.device_mem = _column(device_mem[op_rows])
     calls.self_cpu_mem = _column(cpu_mem[op_rows] - np.rint(child_cpu_mem[op_rows]).astype(np.int64))
     calls.self_device_mem = _column(device_mem[op_rows] - np.rint(child_device_mem[op_rows]).astype(np.int64))
-    calls.parent = _column(row_of[op_parent[op_rows]])
-    calls.module = _column(module_of[op_rows])
-    count_flops(calls)
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
