@@ -23,7 +23,7 @@ from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
 from tuiprof.analysis import load_model
 from tuiprof.analysis.calls import DeviceActivity, _launched_below, _merge_duplicates, _nest
 from tuiprof.errors import TraceError
-from tuiprof.trace import decode, load, parallel
+from tuiprof.trace import decode, inflating, load, parallel
 from tuiprof.trace.columns import CpuEvents, DeviceEvents, FrameColumns, input_texts
 from tuiprof.trace.load import load_trace
 
@@ -184,7 +184,7 @@ def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> Non
 def _inflate_slowly(monkeypatch) -> list[tuple[int, bool]]:
     """Inflate in 32 kB pieces, a little slowly, with spans cut 64 kB apart and small
     windows: what the loader saw of the document when it handed out each span."""
-    from tuiprof.trace import inflating, source
+    from tuiprof.trace import source
 
     _force_workers(monkeypatch)
     monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
@@ -238,6 +238,25 @@ def test_an_error_while_inflating_stops_the_decode(tmp_path, monkeypatch) -> Non
         load_trace(path)
     assert not list(temp.iterdir())
     assert threading.active_count() == threads  # the inflating thread and the feeder are gone
+
+
+def test_a_bomb_is_refused_while_it_is_inflated_beside_the_workers(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (100 << 20) + b"]}", compresslevel=9))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    _force_workers(monkeypatch)
+    monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
+    started = []
+    monkeypatch.setattr(load, "InflatingFile", lambda *a: started.append(a) or inflating.InflatingFile(*a))
+    threads = threading.active_count()
+    with pytest.raises(TraceError, match="times its compressed size"):
+        load_trace(path)
+    assert started  # the pipelined path refused it
+    assert not list(temp.iterdir())
+    assert threading.active_count() == threads
 
 
 def test_aborting_a_load_while_inflating_stops_everything(tmp_path, monkeypatch) -> None:
