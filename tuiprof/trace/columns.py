@@ -174,8 +174,13 @@ class ChunkColumns:
 # Times whose magnitude reaches this many ns are damage (2**62 ns is 146 years):
 # no real clock writes them, and sums of them would overflow int64.
 ABSURD_NS = 1 << 62
-# The longest plain number exact_ns reads with numpy: "-" + 19 digits + "." + 3 decimals.
-_PLAIN_CHARS = 24
+# Plain numbers have at most 16 integer digits (19 ns digits: int64).  Every text follows
+# 20 '0's: a 24-byte window ending 4 bytes after its integer part then holds that part
+# right-aligned in 20 digits, the dot (or a '0'), and its decimals padded with zeros.
+_ZEROS = b"0" * 20
+_WINDOW = 24
+# Weights of the window's six 4-digit groups in ns: the first is zeros, the last the decimals.
+_GROUP_NS = np.array([0, 10**15, 10**11, 10**7, 10**3, 1], dtype=np.int64)
 
 
 def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
@@ -188,55 +193,34 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     ``null``...) or ``|value| >= 2**62`` ns.
 
     Plain numbers (``-?digits[.d{1,3}]``, all of Kineto's) are numpy passes:
-    each text becomes a row of a byte matrix, padded with zeros to three
-    decimals so that every row has its dot in the same column, and one
-    integer matrix-vector product with the powers of ten reads them all.
-    Anything else (exponents, more decimals, strings) is read one by one with
-    :class:`~decimal.Decimal`, rounding half to even below a nanosecond.
+    the texts are joined with zeros between them (``_ZEROS``), and each
+    number's window of digits is read four digits at a time
+    (:func:`_four_digits`).  Anything else (exponents, more decimals,
+    strings) is read one by one with :class:`~decimal.Decimal`, rounding half
+    to even below a nanosecond.
     """
     count = len(texts)
     if not count:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
-    # A text and up to four padding columns (".000" for an integer).  Longer texts are never
-    # plain numbers (the digit count rules them out below): a 100 kB "ts" must not widen every row.
-    width = int(np.minimum(lengths, _PLAIN_CHARS).max()) + 4
-    joined = np.frombuffer(b"".join([bytes(width), *texts, bytes(width)]), dtype=np.uint8)
-    end = width + np.cumsum(lengths)  # just after each text in ``joined``
+    joined = np.frombuffer(bytearray(_ZEROS.join([b"", *texts, b""])), dtype=np.uint8)
+    end = np.cumsum(lengths + len(_ZEROS))  # just after each text in ``joined``
     start = end - lengths
-
-    def is_digit(values: np.ndarray) -> np.ndarray:
-        return (values - np.uint8(48)) < 10  # wraps: anything else is >= 10
-
-    # Decimals: the dot 2, 3 or 4 from the end with digits after it (then there is no
-    # exponent); a text is a JSON value (msgspec checked it), so a leading digit makes it a number.
+    # Decimals: the dot 2, 3 or 4 from the end (a text is a JSON value: msgspec checked it).
     decimals = np.zeros(count, dtype=np.int64)
     for k in (1, 2, 3):
         decimals[joined[end - k - 1] == 46] = k
-    plain = is_digit(joined[end - 1])
-    for k in (2, 3):
-        plain &= (decimals < k) | is_digit(joined[end - k])
     negative = joined[start] == 45
-    first = joined[start + negative]
-    plain &= is_digit(first)
-    whole = np.flatnonzero(plain & (decimals == 0))  # integers, unless a '.' or an exponent is further in
-    if len(whole):
-        window = np.lib.stride_tricks.sliding_window_view(joined, width)[start[whole]]
-        window = window * (np.arange(width) < lengths[whole, None])
-        plain[whole] = ~((window == 46) | ((window | 32) == 101)).any(axis=1)
-    ns_digits = lengths - (decimals > 0) - negative + 3 - decimals
-    plain &= (ns_digits <= 18) | ((ns_digits == 19) & (first <= 52))  # int64 holds it: 4999... at most
-
-    # Rows right-aligned on three decimals: the dot (or a '0' for integers) in column width - 4.
-    pad = np.where(decimals > 0, 3 - decimals, 4)
-    matrix = np.lib.stride_tricks.sliding_window_view(joined, width)[end + pad - width]
-    column = np.arange(width)
-    outside = (column < (width - pad - lengths + negative)[:, None]) | (column >= (width - pad)[:, None])
-    matrix[outside] = 48
-    # Column c before the dot holds 10**(width - 2 - c) ns; beyond 10**18 only the zeros of plain rows.
-    exponents = [width - 2 - c for c in range(width - 4)]
-    powers = np.array([10**e if e <= 18 else 0 for e in exponents] + [0, 100, 10, 1], dtype=np.int64)
-    value = (matrix.astype(np.int64) - 48) @ powers
+    joined[start[negative]] = 48  # the sign reads as one more leading zero
+    digits_end = end - decimals - (decimals > 0)  # just after the integer part
+    digits = digits_end - start - negative
+    window = np.lib.stride_tricks.sliding_window_view(joined, _WINDOW)[digits_end - 20]
+    window[:, 20] = 48  # the dot
+    all_digits = ((window - np.uint8(48)) < 10).view(np.uint64)  # a byte of 1 per digit
+    plain = (all_digits[:, 0] & all_digits[:, 1] & all_digits[:, 2]) == 0x0101010101010101
+    # At least one digit, and int64 holds it: 19 ns digits start with 4 at most.
+    plain &= (digits >= 1) & ((digits <= 15) | ((digits == 16) & (window[:, 4] <= 52)))
+    value = _four_digits(window.view("<u4")).astype(np.int64) @ _GROUP_NS
     value = np.where(negative, -value, value)
     odd = np.flatnonzero(~plain)
     value[odd] = 0
@@ -247,6 +231,13 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
         value[row] = 0 if exact is None else exact
     value[damaged] = 0
     return value, damaged
+
+
+def _four_digits(words: np.ndarray) -> np.ndarray:
+    """Four ASCII digits in each little-endian uint32 -> their number, first digit most
+    significant: one multiply-and-shift pairs digits, a second pairs the pairs."""
+    words = ((words & np.uint32(0x0F0F0F0F)) * np.uint32(2561)) >> np.uint32(8)
+    return ((words & np.uint32(0x00FF00FF)) * np.uint32(6553601)) >> np.uint32(16)
 
 
 def _exact_ns_slowly(text: bytes) -> int | None:
