@@ -174,13 +174,12 @@ class ChunkColumns:
 # Times whose magnitude reaches this many ns are damage (2**62 ns is 146 years):
 # no real clock writes them, and sums of them would overflow int64.
 ABSURD_NS = 1 << 62
-# Plain numbers have at most 16 integer digits (19 ns digits: int64).  Every text follows
-# 20 '0's: a 24-byte window ending 4 bytes after its integer part then holds that part
-# right-aligned in 20 digits, the dot (or a '0'), and its decimals padded with zeros.
-_ZEROS = b"0" * 20
+# Plain numbers have at most 16 integer digits (19 ns digits: int64).  Texts are joined with
+# 20 '0's before each and 4 after: a 24-byte window ending 4 bytes after a number's integer
+# part then holds that part right-aligned in 20 digits, the dot (or a '0'), and its decimals
+# padded with zeros.  The NUL between (no JSON text holds one) marks where texts end.
+_SEPARATOR = b"0000\x00" + b"0" * 20
 _WINDOW = 24
-# Weights of the window's six 4-digit groups in ns: the first is zeros, the last the decimals.
-_GROUP_NS = np.array([0, 10**15, 10**11, 10**7, 10**3, 1], dtype=np.int64)
 
 
 def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +192,7 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     ``null``...) or ``|value| >= 2**62`` ns.
 
     Plain numbers (``-?digits[.d{1,3}]``, all of Kineto's) are numpy passes:
-    the texts are joined with zeros between them (``_ZEROS``), and each
+    the texts are joined with zeros between them (``_SEPARATOR``), and each
     number's window of digits is read four digits at a time
     (:func:`_four_digits`).  Anything else (exponents, more decimals,
     strings) is read one by one with :class:`~decimal.Decimal`, rounding half
@@ -202,10 +201,14 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     count = len(texts)
     if not count:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
-    joined = np.frombuffer(bytearray(_ZEROS.join([b"", *texts, b""])), dtype=np.uint8)
-    end = np.cumsum(lengths + len(_ZEROS))  # just after each text in ``joined``
-    start = end - lengths
+    joined = np.frombuffer(bytearray(_SEPARATOR.join([b"", *texts, b""])), dtype=np.uint8)
+    marks = np.flatnonzero(joined == 0)
+    if len(marks) == count + 1:  # cheaper than len() on every text
+        start, end = marks[:-1] + len(_SEPARATOR) - 4, marks[1:] - 4
+    else:  # a NUL in a text (not one msgspec decoded)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
+        end = np.cumsum(lengths + len(_SEPARATOR))
+        start = end - lengths
     # Decimals: the dot 2, 3 or 4 from the end (a text is a JSON value: msgspec checked it).
     decimals = np.zeros(count, dtype=np.int64)
     for k in (1, 2, 3):
@@ -220,7 +223,8 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     plain = (all_digits[:, 0] & all_digits[:, 1] & all_digits[:, 2]) == 0x0101010101010101
     # At least one digit, and int64 holds it: 19 ns digits start with 4 at most.
     plain &= (digits >= 1) & ((digits <= 15) | ((digits == 16) & (window[:, 4] <= 52)))
-    value = _four_digits(window.view("<u4")).astype(np.int64) @ _GROUP_NS
+    groups = _four_digits(window.view("<u4")).astype(np.int64)  # the first group is zeros
+    value = ((groups[:, 1] * 10**4 + groups[:, 2]) * 10**4 + groups[:, 3]) * 10**7 + groups[:, 4] * 1000 + groups[:, 5]
     value = np.where(negative, -value, value)
     odd = np.flatnonzero(~plain)
     value[odd] = 0
