@@ -15,14 +15,16 @@ into global tables.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from itertools import chain, compress
+from operator import attrgetter
 
 import msgspec
 import numpy as np
 
-from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, TimedEvent, external_id
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, TimedEvent
 
 # CPU-side categories kept as columns: operators first (they launch device
 # work and carry External id), then runtime and driver calls (they carry
@@ -256,16 +258,28 @@ def _exact_ns_slowly(text: bytes) -> int | None:
     return ns if abs(ns) < ABSURD_NS else None
 
 
-def int_column(values: list[int]) -> np.ndarray:
-    """An int64 column; a value beyond int64 (broken writers) becomes NONE."""
+_INT64 = 1 << 63
+
+
+def _int64(values: Iterable[int | None], absent: int = NONE) -> tuple[np.ndarray, np.ndarray | bool]:
+    """An int64 column (``absent`` for None), and which values fit (True: all, the usual case);
+    a value beyond int64 (broken writers) becomes NONE."""
+    filled = [absent if v is None else v for v in values]
     try:
-        return np.array(values, dtype=np.int64)
+        return np.array(filled, dtype=np.int64), True
     except OverflowError:
-        return np.array([v if -(2**63) <= v < 2**63 else NONE for v in values], dtype=np.int64)
+        fits = [-_INT64 <= v < _INT64 for v in filled]
+        return np.array([v if ok else NONE for v, ok in zip(filled, fits)], dtype=np.int64), np.array(fits)
 
 
-def _ids(values: list[int | None]) -> np.ndarray:
-    return int_column([NONE if v is None else v for v in values])
+def _ids(args: list[EventArgs], member: str) -> np.ndarray:
+    """One optional integer member of every ``args`` as a column (NONE when absent)."""
+    return _int64(map(attrgetter(member), args))[0]
+
+
+def _external_ids(args: list[EventArgs]) -> np.ndarray:
+    """``External id`` under either spelling (lower-case before 2022)."""
+    return _int64([a.external_id if a.external_id is not None else a.external_id_legacy for a in args])[0]
 
 
 def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
@@ -296,16 +310,9 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
                 continue
         other += 1  # flows, metadata, instants: the joins use ids instead
 
-    damaged = 0
-    times: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(group) -> its start_ns, dur_ns
-    for group in (operators, launches, frames, device, memory, gpu_annotations):
-        start, dur, bad = _times(group)
-        if bad.any():
-            damaged += int(bad.sum())
-            good = np.flatnonzero(~bad)
-            group[:] = [group[i] for i in good.tolist()]
-            start, dur = start[good], dur[good]
-        times[id(group)] = start, dur
+    groups = (operators, launches, frames, device, memory, gpu_annotations)
+    (cpu_start, cpu_dur, frame_start, frame_dur, device_start, device_dur, memory_start, _, annotation_start,
+     annotation_dur), damaged = _times(groups)
 
     names: dict[str, int] = {}
     threads: dict[int | str, int] = {}
@@ -325,11 +332,11 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         name=np.array([code(e.name, len(names)) for e in cpu], dtype=np.int64),
         category=np.array([_CPU_CODE[e.cat] for e in cpu], dtype=np.int64),
         thread=np.array([thread(e.tid, len(threads)) for e in cpu], dtype=np.int64),
-        start_ns=np.concatenate((times[id(operators)][0], times[id(launches)][0])),
-        dur_ns=np.concatenate((times[id(operators)][1], times[id(launches)][1])),
-        external_id=_ids([external_id(a) for a in cpu_args]),
-        correlation=_ids([a.correlation for a in cpu_args]),
-        sequence_number=_ids([a.sequence_number for a in cpu_args]),
+        start_ns=cpu_start,
+        dur_ns=cpu_dur,
+        external_id=_external_ids(cpu_args),
+        correlation=_ids(cpu_args, "correlation"),
+        sequence_number=_ids(cpu_args, "sequence_number"),
         dims_at=offsets[: len(cpu)],
         dims_len=lengths[0],
         types_at=offsets[len(cpu) : 2 * len(cpu)],
@@ -339,20 +346,19 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     )
 
     frame_args = [e.args or _EMPTY_ARGS for e in frames]
-    frame_start, frame_dur = times[id(frames)]
     prefix = len(MODULE_PREFIX)
     frame_columns = FrameColumns(
         thread=np.array([thread(e.tid, len(threads)) for e in frames], dtype=np.int64),
         start_ns=frame_start,
         end_ns=frame_start + frame_dur,
-        python_id=_ids([a.python_id for a in frame_args]),
-        parent_id=_ids([a.python_parent_id for a in frame_args]),
+        python_id=_ids(frame_args, "python_id"),
+        parent_id=_ids(frame_args, "python_parent_id"),
         module=np.array(
             [code(e.name[prefix:], len(names)) if e.name.startswith(MODULE_PREFIX) else NONE for e in frames],
             dtype=np.int64,
         ),
     )
-    device_columns = _device_columns(device, *times[id(device)], names) if device else DeviceEvents.empty()
+    device_columns = _device_columns(device, device_start, device_dur, names) if device else DeviceEvents.empty()
     comms_code = names.get(COMMS_RECORD_NAME)
     rows = [] if comms_code is None else np.flatnonzero(cpu_columns.name[: len(operators)] == comms_code).tolist()
     comms = [cpu_args[row] for row in rows if cpu_args[row].collective_name is not None]
@@ -362,8 +368,10 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         if event.args is not None and event.args.input_dims:
             args = event.args  # a Raw would keep the decoded chunk alive
             args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER
-    start, dur = times[id(gpu_annotations)]
-    annotations = [TimedEvent(e.name, e.tid, s, d, e.args) for e, s, d in zip(gpu_annotations, start.tolist(), dur.tolist())]
+    annotations = [
+        TimedEvent(e.name, e.tid, s, d, e.args)
+        for e, s, d in zip(gpu_annotations, annotation_start.tolist(), annotation_dur.tolist())
+    ]
     return ChunkColumns(
         names=list(names),
         threads=list(threads),
@@ -372,7 +380,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         device=device_columns,
         inputs=inputs,
         gpu_annotations=annotations,
-        memory=_allocator_columns(memory, times[id(memory)][0]),
+        memory=_allocator_columns(memory, memory_start),
         comms_records=comms,
         operator_count=len(operators),
         event_count=len(events),
@@ -381,14 +389,24 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     )
 
 
-def _times(events: list[RawEvent]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact start and duration (ns) of each event, and which are damaged (bad ts or dur, dur < 0)."""
-    start, bad_start = exact_ns([e.ts for e in events])
-    dur, bad_dur = exact_ns([e.dur for e in events])
-    return start, dur, bad_start | bad_dur | (dur < 0)
+def _times(groups: tuple[list[RawEvent], ...]) -> tuple[list[np.ndarray], int]:
+    """Exact start and duration (ns) of each group's events; damaged events (bad ts or dur,
+    dur < 0) are left out of their group, and counted.
 
-
-_INT64 = 1 << 63
+    Operators and launches (the first two groups) come back as one: the cpu rows.  One
+    exact_ns call for all groups: a call costs ~30 numpy passes whatever its length."""
+    start, bad_start = exact_ns([e.ts for group in groups for e in group])
+    dur, bad_dur = exact_ns([e.dur for group in groups for e in group])
+    bad = bad_start | bad_dur | (dur < 0)
+    damaged = int(bad.sum())
+    if damaged:
+        ends = np.cumsum([len(group) for group in groups]).tolist()
+        good = (~bad).tolist()
+        for group, group_end in zip(groups, ends):
+            group[:] = compress(group, good[group_end - len(group) : group_end])
+        start, dur = start[~bad], dur[~bad]
+    ends = np.cumsum([len(group) for group in groups])[1:-1]  # operators and launches together
+    return [column for pair in zip(np.split(start, ends), np.split(dur, ends)) for column in pair], damaged
 
 
 def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> AllocatorColumns:
@@ -398,24 +416,48 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     args = [e.args or _EMPTY_ARGS for e in events]
     alloc = [a.alloc_bytes for a in args]
     total = [a.total_allocated for a in args]
-    tids = [int(t) if isinstance(t, str) and t.isdigit() else t for t in (e.tid for e in events)]
+    alloc_column, alloc_fits = _int64(alloc, 0)
+    total_column, total_fits = _int64(total, 0)
+    reserved, reserved_fits = _int64(map(attrgetter("total_reserved"), args), 0)
+    kind, kind_fits = _int64(map(attrgetter("device_type"), args))
+    device_id, device_fits = _int64(map(attrgetter("device_id"), args))
+    tids = [e.tid for e in events]
+    if not set(map(type, tids)) <= {int}:  # "123" from some writers: a number; other texts: NONE
+        tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
     return AllocatorColumns(
         start_ns=start_ns,
-        tid=int_column([t if isinstance(t, int) else NONE for t in tids]),
+        tid=_int64(tids)[0],
         # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
-        has_bytes=np.array(
-            [v is not None and all(not isinstance(n, int) or -_INT64 <= n < _INT64
-                                   for n in (v, a.total_allocated, a.total_reserved, a.device_type, a.device_id))
-             for v, a in zip(alloc, args)],
-            dtype=np.int64,
-        ),
-        bytes=int_column([v or 0 for v in alloc]),
+        has_bytes=np.array([v is not None for v in alloc], dtype=np.int64)
+        & alloc_fits & total_fits & reserved_fits & kind_fits & device_fits,
+        bytes=alloc_column,
         has_total=np.array([v is not None for v in total], dtype=np.int64),
-        total_allocated=int_column([v or 0 for v in total]),
-        total_reserved=int_column([a.total_reserved or 0 for a in args]),
-        kind=_ids([a.device_type for a in args]),
-        device_id=_ids([a.device_id for a in args]),
+        total_allocated=total_column,
+        total_reserved=reserved,
+        kind=kind,
+        device_id=device_id,
     )
+
+
+def _shape_texts(shapes: list[list | None]) -> list[str | None]:
+    """Launch shapes (``grid``, ``block``) as ``"128x1x1"``; None when absent, empty or
+    not a list of numbers (nested lists: a damaged trace).  Shapes repeat: each distinct
+    one is checked and joined once."""
+    texts: dict[tuple, str | None] = {}
+    found: list[str | None] = []
+    for shape in shapes:
+        if not shape:
+            found.append(None)
+            continue
+        key = tuple(shape)
+        try:
+            found.append(texts[key])
+        except KeyError:
+            text = texts[key] = "x".join(map(str, key)) if all(isinstance(v, (int, float, str)) for v in key) else None
+            found.append(text)
+        except TypeError:  # unhashable: a nested list or object
+            found.append(None)
+    return found
 
 
 def _device_columns(
@@ -423,39 +465,26 @@ def _device_columns(
 ) -> DeviceEvents:
     """Device events as columns; their texts (name, stream, grid, block) as name codes."""
     code = names.setdefault
-    shapes: dict[tuple, int] = {}  # launch shapes repeat: "x".join once per distinct shape
-
-    def shape_code(values: list) -> int:
-        if not all(isinstance(v, (int, float, str)) for v in values):
-            return NONE  # nested lists (a damaged trace): no launch shape
-        key = tuple(values)
-        found = shapes.get(key)
-        if found is None:
-            found = shapes[key] = code("x".join(map(str, key)), len(names))
-        return found
-
-    external, correlation, stream, grid, block, occupancy = [], [], [], [], [], []
-    for event in events:
-        args = event.args
-        if args is None:
-            args = _EMPTY_ARGS
-        ext = external_id(args)
-        external.append(NONE if ext is None else ext)
-        correlation.append(NONE if args.correlation is None else args.correlation)
-        stream.append(NONE if args.stream is None else code(str(args.stream), len(names)))
-        grid.append(shape_code(args.grid) if args.grid else NONE)
-        block.append(shape_code(args.block) if args.block else NONE)
-        value = args.occupancy_pct
-        occupancy.append(float(value) if isinstance(value, (int, float)) else math.nan)
+    args = [e.args or _EMPTY_ARGS for e in events]
+    streams = [None if a.stream is None else str(a.stream) for a in args]
+    grids = _shape_texts([a.grid for a in args])
+    blocks = _shape_texts([a.block for a in args])
+    # Texts get codes in the order they first appear, event by event, before kernel names.
+    for text in dict.fromkeys(chain.from_iterable(zip(streams, grids, blocks))):
+        if text is not None:
+            code(text, len(names))
     return DeviceEvents(
         name=np.array([code(e.name, len(names)) for e in events], dtype=np.int64),
         kind=np.array([_DEVICE_CODE[e.cat] for e in events], dtype=np.int64),
         start_ns=start_ns,
         dur_ns=dur_ns,
-        external_id=int_column(external),
-        correlation=int_column(correlation),
-        stream=np.array(stream, dtype=np.int64),
-        grid=np.array(grid, dtype=np.int64),
-        block=np.array(block, dtype=np.int64),
-        occupancy=np.array(occupancy, dtype=np.float64),
+        external_id=_external_ids(args),
+        correlation=_ids(args, "correlation"),
+        stream=np.array([NONE if t is None else names[t] for t in streams], dtype=np.int64),
+        grid=np.array([NONE if t is None else names[t] for t in grids], dtype=np.int64),
+        block=np.array([NONE if t is None else names[t] for t in blocks], dtype=np.int64),
+        occupancy=np.array(
+            [float(v) if isinstance(v, (int, float)) else math.nan for v in map(attrgetter("occupancy_pct"), args)],
+            dtype=np.float64,
+        ),
     )
