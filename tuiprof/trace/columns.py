@@ -15,11 +15,10 @@ into global tables.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from itertools import chain, compress
-from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -261,25 +260,22 @@ def _exact_ns_slowly(text: bytes) -> int | None:
 _INT64 = 1 << 63
 
 
-def _int64(values: Iterable[int | None], absent: int = NONE) -> tuple[np.ndarray, np.ndarray | bool]:
-    """An int64 column (``absent`` for None), and which values fit (True: all, the usual case);
+def _int64(values: list[int]) -> tuple[np.ndarray, np.ndarray | bool]:
+    """An int64 column, and which values fit (True: all of them, the usual case);
     a value beyond int64 (broken writers) becomes NONE."""
-    filled = [absent if v is None else v for v in values]
     try:
-        return np.array(filled, dtype=np.int64), True
+        return np.array(values, dtype=np.int64), True
     except OverflowError:
-        fits = [-_INT64 <= v < _INT64 for v in filled]
-        return np.array([v if ok else NONE for v, ok in zip(filled, fits)], dtype=np.int64), np.array(fits)
-
-
-def _ids(args: list[EventArgs], member: str) -> np.ndarray:
-    """One optional integer member of every ``args`` as a column (NONE when absent)."""
-    return _int64(map(attrgetter(member), args))[0]
+        fits = [-_INT64 <= v < _INT64 for v in values]
+        return np.array([v if ok else NONE for v, ok in zip(values, fits)], dtype=np.int64), np.array(fits)
 
 
 def _external_ids(args: list[EventArgs]) -> np.ndarray:
-    """``External id`` under either spelling (lower-case before 2022)."""
-    return _int64([a.external_id if a.external_id is not None else a.external_id_legacy for a in args])[0]
+    """``External id`` under either spelling (lower-case before 2022), NONE when absent."""
+    return _int64([
+        a.external_id if a.external_id is not None else NONE if a.external_id_legacy is None else a.external_id_legacy
+        for a in args
+    ])[0]
 
 
 def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
@@ -335,8 +331,8 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         start_ns=cpu_start,
         dur_ns=cpu_dur,
         external_id=_external_ids(cpu_args),
-        correlation=_ids(cpu_args, "correlation"),
-        sequence_number=_ids(cpu_args, "sequence_number"),
+        correlation=_int64([NONE if a.correlation is None else a.correlation for a in cpu_args])[0],
+        sequence_number=_int64([NONE if a.sequence_number is None else a.sequence_number for a in cpu_args])[0],
         dims_at=offsets[: len(cpu)],
         dims_len=lengths[0],
         types_at=offsets[len(cpu) : 2 * len(cpu)],
@@ -346,17 +342,20 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     )
 
     frame_args = [e.args or _EMPTY_ARGS for e in frames]
+    frame_names = [e.name for e in frames]
+    # Frame names repeat: each distinct one is looked at once.
     prefix = len(MODULE_PREFIX)
+    modules = {
+        name: code(name[prefix:], len(names)) if name.startswith(MODULE_PREFIX) else NONE
+        for name in dict.fromkeys(frame_names)
+    }
     frame_columns = FrameColumns(
         thread=np.array([thread(e.tid, len(threads)) for e in frames], dtype=np.int64),
         start_ns=frame_start,
         end_ns=frame_start + frame_dur,
-        python_id=_ids(frame_args, "python_id"),
-        parent_id=_ids(frame_args, "python_parent_id"),
-        module=np.array(
-            [code(e.name[prefix:], len(names)) if e.name.startswith(MODULE_PREFIX) else NONE for e in frames],
-            dtype=np.int64,
-        ),
+        python_id=_int64([NONE if a.python_id is None else a.python_id for a in frame_args])[0],
+        parent_id=_int64([NONE if a.python_parent_id is None else a.python_parent_id for a in frame_args])[0],
+        module=np.array([modules[name] for name in frame_names], dtype=np.int64),
     )
     device_columns = _device_columns(device, device_start, device_dur, names) if device else DeviceEvents.empty()
     comms_code = names.get(COMMS_RECORD_NAME)
@@ -416,11 +415,11 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     args = [e.args or _EMPTY_ARGS for e in events]
     alloc = [a.alloc_bytes for a in args]
     total = [a.total_allocated for a in args]
-    alloc_column, alloc_fits = _int64(alloc, 0)
-    total_column, total_fits = _int64(total, 0)
-    reserved, reserved_fits = _int64(map(attrgetter("total_reserved"), args), 0)
-    kind, kind_fits = _int64(map(attrgetter("device_type"), args))
-    device_id, device_fits = _int64(map(attrgetter("device_id"), args))
+    alloc_column, alloc_fits = _int64([v or 0 for v in alloc])
+    total_column, total_fits = _int64([v or 0 for v in total])
+    reserved, reserved_fits = _int64([a.total_reserved or 0 for a in args])
+    kind, kind_fits = _int64([NONE if a.device_type is None else a.device_type for a in args])
+    device_id, device_fits = _int64([NONE if a.device_id is None else a.device_id for a in args])
     tids = [e.tid for e in events]
     if not set(map(type, tids)) <= {int}:  # "123" from some writers: a number; other texts: NONE
         tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
@@ -479,12 +478,12 @@ def _device_columns(
         start_ns=start_ns,
         dur_ns=dur_ns,
         external_id=_external_ids(args),
-        correlation=_ids(args, "correlation"),
+        correlation=_int64([NONE if a.correlation is None else a.correlation for a in args])[0],
         stream=np.array([NONE if t is None else names[t] for t in streams], dtype=np.int64),
         grid=np.array([NONE if t is None else names[t] for t in grids], dtype=np.int64),
         block=np.array([NONE if t is None else names[t] for t in blocks], dtype=np.int64),
         occupancy=np.array(
-            [float(v) if isinstance(v, (int, float)) else math.nan for v in map(attrgetter("occupancy_pct"), args)],
+            [float(a.occupancy_pct) if isinstance(a.occupancy_pct, (int, float)) else math.nan for a in args],
             dtype=np.float64,
         ),
     )
