@@ -176,11 +176,11 @@ class ChunkColumns:
 # no real clock writes them, and sums of them would overflow int64.
 ABSURD_NS = 1 << 62
 # Plain numbers have at most 16 integer digits (19 ns digits: int64).  Texts are joined with
-# 20 '0's before each and 4 after: a 24-byte window ending 4 bytes after a number's integer
-# part then holds that part right-aligned in 20 digits, the dot (or a '0'), and its decimals
-# padded with zeros.  The NUL between (no JSON text holds one) marks where texts end.
-_SEPARATOR = b"0000\x00" + b"0" * 20
-_WINDOW = 24
+# 16 '0's before each and 8 after: a 24-byte window from 16 bytes before a number's dot (or
+# end) then holds its integer part right-aligned in two 8-digit words, and the dot (or a
+# '0') and its decimals padded with zeros in a third.  The NUL between (no JSON text holds
+# one) marks where texts end.
+_SEPARATOR = b"0" * 8 + b"\x00" + b"0" * 16
 
 
 def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
@@ -194,18 +194,18 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
 
     Plain numbers (``-?digits[.d{1,3}]``, all of Kineto's) are numpy passes:
     the texts are joined with zeros between them (``_SEPARATOR``), and each
-    number's window of digits is read four digits at a time
-    (:func:`_four_digits`).  Anything else (exponents, more decimals,
+    number's window of digits is read eight digits at a time
+    (:func:`_read_digits`).  Anything else (exponents, more decimals,
     strings) is read one by one with :class:`~decimal.Decimal`, rounding half
     to even below a nanosecond.
     """
     count = len(texts)
     if not count:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
-    joined = np.frombuffer(bytearray(_SEPARATOR.join([b"", *texts, b""])), dtype=np.uint8)
+    joined = np.frombuffer(bytearray().join((_SEPARATOR, _SEPARATOR.join(texts), _SEPARATOR)), dtype=np.uint8)
     marks = np.flatnonzero(joined == 0)
     if len(marks) == count + 1:  # cheaper than len() on every text
-        start, end = marks[:-1] + len(_SEPARATOR) - 4, marks[1:] - 4
+        start, end = marks[:-1] + 17, marks[1:] - 8
     else:  # a NUL in a text (not one msgspec decoded)
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
         end = np.cumsum(lengths + len(_SEPARATOR))
@@ -218,14 +218,16 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     joined[start[negative]] = 48  # the sign reads as one more leading zero
     digits_end = end - decimals - (decimals > 0)  # just after the integer part
     digits = digits_end - start - negative
-    window = np.lib.stride_tricks.sliding_window_view(joined, _WINDOW)[digits_end - 20]
-    window[:, 20] = 48  # the dot
+    window = np.lib.stride_tricks.sliding_window_view(joined, 24)[digits_end - 16]
+    window[:, 16] = 48  # the dot
     all_digits = ((window - np.uint8(48)) < 10).view(np.uint64)  # a byte of 1 per digit
     plain = (all_digits[:, 0] & all_digits[:, 1] & all_digits[:, 2]) == 0x0101010101010101
     # At least one digit, and int64 holds it: 19 ns digits start with 4 at most.
-    plain &= (digits >= 1) & ((digits <= 15) | ((digits == 16) & (window[:, 4] <= 52)))
-    groups = _four_digits(window.view("<u4")).astype(np.int64)  # the first group is zeros
-    value = ((groups[:, 1] * 10**4 + groups[:, 2]) * 10**4 + groups[:, 3]) * 10**7 + groups[:, 4] * 1000 + groups[:, 5]
+    plain &= (digits >= 1) & ((digits <= 15) | ((digits == 16) & (window[:, 0] <= 52)))
+    words = window.view("<u8")
+    whole = _read_digits(words[:, :2], 8)
+    fraction = _read_digits(words[:, 2], 4)  # "0ddd": the dot read as a leading zero
+    value = ((whole[:, 0] * np.uint64(10**8) + whole[:, 1]) * np.uint64(1000) + fraction).view(np.int64)
     value = np.where(negative, -value, value)
     odd = np.flatnonzero(~plain)
     value[odd] = 0
@@ -238,11 +240,17 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     return value, damaged
 
 
-def _four_digits(words: np.ndarray) -> np.ndarray:
-    """Four ASCII digits in each little-endian uint32 -> their number, first digit most
-    significant: one multiply-and-shift pairs digits, a second pairs the pairs."""
-    words = ((words & np.uint32(0x0F0F0F0F)) * np.uint32(2561)) >> np.uint32(8)
-    return ((words & np.uint32(0x00FF00FF)) * np.uint32(6553601)) >> np.uint32(16)
+# Multiply-and-shift steps that read ASCII digits in a little-endian uint64, first digit most
+# significant: pairs of digits, then pairs of pairs (two 4-digit numbers), then all eight.
+_DIGIT_STEPS = [(np.uint64(mask), np.uint64(scale << shift | 1), np.uint64(shift)) for mask, scale, shift in (
+    (0x0F0F0F0F0F0F0F0F, 10, 8), (0x00FF00FF00FF00FF, 100, 16), (0x0000FFFF0000FFFF, 10000, 32))]
+
+
+def _read_digits(words: np.ndarray, count: int) -> np.ndarray:
+    """The number written by the first ``count`` (4 or 8) ASCII digits of each uint64 word."""
+    for mask, multiplier, shift in _DIGIT_STEPS[: count.bit_length() - 1]:
+        words = ((words & mask) * multiplier) >> shift
+    return words & np.uint64(0xFFFF) if count == 4 else words
 
 
 def _exact_ns_slowly(text: bytes) -> int | None:
@@ -317,12 +325,14 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
 
     cpu = operators + launches  # operators first: the store keeps them before launches
     cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
-    dims = [a.input_dims for a in cpu_args]
-    types = [a.input_types for a in cpu_args]
-    concrete = [a.concrete_inputs for a in cpu_args]
+    members = ([a.input_dims for a in cpu_args], [a.input_types for a in cpu_args], [a.concrete_inputs for a in cpu_args])
     # One blob per chunk: every Input Dims text, then every Input type, then every Concrete Inputs.
-    inputs = b"".join(dims) + b"".join(types) + b"".join(concrete)
-    lengths = [np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)) for texts in (dims, types, concrete)]
+    blobs = [b"".join(texts) for texts in members]
+    inputs = b"".join(blobs)
+    lengths = [  # all 0 without record_shapes
+        np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)) if blob else np.zeros(len(cpu), dtype=np.int64)
+        for blob, texts in zip(blobs, members)
+    ]
     offsets = np.concatenate(lengths).cumsum() - np.concatenate(lengths)
     cpu_columns = CpuEvents(
         name=np.array([code(e.name, len(names)) for e in cpu], dtype=np.int64),
