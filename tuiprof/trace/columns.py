@@ -14,7 +14,6 @@ into global tables.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -449,25 +448,23 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     )
 
 
+class _ShapeTexts(dict):
+    """Launch shape (a tuple) -> ``"128x1x1"``, None when empty or not all numbers;
+    shapes repeat: each distinct one is checked and joined once."""
+
+    def __missing__(self, key: tuple) -> str | None:
+        text = self[key] = "x".join(map(str, key)) if key and all(isinstance(v, (int, float, str)) for v in key) else None
+        return text
+
+
 def _shape_texts(shapes: list[list | None]) -> list[str | None]:
-    """Launch shapes (``grid``, ``block``) as ``"128x1x1"``; None when absent, empty or
-    not a list of numbers (nested lists: a damaged trace).  Shapes repeat: each distinct
-    one is checked and joined once."""
-    texts: dict[tuple, str | None] = {}
-    found: list[str | None] = []
-    for shape in shapes:
-        if not shape:
-            found.append(None)
-            continue
-        key = tuple(shape)
-        try:
-            found.append(texts[key])
-        except KeyError:
-            text = texts[key] = "x".join(map(str, key)) if all(isinstance(v, (int, float, str)) for v in key) else None
-            found.append(text)
-        except TypeError:  # unhashable: a nested list or object
-            found.append(None)
-    return found
+    """Launch shapes (``grid``, ``block``) as :class:`_ShapeTexts`; None when absent."""
+    keys = [tuple(shape) if shape else () for shape in shapes]
+    try:
+        return list(map(_ShapeTexts().__getitem__, keys))
+    except TypeError:  # a nested list (a damaged trace) is no shape, and no dict key
+        keys = [key if all(isinstance(v, (int, float, str)) for v in key) else () for key in keys]
+        return list(map(_ShapeTexts().__getitem__, keys))
 
 
 def _device_columns(
@@ -477,12 +474,15 @@ def _device_columns(
     code = names.setdefault
     args = [e.args or _EMPTY_ARGS for e in events]
     streams = [None if a.stream is None else str(a.stream) for a in args]
-    grids = _shape_texts([a.grid for a in args])
-    blocks = _shape_texts([a.block for a in args])
+    shapes = _shape_texts([shape for a in args for shape in (a.grid, a.block)])  # in the order they come
+    grids, blocks = shapes[0::2], shapes[1::2]
     # Texts get codes in the order they first appear, event by event, before kernel names.
     for text in dict.fromkeys(chain.from_iterable(zip(streams, grids, blocks))):
         if text is not None:
             code(text, len(names))
+    occupancy = [a.occupancy_pct for a in args]
+    if str in set(map(type, occupancy)):  # "33": no number here
+        occupancy = [None if isinstance(v, str) else v for v in occupancy]
     return DeviceEvents(
         name=int_column([code(e.name, len(names)) for e in events]),
         kind=int_column([_DEVICE_CODE[e.cat] for e in events]),
@@ -493,8 +493,5 @@ def _device_columns(
         stream=int_column([NONE if t is None else names[t] for t in streams]),
         grid=int_column([NONE if t is None else names[t] for t in grids]),
         block=int_column([NONE if t is None else names[t] for t in blocks]),
-        occupancy=np.array(
-            [float(a.occupancy_pct) if isinstance(a.occupancy_pct, (int, float)) else math.nan for a in args],
-            dtype=np.float64,
-        ),
+        occupancy=np.array(occupancy, dtype=np.float64),  # None: NaN
     )
