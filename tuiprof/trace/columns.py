@@ -325,14 +325,15 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
 
     cpu = operators + launches  # operators first: the store keeps them before launches
     cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
-    members = ([a.input_dims for a in cpu_args], [a.input_types for a in cpu_args], [a.concrete_inputs for a in cpu_args])
     # One blob per chunk: every Input Dims text, then every Input type, then every Concrete Inputs.
-    blobs = [b"".join(texts) for texts in members]
+    blobs, lengths = [], []
+    for texts in ([a.input_dims for a in cpu_args], [a.input_types for a in cpu_args], [a.concrete_inputs for a in cpu_args]):
+        if any(texts):  # none at all without record_shapes: any() is cheaper than join() and len()
+            blobs.append(b"".join(texts))
+            lengths.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)))
+        else:
+            lengths.append(np.zeros(len(cpu), dtype=np.int64))
     inputs = b"".join(blobs)
-    lengths = [  # all 0 without record_shapes
-        np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)) if blob else np.zeros(len(cpu), dtype=np.int64)
-        for blob, texts in zip(blobs, members)
-    ]
     offsets = np.concatenate(lengths).cumsum() - np.concatenate(lengths)
     cpu_columns = CpuEvents(
         name=int_column([code(e.name, len(names)) for e in cpu]),
