@@ -268,26 +268,26 @@ _INT64 = 1 << 63
 
 
 def int_column(values: list[int]) -> np.ndarray:
-    """An int64 column of ints that fit (np.fromiter: cheaper than np.array on a list)."""
-    return np.fromiter(values, dtype=np.int64, count=len(values))
+    """An int64 column; a value beyond int64 (broken writers) becomes NONE."""
+    return _int64(values)[0]
 
 
 def _int64(values: list[int]) -> tuple[np.ndarray, np.ndarray | bool]:
     """An int64 column, and which values fit (True: all of them, the usual case);
-    a value beyond int64 (broken writers) becomes NONE."""
+    np.fromiter: cheaper than np.array on a list."""
     try:
-        return int_column(values), True
+        return np.fromiter(values, dtype=np.int64, count=len(values)), True
     except OverflowError:
         fits = [-_INT64 <= v < _INT64 for v in values]
-        return int_column([v if ok else NONE for v, ok in zip(values, fits)]), np.array(fits)
+        return np.array([v if ok else NONE for v, ok in zip(values, fits)], dtype=np.int64), np.array(fits)
 
 
 def _external_ids(args: list[EventArgs]) -> np.ndarray:
     """``External id`` under either spelling (lower-case before 2022), NONE when absent."""
-    return _int64([
+    return int_column([
         a.external_id if a.external_id is not None else NONE if a.external_id_legacy is None else a.external_id_legacy
         for a in args
-    ])[0]
+    ])
 
 
 def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
@@ -342,8 +342,8 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         start_ns=cpu_start,
         dur_ns=cpu_dur,
         external_id=_external_ids(cpu_args),
-        correlation=_int64([NONE if a.correlation is None else a.correlation for a in cpu_args])[0],
-        sequence_number=_int64([NONE if a.sequence_number is None else a.sequence_number for a in cpu_args])[0],
+        correlation=int_column([NONE if a.correlation is None else a.correlation for a in cpu_args]),
+        sequence_number=int_column([NONE if a.sequence_number is None else a.sequence_number for a in cpu_args]),
         dims_at=offsets[: len(cpu)],
         dims_len=lengths[0],
         types_at=offsets[len(cpu) : 2 * len(cpu)],
@@ -364,8 +364,8 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         thread=int_column([thread(e.tid, len(threads)) for e in frames]),
         start_ns=frame_start,
         end_ns=frame_start + frame_dur,
-        python_id=_int64([NONE if a.python_id is None else a.python_id for a in frame_args])[0],
-        parent_id=_int64([NONE if a.python_parent_id is None else a.python_parent_id for a in frame_args])[0],
+        python_id=int_column([NONE if a.python_id is None else a.python_id for a in frame_args]),
+        parent_id=int_column([NONE if a.python_parent_id is None else a.python_parent_id for a in frame_args]),
         module=int_column([modules[name] for name in frame_names]),
     )
     device_columns = _device_columns(device, device_start, device_dur, names) if device else DeviceEvents.empty()
@@ -436,7 +436,7 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
         tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
     return AllocatorColumns(
         start_ns=start_ns,
-        tid=_int64(tids)[0],
+        tid=int_column(tids),
         # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
         has_bytes=np.array([v is not None for v in alloc], dtype=np.int64)
         & alloc_fits & total_fits & reserved_fits & kind_fits & device_fits,
@@ -490,7 +490,7 @@ def _device_columns(
         start_ns=start_ns,
         dur_ns=dur_ns,
         external_id=_external_ids(args),
-        correlation=_int64([NONE if a.correlation is None else a.correlation for a in args])[0],
+        correlation=int_column([NONE if a.correlation is None else a.correlation for a in args]),
         stream=int_column([NONE if t is None else names[t] for t in streams]),
         grid=int_column([NONE if t is None else names[t] for t in grids]),
         block=int_column([NONE if t is None else names[t] for t in blocks]),
