@@ -39,6 +39,14 @@ def test_unusable_times_are_damaged(text: bytes) -> None:
     assert damaged.tolist() == [True, False] and values.tolist() == [0, 1500]
 
 
+def test_short_texts_do_not_read_their_neighbours_dot() -> None:
+    """A 1-3 character text after one with decimals ("1.5", "4"): its own bytes decide."""
+    texts = [b"1.5", b"4", b"1.25", b"4", b"2.125", b"44", b"7.5", b"-3", b"0.5", b"12"]
+    values, damaged = exact_ns(texts)
+    assert not damaged.any()
+    assert values.tolist() == [_decimal_ns(t) for t in texts]
+
+
 def test_largest_usable_time() -> None:
     values, damaged = exact_ns([b"4611686018427387.903"])
     assert values.tolist() == [ABSURD_NS - 1] and not damaged.any()

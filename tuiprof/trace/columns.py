@@ -14,15 +14,15 @@ into global tables.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from itertools import chain, compress
 
 import msgspec
 import numpy as np
 
-from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, TimedEvent, external_id
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, RawEvent, TimedEvent
 
 # CPU-side categories kept as columns: operators first (they launch device
 # work and carry External id), then runtime and driver calls (they carry
@@ -174,8 +174,12 @@ class ChunkColumns:
 # Times whose magnitude reaches this many ns are damage (2**62 ns is 146 years):
 # no real clock writes them, and sums of them would overflow int64.
 ABSURD_NS = 1 << 62
-# The longest plain number exact_ns reads with numpy: "-" + 19 digits + "." + 3 decimals.
-_PLAIN_CHARS = 24
+# Plain numbers have at most 16 integer digits (19 ns digits: int64).  Texts are joined with
+# 16 '0's before each and 8 after: a 24-byte window from 16 bytes before a number's dot (or
+# end) then holds its integer part right-aligned in two 8-digit words, and the dot (or a
+# '0') and its decimals padded with zeros in a third.  The NUL between (no JSON text holds
+# one) marks where texts end.
+_SEPARATOR = b"0" * 8 + b"\x00" + b"0" * 16
 
 
 def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
@@ -188,55 +192,41 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
     ``null``...) or ``|value| >= 2**62`` ns.
 
     Plain numbers (``-?digits[.d{1,3}]``, all of Kineto's) are numpy passes:
-    each text becomes a row of a byte matrix, padded with zeros to three
-    decimals so that every row has its dot in the same column, and one
-    integer matrix-vector product with the powers of ten reads them all.
-    Anything else (exponents, more decimals, strings) is read one by one with
-    :class:`~decimal.Decimal`, rounding half to even below a nanosecond.
+    the texts are joined with zeros between them (``_SEPARATOR``), and each
+    number's window of digits is read eight digits at a time
+    (:func:`_read_digits`).  Anything else (exponents, more decimals,
+    strings) is read one by one with :class:`~decimal.Decimal`, rounding half
+    to even below a nanosecond.
     """
     count = len(texts)
     if not count:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
-    # A text and up to four padding columns (".000" for an integer).  Longer texts are never
-    # plain numbers (the digit count rules them out below): a 100 kB "ts" must not widen every row.
-    width = int(np.minimum(lengths, _PLAIN_CHARS).max()) + 4
-    joined = np.frombuffer(b"".join([bytes(width), *texts, bytes(width)]), dtype=np.uint8)
-    end = width + np.cumsum(lengths)  # just after each text in ``joined``
-    start = end - lengths
-
-    def is_digit(values: np.ndarray) -> np.ndarray:
-        return (values - np.uint8(48)) < 10  # wraps: anything else is >= 10
-
-    # Decimals: the dot 2, 3 or 4 from the end with digits after it (then there is no
-    # exponent); a text is a JSON value (msgspec checked it), so a leading digit makes it a number.
+    joined = np.frombuffer(bytearray().join((_SEPARATOR, _SEPARATOR.join(texts), _SEPARATOR)), dtype=np.uint8)
+    marks = np.flatnonzero(joined == 0)
+    if len(marks) == count + 1:  # cheaper than len() on every text
+        start, end = marks[:-1] + 17, marks[1:] - 8
+    else:  # a NUL in a text (not one msgspec decoded)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
+        end = np.cumsum(lengths + len(_SEPARATOR))
+        start = end - lengths
+    # Decimals: the dot 2, 3 or 4 from the end (a text is a JSON value: msgspec checked it).
     decimals = np.zeros(count, dtype=np.int64)
     for k in (1, 2, 3):
         decimals[joined[end - k - 1] == 46] = k
-    plain = is_digit(joined[end - 1])
-    for k in (2, 3):
-        plain &= (decimals < k) | is_digit(joined[end - k])
     negative = joined[start] == 45
-    first = joined[start + negative]
-    plain &= is_digit(first)
-    whole = np.flatnonzero(plain & (decimals == 0))  # integers, unless a '.' or an exponent is further in
-    if len(whole):
-        window = np.lib.stride_tricks.sliding_window_view(joined, width)[start[whole]]
-        window = window * (np.arange(width) < lengths[whole, None])
-        plain[whole] = ~((window == 46) | ((window | 32) == 101)).any(axis=1)
-    ns_digits = lengths - (decimals > 0) - negative + 3 - decimals
-    plain &= (ns_digits <= 18) | ((ns_digits == 19) & (first <= 52))  # int64 holds it: 4999... at most
-
-    # Rows right-aligned on three decimals: the dot (or a '0' for integers) in column width - 4.
-    pad = np.where(decimals > 0, 3 - decimals, 4)
-    matrix = np.lib.stride_tricks.sliding_window_view(joined, width)[end + pad - width]
-    column = np.arange(width)
-    outside = (column < (width - pad - lengths + negative)[:, None]) | (column >= (width - pad)[:, None])
-    matrix[outside] = 48
-    # Column c before the dot holds 10**(width - 2 - c) ns; beyond 10**18 only the zeros of plain rows.
-    exponents = [width - 2 - c for c in range(width - 4)]
-    powers = np.array([10**e if e <= 18 else 0 for e in exponents] + [0, 100, 10, 1], dtype=np.int64)
-    value = (matrix.astype(np.int64) - 48) @ powers
+    joined[start[negative]] = 48  # the sign reads as one more leading zero
+    digits_end = end - decimals - (decimals > 0)  # just after the integer part
+    digits = digits_end - start - negative
+    window = np.lib.stride_tricks.sliding_window_view(joined, 24)[digits_end - 16]
+    window[:, 16] = 48  # the dot
+    all_digits = ((window - np.uint8(48)) < 10).view(np.uint64)  # a byte of 1 per digit
+    plain = (all_digits[:, 0] & all_digits[:, 1] & all_digits[:, 2]) == 0x0101010101010101
+    # At least one digit, and int64 holds it: 19 ns digits start with 4 at most.
+    plain &= (digits >= 1) & ((digits <= 15) | ((digits == 16) & (window[:, 0] <= 52)))
+    words = window.view("<u8")
+    whole = _read_digits(words[:, :2], 8)
+    fraction = _read_digits(words[:, 2], 4)  # "0ddd": the dot read as a leading zero
+    value = ((whole[:, 0] * np.uint64(10**8) + whole[:, 1]) * np.uint64(1000) + fraction).view(np.int64)
     value = np.where(negative, -value, value)
     odd = np.flatnonzero(~plain)
     value[odd] = 0
@@ -247,6 +237,19 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
         value[row] = 0 if exact is None else exact
     value[damaged] = 0
     return value, damaged
+
+
+# Multiply-and-shift steps that read ASCII digits in a little-endian uint64, first digit most
+# significant: pairs of digits, then pairs of pairs (two 4-digit numbers), then all eight.
+_DIGIT_STEPS = [(np.uint64(mask), np.uint64(scale << shift | 1), np.uint64(shift)) for mask, scale, shift in (
+    (0x0F0F0F0F0F0F0F0F, 10, 8), (0x00FF00FF00FF00FF, 100, 16), (0x0000FFFF0000FFFF, 10000, 32))]
+
+
+def _read_digits(words: np.ndarray, count: int) -> np.ndarray:
+    """The number written by the first ``count`` (4 or 8) ASCII digits of each uint64 word."""
+    for mask, multiplier, shift in _DIGIT_STEPS[: count.bit_length() - 1]:
+        words = ((words & mask) * multiplier) >> shift
+    return words & np.uint64(0xFFFF) if count == 4 else words
 
 
 def _exact_ns_slowly(text: bytes) -> int | None:
@@ -261,16 +264,30 @@ def _exact_ns_slowly(text: bytes) -> int | None:
     return ns if abs(ns) < ABSURD_NS else None
 
 
+_INT64 = 1 << 63
+
+
 def int_column(values: list[int]) -> np.ndarray:
     """An int64 column; a value beyond int64 (broken writers) becomes NONE."""
+    return _int64(values)[0]
+
+
+def _int64(values: list[int]) -> tuple[np.ndarray, np.ndarray | bool]:
+    """An int64 column, and which values fit (True: all of them, the usual case);
+    np.fromiter: cheaper than np.array on a list."""
     try:
-        return np.array(values, dtype=np.int64)
+        return np.fromiter(values, dtype=np.int64, count=len(values)), True
     except OverflowError:
-        return np.array([v if -(2**63) <= v < 2**63 else NONE for v in values], dtype=np.int64)
+        fits = [-_INT64 <= v < _INT64 for v in values]
+        return np.array([v if ok else NONE for v, ok in zip(values, fits)], dtype=np.int64), np.array(fits)
 
 
-def _ids(values: list[int | None]) -> np.ndarray:
-    return int_column([NONE if v is None else v for v in values])
+def _external_ids(args: list[EventArgs]) -> np.ndarray:
+    """``External id`` under either spelling (lower-case before 2022), NONE when absent."""
+    return int_column([
+        a.external_id if a.external_id is not None else NONE if a.external_id_legacy is None else a.external_id_legacy
+        for a in args
+    ])
 
 
 def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
@@ -289,28 +306,17 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     routes[FRAME_CATEGORY] = frames
     routes.update({cat: device for cat in _DEVICE_CODE})
     routes[GPU_ANNOTATION_CATEGORY] = gpu_annotations
-    other = 0
     for event in events:
         if event.name == MEMORY_NAME:
             memory.append(event)
-            continue
-        if event.ph == "X":
+        elif event.ph == "X":
             bucket = routes.get(event.cat)
             if bucket is not None:
                 bucket.append(event)
-                continue
-        other += 1  # flows, metadata, instants: the joins use ids instead
-
-    damaged = 0
-    times: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(group) -> its start_ns, dur_ns
-    for group in (operators, launches, frames, device, memory, gpu_annotations):
-        start, dur, bad = _times(group)
-        if bad.any():
-            damaged += int(bad.sum())
-            good = np.flatnonzero(~bad)
-            group[:] = [group[i] for i in good.tolist()]
-            start, dur = start[good], dur[good]
-        times[id(group)] = start, dur
+    groups = (operators, launches, frames, device, memory, gpu_annotations)
+    other = len(events) - sum(map(len, groups))  # flows, metadata, instants: the joins use ids instead
+    (cpu_start, cpu_dur, frame_start, frame_dur, device_start, device_dur, memory_start, _, annotation_start,
+     annotation_dur), damaged = _times(groups)
 
     names: dict[str, int] = {}
     threads: dict[int | str, int] = {}
@@ -319,22 +325,25 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
 
     cpu = operators + launches  # operators first: the store keeps them before launches
     cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
-    dims = [a.input_dims for a in cpu_args]
-    types = [a.input_types for a in cpu_args]
-    concrete = [a.concrete_inputs for a in cpu_args]
     # One blob per chunk: every Input Dims text, then every Input type, then every Concrete Inputs.
-    inputs = b"".join(dims) + b"".join(types) + b"".join(concrete)
-    lengths = [np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)) for texts in (dims, types, concrete)]
+    blobs, lengths = [], []
+    for texts in ([a.input_dims for a in cpu_args], [a.input_types for a in cpu_args], [a.concrete_inputs for a in cpu_args]):
+        if any(texts):  # none at all without record_shapes: any() is cheaper than join() and len()
+            blobs.append(b"".join(texts))
+            lengths.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)))
+        else:
+            lengths.append(np.zeros(len(cpu), dtype=np.int64))
+    inputs = b"".join(blobs)
     offsets = np.concatenate(lengths).cumsum() - np.concatenate(lengths)
     cpu_columns = CpuEvents(
-        name=np.array([code(e.name, len(names)) for e in cpu], dtype=np.int64),
-        category=np.array([_CPU_CODE[e.cat] for e in cpu], dtype=np.int64),
-        thread=np.array([thread(e.tid, len(threads)) for e in cpu], dtype=np.int64),
-        start_ns=np.concatenate((times[id(operators)][0], times[id(launches)][0])),
-        dur_ns=np.concatenate((times[id(operators)][1], times[id(launches)][1])),
-        external_id=_ids([external_id(a) for a in cpu_args]),
-        correlation=_ids([a.correlation for a in cpu_args]),
-        sequence_number=_ids([a.sequence_number for a in cpu_args]),
+        name=int_column([code(e.name, len(names)) for e in cpu]),
+        category=int_column([_CPU_CODE[e.cat] for e in cpu]),
+        thread=int_column([thread(e.tid, len(threads)) for e in cpu]),
+        start_ns=cpu_start,
+        dur_ns=cpu_dur,
+        external_id=_external_ids(cpu_args),
+        correlation=int_column([NONE if a.correlation is None else a.correlation for a in cpu_args]),
+        sequence_number=int_column([NONE if a.sequence_number is None else a.sequence_number for a in cpu_args]),
         dims_at=offsets[: len(cpu)],
         dims_len=lengths[0],
         types_at=offsets[len(cpu) : 2 * len(cpu)],
@@ -344,20 +353,22 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     )
 
     frame_args = [e.args or _EMPTY_ARGS for e in frames]
-    frame_start, frame_dur = times[id(frames)]
+    frame_names = [e.name for e in frames]
+    # Frame names repeat: each distinct one is looked at once.
     prefix = len(MODULE_PREFIX)
+    modules = {
+        name: code(name[prefix:], len(names)) if name.startswith(MODULE_PREFIX) else NONE
+        for name in dict.fromkeys(frame_names)
+    }
     frame_columns = FrameColumns(
-        thread=np.array([thread(e.tid, len(threads)) for e in frames], dtype=np.int64),
+        thread=int_column([thread(e.tid, len(threads)) for e in frames]),
         start_ns=frame_start,
         end_ns=frame_start + frame_dur,
-        python_id=_ids([a.python_id for a in frame_args]),
-        parent_id=_ids([a.python_parent_id for a in frame_args]),
-        module=np.array(
-            [code(e.name[prefix:], len(names)) if e.name.startswith(MODULE_PREFIX) else NONE for e in frames],
-            dtype=np.int64,
-        ),
+        python_id=int_column([NONE if a.python_id is None else a.python_id for a in frame_args]),
+        parent_id=int_column([NONE if a.python_parent_id is None else a.python_parent_id for a in frame_args]),
+        module=int_column([modules[name] for name in frame_names]),
     )
-    device_columns = _device_columns(device, *times[id(device)], names) if device else DeviceEvents.empty()
+    device_columns = _device_columns(device, device_start, device_dur, names) if device else DeviceEvents.empty()
     comms_code = names.get(COMMS_RECORD_NAME)
     rows = [] if comms_code is None else np.flatnonzero(cpu_columns.name[: len(operators)] == comms_code).tolist()
     comms = [cpu_args[row] for row in rows if cpu_args[row].collective_name is not None]
@@ -367,8 +378,10 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         if event.args is not None and event.args.input_dims:
             args = event.args  # a Raw would keep the decoded chunk alive
             args.input_dims = args.input_types = args.concrete_inputs = NO_MEMBER
-    start, dur = times[id(gpu_annotations)]
-    annotations = [TimedEvent(e.name, e.tid, s, d, e.args) for e, s, d in zip(gpu_annotations, start.tolist(), dur.tolist())]
+    annotations = [
+        TimedEvent(e.name, e.tid, s, d, e.args)
+        for e, s, d in zip(gpu_annotations, annotation_start.tolist(), annotation_dur.tolist())
+    ]
     return ChunkColumns(
         names=list(names),
         threads=list(threads),
@@ -377,7 +390,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         device=device_columns,
         inputs=inputs,
         gpu_annotations=annotations,
-        memory=_allocator_columns(memory, times[id(memory)][0]),
+        memory=_allocator_columns(memory, memory_start),
         comms_records=comms,
         operator_count=len(operators),
         event_count=len(events),
@@ -386,14 +399,24 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     )
 
 
-def _times(events: list[RawEvent]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact start and duration (ns) of each event, and which are damaged (bad ts or dur, dur < 0)."""
-    start, bad_start = exact_ns([e.ts for e in events])
-    dur, bad_dur = exact_ns([e.dur for e in events])
-    return start, dur, bad_start | bad_dur | (dur < 0)
+def _times(groups: tuple[list[RawEvent], ...]) -> tuple[list[np.ndarray], int]:
+    """Exact start and duration (ns) of each group's events; damaged events (bad ts or dur,
+    dur < 0) are left out of their group, and counted.
 
-
-_INT64 = 1 << 63
+    Operators and launches (the first two groups) come back as one: the cpu rows.  One
+    exact_ns call for all groups: a call costs ~30 numpy passes whatever its length."""
+    start, bad_start = exact_ns([e.ts for group in groups for e in group])
+    dur, bad_dur = exact_ns([e.dur for group in groups for e in group])
+    bad = bad_start | bad_dur | (dur < 0)
+    damaged = int(bad.sum())
+    if damaged:
+        ends = np.cumsum([len(group) for group in groups]).tolist()
+        good = (~bad).tolist()
+        for group, group_end in zip(groups, ends):
+            group[:] = compress(group, good[group_end - len(group) : group_end])
+        start, dur = start[~bad], dur[~bad]
+    ends = np.cumsum([len(group) for group in groups])[1:-1]  # operators and launches together
+    return [column for pair in zip(np.split(start, ends), np.split(dur, ends)) for column in pair], damaged
 
 
 def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> AllocatorColumns:
@@ -403,24 +426,46 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     args = [e.args or _EMPTY_ARGS for e in events]
     alloc = [a.alloc_bytes for a in args]
     total = [a.total_allocated for a in args]
-    tids = [int(t) if isinstance(t, str) and t.isdigit() else t for t in (e.tid for e in events)]
+    alloc_column, alloc_fits = _int64([v or 0 for v in alloc])
+    total_column, total_fits = _int64([v or 0 for v in total])
+    reserved, reserved_fits = _int64([a.total_reserved or 0 for a in args])
+    kind, kind_fits = _int64([NONE if a.device_type is None else a.device_type for a in args])
+    device_id, device_fits = _int64([NONE if a.device_id is None else a.device_id for a in args])
+    tids = [e.tid for e in events]
+    if not set(map(type, tids)) <= {int}:  # "123" from some writers: a number; other texts: NONE
+        tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
     return AllocatorColumns(
         start_ns=start_ns,
-        tid=int_column([t if isinstance(t, int) else NONE for t in tids]),
+        tid=int_column(tids),
         # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
-        has_bytes=np.array(
-            [v is not None and all(not isinstance(n, int) or -_INT64 <= n < _INT64
-                                   for n in (v, a.total_allocated, a.total_reserved, a.device_type, a.device_id))
-             for v, a in zip(alloc, args)],
-            dtype=np.int64,
-        ),
-        bytes=int_column([v or 0 for v in alloc]),
+        has_bytes=np.array([v is not None for v in alloc], dtype=np.int64)
+        & alloc_fits & total_fits & reserved_fits & kind_fits & device_fits,
+        bytes=alloc_column,
         has_total=np.array([v is not None for v in total], dtype=np.int64),
-        total_allocated=int_column([v or 0 for v in total]),
-        total_reserved=int_column([a.total_reserved or 0 for a in args]),
-        kind=_ids([a.device_type for a in args]),
-        device_id=_ids([a.device_id for a in args]),
+        total_allocated=total_column,
+        total_reserved=reserved,
+        kind=kind,
+        device_id=device_id,
     )
+
+
+class _ShapeTexts(dict):
+    """Launch shape (a tuple) -> ``"128x1x1"``, None when empty or not all numbers;
+    shapes repeat: each distinct one is checked and joined once."""
+
+    def __missing__(self, key: tuple) -> str | None:
+        text = self[key] = "x".join(map(str, key)) if key and all(isinstance(v, (int, float, str)) for v in key) else None
+        return text
+
+
+def _shape_texts(shapes: list[list | None]) -> list[str | None]:
+    """Launch shapes (``grid``, ``block``) as :class:`_ShapeTexts`; None when absent."""
+    keys = [tuple(shape) if shape else () for shape in shapes]
+    try:
+        return list(map(_ShapeTexts().__getitem__, keys))
+    except TypeError:  # a nested list (a damaged trace) is no shape, and no dict key
+        keys = [key if all(isinstance(v, (int, float, str)) for v in key) else () for key in keys]
+        return list(map(_ShapeTexts().__getitem__, keys))
 
 
 def _device_columns(
@@ -428,39 +473,26 @@ def _device_columns(
 ) -> DeviceEvents:
     """Device events as columns; their texts (name, stream, grid, block) as name codes."""
     code = names.setdefault
-    shapes: dict[tuple, int] = {}  # launch shapes repeat: "x".join once per distinct shape
-
-    def shape_code(values: list) -> int:
-        if not all(isinstance(v, (int, float, str)) for v in values):
-            return NONE  # nested lists (a damaged trace): no launch shape
-        key = tuple(values)
-        found = shapes.get(key)
-        if found is None:
-            found = shapes[key] = code("x".join(map(str, key)), len(names))
-        return found
-
-    external, correlation, stream, grid, block, occupancy = [], [], [], [], [], []
-    for event in events:
-        args = event.args
-        if args is None:
-            args = _EMPTY_ARGS
-        ext = external_id(args)
-        external.append(NONE if ext is None else ext)
-        correlation.append(NONE if args.correlation is None else args.correlation)
-        stream.append(NONE if args.stream is None else code(str(args.stream), len(names)))
-        grid.append(shape_code(args.grid) if args.grid else NONE)
-        block.append(shape_code(args.block) if args.block else NONE)
-        value = args.occupancy_pct
-        occupancy.append(float(value) if isinstance(value, (int, float)) else math.nan)
+    args = [e.args or _EMPTY_ARGS for e in events]
+    streams = [None if a.stream is None else str(a.stream) for a in args]
+    shapes = _shape_texts([shape for a in args for shape in (a.grid, a.block)])  # in the order they come
+    grids, blocks = shapes[0::2], shapes[1::2]
+    # Texts get codes in the order they first appear, event by event, before kernel names.
+    for text in dict.fromkeys(chain.from_iterable(zip(streams, grids, blocks))):
+        if text is not None:
+            code(text, len(names))
+    occupancy = [a.occupancy_pct for a in args]
+    if str in set(map(type, occupancy)):  # "33": no number here
+        occupancy = [None if isinstance(v, str) else v for v in occupancy]
     return DeviceEvents(
-        name=np.array([code(e.name, len(names)) for e in events], dtype=np.int64),
-        kind=np.array([_DEVICE_CODE[e.cat] for e in events], dtype=np.int64),
+        name=int_column([code(e.name, len(names)) for e in events]),
+        kind=int_column([_DEVICE_CODE[e.cat] for e in events]),
         start_ns=start_ns,
         dur_ns=dur_ns,
-        external_id=int_column(external),
-        correlation=int_column(correlation),
-        stream=np.array(stream, dtype=np.int64),
-        grid=np.array(grid, dtype=np.int64),
-        block=np.array(block, dtype=np.int64),
-        occupancy=np.array(occupancy, dtype=np.float64),
+        external_id=_external_ids(args),
+        correlation=int_column([NONE if a.correlation is None else a.correlation for a in args]),
+        stream=int_column([NONE if t is None else names[t] for t in streams]),
+        grid=int_column([NONE if t is None else names[t] for t in grids]),
+        block=int_column([NONE if t is None else names[t] for t in blocks]),
+        occupancy=np.array(occupancy, dtype=np.float64),  # None: NaN
     )
