@@ -57,6 +57,8 @@ if mode == "json":
     events = len(document["traceEvents"] if isinstance(document, dict) else document)
 else:
     sys.path.insert(0, ROOT)
+    from tuiprof.allocator import return_freed_memory
+    return_freed_memory()  # as the tuiprof command does
     from tuiprof.analysis.build import analyze
     from tuiprof.trace import load_trace
     store = load_trace(path)

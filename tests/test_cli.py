@@ -132,3 +132,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert lines[0].startswith("tuiprof: ") and path.split("/")[-1] in lines[0]
+
+
+@pytest.mark.parametrize(("command", "tuned"), [("summary", True), ("timeline", True), ("live", False), ("run", False)])
+def test_only_trace_reading_commands_tune_the_allocator(monkeypatch, capsys, command: str, tuned: bool) -> None:
+    from tuiprof import allocator, cli
+
+    calls = []
+    monkeypatch.setattr(allocator, "return_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(cli, {"summary": "run_summary", "timeline": "run_timeline", "live": "run_live",
+                              "run": "run_script"}[command], lambda args: 0)
+    target = "tiny" if command == "live" else "train.py" if command == "run" else str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+    assert cli.main([command, target]) == 0
+    assert bool(calls) == tuned  # a training process (live, run) keeps the allocator it would have
+
+
+def test_the_allocator_is_tuned_where_glibc_is() -> None:
+    from tuiprof.allocator import return_freed_memory
+
+    assert return_freed_memory() == sys.platform.startswith("linux")

@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["open", *(argv if argv is not None else sys.argv[1:])])
+    if args.command not in ("live", "run"):  # a training process keeps its own allocator
+        from tuiprof.allocator import return_freed_memory
+
+        return_freed_memory()
     try:
         return int(args.handler(args) or 0)
     except TraceError as exc:

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tuiprof.allocator import return_freed_memory
 from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
 from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span, decode_text
@@ -212,6 +213,7 @@ def _serve() -> None:
     """Worker loop: decode each requested span, answer with its columns (or an error text)."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    return_freed_memory()
     gc.disable()  # decoded structs hold no cycles: collections would only cost time (~15 %)
     while True:
         try:
