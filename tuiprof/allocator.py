@@ -19,7 +19,6 @@ they are.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 MMAP_THRESHOLD_BYTES = 4 << 20
@@ -28,7 +27,7 @@ MMAP_THRESHOLD_BYTES = 4 << 20
 def return_freed_memory() -> bool:
     """Fix glibc's mmap threshold at 4 MB; False where there is no glibc (macOS, musl)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # this process: glibc is in it where there is one (find_library would run ldconfig)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
