@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
+import re
 import subprocess
 import sys
 
@@ -151,3 +154,21 @@ def test_the_allocator_is_tuned_where_glibc_is() -> None:
     from tuiprof.allocator import return_freed_memory
 
     assert return_freed_memory() == sys.platform.startswith("linux")
+
+
+def test_a_table_wider_than_the_terminal_is_printed_whole(monkeypatch, capsys) -> None:
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    sample = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+    assert cli.main(["summary", sample, "--limit", "3", "--format", "csv"]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "60")  # rich's terminal width
+    assert cli.main(["summary", sample, "--limit", "3"]) == 0
+    shown = capsys.readouterr().out
+    assert max(map(len, shown.splitlines())) > 60  # wider than the terminal: not cropped to it
+    for row in rows[1:]:
+        name, calls = row[0], row[rows[0].index("calls")]
+        line = next(line for line in shown.splitlines() if name[:20] in line)
+        assert re.search(rf"\b{calls}\b", line), (name, calls, line)  # the last columns are there

@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from rich.console import Console
 from rich.text import Text
 
 from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal
+from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal, terminal_console
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -392,11 +391,12 @@ def print_diff(args: Namespace) -> int:
     show_verdict = args.view in ("all", "verdict")
     limit = args.limit if args.limit is not None else TEXT_ROWS if fmt in ("table", "markdown") else None
     if fmt == "table" and stdout_is_terminal():
-        console = Console()
+        tables = list(rich_tables(diff, views, limit))
+        console = terminal_console(*tables)
         if show_verdict:
             for line in summary_lines(diff):
                 console.print(Text(line))
-        for table in rich_tables(diff, views, limit):
+        for table in tables:
             console.print(table)
     else:
         sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))

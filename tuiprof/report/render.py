@@ -9,7 +9,7 @@ import sys
 
 import orjson
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -70,7 +70,20 @@ def _plain_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> st
 
 def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> None:
     """Coloured table for a terminal (honours NO_COLOR through rich)."""
-    Console().print(build_rich_table(rows, columns, title, ascii_rules=False))
+    table = build_rich_table(rows, columns, title, ascii_rules=False)
+    terminal_console(table).print(table)
+
+
+def terminal_console(*tables: RenderableType) -> Console:
+    """A console on stdout as wide as the widest of ``tables``, at least the terminal.
+
+    A table wider than the terminal is printed whole, its lines wrapped by the
+    terminal (or kept whole by ``less -S``), never cropped mid-number: rich
+    would cut each line at the terminal's width."""
+    console = Console()
+    unbounded = console.options.update_width(1 << 16)
+    widest = max((console.measure(table, options=unbounded).maximum for table in tables), default=0)
+    return Console(width=widest) if widest > console.width else console
 
 
 def build_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, ascii_rules: bool) -> Table:
