@@ -172,3 +172,29 @@ def test_a_table_wider_than_the_terminal_is_printed_whole(monkeypatch, capsys) -
         name, calls = row[0], row[rows[0].index("calls")]
         line = next(line for line in shown.splitlines() if name[:20] in line)
         assert re.search(rf"\b{calls}\b", line), (name, calls, line)  # the last columns are there
+
+
+@pytest.mark.parametrize(("content", "says"), [(b"root:x:0:0:root:/root:/bin/bash\n", "not JSON"), (b"", "empty"),
+                                               (gzip.compress(b"\x00" * 4096), "not JSON")])
+def test_open_in_a_terminal_refuses_a_non_trace_before_the_explorer(tmp_path, monkeypatch, capsys, content, says) -> None:
+    from tuiprof import cli
+    from tuiprof.tui import app
+
+    path = tmp_path / "passwd.json.gz" if content.startswith(b"\x1f\x8b") else tmp_path / "passwd"
+    path.write_bytes(content)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(app, "run_explorer", lambda *a: pytest.fail("the explorer started"))
+    assert cli.main(["open", str(path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and says in error[0] and str(path.name) in error[0]
+
+
+def test_open_in_a_terminal_lets_a_trace_through(monkeypatch) -> None:
+    from tuiprof import cli
+    from tuiprof.tui import app
+
+    opened = []
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(app, "run_explorer", lambda path, *a: opened.append(path) or 0)
+    assert cli.main(["open", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")]) == 0
+    assert opened

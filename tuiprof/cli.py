@@ -248,6 +248,9 @@ def run_open(args: argparse.Namespace) -> int:
     path = resolve_path(args)
     trace = choose_trace(path, args.trace)
     if not trace.stream:
+        from tuiprof.trace.source import check_trace_start
+
+        check_trace_start(trace)  # not a trace at all: one line here, not an error page
         from tuiprof.tui.app import run_explorer
 
         return run_explorer(str(trace.path))

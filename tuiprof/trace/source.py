@@ -158,6 +158,24 @@ def read_head(path: Path, size: int) -> bytes:
         return handle.read(size)
 
 
+def check_trace_start(trace: TraceFile) -> None:
+    """Refuse at once a file that is empty or whose first bytes cannot start a trace.
+
+    ``tuiprof open`` calls it before the explorer takes the terminal, so
+    ``tuiprof open /etc/passwd`` is one line on stderr, not a full-screen
+    error page.  A file it cannot read is left to the load, which says why."""
+    try:
+        head = read_head(trace.path, _LEADING_SPACE + 8)
+    except (OSError, EOFError, zlib.error):
+        return
+    if not head:
+        raise TraceError(str(trace.path), "the file is empty", "pass a trace written by torch.profiler")
+    start = TraceStart(str(trace.path))
+    start.feed(head)
+    if len(head) < _LEADING_SPACE + 8:  # the whole file
+        start.finish()
+
+
 ReadProgress = Callable[[int, int], None]
 Write = Callable[[bytes], object]
 
