@@ -346,3 +346,29 @@ def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None
     assert detail.module_count == 20
     text = operator_text(resnet_model, stats).plain
     assert f"+{detail.module_count - 3} more" in text and detail.modules[0][0] in text
+
+
+async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> None:
+    import time as clock
+
+    from tuiprof.tui.sources import LoadCancelled
+
+    class SlowSource:
+        """A load that reports progress until it is cancelled (as a big file's load does)."""
+
+        title = "slow"
+
+        def __call__(self, report, cancelled):
+            while True:
+                report("decoding", 0.5)
+                if cancelled():
+                    raise LoadCancelled
+                clock.sleep(0.001)
+
+    for _ in range(5):
+        app = ExplorerApp(SlowSource())
+        async with app.run_test() as pilot:
+            await pilot.pause(0.1)
+            await pilot.press("q")
+            await pilot.pause(0.3)
+        assert app.return_code == 0  # the user quit: not "interrupted" (130), which signals give

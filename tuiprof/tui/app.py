@@ -21,7 +21,6 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.errors import EXIT_INTERRUPTED
 from tuiprof.report.header import trace_title
 from tuiprof.report.views import ViewOptions
 from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
@@ -79,8 +78,7 @@ class ExplorerApp(TableApp):
         try:
             loaded = self.load_or_fail(lambda: self.source(self.report_progress, self._cancel.is_set))
         except LoadCancelled:
-            self.call_from_thread(self.exit, EXIT_INTERRUPTED)
-            return
+            return  # only a quit cancels a load, and it has set the exit code (q: 0, a signal: 128+N)
         if loaded is not None:
             model, log_lines = loaded
             self.post_message(LoadFinished(model, tuple(log_lines)))
