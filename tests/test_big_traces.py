@@ -259,12 +259,8 @@ def test_a_bomb_is_refused_while_it_is_inflated_beside_the_workers(tmp_path, mon
     assert threading.active_count() == threads
 
 
-def test_aborting_a_load_while_inflating_stops_everything(tmp_path, monkeypatch) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    _inflate_slowly(monkeypatch)
+def _abort_the_load(monkeypatch, path) -> list:
+    """Load ``path`` with a progress callback that raises: the worker pools that load started."""
     pools: list = []
     original = parallel.DecodeWorkers.__init__
 
@@ -280,9 +276,19 @@ def test_aborting_a_load_while_inflating_stops_everything(tmp_path, monkeypatch)
     def abort(progress) -> None:
         raise Abort
 
-    threads = threading.active_count()
     with pytest.raises(Abort):
-        load_trace(SAMPLES / "resnet18_cpu.pt.trace.json.gz", progress=abort)
+        load_trace(path, progress=abort)
+    return pools
+
+
+def test_aborting_a_load_while_inflating_stops_everything(tmp_path, monkeypatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    _inflate_slowly(monkeypatch)
+    threads = threading.active_count()
+    pools = _abort_the_load(monkeypatch, SAMPLES / "resnet18_cpu.pt.trace.json.gz")
     assert pools and all(p.poll() is not None for p in pools[0].processes)
     assert threading.active_count() == threads
     assert not list(temp.iterdir())
@@ -292,23 +298,7 @@ def test_aborting_a_parallel_load_stops_the_workers(tmp_path, monkeypatch) -> No
     plain = tmp_path / "trace.json"
     plain.write_bytes(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
     _force_workers(monkeypatch)
-    pools: list = []
-    original = parallel.DecodeWorkers.__init__
-
-    def keep(self, count: int) -> None:
-        original(self, count)
-        pools.append(self)
-
-    monkeypatch.setattr(parallel.DecodeWorkers, "__init__", keep)
-
-    class Abort(Exception):
-        pass
-
-    def abort(progress) -> None:
-        raise Abort
-
-    with pytest.raises(Abort):
-        load_trace(plain, progress=abort)
+    pools = _abort_the_load(monkeypatch, plain)
     assert pools and all(p.poll() is not None for p in pools[0].processes)
 
 
