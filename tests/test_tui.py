@@ -372,3 +372,14 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
             await pilot.press("q")
             await pilot.pause(0.3)
         assert app.return_code == 0  # the user quit: not "interrupted" (130), which signals give
+
+
+async def test_the_log_wraps_to_a_60_column_terminal() -> None:
+    app = ExplorerApp(FileSource(str(RESNET)))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("0")
+        await pilot.pause()
+        lines = [str(line.text).rstrip() for line in app.query_one("#log-lines").lines]
+        assert "tuiprof run" in " ".join(lines)  # the end of the sentence is on screen, not clipped
+        assert max(map(len, lines)) <= 60

@@ -24,7 +24,7 @@ class LogView(ExplorerView):
         return bool(log_lines)
 
     def compose(self) -> ComposeResult:
-        yield RichLog(id="log-lines", wrap=True)
+        yield RichLog(id="log-lines", wrap=True, min_width=20)  # wraps to the pane (default: 78 columns, clipped at 60)
 
     def focus_target(self):
         return self.query_one(RichLog)
