@@ -11,6 +11,7 @@ and compare every column with an in-process decode.
 from __future__ import annotations
 
 import gzip
+import json
 import tempfile
 import threading
 import time
@@ -222,6 +223,25 @@ def test_a_big_gzip_is_decoded_while_it_is_inflated(tmp_path, monkeypatch) -> No
     planned_early = [available for available, complete in seen if not complete]
     assert len(planned_early) > 10  # spans were cut while the file was still growing
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("layout", ["bare array", "key after the first megabyte"])
+def test_other_layouts_are_inflated_whole_then_decoded_by_the_workers(tmp_path, monkeypatch, layout: str) -> None:
+    document = json.loads(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
+    if layout == "bare array":
+        text = json.dumps(document["traceEvents"], indent=1)
+    else:  # a member before the events longer than where the key is looked for while growing
+        text = json.dumps({"padding": "x" * (2 << 20), **document}, indent=1)
+    path = tmp_path / "other.json.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    plain = tmp_path / "other.json"
+    plain.write_text(text)
+    whole = load_trace(plain)
+    seen = _inflate_slowly(monkeypatch)
+    streamed = load_trace(path)
+    _columns_equal(whole, streamed)
+    assert sum(not complete for _, complete in seen) == 1  # the head was looked at once, then...
+    assert seen[-1][1]  # ...the plan waited for the whole document
 
 
 def test_an_error_while_inflating_stops_the_decode(tmp_path, monkeypatch) -> None:
