@@ -352,3 +352,23 @@ def test_a_truncated_big_file_is_one_clear_error(tmp_path, monkeypatch) -> None:
 def test_empty_tables_concatenate() -> None:
     for table in (CpuEvents, FrameColumns, DeviceEvents):
         assert len(table.concat([])) == 0
+
+
+def test_row_views_read_as_python_ints_without_copies() -> None:
+    import pickle
+
+    from tuiprof.analysis.arrays import NO_ROWS, RowView
+
+    backing = np.arange(10, dtype=np.int64) * 3
+    rows = RowView(backing[2:6])
+    assert list(rows) == [6, 9, 12, 15] and all(type(r) is int for r in rows)
+    assert len(rows) == 4 and rows[1] == 9 and type(rows[1]) is int and list(rows[1:3]) == [9, 12]
+    assert np.shares_memory(np.asarray(rows), backing)  # no copy for numpy readers
+    assert np.array(rows, dtype=np.int64).tolist() == [6, 9, 12, 15]
+    with pytest.raises(ValueError):
+        np.asarray(rows)[0] = 1  # read-only: stats are values
+    assert backing.flags.writeable  # the caller's array keeps its flags
+    assert rows == RowView(np.array([6, 9, 12, 15])) and hash(rows) == hash(RowView(np.array([6, 9, 12, 15])))
+    assert rows != RowView(np.array([6, 9])) and not NO_ROWS and 9 in rows
+    copy = pickle.loads(pickle.dumps(rows))
+    assert copy == rows and not np.shares_memory(np.asarray(copy), backing)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.arrays import counts_first_seen, gather, group_rows
+from tuiprof.analysis.arrays import RowView, counts_first_seen, gather, group_rows
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls
 
 
@@ -23,7 +23,7 @@ class KernelStats:
     block: str
     occupancy_pct: float | None  # mean est. achieved occupancy
     launcher: str  # operator that launched it most often
-    rows: tuple[int, ...]  # rows in DeviceActivity
+    rows: RowView  # rows in DeviceActivity
 
 
 def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[KernelStats]:
@@ -57,7 +57,7 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
                 block=names[block] if block >= 0 else "",
                 occupancy_pct=float(occupied.mean()) if len(occupied) else None,
                 launcher=calls.names[who] if who >= 0 else "",
-                rows=tuple(rows.tolist()),
+                rows=RowView(rows),
             )
         )
     result.sort(key=lambda k: k.device_total_us, reverse=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.arrays import group_rows, nearest_ancestor, slice_codes
+from tuiprof.analysis.arrays import NO_ROWS, RowView, group_rows, nearest_ancestor, slice_codes
 from tuiprof.analysis.calls import OperatorCalls, UnattributedMemory, is_step_name
 from tuiprof.trace.schema import decode_member
 
@@ -30,7 +30,7 @@ class OperatorStats:
     self_device_mem_bytes: int
     device_mem_bytes: int
     flops: int  # torch profiler's formulas, as key_averages()
-    rows: tuple[int, ...]  # call rows in OperatorCalls, for drill-down
+    rows: RowView  # call rows in OperatorCalls, for drill-down
     executed_flops: int = 0  # training FLOPs these calls counted or executed for a counted caller (calls.count_flops)
 
     @property
@@ -135,7 +135,7 @@ def aggregate_operators(
     if unattributed is not None and unattributed.calls and not top_level_only:
         result.append(
             OperatorStats(
-                name="[memory]", input_shapes="[]" if group_by_shape else None, calls=unattributed.calls, rows=(),
+                name="[memory]", input_shapes="[]" if group_by_shape else None, calls=unattributed.calls, rows=NO_ROWS,
                 **{
                     **dict.fromkeys(SUMMED_FIELDS, 0),
                     "self_cpu_mem_bytes": unattributed.cpu_bytes, "cpu_mem_bytes": unattributed.cpu_bytes,
@@ -162,14 +162,13 @@ def _stats_by_key(
     }
     width = max(1, len(shapes))
     found = []
-    for group, (key, where) in enumerate(zip(group_keys, positions)):
-        members = selected[where]
+    for group, (key, where, first) in enumerate(zip(group_keys, positions, firsts.tolist())):
         code, shape = divmod(key, width) if shapes else (key, -1)
         stats = OperatorStats(
             name=STEP_WILDCARD if code == step_code else names[code],
             input_shapes=shapes[shape] if shapes else None,
-            calls=len(members),
-            rows=tuple(members.tolist()),
+            calls=len(where),
+            rows=RowView(members_sorted[first : first + len(where)]),  # selected[where], without a copy
             **{field: values[group] for field, values in sums.items()},
         )
         found.append((int(where[0]), stats))

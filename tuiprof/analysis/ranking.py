@@ -3,6 +3,8 @@ tree share, so "top module" and "share of module time" mean one thing everywhere
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tuiprof.analysis.model import TraceModel
@@ -40,7 +42,7 @@ def top_operators(model: TraceModel, limit: int = 5) -> list[OperatorStats]:
     return ranked[:limit]
 
 
-def longest_call(model: TraceModel, rows: tuple[int, ...]) -> int | None:
+def longest_call(model: TraceModel, rows: Sequence[int]) -> int | None:
     """The longest of an operator's calls (the one the timeline shows for its row)."""
     if not rows:
         return None
@@ -48,7 +50,7 @@ def longest_call(model: TraceModel, rows: tuple[int, ...]) -> int | None:
     return int(picked[np.argmax(model.calls.column("total_ns")[picked])])
 
 
-def longest_launch(model: TraceModel, indices: tuple[int, ...]) -> int | None:
+def longest_launch(model: TraceModel, indices: Sequence[int]) -> int | None:
     """The longest launch of a kernel (device event index)."""
     if not indices:
         return None

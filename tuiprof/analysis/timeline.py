@@ -33,7 +33,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tuiprof.analysis.arrays import group_rows, nearest_ancestor
+from tuiprof.analysis.arrays import RowView, group_rows, nearest_ancestor
 from tuiprof.analysis.calls import DeviceActivity, is_step_name
 from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, merge_spans, subtract_spans
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
@@ -593,4 +593,4 @@ def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
     part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
     part.launcher = launcher.copy()  # type: ignore[assignment]
-    return [replace(k, rows=tuple(rows[list(k.rows)].tolist())) for k in aggregate_kernels(part, model.calls)]
+    return [replace(k, rows=RowView(rows[np.asarray(k.rows)])) for k in aggregate_kernels(part, model.calls)]

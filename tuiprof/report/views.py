@@ -9,7 +9,7 @@ same everywhere.  Row values are raw numbers in the unit the key names
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -518,7 +518,7 @@ CALL_COLUMNS = (
 )
 
 
-def build_call_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
+def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     """One row per call of an operator (its OperatorStats.rows)."""
     from tuiprof.analysis.operators import input_shapes_key
 
@@ -554,7 +554,7 @@ LAUNCH_COLUMNS = (
 )
 
 
-def build_launch_rows(model: TraceModel, rows: tuple[int, ...]) -> list[Row]:
+def build_launch_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     """One row per launch of a kernel (its KernelStats.rows)."""
     activity = model.activity
     origin = model.calls.start_ns[0] if len(model.calls) else 0
