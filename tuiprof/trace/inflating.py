@@ -103,6 +103,10 @@ class InflatingFile:
     def __len__(self) -> int:
         return self._written
 
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
     def complete_bytes(self) -> mmap.mmap | bytes:
         """The whole document (mapped), once inflated: for layouts not planned while growing."""
         size, _ = self.wait_for(1 << 62)

@@ -142,8 +142,10 @@ def _load_inflating(
             data = document.complete_bytes()  # another layout: planned once all is there
             return plan_document(data, report, source)
 
-        decoding = _Decoding(source, document.path, report, progress, worker_count(expected),
-                             lambda: max(expected, len(document)), document.stop)
+        def total_bytes() -> int:  # the trailer's guess until the document is complete
+            return len(document) if document.complete else max(expected, len(document))
+
+        decoding = _Decoding(source, document.path, report, progress, worker_count(expected), total_bytes, document.stop)
         store = _decode(decoding, plan, lambda start, end: decode_file_span(document.path, start, end))
     return _checked(store)
 
