@@ -130,7 +130,7 @@ class GrowingDocument(Protocol):
 
     def __getitem__(self, part: slice) -> bytes: ...
 
-    def __len__(self) -> int: ...  # the size once complete
+    def __len__(self) -> int: ...  # the bytes written so far: the size, once complete
 
     def wait_for(self, size: int) -> tuple[int, bool]: ...  # (bytes there, complete), once >= size or complete
 
