@@ -383,3 +383,30 @@ async def test_the_log_wraps_to_a_60_column_terminal() -> None:
         lines = [str(line.text).rstrip() for line in app.query_one("#log-lines").lines]
         assert "tuiprof run" in " ".join(lines)  # the end of the sentence is on screen, not clipped
         assert max(map(len, lines)) <= 60
+
+
+async def test_the_loading_clock_runs_between_reports() -> None:
+    import time as clock
+
+    from tuiprof.tui.sources import LoadCancelled
+
+    class QuietSource:
+        """One report, then a long silence (as the analysis of a big trace)."""
+
+        title = "quiet"
+
+        def __call__(self, report, cancelled):
+            report("analysing 4,742,000 events", None)
+            while not cancelled():
+                clock.sleep(0.01)
+            raise LoadCancelled
+
+    app = ExplorerApp(QuietSource())
+    async with app.run_test() as pilot:
+        await pilot.pause(0.2)
+        first = _text(app.query_one("#loading-text"))
+        await pilot.pause(1.2)
+        later = _text(app.query_one("#loading-text"))
+        await pilot.press("q")
+    assert first.startswith("analysing 4,742,000 events · ") and later.startswith("analysing 4,742,000 events · ")
+    assert float(later.split("· ")[-1].split()[0]) >= float(first.split("· ")[-1].split()[0]) + 0.9

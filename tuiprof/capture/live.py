@@ -90,18 +90,21 @@ class LiveCapture:
     def __call__(self, report, cancelled) -> tuple[TraceModel, list[str]]:
         def on_progress(progress: CaptureProgress) -> None:
             total = progress.total_steps
-            report(describe_progress(progress), progress.step / total if total and progress.phase != "setup" else None)
+            report(describe_progress(progress, elapsed=False), progress.step / total if total and progress.phase != "setup" else None)
 
         self.capture(on_progress, lambda: cancelled() or self.stop.is_set())
         report("analysing the captured trace", None)
         return self.build_model(), self.log_lines()
 
 
-def describe_progress(progress: CaptureProgress) -> str:
-    """``step 3/5 · active · 4.2 s · loss 2.3026`` (the loss of the step before)."""
+def describe_progress(progress: CaptureProgress, elapsed: bool = True) -> str:
+    """``step 3/5 · active · 4.2 s · loss 2.3026`` (the loss of the step before).
+
+    ``elapsed=False`` for the explorer's loading panel, which shows its own clock."""
+    clock = f" · {progress.elapsed_s:.1f} s" if elapsed else ""
     if progress.phase == "setup":
-        return f"{progress.message}… · {progress.elapsed_s:.1f} s"
-    text = f"step {min(progress.step + 1, progress.total_steps)}/{progress.total_steps} · {progress.phase} · {progress.elapsed_s:.1f} s"
+        return f"{progress.message}…{clock}"
+    text = f"step {min(progress.step + 1, progress.total_steps)}/{progress.total_steps} · {progress.phase}{clock}"
     if progress.loss is not None:
         text += f" · loss {progress.loss:.4f}"
     if progress.message:

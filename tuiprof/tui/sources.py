@@ -8,7 +8,6 @@ pressed q.  The file source lives here; the live source lives in
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -38,23 +37,20 @@ class FileSource:
         self.title = path
 
     def __call__(self, report: Report, cancelled: Callable[[], bool]) -> tuple[TraceModel, list[str]]:
-        started = time.perf_counter()
-
         def on_progress(progress: LoadProgress) -> None:
             if cancelled():
                 raise LoadCancelled
             mb_done, mb_total = progress.done_bytes / 1e6, progress.total_bytes / 1e6
-            elapsed = time.perf_counter() - started
             events = f", {progress.events:,} events" if progress.events else ""
             report(
-                f"{progress.phase} {mb_done:,.0f} / {mb_total:,.0f} MB{events}, {elapsed:.1f} s",
+                f"{progress.phase} {mb_done:,.0f} / {mb_total:,.0f} MB{events}",
                 progress.done_bytes / progress.total_bytes if progress.total_bytes else None,
             )
 
         store = load_trace(self.path, self.select, on_progress)
         if cancelled():
             raise LoadCancelled
-        report(f"analysing {store.event_count:,} events, {time.perf_counter() - started:.1f} s", None)
+        report(f"analysing {store.event_count:,} events", None)
         model = analyze(store)
         return model, list(model.log_lines)  # a saved live capture keeps the profiler's log
 

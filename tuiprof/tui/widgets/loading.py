@@ -1,7 +1,14 @@
 """The panel shown while a trace loads or a live capture runs: title, bar,
-progress text, and what q does now."""
+progress text, and what q does now.
+
+The panel keeps the elapsed time itself and redraws it twice a second: a
+loader reports when it has news, and between two reports (the analysis of
+a big trace, torch's import) a time written into the text stood still, as
+if the load had hung."""
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,6 +23,11 @@ class LoadingPanel(Vertical):
         super().__init__(**kwargs)
         self.title_text = title
         self.live = live
+        self.started = time.monotonic()
+        self.text = ""
+
+    def on_mount(self) -> None:
+        self.clock = self.set_interval(0.5, self._show_text)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Opening {plain(self.title_text, DISPLAY_CHARS)}"), id="loading-title")
@@ -29,9 +41,18 @@ class LoadingPanel(Vertical):
             bar.update(total=None)
         else:
             bar.update(total=100, progress=100 * fraction)
-        self.query_one("#loading-text", Static).update(Text(text))
+        self.text = text
+        self._show_text()
+
+    def _show_text(self) -> None:
+        if not self.display:  # loaded: the panel is hidden for good
+            self.clock.stop()
+            return
+        elapsed = f"{time.monotonic() - self.started:.1f} s"
+        self.query_one("#loading-text", Static).update(Text(f"{self.text} · {elapsed}" if self.text else elapsed))
 
     def fail(self, text: str) -> None:
+        self.clock.stop()
         self.query_one(ProgressBar).display = False
         self.query_one("#loading-title", Static).update(Text("Cannot capture" if self.live else "Cannot open this trace", style="bold red"))
         self.query_one("#loading-text", Static).update(Text(plain(text, 2 * DISPLAY_CHARS)))
