@@ -42,18 +42,27 @@ class ExplorerHeader(Static):
                  if view_id == self.current or view.available(self.model, self.log_lines)]
         toggles = [name for on, name in ((self.options.group_by_shape, "by shape"), (self.options.top_level_only, "top-level")) if on]
         marker = f"  [{', '.join(toggles)}]" if toggles else ""
-        tabs = self._tabs(shown, compact=False)
-        if tabs.cell_len + len(marker) > width:  # narrow: keys only, the current view named
-            tabs = self._tabs(shown, compact=True)
+        for spacing in ("wide", "tight", "keys"):  # keys only, the current view named, when nothing else fits
+            tabs = self._tabs(shown, spacing)
+            if tabs.cell_len + len(marker) <= width:
+                break
         if marker:
             tabs.append(marker, style="bold yellow")
         body: RenderableType = Group(header_line(self.model, width), tabs)
         self.update(body)
 
-    def _tabs(self, shown: list[tuple[str, str, type]], compact: bool) -> Text:
+    def _tabs(self, shown: list[tuple[str, str, type]], spacing: str) -> Text:
+        """``wide``: `` 1 Overview  2 Modules ``; ``tight``: ``1 Overview 2 Modules`` (the seven
+        tabs of a trace fit 80 columns); ``keys``: `` 1 Overview  2  3 ``."""
         tabs = Text(no_wrap=True, overflow="ellipsis")
         for key, view_id, view in shown:
             current = view_id == self.current
-            label = f" {key} " if compact and not current and key else (f" {key} {view.title} " if key else f" {view.title} ")
+            named = f"{key} {view.title}" if key else view.title
+            if spacing == "keys" and not current and key:
+                label = f" {key} "
+            elif spacing == "tight" and not current:
+                label = f"{named} "
+            else:
+                label = f" {named} "
             tabs.append(label, style="reverse bold" if current else "dim")
         return tabs
