@@ -182,6 +182,15 @@ def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> Non
     assert not list(tmp_path.glob("tuiprof-*"))
 
 
+def _private_temp_dir(tmp_path, monkeypatch):
+    """An empty TMPDIR of the test's own, to see what a load leaves in it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return temp
+
+
 def _inflate_slowly(monkeypatch) -> list[tuple[int, bool]]:
     """Inflate in 32 kB pieces, a little slowly, with spans cut 64 kB apart and small
     windows: what the loader saw of the document when it handed out each span."""
@@ -213,8 +222,7 @@ def _inflate_slowly(monkeypatch) -> list[tuple[int, bool]]:
 def test_a_big_gzip_is_decoded_while_it_is_inflated(tmp_path, monkeypatch) -> None:
     sample = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
     whole = load_trace(sample)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    temp = _private_temp_dir(tmp_path, monkeypatch)
     seen = _inflate_slowly(monkeypatch)
     streamed = load_trace(sample)
     _columns_equal(whole, streamed)
@@ -222,7 +230,7 @@ def test_a_big_gzip_is_decoded_while_it_is_inflated(tmp_path, monkeypatch) -> No
     assert streamed.uncompressed_bytes == whole.uncompressed_bytes
     planned_early = [available for available, complete in seen if not complete]
     assert len(planned_early) > 10  # spans were cut while the file was still growing
-    assert not list(tmp_path.iterdir())
+    assert not list(temp.iterdir())
 
 
 @pytest.mark.parametrize("layout", ["bare array", "key after the first megabyte"])
@@ -248,10 +256,7 @@ def test_an_error_while_inflating_stops_the_decode(tmp_path, monkeypatch) -> Non
     document = gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes())
     path = tmp_path / "cut.json.gz"
     path.write_bytes(gzip.compress(document)[: len(document) // 20])  # the gzip stream ends early
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    temp = _private_temp_dir(tmp_path, monkeypatch)
     _inflate_slowly(monkeypatch)
     threads = threading.active_count()
     with pytest.raises(TraceError, match="truncated"):
@@ -263,10 +268,7 @@ def test_an_error_while_inflating_stops_the_decode(tmp_path, monkeypatch) -> Non
 def test_a_bomb_is_refused_while_it_is_inflated_beside_the_workers(tmp_path, monkeypatch) -> None:
     path = tmp_path / "bomb.json.gz"
     path.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (100 << 20) + b"]}", compresslevel=9))
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    temp = _private_temp_dir(tmp_path, monkeypatch)
     _force_workers(monkeypatch)
     monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
     started = []
@@ -302,10 +304,7 @@ def _abort_the_load(monkeypatch, path) -> list:
 
 
 def test_aborting_a_load_while_inflating_stops_everything(tmp_path, monkeypatch) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    temp = _private_temp_dir(tmp_path, monkeypatch)
     _inflate_slowly(monkeypatch)
     threads = threading.active_count()
     pools = _abort_the_load(monkeypatch, SAMPLES / "resnet18_cpu.pt.trace.json.gz")
