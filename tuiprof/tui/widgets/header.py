@@ -52,7 +52,7 @@ class ExplorerHeader(Static):
         self.update(body)
 
     def _tabs(self, shown: list[tuple[str, str, type]], spacing: str) -> Text:
-        """``wide``: `` 1 Overview  2 Modules ``; ``tight``: ``1 Overview 2 Modules`` (the seven
+        """``wide``: `` 1 Overview  2 Modules ``; ``tight``: `` 1 Overview 2 Modules`` (the seven
         tabs of a trace fit 80 columns); ``keys``: `` 1 Overview  2  3 ``."""
         tabs = Text(no_wrap=True, overflow="ellipsis")
         for key, view_id, view in shown:
@@ -60,8 +60,8 @@ class ExplorerHeader(Static):
             named = f"{key} {view.title}" if key else view.title
             if spacing == "keys" and not current and key:
                 label = f" {key} "
-            elif spacing == "tight" and not current:
-                label = f"{named} "
+            elif spacing == "tight":  # the same label whichever tab is current: the line never shifts
+                label = f" {named}"
             else:
                 label = f" {named} "
             tabs.append(label, style="reverse bold" if current else "dim")
