@@ -34,7 +34,6 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from tuiprof.allocator import return_freed_memory
 from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
 from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span, decode_text
@@ -213,7 +212,9 @@ def _serve() -> None:
     """Worker loop: decode each requested span, answer with its columns (or an error text)."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    return_freed_memory()
+    # glibc's allocator is left as it is here (not allocator.return_freed_memory()): a worker
+    # reuses the same ~100 MB span after span, and fresh mappings for each span's buffers
+    # cost it ~10 % more CPU in page faults for no smaller peak (scripts/bench_load.py).
     gc.disable()  # decoded structs hold no cycles: collections would only cost time (~15 %)
     while True:
         try:
