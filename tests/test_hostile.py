@@ -272,6 +272,36 @@ def test_inflating_is_in_bounded_pieces(monkeypatch) -> None:
     assert max(biggest) <= source.INFLATE_PIECE and sum(biggest) == (100 << 20) + 19
 
 
+def _inflaters() -> list:
+    libs = [zlib]
+    try:
+        from zlib_ng import zlib_ng
+    except ImportError:  # the stdlib's zlib is then the only one used
+        return libs
+    return [*libs, zlib_ng]
+
+
+@pytest.mark.parametrize("lib", _inflaters(), ids=lambda lib: lib.__name__)
+def test_both_inflaters_read_the_same_streams_and_refuse_the_same_damage(monkeypatch, lib) -> None:
+    """zlib-ng is used where it is installed, the stdlib's zlib elsewhere: same bytes, same errors."""
+    monkeypatch.setattr(source, "inflate_lib", lib)
+    packed = RESNET.read_bytes()
+    two_members = packed + gzip.compress(b" ")
+
+    def inflate(data: bytes) -> bytes:
+        parts, pieces = [], iter([data[i : i + 65536] for i in range(0, len(data), 65536)] + [b""])
+        source.inflate_gzip(lambda n: next(pieces), len(data), "t.json.gz", parts.append, None)
+        return b"".join(parts)
+
+    assert inflate(two_members) == gzip.decompress(packed) + b" "
+    with pytest.raises(TraceError, match="truncated"):
+        inflate(packed[:5000])
+    damaged = bytearray(packed)
+    damaged[2000:2100] = bytes(100)
+    with pytest.raises(TraceError, match="gzip data is corrupt"):
+        inflate(bytes(damaged))
+
+
 def test_real_traces_are_below_the_ratio_limit() -> None:
     for path in [*SAMPLES.glob("*.json.gz"), *SHARED_TRACES.glob("*.json.gz")]:
         assert len(gzip.decompress(path.read_bytes())) < source.DEFAULT_MAX_INFLATE_RATIO / 2 * path.stat().st_size

@@ -1,7 +1,8 @@
 """A big gzip trace inflated into a temporary file by a thread while it is decoded.
 
 Inflating one after the other with decoding made a ``.json.gz`` take up to
-2x the plain file's time (zlib plus the writes: ~1.5 s a GB on one core).
+2x the plain file's time (zlib plus the writes: ~1.5 s a GB on one core; zlib-ng, used
+where installed, inflates 2.4x as fast).
 Here a thread inflates (zlib and file writes release the GIL) while the
 loading thread cuts spans of whole events out of what is already written
 (:func:`tuiprof.trace.decode.plan_growing_document`) and decode workers read
