@@ -201,6 +201,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     ends = np.concatenate((op_starts + cpu.dur_ns[op_index], frames.end_ns))
     threads = np.concatenate((cpu.thread[op_index], frames.thread))
     names = np.concatenate((cpu.name[op_index], np.full(len(frames), -1, dtype=np.int64)))
+    del op_starts  # node-long temporaries go as soon as they are used: the peak RSS of a big trace is here
 
     # Memory per node needs only the spans: it runs beside the nesting, whose
     # sorts (like its searchsorted) release the GIL, so a second core helps.
@@ -209,6 +210,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
         parent = _nest(starts, ends, threads)
         cpu_mem, device_mem, unattributed = memory.result()
     alive, parent = _merge_duplicates(parent, names, n_ops)
+    del names
 
     # Innermost module and nearest operator ancestor (through living parents).
     is_module = np.zeros(n_nodes, dtype=bool)
@@ -218,6 +220,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     is_op = np.zeros(n_nodes, dtype=bool)
     is_op[:n_ops] = True
     op_parent = nearest_ancestor(parent, is_op)
+    del is_module, is_op
 
     durations = ends - starts
     op_rows = np.flatnonzero(alive[:n_ops])
@@ -237,6 +240,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.total_ns = _column(durations[op_rows])
     calls.parent = _column(row_of[op_parent[op_rows]])
     calls.module = _column(module_of[op_rows])
+    del module_of, cpu_rows
 
     # FLOPs need only the call tree: they are counted beside the device joins
     # (numpy passes that release the GIL, so a second core helps).
@@ -249,8 +253,9 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
         linked = alive & (parent >= 0)
         up = parent[linked]
         child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
-        child_cpu_mem = np.bincount(up, weights=cpu_mem[linked], minlength=n_nodes)
-        child_device_mem = np.bincount(up, weights=device_mem[linked], minlength=n_nodes)
+        child_cpu_mem = _child_sums(up, cpu_mem[linked], n_nodes)
+        child_device_mem = _child_sums(up, device_mem[linked], n_nodes)
+        del linked, up
         # ...and device time over whole subtrees of living operators.
         device_total = _launched_below(activity, op_parent, n_nodes) if len(activity) else self_device
         flops.result()
@@ -267,6 +272,14 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed
+
+
+def _child_sums(parents: np.ndarray, values: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Sum of ``values`` per parent (float64, exact below 2**53); no array when all are 0
+    (a trace without memory records: two node-long arrays fewer at the peak)."""
+    if not values.any():
+        return np.zeros(n_nodes)  # calloc'd: no page is touched
+    return np.bincount(parents, weights=values, minlength=n_nodes)
 
 
 def count_flops(calls: OperatorCalls) -> None:
