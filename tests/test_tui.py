@@ -12,6 +12,7 @@ from rich.console import Console
 from tests.conftest import SAMPLES, SHARED_TRACES
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
+from tuiprof.tui.views import VIEWS
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -54,6 +55,31 @@ async def test_opens_on_overview_and_tree_filters_operators() -> None:
         assert "aten::conv2d" in _names(inside)
         assert "Optimizer.step#SGD.step" not in _names(inside)
         assert selected.path in str(app.query_one("#module-detail").render())
+
+
+async def test_the_first_frame_holds_one_view_and_keys_pressed_at_once_reach_the_others() -> None:
+    """The views not shown first are mounted after the first frame (start-up): a key
+    pressed the moment the model arrives must still open a complete view."""
+    app = ExplorerApp(FileSource(RESNET))
+    mounted_at_first_frame: list[list[str]] = []
+    display = app._display
+
+    def first_frame(screen, update) -> None:
+        if app.model is not None and update is not None and not mounted_at_first_frame:
+            mounted_at_first_frame.append([view.id for view in app.query_one("#views").children])
+        display(screen, update)
+
+    app._display = first_frame
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.model is None:
+            await pilot.pause(0.01)
+        await pilot.press("3")  # no pause: typed as the model appears
+        assert app.current_view == "operators"
+        assert "aten::convolution_backward" in _names(app.query_one("#ops-table", RowTable))
+        assert mounted_at_first_frame == [["overview"]]
+        assert [view.id for view in app.query_one("#views").children] == [view.view_id for view in VIEWS]
+        shown = [view.id for view in app.query_one("#views").children if view.display]
+        assert shown == ["operators"]
 
 
 async def test_sort_keys_change_row_order() -> None:
