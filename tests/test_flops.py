@@ -57,3 +57,18 @@ def test_flops_run_where_the_time_is(tmp_path) -> None:
     executed = {s.name: s.executed_flops for s in model.operators()}
     assert executed == {"aten::conv2d": 7776, "aten::convolution": 7776, "aten::_convolution": 7776, "aten::mkldnn_convolution": 7776, "aten::empty": 0}
     assert model.step_flops == 7776  # counted once, at the outermost call with a formula
+
+
+def test_of_equally_heavy_children_the_first_started_runs_the_flops(tmp_path) -> None:
+    """mm [0, 100) > {aten::a [0, 50), aten::b [50, 100)}: equal totals (50 each, at least half of 100),
+    so the first started runs the 2 x 2*3*4 = 48 FLOPs; mm [200, 300) > aten::c [210, 259): 49 < half
+    of 100, so aten::c runs none (the work is beside it)."""
+    trace = GpuTrace()
+    trace.op("aten::mm", 0, 100, **{"Input Dims": [[2, 3], [3, 4]]})
+    trace.op("aten::a", 0, 50)
+    trace.op("aten::b", 50, 50)
+    trace.op("aten::mm", 200, 100, **{"Input Dims": [[2, 3], [3, 4]]})
+    trace.op("aten::c", 210, 49)
+    model = load_model(trace.write(tmp_path / "ties.json"))
+    executed = {s.name: s.executed_flops for s in model.operators()}
+    assert executed == {"aten::mm": 96, "aten::a": 48, "aten::b": 0, "aten::c": 0}

@@ -145,6 +145,8 @@ def slice_codes(blob: bytes, at: np.ndarray, length: np.ndarray) -> tuple[np.nda
 
     Input lists repeat (a model calls the same shapes every step): one bytes
     slice and dict look-up per row, then work per distinct text only."""
+    if not length.any():  # nothing recorded (no record_shapes): no slice to look at
+        return np.zeros(len(at), dtype=np.int64), [b""] if len(at) else []
     texts: dict[bytes, int] = {}
     code = texts.setdefault
     codes = np.fromiter(
