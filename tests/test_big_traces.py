@@ -13,9 +13,11 @@ from __future__ import annotations
 import gzip
 import json
 import tempfile
+import sys
 import threading
 import time
 from array import array
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,6 +171,73 @@ def test_worker_processes_decode_what_one_process_decodes(tmp_path, monkeypatch,
     together = load_trace(plain)
     assert started == [2]
     _columns_equal(alone, together)
+
+
+def _workers_that_log(monkeypatch, tmp_path, slow_seconds: float) -> Path:
+    """Decode workers that log each span they decode (1 for the slow one, 0 for the others);
+    the first worker to start sleeps ``slow_seconds`` before each span."""
+    log, mark = tmp_path / "spans.log", tmp_path / "slow.mark"
+    paths = parallel.worker_command()[-1].split(";")[1]  # " sys.path[:] = [...]"
+    code = f"""import os, sys, time
+{paths.strip()}
+from tuiprof.trace import parallel
+try:
+    os.close(os.open({str(mark)!r}, os.O_CREAT | os.O_EXCL)); slow = True
+except FileExistsError:
+    slow = False
+decode = parallel.decode_file_span
+def logged(path, start, end):
+    time.sleep({slow_seconds} if slow else 0)
+    with open({str(log)!r}, "a") as handle:
+        handle.write("1\\n" if slow else "0\\n")
+    return decode(path, start, end)
+parallel.decode_file_span = logged
+parallel._serve()
+"""
+    monkeypatch.setattr(parallel, "worker_command", lambda: [sys.executable, "-I", "-c", code])
+    return log
+
+
+def test_spans_go_to_the_worker_that_is_free(tmp_path, monkeypatch) -> None:
+    """Spans handed in turn would give the slow worker half of them (and make the fast one wait)."""
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
+    alone = load_trace(plain)
+    _force_workers(monkeypatch)
+    log = _workers_that_log(monkeypatch, tmp_path, slow_seconds=0.3)  # ~57 spans of 64 kB
+    together = load_trace(plain)
+    spans = log.read_text().split()
+    assert len(spans) >= 20 and spans.count("1") <= len(spans) // 3, spans  # in turn: half
+    _columns_equal(alone, together)
+
+
+def test_a_worker_that_dies_leaves_its_spans_to_the_loader(tmp_path, monkeypatch) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()))
+    alone = load_trace(plain)
+    _force_workers(monkeypatch)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 1 << 20)
+    pools: list = []
+    original = parallel.DecodeWorkers.__init__
+
+    def keep(self, count: int) -> None:
+        original(self, count)
+        pools.append(self)
+
+    monkeypatch.setattr(parallel.DecodeWorkers, "__init__", keep)
+    killed: list[int] = []
+
+    def kill_one(progress) -> None:
+        if not killed:
+            killed.append(pools[0].processes[0].pid)
+            pools[0].processes[0].kill()
+
+    threads = threading.active_count()
+    together = load_trace(plain, progress=kill_one)
+    assert killed and pools[0].processes[0].poll() is not None
+    _columns_equal(alone, together)
+    assert threading.active_count() == threads
 
 
 def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> None:

@@ -8,7 +8,11 @@ peak RSS as freed memory (load and analysis of the 300 MB shapes of
 ``scripts/bench_load.py``, peak RSS: mi300 317 -> 290 MB, cpu 341 -> 296 MB,
 ns 479 -> 426 MB; time within the noise on mi300 and cpu, ns ~5 % slower
 from the page faults of fresh mappings).  A fixed 4 MB threshold keeps big
-arrays mapped.
+arrays mapped.  One arena for all threads: the decode's answers are unpickled
+by a reader thread per worker (:class:`tuiprof.trace.parallel.DecodeWorkers`),
+and in arenas of their own the freed chunk columns stayed in the process
+(cpu shape at 300 MB: peak 279 -> 310 MB, and the analysis after ~20 %
+slower); with one arena, 272-276 MB and the same analysis time.
 
 Only for tuiprof's own trace-reading commands.  Not in their decode
 workers: they reuse the same ~100 MB span after span, and a fixed threshold
@@ -22,15 +26,17 @@ from __future__ import annotations
 
 import ctypes
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameters
+_M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 4 << 20
 
 
 def return_freed_memory() -> bool:
-    """Fix glibc's mmap threshold at 4 MB; False where there is no glibc (macOS, musl)."""
+    """Fix glibc's mmap threshold at 4 MB and its arenas at one; False where there is no glibc (macOS, musl)."""
     try:
         libc = ctypes.CDLL(None)  # this process: glibc is in it where there is one (find_library would run ldconfig)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
+    mallopt(_M_ARENA_MAX, 1)
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))

@@ -109,12 +109,31 @@ def release_pages(data, start: int, end: int) -> None:
 
 class DecodeWorkers:
     """Worker processes, started before the file is planned (their start-up
-    overlaps with it), then given the spans once."""
+    overlaps with it), then handed spans as they become free.
+
+    Spans go to whichever worker has room (``IN_FLIGHT`` spans each), not in
+    turn: handed in turn and read back in file order, workers ran in lockstep,
+    each round as slow as its slowest span (a worker that finished early sat
+    blocked on its full answer pipe).  A reader thread per worker takes its
+    answers off the pipe as they come; the loader puts them back in file order.
+    At most ``window`` spans are out (handed and not yet merged), so a fast
+    worker cannot pile up answers while a slow one holds the next span.
+    """
+
+    IN_FLIGHT = 2  # a worker's next span is waiting in its pipe when it finishes one
+    # Spans out per worker (handed, not yet merged): a worker may run this far ahead of the
+    # slowest, holding ~10 % of a span's bytes per answer (2.4 MB for a 16 MB span).
+    WINDOW = 4
 
     def __init__(self, count: int) -> None:
         command = worker_command()
         self.processes: list[subprocess.Popen] = []
-        self._feeder: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._free: queue.SimpleQueue = queue.SimpleQueue()  # a worker's index per span it has room for
+        self._answers: list[queue.SimpleQueue] = []
+        self._dead: set[int] = set()  # workers whose pipe closed (the feeder hands them nothing more to do)
+        self._window = threading.Semaphore(self.WINDOW * count)
         try:
             for _ in range(count):
                 process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -128,43 +147,69 @@ class DecodeWorkers:
         """Decoded spans of the file at ``path``, in file order.
 
         ``spans`` may block between spans (a file still being inflated): a
-        feeder thread hands each span to a worker as soon as it comes, while
-        this thread reads the answers.  Span ``i`` goes to worker ``i % count``;
-        each worker answers its spans in order, so reading answers in file
-        order keeps every worker busy with at most one answer waiting.  A span
-        a worker failed on (or after it died) is decoded here.  An error
-        raised by ``spans`` is raised here, after the spans before it.
+        feeder thread hands each span to a free worker as soon as it comes,
+        while this thread merges answers in file order.  A span a worker
+        failed on (or after it died) is decoded here.  An error raised by
+        ``spans`` is raised here, after the spans before it.
         """
-        processes = self.processes
-        handed: queue.SimpleQueue = queue.SimpleQueue()  # spans in the order handed out, then _END or an error
-        self._feeder = threading.Thread(target=self._feed, args=(path, spans, handed), name="tuiprof-decode-feeder", daemon=True)
-        self._feeder.start()
-        index = 0
-        while (span := handed.get()) is not _END:
-            if isinstance(span, BaseException):
-                raise span
-            try:
-                answer = pickle.load(processes[index % len(processes)].stdout)  # type: ignore[arg-type]
-            except (EOFError, pickle.UnpicklingError, OSError):
-                answer = None
+        handed: queue.SimpleQueue = queue.SimpleQueue()  # (span, worker) in file order, then _END or an error
+        for worker, process in enumerate(self.processes):
+            self._answers.append(queue.SimpleQueue())
+            self._start(self._read_answers, worker, process)
+            for _ in range(self.IN_FLIGHT):
+                self._free.put(worker)
+        self._start(self._feed, path, spans, handed)
+        gone: set[int] = set()  # workers whose answers have all been read: their spans are decoded here
+        while (item := handed.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            span, worker = item
+            answer = _END if worker in gone else self._answers[worker].get()
+            if answer is _END:
+                gone.add(worker)
             yield (span, *answer) if isinstance(answer, tuple) else (span, *decode_file_span(path, *span))
-            index += 1
+            self._window.release()
+
+    def _start(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, name=f"tuiprof-decode-{target.__name__}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _read_answers(self, worker: int, process: subprocess.Popen) -> None:
+        """A worker's answers (columns, or an error text), in the order it was handed its spans;
+        _END once it is gone (then its spans are decoded by the loader)."""
+        answers = self._answers[worker]
+        while True:
+            try:
+                answers.put(pickle.load(process.stdout))  # type: ignore[arg-type]
+            except (EOFError, pickle.UnpicklingError, OSError, ValueError):
+                self._dead.add(worker)
+                answers.put(_END)
+                self._free.put(worker)  # never waited for again: the feeder must not block on it
+                return
+            self._free.put(worker)
 
     def _feed(self, path: str, spans: Iterable[Span], handed: queue.SimpleQueue) -> None:
-        processes = self.processes
         try:
-            for index, span in enumerate(spans):
-                pipe = processes[index % len(processes)].stdin
-                try:
-                    pickle.dump((path, *span), pipe)
-                    pipe.flush()  # type: ignore[union-attr]
-                except (OSError, ValueError):
-                    pass  # that worker is gone: reading its answer fails, and the span is decoded there
-                handed.put(span)
+            for span in spans:
+                self._window.acquire()
+                worker = self._free.get()
+                if self._closed:
+                    return
+                if worker in self._dead:
+                    self._free.put(worker)  # the loader decodes its spans: room again at once
+                else:
+                    pipe = self.processes[worker].stdin
+                    try:
+                        pickle.dump((path, *span), pipe)
+                        pipe.flush()  # type: ignore[union-attr]
+                    except (OSError, ValueError):
+                        pass  # that worker is gone: its reader says so, and the loader decodes the span
+                handed.put((span, worker))
         except BaseException as exc:  # noqa: BLE001 - raised again by decode(), in the loading thread
             handed.put(exc)
         finally:
-            for process in processes:
+            for process in self.processes:
                 try:
                     process.stdin.close()  # type: ignore[union-attr]
                 except (OSError, ValueError):
@@ -172,23 +217,27 @@ class DecodeWorkers:
             handed.put(_END)
 
     def close(self) -> None:
-        """Stop every worker (at once when a load is aborted), and the feeder with them.
+        """Stop every worker (at once when a load is aborted), and the threads with them.
 
         The feeder may be waiting in ``spans`` (for bytes still being
         inflated): whoever made ``spans`` stops it first.
         """
+        self._closed = True
+        for _ in self.processes:
+            self._window.release()  # a feeder waiting for room wakes up, and returns
         for process in self.processes:
             process.kill()
             process.wait()
             forget_process(process)
+        for thread in self._threads:
+            thread.join()
+        for process in self.processes:
             for pipe in (process.stdin, process.stdout):
                 if pipe is not None and not pipe.closed:
                     try:
                         pipe.close()
                     except OSError:
                         pass
-        if self._feeder is not None:
-            self._feeder.join()
 
 
 def worker_command() -> list[str]:
