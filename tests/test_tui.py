@@ -111,8 +111,14 @@ async def test_filter_narrows_rows_and_escape_restores() -> None:
         await pilot.press("slash", *"conv", "enter")
         assert 0 < len(table.rows) < before
         assert all("conv" in name.lower() for name in _names(table))
+        header = "".join(segment.text for segment in table.render_line(0))
+        assert f"/conv {len(table.rows)}/{before}" in header  # the filter in force stays on screen
+        await pilot.press("slash", *"zzz", "enter")  # typed over the kept "conv" (it is selected)
+        first_line = "".join(segment.text for segment in table.render_line(1))
+        assert not table.rows and "No row matches /zzz (esc clears the filter)" in first_line
         await pilot.press("escape")
         assert len(table.rows) == before
+        assert "/" not in "".join(segment.text for segment in table.render_line(0))
 
 
 async def test_group_by_shape_and_top_level_toggles() -> None:

@@ -116,8 +116,8 @@ class DecodeWorkers:
     each round as slow as its slowest span (a worker that finished early sat
     blocked on its full answer pipe).  A reader thread per worker takes its
     answers off the pipe as they come; the loader puts them back in file order.
-    At most ``window`` spans are out (handed and not yet merged), so a fast
-    worker cannot pile up answers while a slow one holds the next span.
+    At most ``WINDOW`` spans per worker are out (handed and not yet merged), so
+    a fast worker cannot pile up answers while a slow one holds the next span.
     """
 
     IN_FLIGHT = 2  # a worker's next span is waiting in its pipe when it finishes one

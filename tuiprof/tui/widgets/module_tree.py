@@ -78,6 +78,18 @@ class ModuleTreeView(Tree[ModuleNode]):
             text.append(f" ×{module.calls}", style="dim")
         return text
 
+    def render_label(self, node: TreeNode[ModuleNode], base_style, style) -> Text:
+        """The label cut with "…" at the pane's edge: Tree crops a long module path mid-name
+        with no sign that there is more (the whole path is in the detail pane)."""
+        label = super().render_label(node, base_style, style)
+        depth, above = 0, node.parent
+        while above is not None and above is not self.root:
+            depth, above = depth + 1, above.parent
+        room = self.scrollable_content_region.width - depth * self.guide_depth
+        if 0 < room < label.cell_len:
+            label.truncate(room, overflow="ellipsis")
+        return label
+
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[ModuleNode]) -> None:
         node = event.node
         if node.data is not None and not node.children:

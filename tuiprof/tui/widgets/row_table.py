@@ -33,7 +33,7 @@ class RowTable(ScrollView, can_focus=True):
     """Rows of one view; line 0 is the header, the rest scroll under it."""
 
     BINDINGS = bindings(TABLE_COMMANDS)
-    COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim"}
+    COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim", "row-table--filter"}
     DEFAULT_CSS = """
     RowTable { background: $surface; }
     RowTable > .row-table--header { text-style: bold; color: $text; background: $panel; }
@@ -41,6 +41,7 @@ class RowTable(ScrollView, can_focus=True):
     RowTable:focus > .row-table--cursor { background: $accent; color: $text; }
     RowTable > .row-table--sorted { text-style: bold; }
     RowTable > .row-table--dim { color: $text-muted; }
+    RowTable > .row-table--filter { color: $warning; }
     """
 
     cursor = reactive(0, always_update=True)
@@ -120,7 +121,7 @@ class RowTable(ScrollView, can_focus=True):
         needle = self.filter_text.lower()
         rows = self.all_rows
         if needle:
-            text_key = next((c.key for c in self.columns if not c.numeric), "")
+            text_key = self._filtered_key()
             rows = [r for r in rows if needle in str(r.get(text_key, "")).lower()]
         if self.sort_key and not (rows is self.all_rows and self._sorted_as == (self.sort_key, self.descending)):
             rows = sort_rows(rows, self.sort_key, self.descending)
@@ -130,6 +131,10 @@ class RowTable(ScrollView, can_focus=True):
         index = next((i for i, r in enumerate(rows) if r is previous), 0) if previous is not None else 0
         self.cursor = min(index, max(0, len(rows) - 1))
         self.refresh()
+
+    def _filtered_key(self) -> str:
+        """The column ``/`` filters: the first text column (the name)."""
+        return next((c.key for c in self.columns if not c.numeric), "")
 
     def _measure(self) -> None:
         sample = self.all_rows[:WIDTH_SAMPLE]
@@ -204,7 +209,10 @@ class RowTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - 1
             if index >= len(self.rows):
-                lines = _wrap(self.empty_message, max(10, width - 2)) if not self.rows else []
+                message = self.empty_message
+                if self.filter_text and self.all_rows:
+                    message = f"No row matches /{self.filter_text} (esc clears the filter)."
+                lines = _wrap(message, max(10, width - 2)) if not self.rows else []
                 if 1 <= y <= len(lines):  # the empty state, wrapped: it says why and what to do
                     style = self.get_component_rich_style("row-table--dim")
                     return Strip([Segment(f" {lines[y - 1]}".ljust(width), style)], width)
@@ -214,11 +222,17 @@ class RowTable(ScrollView, can_focus=True):
 
     def _header_strip(self) -> Strip:
         style = self.get_component_rich_style("row-table--header")
+        filtered = self._filtered_key() if self.filter_text else None
         segments = []
         for column, width in zip(self._shown, self._cell_widths()):
             label = column.header
             if column.key == self.sort_key:
                 label += " ▼" if self.descending else " ▲"
+            if column.key == filtered:  # the filter in force, where it applies: "name /conv 12/340"
+                text = _fit(f"{label} /{self.filter_text} {len(self.rows):,}/{len(self.all_rows):,}", width, False)
+                segments.append(Segment(text[: len(label)], style))
+                segments.append(Segment(text[len(label) :] + " " * GAP, style + self.get_component_rich_style("row-table--filter")))
+                continue
             segments.append(Segment(_fit(label, width, column.numeric) + " " * GAP, style))
         return Strip(segments)
 
