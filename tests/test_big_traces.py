@@ -12,19 +12,26 @@ from __future__ import annotations
 
 import gzip
 import json
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
-from tuiprof.analysis import load_model
-from tuiprof.analysis.calls import DeviceActivity, _launched_below, _merge_duplicates, _nest
+from tuiprof.analysis import calls, load_model
+from tuiprof.analysis.calls import (
+    DeviceActivity,
+    _launched_below,
+    _merge_duplicates,
+    _nest,
+    _nest_in_two,
+)
 from tuiprof.errors import TraceError
 from tuiprof.trace import decode, inflating, load, parallel
 from tuiprof.trace.columns import CpuEvents, DeviceEvents, FrameColumns, input_texts
@@ -62,6 +69,19 @@ def _random_intervals(rng, n: int):
 def test_nesting_equals_torchs_stack_walk(seed: int) -> None:
     starts, ends, threads = _random_intervals(np.random.default_rng(seed), 3000)
     parent = _nest(starts, ends, threads)
+    assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+
+
+@pytest.mark.parametrize(("seed", "biggest"), [(0, 0.34), (1, 0.6), (2, 0.79), (3, 0.9)])
+def test_nesting_threads_in_two_groups_equals_torchs_stack_walk(monkeypatch, seed: int, biggest: float) -> None:
+    """Split in two groups of threads (nested at once) or not (one thread holds 80 % or more):
+    the same parents either way."""
+    monkeypatch.setattr(calls, "usable_cores", lambda: 2)
+    rng = np.random.default_rng(seed)
+    starts, ends, _ = _random_intervals(rng, 3000)
+    threads = np.where(rng.random(3000) < biggest, 7, rng.integers(0, 5, 3000)).astype(np.int64)
+    with ThreadPoolExecutor(max_workers=2) as beside:
+        parent = _nest_in_two(starts, ends, threads, beside)
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
