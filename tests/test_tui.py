@@ -5,14 +5,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
 
 import pytest
 from rich.console import Console
 
-from tests.conftest import SAMPLES, SHARED_TRACES
+from tests.conftest import ROOT, SAMPLES, SHARED_TRACES
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.views import VIEWS
+from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -80,6 +82,49 @@ async def test_the_first_frame_holds_one_view_and_keys_pressed_at_once_reach_the
         assert [view.id for view in app.query_one("#views").children] == [view.view_id for view in VIEWS]
         shown = [view.id for view in app.query_one("#views").children if view.display]
         assert shown == ["operators"]
+
+
+class _HeldSource(FileSource):
+    """The sample, loaded only once the test lets it: keys can be typed while it loads."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.go = threading.Event()
+
+    def __call__(self, report, cancelled):
+        self.go.wait(10)
+        return super().__call__(report, cancelled)
+
+
+async def test_keys_of_the_loaded_trace_wait_for_it_and_a_view_key_is_kept() -> None:
+    source = _HeldSource(RESNET)
+    app = ExplorerApp(source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        bar = str(app.query_one(KeyBar).render())
+        assert "Quit" in bar and "Filter" not in bar and "Export" not in bar  # nothing to filter yet
+        await pilot.press("3")  # typed ahead
+        source.go.set()
+        await _loaded(app, pilot)
+        await pilot.pause()
+        assert app.current_view == "operators"
+        assert "aten::convolution_backward" in _names(app.query_one("#ops-table", RowTable))
+        assert "Filter" in str(app.query_one(KeyBar).render())
+
+
+async def test_memory_of_a_gpu_trace_leaves_room_for_its_table_in_a_short_terminal() -> None:
+    """Two charts (device and CPU) take ~16 rows: at 60x20 the table had none left."""
+    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.query_one("#memory-ops", RowTable)
+        assert table.size.height >= 6 and len(table.rows) >= 5
+        assert "CUDA:0 memory" in _text(app.query_one("#memory-chart")) and "CPU memory" not in _text(app.query_one("#memory-chart"))
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert "CPU memory" in _text(app.query_one("#memory-chart"))  # room for both again
 
 
 async def test_sort_keys_change_row_order() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
@@ -17,6 +18,7 @@ def trace_title(model: TraceModel) -> str:
 # Parts of the header line, most important first: a narrow terminal drops whole parts from
 # the end of this order (a number never loses its unit to an ellipsis).
 PART_ORDER = ("name", "rank", "steps", "device", "peak", "flops")
+NAME_MIN = 24  # cells the trace's name keeps before other parts are dropped
 
 
 def header_parts(model: TraceModel) -> dict[str, str]:
@@ -40,13 +42,22 @@ def header_parts(model: TraceModel) -> dict[str, str]:
 
 
 def header_line(model: TraceModel, width: int = 10_000) -> Text:
-    """The parts that fit in ``width`` cells, in display order (the name is cut last)."""
+    """The parts that fit in ``width`` cells, in display order.
+
+    The trace's name is cut (with "…") down to ``NAME_MIN`` cells before any other part is
+    dropped: a long file name (``tracelens__h100__Falconsai_nsfw_image...``) used to push the
+    device and the peak memory off an 80-column header."""
     parts = header_parts(model)
-    kept: set[str] = set()
-    used = 0
-    for key in PART_ORDER:
-        if key in parts and (not kept or used + 3 + len(parts[key]) <= width):
+    name = parts["name"]
+    name_floor = min(cell_len(name), NAME_MIN)
+    kept = {"name"}
+    used = name_floor
+    for key in PART_ORDER[1:]:
+        if key in parts and used + 3 + cell_len(parts[key]) <= width:
             kept.add(key)
-            used += (3 if used else 0) + len(parts[key])
+            used += 3 + cell_len(parts[key])
+    room = width - (used - name_floor)  # what the name may take
+    if cell_len(name) > room:
+        parts["name"] = set_cell_size(name, max(1, room - 1)) + "…"
     shown = [text for key, text in parts.items() if key in kept]
     return Text(" · ".join(shown), style="bold", overflow="ellipsis", no_wrap=True)

@@ -55,6 +55,7 @@ class ExplorerApp(TableApp):
         self.source = source
         self._cancel = threading.Event()
         self._previous_view = VIEWS[0].view_id
+        self._asked_for: str | None = None  # a view key pressed while loading: shown once loaded
         self.ranks = RankModels()
 
     def compose(self) -> ComposeResult:
@@ -81,6 +82,9 @@ class ExplorerApp(TableApp):
         for view in missing:
             view.display = False
         await switcher.mount_all(missing)
+        if self._asked_for is not None:
+            self.action_show_view(self._asked_for)
+            self._asked_for = None
 
     def _quit_on_signal(self, signum: int) -> None:
         self._cancel.set()
@@ -106,6 +110,7 @@ class ExplorerApp(TableApp):
             self.log_lines = message.log_lines
             self.model = message.model
         self.action_show_view(VIEWS[0].view_id)  # always the Overview first: it names the top module and operator
+        self.refresh_bindings()  # the keys that act on a trace, on the key bar now
         self.call_after_refresh(self._mount_other_views)
 
     def action_switch_rank(self, step: int) -> None:
@@ -125,6 +130,7 @@ class ExplorerApp(TableApp):
 
     def action_show_view(self, view_id: str) -> None:
         if self.model is None:
+            self._asked_for = view_id  # typed ahead: shown once the trace is loaded
             return
         if view_id != self.current_view:
             self._previous_view = self.current_view

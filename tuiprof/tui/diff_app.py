@@ -105,6 +105,7 @@ class DiffApp(TableApp):
         self.query_one("#views").display = True
         self.diff = message.diff
         self.action_show_view(DIFF_PAGES[0].view_id)
+        self.refresh_bindings()  # the keys that act on the diff, on the key bar now
 
     # ------------------------------------------------------------ views
 

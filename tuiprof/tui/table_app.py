@@ -39,9 +39,15 @@ class TableApp(App[int]):
         self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
 
+    # Actions on what is loaded: off the key bar (and inert) until it is there.
+    ACTIONS_ON_LOADED = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"})
+
     @property
     def loaded(self) -> bool:
         raise NotImplementedError
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.loaded or action not in self.ACTIONS_ON_LOADED
 
     def view(self):
         raise NotImplementedError

@@ -17,13 +17,15 @@ from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
 
 MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
-CHARTS = 2  # devices charted; the table covers all
+CHARTS = 2  # devices charted (the first when the terminal is short); the table covers all
+TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
 NO_MEMORY = "No [memory] events: profile with profile_memory=True."
 
 
 class MemoryView(ExplorerView):
     view_id = "memory"
     title = "Memory"
+    _charted: int | None = None  # charts drawn for the terminal's height
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-chart")
@@ -35,14 +37,22 @@ class MemoryView(ExplorerView):
     def help_columns(self) -> View:
         return VIEWS["ops"]
 
+    def _charts(self) -> int:
+        return CHARTS if self.app.size.height >= TWO_CHARTS_ROWS else 1
+
+    def on_resize(self) -> None:
+        if self.model is not None and self._charts() != self._charted:
+            self.show_model(self.model)
+
     def show_model(self, model: TraceModel) -> None:
         chart = self.query_one("#memory-chart", Static)
+        self._charted = self._charts()
         if not model.memory:
             chart.update(NO_MEMORY)
         else:
             origin = model.calls.start_ns[0] if len(model.calls) else 0
             curves: list = []
-            for timeline in model.memory[:CHARTS]:
+            for timeline in model.memory[: self._charted]:
                 label = ""
                 if timeline.peak_operator_row >= 0:
                     label = model.calls.name(timeline.peak_operator_row)

@@ -12,7 +12,7 @@ import time
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Center, Vertical
 from textual.widgets import ProgressBar, Static
 
 from tuiprof.report.plain import DISPLAY_CHARS, plain
@@ -31,7 +31,8 @@ class LoadingPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Opening {plain(self.title_text, DISPLAY_CHARS)}"), id="loading-title")
-        yield ProgressBar(id="loading-bar", show_eta=False)
+        with Center():  # align: center does not centre a ProgressBar in a Vertical
+            yield ProgressBar(id="loading-bar", show_eta=False)
         yield Static("", id="loading-text")
         yield Static("q: stop and show what was captured" if self.live else "q: cancel", id="loading-hint")
 
