@@ -453,3 +453,16 @@ def test_q_during_warmup_in_the_explorer_says_nothing_was_recorded(tmp_path) -> 
         if term.proc.poll() is None:
             term.proc.kill()
     assert _scratch_left(tmp_path) == []
+
+
+@pytest.mark.parametrize(("wait", "warmup", "remedy"), [
+    (1, 1, "let it run into the active steps, or lower --wait/--warmup"),
+    (0, 0, "let it run through its first step"),  # --wait 0 --warmup 0: lowering them is no advice
+])
+def test_stopped_before_the_first_step_says_what_would_record(wait: int, warmup: int, remedy: str) -> None:
+    from tuiprof.capture.config import CaptureConfig
+    from tuiprof.capture.live import NothingCaptured
+
+    error = NothingCaptured(CaptureConfig(wait=wait, warmup=warmup), steps_done=0)
+    assert error.problem.startswith("stopped before the first step: nothing was recorded yet")
+    assert error.remedy == remedy and error.exit_code == 130

@@ -33,11 +33,14 @@ class NothingCaptured(TraceError):
             where = "stopped before the first step"
         else:
             where = f"stopped after step {steps_done}/{config.total_steps} ({config.phase_of(steps_done - 1)})"
+        fix = "let it run into the active steps, or lower --wait/--warmup"
+        if steps_done == 0 and config.wait + config.warmup == 0:
+            fix = "let it run through its first step"  # stopped during torch's import or the model's build
         super().__init__(
             config.model,
             f"{where}: nothing was recorded yet (the profiler records {recorded}; "
             f"wait {config.wait}, warmup {config.warmup}, active {config.active})",
-            "let it run into the active steps, or lower --wait/--warmup",
+            fix,
         )
 
 
