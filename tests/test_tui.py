@@ -368,9 +368,10 @@ async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
     saved = tmp_path / "saved.json"
     saved.write_text(json.dumps(document))
     app = ExplorerApp(FileSource(str(saved)))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
-        assert " 0 Log " in _text(app.query_one("#header"))
+        header = _text(app.query_one("#header"))
+        assert " 0 Log" in header and " 2 Modules" in header  # eight tabs, all named at 80 columns
         await pilot.press("0")
         lines = [str(line.text) for line in app.query_one("#log-lines").lines]
         assert any("[bracketed]" in line for line in lines)
