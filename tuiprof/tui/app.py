@@ -77,6 +77,8 @@ class ExplorerApp(TableApp):
         Composing all seven before it, each building its tables, cost 0.07 s of the ~0.55 s
         from ``tuiprof open`` to the first frame (scripts/bench_startup.py).  Awaited in the
         app's message loop: a key pressed meanwhile is handled once they are all there."""
+        if self.quitting:
+            return
         switcher = self.query_one("#views", ContentSwitcher)
         missing = [self._bound_view(view) for view in VIEWS[1:] if not switcher.query(f"#{view.view_id}")]
         for view in missing:

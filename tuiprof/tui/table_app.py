@@ -38,6 +38,7 @@ class TableApp(App[int]):
         self.export_dir = export_dir or Path.cwd()  # where e/E write
         self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
+        self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
 
     # Actions on what is loaded: off the key bar (and inert) until it is there.
     ACTIONS_ON_LOADED = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"})
@@ -61,6 +62,10 @@ class TableApp(App[int]):
         for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
             loop.add_signal_handler(signum, self._quit_on_signal, signum)
         self._load()
+
+    def exit(self, *args, **kwargs) -> None:
+        self.quitting = True
+        super().exit(*args, **kwargs)
 
     def _quit_on_signal(self, signum: int) -> None:
         clean_up()  # temporary inflated traces and decode workers go now, not only at exit

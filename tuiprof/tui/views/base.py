@@ -82,7 +82,10 @@ class ExplorerView(Vertical):
     # ------------------------------------------------------------ drawing
 
     def watch_model(self, model: TraceModel | None) -> None:
-        if model is not None:
+        # Not while the app quits: a view mounted then (app._mount_other_views) is torn down
+        # before its panes are composed, and drawing into it raised NoMatches (a SIGHUP right
+        # after the first frame hung in Textual's rendering of that error).
+        if model is not None and not self.app.quitting:
             self.show_model(model)
 
     def watch_options(self, old: ViewOptions, new: ViewOptions) -> None:
