@@ -16,7 +16,6 @@ import sys
 import tempfile
 import threading
 import time
-from array import array
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,11 +25,10 @@ import pytest
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
 from tuiprof.analysis import calls, load_model
 from tuiprof.analysis.calls import (
-    DeviceActivity,
-    _launched_below,
     _merge_duplicates,
     _nest,
     _nest_in_two,
+    _subtree_totals,
 )
 from tuiprof.errors import TraceError
 from tuiprof.trace import decode, inflating, load, parallel
@@ -68,7 +66,7 @@ def _random_intervals(rng, n: int):
 @pytest.mark.parametrize("seed", range(8))
 def test_nesting_equals_torchs_stack_walk(seed: int) -> None:
     starts, ends, threads = _random_intervals(np.random.default_rng(seed), 3000)
-    parent = _nest(starts, ends, threads)
+    parent = _nest(starts, ends, threads).parent
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
@@ -81,7 +79,7 @@ def test_nesting_threads_in_two_groups_equals_torchs_stack_walk(monkeypatch, see
     starts, ends, _ = _random_intervals(rng, 3000)
     threads = np.where(rng.random(3000) < biggest, 7, rng.integers(0, 5, 3000)).astype(np.int64)
     with ThreadPoolExecutor(max_workers=2) as beside:
-        parent = _nest_in_two(starts, ends, threads, beside)
+        parent = _nest_in_two(starts, ends, threads, beside).parent
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
@@ -89,7 +87,7 @@ def test_nesting_threads_in_two_groups_equals_torchs_stack_walk(monkeypatch, see
 def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
     rng = np.random.default_rng(seed)
     starts, ends, threads = _random_intervals(rng, 2000)
-    parent = _nest(starts, ends, threads)
+    parent = _nest(starts, ends, threads).parent
     names = rng.integers(0, 3, len(starts)).astype(np.int64)  # few names: many merges
     n_ops = 1500  # the rest stand for python frames (never merged)
     alive, living_parent = _merge_duplicates(parent.copy(), names, n_ops)
@@ -117,21 +115,33 @@ def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
     assert [living_parent[i] for i in living] == [reference_parent[i] for i in living]
 
 
-def test_device_time_below_an_operator_equals_a_walk_up() -> None:
-    rng = np.random.default_rng(3)
-    n = 3000
-    op_parent = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)], dtype=np.int64)
-    launcher = rng.integers(-1, n, 5000).astype(np.int64)
-    durations = rng.integers(0, 1000, 5000).astype(np.int64)
-    activity = DeviceActivity(events=DeviceEvents.empty())
-    activity.events.dur_ns = durations
-    activity.launcher = array("q", launcher.tobytes())
-    expected = [0] * n
-    for node, duration in zip(launcher.tolist(), durations.tolist()):
+@pytest.mark.parametrize(("seed", "split"), [(0, False), (1, False), (2, True), (3, True)])
+def test_device_time_below_a_node_equals_a_walk_up(monkeypatch, seed: int, split: bool) -> None:
+    """Subtree totals from the nesting order (duplicates merged, threads nested in two
+    groups or one) equal adding each node's value to every living ancestor."""
+    monkeypatch.setattr(calls, "usable_cores", lambda: 2 if split else 1)
+    rng = np.random.default_rng(seed)
+    starts, ends, threads = _random_intervals(rng, 3000)
+    with ThreadPoolExecutor(max_workers=2) as beside:
+        nesting = _nest_in_two(starts, ends, threads, beside)
+    names = rng.integers(0, 3, len(starts)).astype(np.int64)
+    alive, parent = _merge_duplicates(nesting.parent.copy(), names, 2500)
+    values = np.where(alive, rng.integers(0, 1000, len(starts)), 0).astype(np.int64)  # merged nodes hold none
+    expected = [0] * len(starts)
+    for node, value in enumerate(values.tolist()):
         while node >= 0:
-            expected[node] += duration
-            node = int(op_parent[node])
-    assert _launched_below(activity, op_parent, n).tolist() == expected
+            expected[node] += value
+            node = int(parent[node])
+    assert _subtree_totals(values, parent, nesting.order).tolist() == expected
+
+
+def test_device_time_below_a_100000_deep_chain() -> None:
+    n = 100_000
+    starts = np.arange(n, dtype=np.int64)
+    ends = (2 * n - starts).astype(np.int64)  # each inside the one before
+    nesting = _nest(starts, ends, np.zeros(n, dtype=np.int64))
+    assert nesting.parent.tolist() == [-1, *range(n - 1)]
+    assert _subtree_totals(np.ones(n, dtype=np.int64), nesting.parent, nesting.order).tolist() == list(range(n, 0, -1))
 
 
 _CODED = ("name", "thread", "module", "stream", "grid", "block")

@@ -79,19 +79,6 @@ def nearest_ancestor(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return result
 
 
-def nesting_depths(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of every node (list ranking by pointer jumping:
-    log2(depth) passes, not one per level)."""
-    depth = (parent >= 0).astype(np.int64)
-    above = parent.copy()
-    pending = np.flatnonzero(above >= 0)
-    while len(pending):
-        up = above[pending]
-        depth[pending], above[pending] = depth[pending] + depth[up], above[up]
-        pending = pending[above[pending] >= 0]
-    return depth
-
-
 def group_rows(keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
     """Distinct keys (ascending) and, for each, the indices holding it in their order.
 

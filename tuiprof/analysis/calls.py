@@ -31,10 +31,11 @@ from array import array
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, nesting_depths, slice_codes
+from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, slice_codes
 from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
@@ -208,7 +209,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     # sorts (like its searchsorted) release the GIL, so a second core helps.
     with ThreadPoolExecutor(max_workers=2) as beside:
         memory = beside.submit(_memory_per_node, store, starts, ends)
-        parent = _nest_in_two(starts, ends, threads, beside)
+        parent, nesting_order = _nest_in_two(starts, ends, threads, beside)
         cpu_mem, device_mem, unattributed = memory.result()
     alive, parent = _merge_duplicates(parent, names, n_ops)
     del names
@@ -258,7 +259,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
         child_device_mem = _child_sums(up, device_mem[linked], n_nodes)
         del linked, up
         # ...and device time over whole subtrees of living operators.
-        device_total = _launched_below(activity, op_parent, n_nodes) if len(activity) else self_device
+        device_total = _subtree_totals(self_device, parent, nesting_order) if len(activity) else self_device
         flops.result()
 
     # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
@@ -414,7 +415,7 @@ def _heaviest_child(calls: OperatorCalls) -> np.ndarray:
     return np.where((first < len(calls)) & (2 * most >= total), first, -1)
 
 
-def _nest_in_two(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, beside: ThreadPoolExecutor) -> np.ndarray:
+def _nest_in_two(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, beside: ThreadPoolExecutor) -> Nesting:
     """:func:`_nest`, the CPU threads split in two groups of about as many nodes, each group
     nested on its own Python thread (the sorts and gathers release the GIL): a training
     trace's forward and backward threads nest at once.  One group (no split) when the
@@ -434,19 +435,28 @@ def _nest_in_two(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, besi
         return _nest(starts, ends, threads)
     halves = (np.flatnonzero(rows), np.flatnonzero(~rows))
     other = beside.submit(_nest_rows, halves[1], starts, ends, threads)
+    first_half = _nest_rows(halves[0], starts, ends, threads)
+    second_half = other.result()
     parent = np.empty(len(starts), dtype=np.int64)
-    parent[halves[0]] = _nest_rows(halves[0], starts, ends, threads)
-    parent[halves[1]] = other.result()
-    return parent
+    parent[halves[0]], parent[halves[1]] = first_half.parent, second_half.parent
+    return Nesting(parent, np.concatenate((first_half.order, second_half.order)))  # whole threads each
 
 
-def _nest_rows(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    """:func:`_nest` of the nodes ``rows`` (whole threads), parents as rows of the full arrays."""
+def _nest_rows(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> Nesting:
+    """:func:`_nest` of the nodes ``rows`` (whole threads), as rows of the full arrays."""
     local = _nest(starts[rows], ends[rows], threads[rows])
-    return np.where(local >= 0, rows[local], -1)
+    return Nesting(np.where(local.parent >= 0, rows[local.parent], -1), rows[local.order])
 
 
-def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarray:
+class Nesting(NamedTuple):
+    """Each node's parent, and the nodes in nesting order: by (thread, start, -end), which
+    puts every node's descendants right after it (its subtree is one run of that order)."""
+
+    parent: np.ndarray
+    order: np.ndarray
+
+
+def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> Nesting:
     """torch's ``_populate_cpu_children``: a parent for every node, per thread.
 
     torch sorts by (thread, start, -end) and keeps a stack: a node's parent is
@@ -473,7 +483,7 @@ def _nest(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> np.ndarr
         pending = pending[candidate[pending] >= 0]
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(candidate >= 0, order[candidate], -1)
-    return parent
+    return Nesting(parent, order)
 
 
 def _without_enclosing(sorted_ends: np.ndarray, need: np.ndarray, sorted_threads: np.ndarray) -> np.ndarray:
@@ -541,24 +551,28 @@ def _merge_duplicates(parent: np.ndarray, names: np.ndarray, n_ops: int) -> tupl
     return alive, parent
 
 
-def _launched_below(activity: DeviceActivity, op_parent: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Device time of everything each operator launched, itself or below it.
+def _subtree_totals(values: np.ndarray, parent: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Each node's value plus its descendants' (device time of all an operator launched).
 
-    Each operator's own device time, then subtree sums one nesting level at a
-    time from the deepest up, each level touching only its own nodes: linear
-    in operators even for a (hostile) chain nested 100,000 deep."""
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
-    joined = launcher >= 0
-    totals = np.bincount(launcher[joined], weights=activity.dur_ns[joined].astype(np.float64), minlength=n_nodes)
-    parent = op_parent
-    depth = nesting_depths(parent)
-    order = np.argsort(-depth, kind="stable")
-    levels = np.flatnonzero(np.diff(depth[order])) + 1  # where each shallower level starts
-    for rows in np.split(order, levels):
-        above = parent[rows]
-        has = above >= 0
-        np.add.at(totals, above[has], totals[rows[has]])
-    return np.rint(totals).astype(np.int64)
+    In nesting order a subtree is one run (:class:`Nesting`; merged duplicates keep
+    it so: their children join the run's owner), so its total is a difference of
+    prefix sums once the run's last node is known: the node's last child's last
+    child..., found by pointer jumping (log2(depth) passes: a hostile chain 100,000
+    deep takes 17).  Exact in int64."""
+    n = len(parent)
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    last = position.copy()  # of the node's children, the last in order; itself if none
+    linked = parent >= 0
+    np.maximum.at(last, parent[linked], position[linked])
+    last_below = order[last]
+    while True:
+        further = last_below[last_below]
+        if np.array_equal(further, last_below):
+            break
+        last_below = further
+    prefix = np.concatenate(([0], np.cumsum(values[order])))
+    return prefix[position[last_below] + 1] - prefix[position]
 
 
 def _living(nodes: np.ndarray, alive: np.ndarray, parent: np.ndarray) -> np.ndarray:
