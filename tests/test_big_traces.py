@@ -248,14 +248,7 @@ def test_a_worker_that_dies_leaves_its_spans_to_the_loader(tmp_path, monkeypatch
     _force_workers(monkeypatch)
     monkeypatch.setattr(decode, "CHUNK_BYTES", 1 << 20)
     monkeypatch.setattr(parallel, "CHUNK_BYTES", 1 << 20)
-    pools: list = []
-    original = parallel.DecodeWorkers.__init__
-
-    def keep(self, count: int) -> None:
-        original(self, count)
-        pools.append(self)
-
-    monkeypatch.setattr(parallel.DecodeWorkers, "__init__", keep)
+    pools = _kept_pools(monkeypatch)
     killed: list[int] = []
 
     def kill_one(progress) -> None:
@@ -380,8 +373,8 @@ def test_a_bomb_is_refused_while_it_is_inflated_beside_the_workers(tmp_path, mon
     assert threading.active_count() == threads
 
 
-def _abort_the_load(monkeypatch, path) -> list:
-    """Load ``path`` with a progress callback that raises: the worker pools that load started."""
+def _kept_pools(monkeypatch) -> list:
+    """The worker pools started from now on, kept to look at."""
     pools: list = []
     original = parallel.DecodeWorkers.__init__
 
@@ -390,6 +383,12 @@ def _abort_the_load(monkeypatch, path) -> list:
         pools.append(self)
 
     monkeypatch.setattr(parallel.DecodeWorkers, "__init__", keep)
+    return pools
+
+
+def _abort_the_load(monkeypatch, path) -> list:
+    """Load ``path`` with a progress callback that raises: the worker pools that load started."""
+    pools = _kept_pools(monkeypatch)
 
     class Abort(Exception):
         pass
