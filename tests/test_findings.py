@@ -148,3 +148,20 @@ def test_overview_tables_drop_numbers_rather_than_cut_them() -> None:
     text = console.export_text()
     assert "123.456ms" in text and "234.567ms" in text  # whole, with their units
     assert "345.678" not in text  # the rightmost number went, whole: no "345.6…"
+
+
+def test_overview_module_flops_are_forward_plus_backward_like_its_times(resnet_model) -> None:
+    """The table is titled forward + backward: its FLOPs column counts both, as the Findings do."""
+    from rich.console import Console
+
+    from tuiprof.analysis.ranking import top_modules
+    from tuiprof.report.overview import OVERVIEW_TOP, _modules_table
+    from tuiprof.report.units import format_count
+
+    console = Console(width=200, record=True)
+    console.print(_modules_table(resnet_model))
+    text = console.export_text()
+    top = top_modules(resnet_model, OVERVIEW_TOP)[0]
+    assert top.backward_flops > top.flops > 0
+    assert "Top modules (forward + backward)" in text
+    assert format_count(top.flops + top.backward_flops) in text.splitlines()[3]

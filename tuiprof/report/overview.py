@@ -120,7 +120,8 @@ def _modules_table(model: TraceModel) -> Table:
         cells = [Text(plain(name, DISPLAY_CHARS)), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
         if model.has_device:
             cells.append(format_us(node.device_total_us + node.backward_device_us))
-        cells.append(format_count(node.flops) if node.flops else "--")
+        work = node.flops + (node.backward_flops if backward else 0)  # as the times: forward + backward
+        cells.append(format_count(work) if work else "--")
         table.add_row(*cells)
     return table
 
