@@ -49,6 +49,7 @@ class ExplorerApp(TableApp):
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
     log_lines: reactive[tuple[str, ...]] = reactive((), init=False)
+    _binds = (model, options, log_lines)  # what the header and every view are bound to
 
     def __init__(self, source: ModelSource, export_dir: Path | None = None) -> None:
         super().__init__(export_dir)
@@ -66,15 +67,13 @@ class ExplorerApp(TableApp):
         yield FilterBar(id="filter")
         yield KeyBar()
 
-    _binds = (model, options, log_lines)
-
     def _bound_view(self, view: type[ExplorerView]) -> ExplorerView:
         return view(id=view.view_id).data_bind(*self._binds)
 
     async def _mount_other_views(self) -> None:
         """The views not shown first, mounted (hidden) once the first frame with the model is drawn.
 
-        Composing all seven before it, each building its tables, cost 0.07 s of the ~0.55 s
+        Composing all of them before it, each building its tables, cost 0.07 s of the ~0.55 s
         from ``tuiprof open`` to the first frame (scripts/bench_startup.py).  Awaited in the
         app's message loop: a key pressed meanwhile is handled once they are all there."""
         if self.quitting:
