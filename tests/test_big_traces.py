@@ -10,6 +10,7 @@ and compare every column with an in-process decode.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import sys
@@ -272,6 +273,44 @@ def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> Non
     _columns_equal(from_memory, from_file)
     assert from_file.source == str(sample)
     assert not list(tmp_path.glob("tuiprof-*"))
+
+
+def test_a_big_gzip_is_inflated_in_memory_when_the_machine_has_room(tmp_path, monkeypatch) -> None:
+    from tuiprof.trace import source
+
+    memory = tmp_path / "shm"
+    memory.mkdir()
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.delenv("TUIPROF_MAX_INFLATE_RATIO", raising=False)
+    monkeypatch.setattr(source, "MEMORY_DIRECTORY", str(memory))
+    sample = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
+    inflated_here = load_trace(sample)  # small: inflated in this process
+    size = sample.stat().st_size
+    assert source.inflation_directory(size) == str(memory)
+    assert source.inflation_directory(1 << 50) is None  # 100x of it would not fit: TMPDIR
+    monkeypatch.setenv("TUIPROF_MAX_INFLATE_RATIO", "0")
+    assert source.inflation_directory(size) is None  # no bound on what it inflates to
+    monkeypatch.delenv("TUIPROF_MAX_INFLATE_RATIO")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert source.inflation_directory(size) is None  # the user's choice
+    monkeypatch.delenv("TMPDIR")
+
+    used: list[str] = []
+    original = load.temporary_file
+
+    @contextlib.contextmanager
+    def recorded(*args, **kwargs):
+        with original(*args, **kwargs) as handle:
+            used.append(handle.name)
+            yield handle
+
+    monkeypatch.setattr(load, "temporary_file", recorded)
+    monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
+    _force_workers(monkeypatch)
+    from_memory = load_trace(sample)
+    _columns_equal(inflated_here, from_memory)
+    assert [Path(name).parent for name in used] == [memory]
+    assert not list(memory.iterdir())  # removed once loaded
 
 
 def _private_temp_dir(tmp_path, monkeypatch):

@@ -41,9 +41,10 @@ def forget_process(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def temporary_file(prefix: str = "tuiprof-", suffix: str = ".json") -> Iterator[IO[bytes]]:
-    """A temporary binary file in ``TMPDIR``, removed when the block ends, at exit and on a signal."""
-    handle = tempfile.NamedTemporaryFile(prefix=prefix, suffix=suffix, delete=False)
+def temporary_file(prefix: str = "tuiprof-", suffix: str = ".json", directory: str | None = None) -> Iterator[IO[bytes]]:
+    """A temporary binary file in ``directory`` (default ``TMPDIR``), removed when the block
+    ends, at exit and on a signal."""
+    handle = tempfile.NamedTemporaryFile(prefix=prefix, suffix=suffix, delete=False, dir=directory)
     with _lock:
         _files.add(handle.name)
     try:

@@ -30,6 +30,7 @@ from tuiprof.trace.source import (
     TraceFile,
     gzip_to_file,
     inflated_size,
+    inflation_directory,
     is_gzip,
     read_trace_bytes,
     resolve_trace,
@@ -76,7 +77,7 @@ def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) 
             return _load(source, plain, progress)
     if trace.size_bytes >= GZIP_TO_FILE_BYTES and is_gzip(trace):
         expected = inflated_size(trace)
-        with temporary_file() as inflated:
+        with temporary_file(directory=inflation_directory(trace.size_bytes)) as inflated:
             if worker_count(expected) > 1:
                 return _load_inflating(source, trace, inflated, expected, progress)
             gzip_to_file(trace, inflated, on_read)

@@ -208,6 +208,30 @@ def max_inflate_ratio() -> float:
     return value if value >= 0 and value == value else DEFAULT_MAX_INFLATE_RATIO
 
 
+# Where a big gzip trace is inflated when the machine has the memory to spare: tmpfs (RAM).
+# Inflating into a file on disk cost ~1 CPU s a GB more (1 GB mi300: 5.99-6.40 s in /tmp,
+# 5.27-5.36 s in /dev/shm; scripts/bench_load.py), the page cache's writing out included.
+MEMORY_DIRECTORY = "/dev/shm"
+
+
+def inflation_directory(compressed_size: int) -> str | None:
+    """:data:`MEMORY_DIRECTORY` when the most this gzip may inflate to (its size times the
+    ratio limit: a lying trailer cannot raise it) fits there and in half the memory
+    available; else None (``TMPDIR``).  Never when ``TMPDIR`` is set (the user's choice) or
+    the ratio limit is lifted (no bound)."""
+    ratio = max_inflate_ratio()
+    if os.environ.get("TMPDIR") or not ratio or not os.path.isdir(MEMORY_DIRECTORY) or not os.access(MEMORY_DIRECTORY, os.W_OK):
+        return None
+    most = max(INFLATE_FLOOR, compressed_size * ratio)
+    try:
+        stats = os.statvfs(MEMORY_DIRECTORY)
+        with open("/proc/meminfo", "rb") as meminfo:
+            available = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith(b"MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return MEMORY_DIRECTORY if most <= stats.f_bavail * stats.f_frsize and 2 * most <= available else None
+
+
 def set_max_inflate_ratio(ratio: float) -> None:
     """Lift (0) or change the limit for this process and the workers it starts."""
     os.environ["TUIPROF_MAX_INFLATE_RATIO"] = repr(float(ratio))
