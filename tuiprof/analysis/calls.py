@@ -255,9 +255,6 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
         linked = alive & (parent >= 0)
         up = parent[linked]
         child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
-        child_cpu_mem = _child_sums(up, cpu_mem[linked], n_nodes)
-        child_device_mem = _child_sums(up, device_mem[linked], n_nodes)
-        del linked, up
         # ...and device time over whole subtrees of living operators.
         device_total = _subtree_totals(self_device, parent, nesting_order) if len(activity) else self_device
         flops.result()
@@ -266,29 +263,25 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.self_ns = _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64))
     calls.self_device_ns = _column(self_device[op_rows])
     calls.device_total_ns = _column(device_total[op_rows])
-    calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, child_cpu_mem, op_rows)
-    calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, child_device_mem, op_rows)
+    calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, (up, linked), op_rows)
+    calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, (up, linked), op_rows)
+    del linked, up
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed
 
 
-def _memory_columns(node_mem: np.ndarray, child_mem: np.ndarray, op_rows: np.ndarray) -> tuple[array, array]:
-    """Each call's inclusive and self bytes; zeros without gathering zeros when no such
-    memory was recorded (four gathers of zeros were 0.3 s at 1 GB ns)."""
+def _memory_columns(node_mem: np.ndarray, links: tuple[np.ndarray, np.ndarray], op_rows: np.ndarray) -> tuple[array, array]:
+    """Each call's inclusive and self bytes (self: minus its living children's, ``links``
+    being (parent, which nodes have one)); zeros, with no node-long sums and no gathers,
+    when no such memory was recorded (the gathers of zeros alone were 0.3 s at 1 GB ns)."""
     if not node_mem.any():
         return array("q", [0]) * len(op_rows), array("q", [0]) * len(op_rows)
+    up, linked = links
+    children = np.bincount(up, weights=node_mem[linked], minlength=len(node_mem))
     inclusive = node_mem[op_rows]
-    return _column(inclusive), _column(inclusive - np.rint(child_mem[op_rows]).astype(np.int64))
-
-
-def _child_sums(parents: np.ndarray, values: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Sum of ``values`` per parent (float64, exact below 2**53); no array when all are 0
-    (a trace without memory records: two node-long arrays fewer at the peak)."""
-    if not values.any():
-        return np.zeros(n_nodes)  # calloc'd: no page is touched
-    return np.bincount(parents, weights=values, minlength=n_nodes)
+    return _column(inclusive), _column(inclusive - np.rint(children[op_rows]).astype(np.int64))
 
 
 def count_flops(calls: OperatorCalls) -> None:

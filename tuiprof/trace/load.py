@@ -63,7 +63,7 @@ def load_trace(
 
 
 # A gzip trace this big (compressed) is inflated into a temporary file and
-# decoded from there: workers can map it, and it stays out of this process.
+# decoded from there: workers read it, and it stays out of this process.
 GZIP_TO_FILE_BYTES = 4 << 20
 
 

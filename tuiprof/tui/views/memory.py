@@ -42,9 +42,13 @@ class MemoryView(ExplorerView):
 
     def on_resize(self) -> None:
         if self.model is not None and self._charts() != self._charted:
-            self.show_model(self.model)
+            self._draw_charts(self.model)  # the table stays as it is
 
     def show_model(self, model: TraceModel) -> None:
+        self._draw_charts(model)
+        self.show_options(model)
+
+    def _draw_charts(self, model: TraceModel) -> None:
         chart = self.query_one("#memory-chart", Static)
         self._charted = self._charts()
         if not model.memory:
@@ -61,7 +65,6 @@ class MemoryView(ExplorerView):
                         label += f" ({node.label})"
                 curves += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, origin, 4, label)]
             chart.update(Group(*curves))
-        self.show_options(model)
 
     def show_options(self, model: TraceModel) -> None:
         view = VIEWS["ops"]
