@@ -312,6 +312,19 @@ async def test_empty_states_say_why(tmp_path) -> None:
         assert "No profiler log" in "".join(str(line.text) for line in app.query_one("#log-lines").lines)
 
 
+async def test_a_trace_without_memory_events_says_so_with_its_brackets(tmp_path) -> None:
+    from tests.gpu_trace import GpuTrace
+
+    trace = GpuTrace()
+    trace.op("aten::mm", 0, 10, **{"Input Dims": [[2, 3], [3, 4]]})
+    app = ExplorerApp(FileSource(str(trace.write(tmp_path / "no_memory.json"))))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("5")
+        await pilot.pause()
+        assert "No [memory] events: profile with profile_memory=True." in _text(app.query_one("#memory-chart"))
+
+
 async def test_export_names_what_the_view_shows_and_survives_an_unwritable_directory(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

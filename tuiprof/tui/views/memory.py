@@ -52,7 +52,7 @@ class MemoryView(ExplorerView):
         chart = self.query_one("#memory-chart", Static)
         self._charted = self._charts()
         if not model.memory:
-            chart.update(NO_MEMORY)
+            chart.update(Text(NO_MEMORY))  # plain: "[memory]" is no markup
         else:
             origin = model.calls.start_ns[0] if len(model.calls) else 0
             curves: list = []
