@@ -7,7 +7,8 @@ import pytest
 from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step
 from tuiprof.analysis import load_model
 from tuiprof.report.findings import findings
-from tuiprof.report.views import build_launch_rows, build_step_rows
+from tuiprof.report.details import step_text
+from tuiprof.report.views import VIEWS, ViewOptions, build_launch_rows, build_step_rows
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,20 @@ def test_steps_by_hand(lagging) -> None:
     assert rows["ProfilerStep#1"]["idle_pct"] == pytest.approx(100 * 58 / 150)
     assert rows["ProfilerStep#2"]["idle_pct"] == pytest.approx(50.0)
     assert [s.device_window_us for s in lagging.steps] == [150.0, 100.0]
+
+
+def test_steps_show_the_device_window_the_device_columns_are_measured_in(lagging, resnet_model) -> None:
+    """Step 1's device columns (45 + 10 + 2 + 40 us, 58 us idle) add up to its 150 us device
+    window, not to its CPU duration: the window stands beside the duration, in the table and
+    the detail pane.  A CPU-only trace has no window and no device columns at all."""
+    steps = VIEWS["steps"]
+    keys = [c.key for c in steps.visible_columns(ViewOptions(), lagging)]
+    assert keys[:5] == ["name", "duration_us", "device_window_us", "kernel_us", "device_idle_us"]
+    row = build_step_rows(lagging, None)[0]
+    assert row["device_window_us"] == 150.0 and row["duration_us"] < row["device_window_us"]
+    assert "device window 150.000us: kernels 45.000us" in step_text(lagging.steps[0]).plain
+    cpu_keys = [c.key for c in steps.visible_columns(ViewOptions(), resnet_model)]
+    assert cpu_keys == ["name", "duration_us", "data_loading_us"]
 
 
 def test_kernels_by_hand(lagging) -> None:

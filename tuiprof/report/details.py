@@ -23,25 +23,31 @@ DETAIL_MODULES = 3  # modules listed on the "in:" line, where the operator spent
 DETAIL_KERNELS = 3
 
 
+def _glued(value: str) -> str:
+    """``125.70MB`` for ``125.70 MB``: the pane wraps at spaces, and a number must not be
+    split from its unit (times are written that way already: ``35.116ms``)."""
+    return value.replace(" ", "")
+
+
 def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     detail = operator_detail(model, stats)
     text = Text()
     text.append(plain(stats.name, DISPLAY_CHARS), style="bold")
     text.append(f"  {plural(stats.calls, 'call')}")
     if detail.share_of_step_pct is not None:
-        text.append(f" · {detail.share_of_step_pct:.1f} % of step time")
+        text.append(f" · {detail.share_of_step_pct:.1f}% of step time")
     if detail.share_of_parent_pct is not None and detail.parents:
-        text.append(f" · {detail.share_of_parent_pct:.0f} % of ")
+        text.append(f" · {detail.share_of_parent_pct:.0f}% of ")
         text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
     text.append("\n")
     text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
     if model.has_device:
         text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
-    text.append(f" · mem CPU {format_bytes(stats.cpu_mem_bytes)}")
+    text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
     if stats.device_mem_bytes or model.has_device:
-        text.append(f" dev {format_bytes(stats.device_mem_bytes)}")
+        text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
     if stats.flops:
-        text.append(f" · {format_count(stats.flops)}FLOP")
+        text.append(f" · {_glued(format_count(stats.flops))}FLOP")
     text.append("\n")
     if detail.modules:
         text.append("in: ", style="dim")
@@ -72,7 +78,7 @@ def kernel_text(kernel: KernelStats) -> Text:
         f"{kernel.kind} · {plural(kernel.calls, 'launch', 'launches')} · total {format_us(kernel.device_total_us)} · "
         f"avg {format_us(kernel.avg_us)} min {format_us(kernel.min_us)} max {format_us(kernel.max_us)}\n"
     )
-    occupancy = f"{kernel.occupancy_pct:.0f} %" if kernel.occupancy_pct is not None else "--"
+    occupancy = f"{kernel.occupancy_pct:.0f}%" if kernel.occupancy_pct is not None else "--"
     text.append(f"grid {kernel.grid or '--'} block {kernel.block or '--'} · occupancy {occupancy} · launched by ")
     text.append(plain(kernel.launcher, DISPLAY_CHARS) if kernel.launcher else "--")
     return text
@@ -84,8 +90,8 @@ def step_text(step: StepStats) -> Text:
     if step.device_window_us:
         dash = format_us_or_dash
         text.append(
-            f"device: kernels {dash(step.kernel_us)} · memcpy {dash(step.memcpy_us)} · memset {dash(step.memset_us)}"
-            f" · comm {dash(step.communication_us)} · idle {dash(step.device_idle_us)} ({step.idle_pct:.0f} %)"
+            f"device window {format_us(step.device_window_us)}: kernels {dash(step.kernel_us)} · memcpy {dash(step.memcpy_us)} · memset {dash(step.memset_us)}"
+            f" · comm {dash(step.communication_us)} · idle {dash(step.device_idle_us)} ({step.idle_pct:.0f}%)"
         )
     else:
         text.append("CPU-only step: no device activity recorded.")
@@ -97,7 +103,7 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     text.append(plain(module.path, DISPLAY_CHARS), style="bold")
     if module.qualified_name:
         text.append(f"  {plain(module.qualified_name, DISPLAY_CHARS)}", style="cyan")
-    text.append(f"  {100 * module_share(model, module):.1f} % of module time\n")
+    text.append(f"  {100 * module_share(model, module):.1f}% of module time\n")
     text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
     if module.backward_cpu_us:
         text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")
@@ -107,12 +113,12 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
             text.append(f" bwd {format_us_short(module.backward_device_us)}")
     text.append("\nFLOPs ")
     if module.flops or module.backward_flops:
-        text.append(f"fwd {format_count(module.flops)} bwd {format_count(module.backward_flops)}")
+        text.append(f"fwd {_glued(format_count(module.flops))} bwd {_glued(format_count(module.backward_flops))}")
         if module.flops_per_s:
-            text.append(f" ({format_count(module.flops_per_s)}FLOP/s)")
+            text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s)")
     else:
         text.append("--")
-    text.append(f" · mem {format_bytes(module.cpu_mem_bytes)}")
+    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes))}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
     return text
@@ -139,7 +145,7 @@ def collective_text(row: dict) -> Text:
     text.append(f"{row['kind']}", style="bold")
     text.append(f"  group {row['group']}, step {row['step']}, #{row['index']}")
     if row["size_bytes"] is not None:
-        text.append(f" · {format_bytes(row['size_bytes'])}")
+        text.append(f" · {_glued(format_bytes(row['size_bytes']))}")
     text.append(f"\nrank {row['last_rank']} arrived last, {format_us_short(row['skew_us'])} after the first; transfer {format_us_short(row['transfer_us'])}")
     text.append("\nwaits: " + "  ".join(f"r{rank} {format_us_short(float(wait))}" for rank, wait in (p.split(":") for p in row["waits_us"].split())))
     return text

@@ -94,16 +94,22 @@ def overview(model: TraceModel) -> Group:
 
 def _steps_table(model: TraceModel) -> Table:
     table = _table("Step time")
-    headers = ["step", "duration", "data load"]
+    headers = ["step", "duration"]
+    if model.has_device:  # the device columns are measured in the step's device window
+        headers += ["dev window", "kernels", "device idle"]
+    headers += ["data load"]
     if model.has_device:
-        headers += ["kernels", "memcpy", "comm", "device idle"]
+        headers += ["memcpy", "comm"]
     for header in headers:
         table.add_column(header, numeric=header != "step")
     for step in model.steps[:OVERVIEW_STEPS]:
-        cells = [step.name, format_us(step.duration_us), format_us_or_dash(step.data_loading_us)]
+        cells = [step.name, format_us(step.duration_us)]
         if model.has_device:
             idle = f"{step.idle_pct:.0f}%" if step.device_window_us else "--"
-            cells += [format_us_or_dash(step.kernel_us), format_us_or_dash(step.memcpy_us), format_us_or_dash(step.communication_us), idle]
+            cells += [format_us_or_dash(step.device_window_us), format_us_or_dash(step.kernel_us), idle]
+        cells.append(format_us_or_dash(step.data_loading_us))
+        if model.has_device:
+            cells += [format_us_or_dash(step.memcpy_us), format_us_or_dash(step.communication_us)]
         table.add_row(*cells)
     return table
 

@@ -94,6 +94,8 @@ class View:
                 hidden.add("peak_module")
             if not model.has_device:
                 hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
+                if self.name == "steps":  # columns of device activity, "--" on every row
+                    hidden |= {"kernel_us", "memcpy_us", "memset_us", "communication_us", "idle_pct"}
             if not model.has_device and all(t.is_cpu for t in model.memory):
                 hidden |= {c.key for c in self.columns if "device_mem" in c.key}
         return tuple(c for c in self.columns if c.key not in hidden)
@@ -263,17 +265,22 @@ def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 STEP_COLUMNS = (
     Column("name", "Step", "text", "The ProfilerStep#N span (present when a schedule was used)."),
     Column("duration_us", "Duration", "us", "CPU wall time of the step."),
-    Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
+    Column(
+        "device_window_us", "Dev window", "us",
+        "The step as the device saw it: its GPU annotation, else its CPU span stretched to the end of the device "
+        "work it launched. The device columns are measured in it, so they can exceed the CPU duration.",
+    ),
     Column("kernel_us", "Kernels", "us", "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals)."),
-    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False),
-    Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False),
-    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL) inside the step's device window.", narrow=False),
     Column(
         "device_idle_us", "Dev idle", "us",
         "Device window minus the union of all device activity in it, any step's work included. The window is the "
         "step's GPU annotation, else its CPU span stretched to the end of the device work it launched.",
     ),
     Column("idle_pct", "Idle %", "pct", "Device idle share of the step window."),
+    Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
+    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False),
+    Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False),
+    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL) inside the step's device window.", narrow=False),
 )
 
 

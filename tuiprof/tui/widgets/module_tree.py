@@ -13,7 +13,7 @@ from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
 
-BAR_WIDTH = 5
+BAR_WIDTH = 3  # cells; 24 levels
 BAR_CELLS = " ▏▎▍▌▋▊▉█"
 
 
@@ -66,11 +66,11 @@ class ModuleTreeView(Tree[ModuleNode]):
         return parent.add(self._label(module, name), data=module, allow_expand=bool(module.children))
 
     def _label(self, module: ModuleNode, name: str | None = None) -> Text:
-        """``█▌  42%  1.23s name ×2``: the numbers first, so a narrow pane cuts only the name
+        """``█▌   42%  1.23s name ×2``: the numbers first, so a narrow pane cuts only the name
         (the legend is in ? help: report.views.MODULE_TREE_LEGEND)."""
         share = module_share(self._model, module) if self._model is not None else 0.0
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(share_bar(share, 4), style="cyan")
+        text.append(share_bar(share) + " ", style="cyan")  # the space: a full bar never runs into "100%"
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
         text.append(plain(name or module.label, DISPLAY_CHARS))
