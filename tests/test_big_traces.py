@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
+from tests.gpu_trace import lagging_two_steps
 from tuiprof.analysis import calls, load_model
 from tuiprof.analysis.calls import (
     _merge_duplicates,
@@ -488,6 +490,37 @@ def test_a_truncated_big_file_is_one_clear_error(tmp_path, monkeypatch) -> None:
 def test_empty_tables_concatenate() -> None:
     for table in (CpuEvents, FrameColumns, DeviceEvents):
         assert len(table.concat([])) == 0
+
+
+def _resident_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads Linux's /proc")
+def test_columns_of_one_value_cost_no_memory() -> None:
+    """Without record_shapes, profile_memory or stacks, a big trace's store has six input-text
+    columns of zeros and its calls eight columns of zeros and one of -1 (325 MB at 1 GB of the
+    ns trace, a quarter of the parent's peak): zero store columns stay unwritten pages, and
+    calls columns of one value share one array."""
+    zeros = calls._column(np.zeros(1000, dtype=np.int64))
+    assert zeros is calls._column(np.zeros(1000)) and list(zeros) == [0] * 1000
+    assert calls._column(np.full(1000, -1)) is calls._column([-1] * 1000)
+    mixed = calls._column(np.array([0, 0, 7]))
+    assert list(mixed) == [0, 0, 7] and mixed is not calls._column(np.array([0, 0, 7]))
+    assert list(calls._column(np.full(3, 5))) == [5, 5, 5]
+
+    part = DeviceEvents(**{name: np.zeros(1 << 21, dtype=np.int64) for name in DeviceEvents.__dataclass_fields__})
+    part.name = np.arange(1 << 21)  # the one column with values
+    before = _resident_mb()
+    joined = DeviceEvents.concat([part, part])
+    grown = _resident_mb() - before
+    assert joined.name.tolist() == part.name.tolist() * 2 and not joined.stream.any() and len(joined.stream) == 1 << 22
+    assert grown < 64, grown  # written: the name column's 32 MB; the nine zero columns would add 288 MB
+
+    model = load_model(lagging_two_steps().write(Path(tempfile.mkdtemp()) / "no_memory.json"))
+    assert model.calls.cpu_mem is model.calls.device_mem is model.calls.flops
+    assert not np.asarray(model.calls.column("cpu_mem")).any()
 
 
 def test_row_views_read_as_python_ints_without_copies() -> None:

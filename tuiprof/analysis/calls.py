@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
+from weakref import WeakValueDictionary
 
 import numpy as np
 
@@ -178,9 +179,27 @@ class UnattributedMemory:
     device_bytes: int = 0
 
 
+# Columns of one value share one array: at 1 GB of an ns trace eight calls columns are
+# zeros (no memory recorded, no FLOPs) and ``module`` is all -1 (no stacks): 195 MB of
+# the parent's peak.  Columns are replaced, never written in place, so sharing is safe.
+_CONSTANT_COLUMNS: WeakValueDictionary[tuple[int, int], array] = WeakValueDictionary()
+
+
 def _column(values) -> array:
+    """``values`` as an int64 array (rows read as Python ints); all 0 or all -1 as a shared column."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    if len(values) and values[0] in (0, -1) and (values == values[0]).all():
+        return _constant(len(values), int(values[0]))
     column = array("q")
-    column.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.int64)).cast("B"))
+    column.frombytes(memoryview(values).cast("B"))
+    return column
+
+
+def _constant(length: int, value: int) -> array:
+    column = _CONSTANT_COLUMNS.get((length, value))
+    if column is None:
+        column = array("q", [value]) * length
+        _CONSTANT_COLUMNS[length, value] = column
     return column
 
 
@@ -224,7 +243,6 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     op_parent = nearest_ancestor(parent, is_op)
     del is_module, is_op
 
-    durations = ends - starts
     op_rows = np.flatnonzero(alive[:n_ops])
     op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
     row_of = np.full(n_ops + 1, -1, dtype=np.int64)  # index -1 (no parent) maps to -1
@@ -239,7 +257,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.sequence_number = _column(cpu.sequence_number[cpu_rows])
     calls.start_ns = _column(starts[op_rows])
     calls.end_ns = _column(ends[op_rows])
-    calls.total_ns = _column(durations[op_rows])
+    calls.total_ns = _column(calls.column("end_ns") - calls.column("start_ns"))
     calls.parent = _column(row_of[op_parent[op_rows]])
     calls.module = _column(module_of[op_rows])
     del module_of, cpu_rows
@@ -250,6 +268,8 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
         flops = beside.submit(count_flops, calls)
         self_device = np.zeros(n_nodes, dtype=np.int64)
         activity = _attach_device_activity(store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device)
+        durations = ends - starts
+        del starts, ends, threads, op_parent, op_index  # the peak RSS is in the sums below
 
         # Sums over living direct children (self time, self memory)...
         linked = alive & (parent >= 0)
@@ -277,7 +297,7 @@ def _memory_columns(node_mem: np.ndarray, links: tuple[np.ndarray, np.ndarray], 
     being (parent, which nodes have one)); zeros, with no node-long sums and no gathers,
     when no such memory was recorded (the gathers of zeros alone were 0.3 s at 1 GB ns)."""
     if not node_mem.any():
-        return array("q", [0]) * len(op_rows), array("q", [0]) * len(op_rows)
+        return _constant(len(op_rows), 0), _constant(len(op_rows), 0)
     up, linked = links
     children = np.bincount(up, weights=node_mem[linked], minlength=len(node_mem))
     inclusive = node_mem[op_rows]
@@ -308,7 +328,7 @@ def count_flops(calls: OperatorCalls) -> None:
         counted = np.where(outermost, counted, 0)
         counted_broken &= outermost
     calls.counted_flops = _column(counted)
-    calls.counted_flops_total = _column(_subtree_sums(parent, counted))
+    calls.counted_flops_total = _column(_subtree_sums(parent, counted) if counted.any() else counted)
     calls.executed_flops = _column(_down_the_time_path(calls, counted) if counted.any() else counted)
     calls.flops_damaged = int((broken | counted_broken).sum())
 
@@ -559,12 +579,15 @@ def _subtree_totals(values: np.ndarray, parent: np.ndarray, order: np.ndarray) -
     linked = parent >= 0
     np.maximum.at(last, parent[linked], position[linked])
     last_below = order[last]
+    del last, linked  # node-long, and this is where a big trace's analysis peaks
     while True:
         further = last_below[last_below]
         if np.array_equal(further, last_below):
             break
         last_below = further
-    prefix = np.concatenate(([0], np.cumsum(values[order])))
+    del further
+    prefix = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(values[order], out=prefix[1:])
     return prefix[position[last_below] + 1] - prefix[position]
 
 
@@ -611,12 +634,15 @@ def _attach_device_activity(
     launches = ~launching & (external != NONE) & (correlation != NONE)
     activity.external_ids_ignored = bool(launches.any()) and bool((external[launches] == correlation[launches]).all())
     by_correlation = id_table(np.where(launching, NONE, correlation), NONE)
+    del launches, correlation  # node-long: they would add to the peak RSS of a big trace
     launch = look_up(by_correlation, device.correlation, NONE)
     via_launch = gather(op_parent, launch, -1)
     if activity.external_ids_ignored:
         node = via_launch
     else:
-        node = look_up(id_table(np.where(launching, external, NONE), NONE), device.external_id, NONE)
+        by_external = id_table(np.where(launching, external, NONE), NONE)
+        del launching, external
+        node = look_up(by_external, device.external_id, NONE)
         both = np.flatnonzero((node >= 0) & (launch >= 0))
         named, launched = node[both], launch[both]
         encloses = (
