@@ -523,6 +523,22 @@ def test_columns_of_one_value_cost_no_memory() -> None:
     assert not np.asarray(model.calls.column("cpu_mem")).any()
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_an_id_table_of_the_asked_ids_looks_up_the_same(seed: int) -> None:
+    """The device joins keep only the ids kernels name (the table of every operator's id was
+    the peak RSS): each asked id finds the same first (or last) row as in the full table."""
+    from tuiprof.analysis.arrays import id_table, look_up
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(-1, 40, size=500)  # -1: missing; ids repeat
+    asked = np.concatenate((rng.integers(-1, 60, size=50), [ids[7]]))  # some never carried
+    for last in (False, True):
+        full, kept = id_table(ids, -1, last=last), id_table(ids, -1, last=last, asked=asked)
+        assert np.array_equal(look_up(kept, asked, -1), look_up(full, asked, -1))
+        assert set(kept[0].tolist()) == set(asked.tolist()) & set(ids.tolist()) - {-1}
+    assert len(id_table(ids, -1, asked=np.empty(0, dtype=np.int64))[0]) == 0
+
+
 def test_row_views_read_as_python_ints_without_copies() -> None:
     import pickle
 

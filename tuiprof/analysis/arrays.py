@@ -91,9 +91,21 @@ def group_rows(keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
     return sorted_keys[np.concatenate(([0], cuts))].tolist(), np.split(order, cuts)
 
 
-def id_table(ids: np.ndarray, missing: int, *, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct ids (``missing`` left out) and the first (or last) index carrying each."""
-    present = np.flatnonzero(ids != missing)
+def id_table(
+    ids: np.ndarray, missing: int, *, last: bool = False, asked: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids (``missing`` left out) and the first (or last) index carrying each.
+
+    ``asked``: the ids that will be looked up; only those are kept.  The kernels of a big
+    trace name a fraction of its operators' ids, and sorting them all was the peak RSS."""
+    present = ids != missing
+    if asked is not None:
+        asked = np.unique(asked)
+        if len(asked):
+            present &= asked[np.minimum(np.searchsorted(asked, ids), len(asked) - 1)] == ids
+        else:
+            present[:] = False
+    present = np.flatnonzero(present)
     if last:
         present = present[::-1]
     unique, first = np.unique(ids[present], return_index=True)

@@ -640,7 +640,7 @@ def _attach_device_activity(
     if activity.external_ids_ignored:
         node = via_launch
     else:
-        by_external = id_table(np.where(launching, external, NONE), NONE)
+        by_external = id_table(np.where(launching, external, NONE), NONE, asked=device.external_id)
         del launching, external
         node = look_up(by_external, device.external_id, NONE)
         both = np.flatnonzero((node >= 0) & (launch >= 0))
