@@ -86,6 +86,53 @@ def test_nesting_threads_in_two_groups_equals_torchs_stack_walk(monkeypatch, see
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
+def _steps_of_one_thread(rng, steps: int, enclosing: bool):
+    """A single-threaded trace: steps back to back (each ends where the next starts), random
+    intervals inside each, a few nodes of a second thread; ``enclosing``: one span over all."""
+    parts = []
+    for step in range(steps):
+        starts, ends, _ = _random_intervals(rng, 400)
+        low = step * 400
+        parts.append((np.append(starts + low, low), np.append(np.minimum(ends + low, low + 400), low + 400)))
+    starts, ends = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    if enclosing:
+        starts, ends = np.append(starts, 0), np.append(ends, steps * 400)
+    threads = np.zeros(len(starts), dtype=np.int64)
+    threads[rng.random(len(starts)) < 0.05] = 1
+    return starts.astype(np.int64), ends.astype(np.int64), threads
+
+
+@pytest.mark.parametrize(("seed", "enclosing"), [(0, False), (1, False), (2, True)])
+def test_one_thread_nests_in_two_halves_cut_between_steps(monkeypatch, seed: int, enclosing: bool) -> None:
+    """One thread holds 95 % of the nodes: it is cut at a time no node spans (where a step
+    ends and the next begins) and each side nested at once; with a span over everything
+    there is no such time and it nests whole.  Either way torch's parents, and subtree
+    totals over the halves' order equal a walk up."""
+    monkeypatch.setattr(calls, "usable_cores", lambda: 2)
+    one = np.zeros(3, dtype=np.int64)
+    cut = calls._cut_in_time(np.array([0, 100, 20]), np.array([100, 200, 60]), one, 0)
+    assert cut is not None and cut.tolist() == [True, False, True]  # at 100: [0, 100) ends there
+    assert calls._cut_in_time(np.array([0, 100, 50]), np.array([100, 200, 150]), one, 0) is None  # [50, 150) spans it
+    rng = np.random.default_rng(seed)
+    starts, ends, threads = _steps_of_one_thread(rng, 6, enclosing)
+    cut = calls._cut_in_time(starts, ends, threads, 0)
+    if enclosing:
+        assert cut is None
+    else:
+        assert cut is not None and 0.4 <= cut.mean() <= 0.6  # between steps 3 and 4, of 6
+        assert starts[cut].max() < 1200 <= starts[(threads == 0) & ~cut].min()
+    with ThreadPoolExecutor(max_workers=2) as beside:
+        nesting = _nest_in_two(starts, ends, threads, beside)
+    assert nesting.parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+    values = rng.integers(0, 1000, len(starts)).astype(np.int64)
+    expected = [0] * len(starts)
+    for node, value in enumerate(values.tolist()):
+        while node >= 0:
+            expected[node] += value
+            node = int(nesting.parent[node])
+    assert _subtree_totals(values, nesting.parent, nesting.order).tolist() == expected
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
     rng = np.random.default_rng(seed)
