@@ -355,6 +355,32 @@ async def test_help_explains_the_tree_rows() -> None:
         assert "command palette" in text  # keys come from the command table
 
 
+async def test_a_narrow_tree_keeps_the_index_that_tells_siblings_apart() -> None:
+    """At 60 columns a name has ~10 cells: cut at its end, ResNet's four Sequential_N
+    children all read "Sequenti…"; cut in the middle they keep their index."""
+    from rich.style import Style
+
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        tree = app.query_one("#module-tree", ModuleTreeView)
+
+        def rows() -> list[str]:
+            nodes = [n for root in tree.root.children for n in (root, *root.children)]
+            return [tree.render_label(n, Style(), Style()).plain for n in nodes]
+
+        width = tree.scrollable_content_region.width
+        children = [row for row in rows() if "Sequ" in row]
+        assert len(children) == 4 and all(row.rstrip()[-2] == "_" for row in children), children
+        assert len({row.rstrip()[-2:] for row in children}) == 4  # _5, _3, _0, _1
+        assert all(row.count("…") == 1 and len(row) <= width for row in children)
+        await pilot.press("slash", *"block", "enter")
+        await pilot.pause()
+        assert rows()[0].rstrip().endswith("_7") and "…/" in rows()[0]  # …/Sequential_5/BasicBlock_7
+
+
 async def test_slash_filters_the_focused_pane_of_modules() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from rich.cells import cell_len, set_cell_size
+
 OPEN, CLOSE = "<({[", ">)}]"
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 NAME_NOT_NAMESPACE = re.compile(r"[A-Za-z_]\w*(?!\w|::)")
@@ -27,6 +29,31 @@ GENERIC = frozenset(
     "anonymous_namespace lambda operator Params std at native detail c10 cuda cub at_cuda_detail "
     "torch headeronly decltype".split()
 )
+
+
+MODULE_INDEX = re.compile(r"_\d+$")  # torch's module names end in their index: Sequential_5
+
+
+def fit_module_name(name: str, width: int) -> str:
+    """``name`` in ``width`` cells, cut in the middle so that the index that tells sibling
+    modules apart stays: ``Seque…_5``, not ``Sequenti…`` for both Sequential_3 and _5.
+    A path keeps its last module: ``…/Basi…_7`` for ``…/Sequential_5/BasicBlock_7``."""
+    if cell_len(name) <= width:
+        return name
+    above, slash, last = name.rpartition("/")
+    if slash and width >= 6:
+        return "…/" + _cut_keeping_index(last, width - 2)
+    return _cut_keeping_index(last if slash else name, width)
+
+
+def _cut_keeping_index(name: str, width: int) -> str:
+    if cell_len(name) <= width:
+        return name
+    if width < 2:
+        return "…"[:width]
+    index = MODULE_INDEX.search(name)
+    tail = index.group() if index and len(index.group()) <= width - 2 else ""
+    return set_cell_size(name, width - 1 - len(tail)) + "…" + tail
 
 
 def short_kernel_name(name: str) -> str:

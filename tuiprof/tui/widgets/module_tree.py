@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Tree
-from textual.widgets.tree import TreeNode
+from textual.widgets.tree import NodeID, TreeNode
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranking import module_share
+from tuiprof.report.names import fit_module_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
@@ -35,6 +37,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         self.guide_depth = 2
         self.auto_expand = False  # enter drills into the module's operators; space expands
         self._model: TraceModel | None = None
+        self._names: dict[NodeID, str] = {}  # rows named other than their module's label (filtered: the path)
         self.filter_text = ""
 
     def load(self, model: TraceModel) -> None:
@@ -46,6 +49,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         (a flat list, costliest first: a match deep in the tree is one key away)."""
         self.filter_text = text
         self.clear()
+        self._names.clear()
         if self._model is None:
             return
         needle = text.lower()
@@ -63,31 +67,44 @@ class ModuleTreeView(Tree[ModuleNode]):
             self.move_cursor(first)
 
     def _add(self, parent: TreeNode[ModuleNode], module: ModuleNode, name: str | None = None) -> TreeNode[ModuleNode]:
-        return parent.add(self._label(module, name), data=module, allow_expand=bool(module.children))
+        node = parent.add(self._label(module, name), data=module, allow_expand=bool(module.children))
+        if name is not None:
+            self._names[node.id] = name
+        return node
 
-    def _label(self, module: ModuleNode, name: str | None = None) -> Text:
+    def _label(self, module: ModuleNode, name: str | None = None, cut: int = 0) -> Text:
         """``█▌   42%  1.23s name ×2``: the numbers first, so a narrow pane cuts only the name
-        (the legend is in ? help: report.views.MODULE_TREE_LEGEND)."""
+        (the legend is in ? help: report.views.MODULE_TREE_LEGEND).  ``cut``: cells to give
+        up, the call count first, then the name's middle (``Seque…_5``: siblings differ
+        in their index)."""
         share = module_share(self._model, module) if self._model is not None else 0.0
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(share_bar(share) + " ", style="cyan")  # the space: a full bar never runs into "100%"
         text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
-        text.append(plain(name or module.label, DISPLAY_CHARS))
-        if module.calls > 1:
-            text.append(f" ×{module.calls}", style="dim")
+        shown = plain(name or module.label, DISPLAY_CHARS)
+        calls = f" ×{module.calls}" if module.calls > 1 else ""
+        if cut > 0:
+            cut, calls = cut - len(calls), ""
+            shown = fit_module_name(shown, cell_len(shown) - cut) if cut > 0 else shown
+        text.append(shown)
+        text.append(calls, style="dim")
         return text
 
     def render_label(self, node: TreeNode[ModuleNode], base_style, style) -> Text:
-        """The label cut with "…" at the pane's edge: Tree crops a long module path mid-name
-        with no sign that there is more (the whole path is in the detail pane)."""
+        """The label fitted to the pane (:meth:`_label`'s ``cut``): Tree crops a long module
+        name at the edge with no sign that there is more (the whole path is in the detail pane)."""
         label = super().render_label(node, base_style, style)
         depth, above = 0, node.parent
         while above is not None and above is not self.root:
             depth, above = depth + 1, above.parent
         room = self.scrollable_content_region.width - depth * self.guide_depth
-        if 0 < room < label.cell_len:
-            label.truncate(room, overflow="ellipsis")
+        if 0 < room < label.cell_len and node.data is not None:
+            icon = label.divide([len(label) - len(node.label)])[0]
+            fitted = self._label(node.data, self._names.get(node.id), label.cell_len - room)
+            fitted.stylize(style)
+            label = Text.assemble(icon, fitted)
+            label.truncate(room, overflow="ellipsis")  # a pane too narrow for the numbers
         return label
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[ModuleNode]) -> None:
