@@ -12,7 +12,9 @@ same spans of each trace given, in one run:
 - ``pyarrow``: ``pyarrow.json.read_json`` with an explicit schema (the spans
   rewritten as one object per line first, timed apart);
 - ``duckdb``: ``read_json`` of the same rewritten spans from a file, 1 and 2
-  threads, ``ts``/``dur`` as ``DECIMAL(25,3)`` (exact nanoseconds).
+  threads, ``ts``/``dur`` as ``DECIMAL(25,3)`` (exact nanoseconds); and of the
+  spans as Kineto writes them (``format='array'``: multi-line objects, no
+  rewrite), 1 and 2 threads.
 
 pyarrow and DuckDB are optional (``pip install pyarrow duckdb``; not tuiprof
 dependencies); a reader that is not installed, or that refuses the trace, is
@@ -73,13 +75,13 @@ def _pyarrow(lines: bytes):
     return lambda: pj.read_json(io.BytesIO(lines), parse_options=options)
 
 
-def _duckdb(path: str, threads: int):
+def _duckdb(path: str, threads: int, layout: str):
     import duckdb
 
     connection = duckdb.connect()
     connection.execute(f"SET threads={threads}")
     query = (
-        f"select ph, cat, name, tid, ts, dur, args from read_json('{path}', format='newline_delimited', "
+        f"select ph, cat, name, tid, ts, dur, args from read_json('{path}', format='{layout}', "
         "columns={ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', tid: 'VARCHAR', ts: 'DECIMAL(25,3)', "
         "dur: 'DECIMAL(25,3)', args: 'STRUCT(\"External id\" BIGINT, correlation BIGINT, \"Input Dims\" JSON)'})"
     )
@@ -110,18 +112,20 @@ def bench(path: Path, spans: int) -> None:
         rows.append(("pyarrow read_json: not installed", None))
     except Exception as exc:  # noqa: BLE001 - what the reader says is the result
         rows.append((f"pyarrow read_json refuses it: {str(exc).splitlines()[0][:90]}", None))
-    with tempfile.NamedTemporaryFile(suffix=".ndjson") as copy:
-        copy.write(lines)
-        copy.flush()
-        for threads in (1, 2):
-            try:
-                rows.append((f"duckdb read_json, {threads} thread(s)", _best(_duckdb(copy.name, threads))))
-            except ImportError:
-                rows.append(("duckdb: not installed", None))
-                break
-            except Exception as exc:  # noqa: BLE001
-                rows.append((f"duckdb refuses it: {str(exc).splitlines()[0][:90]}", None))
-                break
+    for layout, text in (("newline_delimited", lines), ("array", b"[" + joined + b"]")):
+        with tempfile.NamedTemporaryFile(suffix=".json") as copy:
+            copy.write(text)
+            copy.flush()
+            for threads in (1, 2):
+                label = f"duckdb {'rewritten' if layout != 'array' else 'as written'}, {threads} thread(s)"
+                try:
+                    rows.append((label, _best(_duckdb(copy.name, threads, layout))))
+                except ImportError:
+                    rows.append(("duckdb: not installed", None))
+                    break
+                except Exception as exc:  # noqa: BLE001
+                    rows.append((f"duckdb ({layout}) refuses it: {str(exc).splitlines()[0][:80]}", None))
+                    break
     print(f"{path.name}: {events:,} events in {len(chosen)} spans, {len(joined) / events:.0f} bytes an event")
     for label, seconds in rows:
         if seconds is None:
