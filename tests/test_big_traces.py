@@ -386,7 +386,7 @@ def _inflate_slowly(monkeypatch) -> list[tuple[int, bool]]:
     write, wait_for = inflating.InflatingFile.write, inflating.InflatingFile.wait_for
 
     def slow_write(self, data: bytes) -> None:
-        time.sleep(0.002)
+        time.sleep(0.005)  # slow enough that a loaded machine still plans while it grows
         write(self, data)
 
     def watched_wait_for(self, size: int) -> tuple[int, bool]:
