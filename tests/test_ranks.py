@@ -18,7 +18,9 @@ import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES, needs_shared
 from tuiprof.analysis.collectives import CollectiveRecord, match_collectives
-from tuiprof.analysis.ranks import decode_summary, encode_summary, find_stragglers, summarise_run
+from tuiprof.analysis.ranks import Straggler, decode_summary, encode_summary, find_stragglers, summarise_run
+from tuiprof.report.stragglers import straggler_cause, straggler_sentence
+from tuiprof.report.views import build_rank_rows
 from tuiprof.trace.run import open_run, sidecar_path
 
 DLRM = SHARED_TRACES / "dlrm_8ranks"
@@ -149,7 +151,42 @@ def test_a_collective_one_rank_enters_5_ms_late(tmp_path):
     assert matched.busbw_gbps == pytest.approx(1.048576 * 2 * (2 - 1) / 2)
     assert run.collectives.last_arrivals() == {1: 1}
     # rank 0: 20 ms step, 6 ms waiting -> works 14 ms; rank 1 works 19 ms
-    assert run.stragglers() == {1: "rank 1: +5.0 ms per step, data loading 5.0 ms above median, last to arrive at 1 of 1 collectives"}
+    assert run.stragglers() == {1: Straggler(1, 19_000, 14_000, "data_loading_us", 5000, 1, 1)}
+
+
+def test_a_straggler_with_the_shorter_step_is_told_by_its_work_not_its_step(tmp_path):
+    """Rank 1 loads data 11 ms longer but its step is the shorter one (17 vs 20 ms): rank 0
+    waits 11 ms in the all-reduce.  Works: rank 0 20 - 11 = 9 ms, rank 1 17 - 1 = 16 ms."""
+    zero = TraceBuilder(0, 2, step_us=(0, 20_000))
+    zero.data_loading(0, 1000)
+    zero.compute(1000, 5000, at=1000)
+    zero.all_reduce(5000, 16_000, at=4900)
+    zero.write(tmp_path)
+    one = TraceBuilder(1, 2, step_us=(0, 17_000))
+    one.data_loading(0, 12_000)
+    one.compute(12_000, 15_000, at=12_000)
+    one.all_reduce(15_000, 16_000, at=14_900)
+    one.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    assert [r.mean("step_us") for r in run.ranks] == [20_000, 17_000]
+    (straggler,) = run.stragglers().values()
+    assert straggler == Straggler(1, 16_000, 9000, "data_loading_us", 11_000, 1, 1)
+    assert straggler_cause(straggler) == "Data load +11.0 ms"
+    assert straggler_sentence(straggler) == (
+        "rank 1: 7.0 ms more work per step than the other ranks (Step - Exposed comm: 16.0 ms; their median 9.0 ms), "
+        "Data load 11.0 ms above theirs, last to arrive at 1 of 1 collectives; the others wait for it, in Exposed comm"
+    )
+    (row,) = [r for r in build_rank_rows(run) if r["straggler"]]
+    assert (row["rank"], row["straggler"], row["straggler_reason"]) == (1, straggler_cause(straggler), straggler_sentence(straggler))
+
+
+def test_a_rank_last_at_most_collectives_without_more_work_says_so():
+    straggler = Straggler(7, 9600, 9800, None, 0.0, 5, 8)
+    assert straggler_cause(straggler) == "last at 5 of 8"
+    assert straggler_sentence(straggler) == (
+        "rank 7: last to arrive at 5 of 8 collectives, although it does no more work per step than the other ranks "
+        "(Step - Exposed comm: 9.6 ms; their median 9.8 ms); the others wait for it, in Exposed comm"
+    )
 
 
 def test_arrival_skew_waits_and_last_rank_on_random_arrivals():
@@ -286,7 +323,7 @@ def test_summary_ranks_json_and_collectives_csv_on_dlrm():
     assert ranks.returncode == 0 and ranks.stderr == ""
     rows = json.loads(ranks.stdout)
     assert [r["rank"] for r in rows] == list(range(8))
-    assert rows[7]["straggler"].startswith("rank 7: ")
+    assert rows[7]["straggler"] and rows[7]["straggler_reason"].startswith("rank 7: ")
     collectives = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "collectives", "--format", "csv"],
                                  capture_output=True, text=True, env=env, timeout=120)
     assert collectives.returncode == 0
