@@ -220,6 +220,48 @@ def test_collectives_match_by_group_and_order_and_stop_where_ranks_disagree():
                               "the rest of this group is not matched",)
 
 
+def test_collectives_that_do_not_overlap_in_time_are_not_matched(tmp_path):
+    """Rank 1's trace misses the step's first all-reduce: by order, rank 0's first (1-2 ms)
+    would meet rank 1's only one (118-120 ms), which began 116 ms after rank 0's ended.
+    No rank can finish an all-reduce before every rank has begun it: not the same one."""
+    zero = TraceBuilder(0, 2, step_us=(0, 200_000))
+    zero.all_reduce(1000, 2000, at=900)
+    zero.all_reduce(118_000, 120_000, at=117_900)
+    zero.write(tmp_path)
+    one = TraceBuilder(1, 2, step_us=(0, 200_000))
+    one.all_reduce(118_000, 120_000, at=117_900)
+    one.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    assert run.collectives.collectives == ()
+    assert run.collectives.last_arrivals() == {} and run.stragglers() == {}
+    assert run.problems[-1] == (
+        "process group 0, step 1: collective 1 (all_reduce) does not overlap in time: rank 0's ended 116.0 ms before "
+        "rank 1's began (clocks may differ by 5 ms); a rank's trace misses a collective, or the ranks' clocks are that far apart; "
+        "the rest of this group is not matched"
+    )
+
+
+def test_collectives_a_few_ms_apart_match_as_clocks_of_two_hosts_may_be(tmp_path):
+    """Rank 0's all-reduce ended 3 ms before rank 1's began: within the clock tolerance (5 ms),
+    so matched, and the skew shows it."""
+    for rank, (start, end) in enumerate([(10_000, 12_000), (15_000, 16_000)]):
+        builder = TraceBuilder(rank, 2)
+        builder.all_reduce(start, end, at=start - 100)
+        builder.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    (matched,) = run.collectives.collectives
+    assert matched.skew_ns == 5_000_000 and matched.last_rank == 1 and run.problems == ()
+
+
+def test_a_broadcast_root_may_finish_before_the_others_begin():
+    records = {0: [CollectiveRecord("0", 1, "broadcast", 0, 1000, 64, "Float", 2)],
+               1: [CollectiveRecord("0", 1, "broadcast", 50_000_000, 1000, 64, "Float", 2)]}
+    match = match_collectives(records)
+    assert len(match.collectives) == 1 and match.problems == ()
+    too_far = {rank: [CollectiveRecord("0", 1, "all_gather", r.start_ns, r.dur_ns, 64, "Float", 2) for r in rs] for rank, rs in records.items()}
+    assert match_collectives(too_far).collectives == ()
+
+
 # ------------------------------------------------------------------ run directories with problems
 
 
