@@ -3,6 +3,8 @@
 One rule per function, each returning a :class:`Finding` or None; the
 thresholds are named constants with the reason beside them.  ``findings``
 runs every rule in ``RULES`` order (the order the Overview lists them).
+``straggler`` is a rule over a run (a RunSummary), not a trace: the Overview
+of a rank of a run lists it first, once the run is summarised.
 """
 
 from __future__ import annotations
