@@ -474,6 +474,7 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
         """A load that reports progress until it is cancelled (as a big file's load does)."""
 
         title = "slow"
+        live = False
 
         def __call__(self, report, cancelled):
             while True:
@@ -511,6 +512,7 @@ async def test_the_loading_clock_runs_between_reports() -> None:
         """One report, then a long silence (as the analysis of a big trace)."""
 
         title = "quiet"
+        live = False
 
         def __call__(self, report, cancelled):
             report("analysing 4,742,000 events", None)
@@ -527,3 +529,41 @@ async def test_the_loading_clock_runs_between_reports() -> None:
         await pilot.press("q")
     assert first.startswith("analysing 4,742,000 events · ") and later.startswith("analysing 4,742,000 events · ")
     assert float(later.split("· ")[-1].split()[0]) >= float(first.split("· ")[-1].split()[0]) + 0.9
+
+
+async def test_a_source_says_it_is_live_with_a_field_and_the_first_q_stops_it() -> None:
+    """``live`` is the source's explicit field (no ``hasattr(source, "stop")``): a live
+    source without a ``stop`` attribute still gets the live hint, and q stops it first."""
+    import time as clock
+
+    from tuiprof.tui.sources import LoadCancelled
+
+    class CaptureLike:
+        title = "live capture"
+        live = True
+
+        def __call__(self, report, cancelled):
+            give_up = clock.monotonic() + 5  # never a thread left waiting when an assert fails
+            while not cancelled() and clock.monotonic() < give_up:
+                clock.sleep(0.01)
+            raise LoadCancelled
+
+    app = ExplorerApp(CaptureLike())
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        assert _text(app.query_one("#loading-hint")).strip() == "q: stop and show what was captured"
+        await pilot.press("q")
+        await pilot.pause(0.1)
+        assert app.is_running and "stopping after this step" in _text(app.query_one("#loading-hint"))
+        await pilot.press("q")
+
+
+def test_messages_are_dataclasses_of_what_they_carry() -> None:
+    from dataclasses import fields
+
+    from tuiprof.tui.messages import JumpTo, LoadAdvanced, ShowInTimeline
+
+    assert [f.name for f in fields(JumpTo)] == ["view", "name"]
+    assert JumpTo(view="operators", name="aten::mm") == JumpTo("operators", "aten::mm")
+    assert ShowInTimeline(("window", 0, 10)).target == ("window", 0, 10)
+    assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))

@@ -9,7 +9,7 @@ from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
-from tuiprof.analysis.model import TraceInfo, TraceModel
+from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
@@ -32,7 +32,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         calls, activity, unattributed = build_calls(store)
         if calls.flops_damaged:
             store.report.note(f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them")
-        flops_source = TraceModel.flops_source
+        flops_source = RECOMPUTED_FLOPS
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS

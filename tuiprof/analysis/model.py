@@ -31,8 +31,17 @@ class TraceInfo:
     duration_us: float  # first to last CPU or device activity
 
 
-@dataclass
+RECOMPUTED_FLOPS = "recomputed from Input Dims (torch's formulas)"
+
+
+@dataclass(frozen=True)
 class TraceModel:
+    """Everything the views show about one trace, built by ``analysis.build.analyze``.
+
+    Frozen: built once, then only read (from the UI thread and workers alike), so every
+    field is computed before the constructor.  The operator tables are computed on demand
+    into ``_tables`` (a cache, filled in place) and the totals are ``cached_property``."""
+
     info: TraceInfo
     report: DecodeReport
     calls: OperatorCalls
@@ -42,7 +51,7 @@ class TraceModel:
     kernels: list[KernelStats]
     steps: list[StepStats]
     memory: list[MemoryTimeline]
-    flops_source: str = "recomputed from Input Dims (torch's formulas)"
+    flops_source: str = RECOMPUTED_FLOPS
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 

@@ -61,7 +61,7 @@ class ExplorerApp(TableApp):
 
     def compose(self) -> ComposeResult:
         yield ExplorerHeader(view_keys(), id="header").data_bind(*self._binds)
-        yield LoadingPanel(self.source.title, live=hasattr(self.source, "stop"), id="loading")
+        yield LoadingPanel(self.source.title, live=self.source.live, id="loading")
         with ContentSwitcher(initial=VIEWS[0].view_id, id="views"):
             yield self._bound_view(VIEWS[0])  # the others: mounted after the first frame with the model
         yield FilterBar(id="filter")
@@ -190,8 +190,7 @@ class ExplorerApp(TableApp):
 
     async def action_quit(self) -> None:
         """Quit; while a live capture runs, the first press stops it and shows what it has."""
-        live = hasattr(self.source, "stop")
-        if self.model is None and live and not self._cancel.is_set() and not self.error_text:
+        if self.model is None and self.source.live and not self._cancel.is_set() and not self.error_text:
             self._cancel.set()
             self.query_one(LoadingPanel).stopping()
             return
