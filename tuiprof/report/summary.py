@@ -13,7 +13,7 @@ from tuiprof.errors import TraceError
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
-from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, run_table_columns, sort_rows
+from tuiprof.report.views import RUN_VIEWS, VIEWS, Column, Row, View, ViewOptions, run_table_columns, sort_rows
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,22 @@ class SummaryRequest:
 
 def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     """Print the view the request asks for; diagnostics go to stderr."""
+    view, columns, rows = summary_table(model, request)
+    report_diagnostics(model)
+    _print_rows(view, rows, columns, request.format, f"{view.title} - {model.info.trace_name}")
+    return 0
+
+
+def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tuple[Column, ...], list[Row]]:
+    """The view, columns and sorted rows ``summary`` prints for ``request`` (and
+    ``tuiprof.load(...).table`` returns, as the JSON format's rows)."""
     view = VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
     data_format = request.format in ("json", "csv")
     columns = view.visible_columns(options, None if data_format else model)
     rows = _sorted_rows(view, view.build(model, options), request.sort or view.default_sort_for(model), request.limit)
-    report_diagnostics(model)
-    _print_rows(view, rows, columns, request.format, f"{view.title} - {model.info.trace_name}")
-    return 0
+    return view, columns, rows
 
 
 def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
