@@ -21,6 +21,12 @@ def shared_trace_paths() -> list[Path]:
 needs_shared = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
 
 
+@pytest.fixture(autouse=True)
+def _no_user_keymap(monkeypatch, tmp_path_factory):
+    """The explorer reads $XDG_CONFIG_HOME/tuiprof/keymap.toml: no test sees the developer's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))
+
+
 @pytest.fixture(scope="session")
 def resnet_model():
     from tuiprof.analysis import load_model

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
@@ -23,28 +22,37 @@ from textual.widgets import ContentSwitcher
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.header import trace_title
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    TREE_COMMANDS,
+    Command,
+    bindings,
+    help_rows,
+    palette_commands,
+    shown_view_keys,
+    view_commands,
+)
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
-from tuiprof.tui.screens.events import EventListScreen
+from tuiprof.tui.screens.events import EVENT_LIST_COMMANDS, EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.overview import OVERVIEW_COMMANDS
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+from tuiprof.tui.widgets.timeline_canvas import TIMELINE_COMMANDS
 
 
 class ExplorerApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof"
-    BINDINGS = [
-        *bindings(APP_COMMANDS),
-        *[Binding(key, f"show_view('{view_id}')", view.title, show=False) for key, view_id, view in view_keys() if key],
-    ]
+    BINDINGS = [*bindings(APP_COMMANDS), *bindings(view_commands(view_keys()))]
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
@@ -59,8 +67,13 @@ class ExplorerApp(TableApp):
         self._asked_for: str | None = None  # a view key pressed while loading: shown once loaded
         self.ranks = RankModels()
 
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*APP_COMMANDS, *view_commands(view_keys()), *TABLE_COMMANDS, *TREE_COMMANDS, *TIMELINE_COMMANDS,
+                *OVERVIEW_COMMANDS, *EVENT_LIST_COMMANDS)
+
     def compose(self) -> ComposeResult:
-        yield ExplorerHeader(view_keys(), id="header").data_bind(*self._binds)
+        yield ExplorerHeader(shown_view_keys(view_keys(), self.keymap), id="header").data_bind(*self._binds)
         yield LoadingPanel(self.source.title, live=self.source.live, id="loading")
         with ContentSwitcher(initial=VIEWS[0].view_id, id="views"):
             yield self._bound_view(VIEWS[0])  # the others: mounted after the first frame with the model
@@ -185,7 +198,7 @@ class ExplorerApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([v.title for v in VIEWS])
+        keys = help_rows(view_commands(view_keys()), keymap=self.keymap)
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:
@@ -200,7 +213,7 @@ class ExplorerApp(TableApp):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         table = self.view().active_table() if self.model is not None else None
-        yield from palette_commands(self, view_keys(), table)
+        yield from palette_commands(self, view_keys(), table, keymap=self.keymap)
 
 
 def run_explorer(path: str, select: str | None = None) -> int:

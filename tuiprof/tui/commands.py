@@ -2,18 +2,26 @@
 help and the command palette are all derived from it (as harlequin and
 dolphie do), so a key is described once.
 
-``scope`` says where a key is bound: ``app`` (anywhere), ``table`` (a
-:class:`RowTable`), ``tree`` (the module tree).  Views add their keys with
-:meth:`Command` entries of their own and the same helpers.
+``scope`` says where a key is bound: ``app`` (anywhere), ``view`` (the view
+keys, anywhere), ``table`` (a :class:`RowTable`), ``tree`` (the module tree),
+``timeline``, ``overview``.  Views add their keys with :meth:`Command` entries of
+their own and the same helpers.
+
+Every binding has an id, ``scope.title`` in lower case with dashes
+(``app.filter``, ``table.down``, ``view.operators``): the names a user's keymap
+file remaps (tui/keymap.py, docs/views.md).  Renaming a command's title renames
+its id, so titles are unique within a scope (tests/test_keymap.py checks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.keys import format_key
 
 
 @dataclass(frozen=True)
@@ -32,10 +40,31 @@ class Command:
     def key_display(self) -> str:
         return self.display or self.keys.replace(",", " ")
 
+    @property
+    def id(self) -> str:
+        """The binding id a keymap names: ``scope.title-in-lower-case`` (``app.export-json``)."""
+        return f"{self.scope}.{re.sub(r'[^a-z0-9]+', '-', self.title.lower()).strip('-')}"
+
+    def shown_keys(self, keymap: Mapping[str, str]) -> str:
+        """How ``?``, the palette and the header show the keys: the keymap's when it remaps
+        this command (Textual's long key names, comma-separated), else :attr:`key_display`."""
+        keys = keymap.get(self.id)
+        return " ".join(display_key(key) for key in keys.split(",")) if keys else self.key_display
+
+
+def display_key(key: str) -> str:
+    """``question_mark`` -> ``?``, ``ctrl+n`` -> ``^n`` (as Textual's key bar shows keys)."""
+    *modifiers, name = key.strip().split("+")
+    shown = format_key(name)
+    if "ctrl" in modifiers:
+        modifiers.remove("ctrl")
+        shown = f"^{shown}"
+    return "+".join([*modifiers, shown])
+
 
 APP_COMMANDS: tuple[Command, ...] = (
     Command("q", "quit", "Quit", "quit (during a live capture: stop after this step and show what was recorded)", show=True, palette=False),
-    Command("ctrl+c", "quit", "Quit", "quit", priority=True, palette=False, display="ctrl+c"),
+    Command("ctrl+c", "quit", "Quit now", "quit", priority=True, palette=False, display="ctrl+c"),
     Command("question_mark,f1", "help", "Help", "help (also F1): every key and what each column of this view means", show=True, display="?"),
     Command("slash", "filter", "Filter", "filter the focused table by name; enter keeps it, esc clears", show=True, display="/"),
     Command("escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"),
@@ -67,7 +96,7 @@ TREE_COMMANDS: tuple[Command, ...] = (
     Command("G,end", "scroll_end", "Bottom", "last module", scope="tree", palette=False),
     Command("right,l", "expand", "Expand", "expand the module, or step into its first child", scope="tree", display="→ l", palette=False),
     Command("left,h", "collapse", "Collapse", "collapse the module, or go to its parent", scope="tree", display="← h", palette=False),
-    Command("space", "toggle_node", "Expand", "expand / collapse", scope="tree", palette=False),
+    Command("space", "toggle_node", "Toggle", "expand / collapse", scope="tree", palette=False),
 )
 
 NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
@@ -76,38 +105,67 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
-def bindings(commands: Iterable[Command]) -> list[Binding]:
+def view_commands(views: Iterable[tuple[str, str, type]]) -> tuple[Command, ...]:
+    """The view keys (``1`` Overview...) as commands: ids ``view.<title>``, remappable like the others."""
+    return tuple(_view_command(key, view_id, view) for key, view_id, view in views if key)
+
+
+def _view_command(key: str, view_id: str, view: type) -> Command:
+    return Command(key, f"show_view('{view_id}')", view.title, f"the {view.title} view", scope="view", palette=False)
+
+
+def shown_view_keys(views: Iterable[tuple[str, str, type]], keymap: Mapping[str, str]) -> list[tuple[str, str, type]]:
+    """``views`` (key, view id, view) with each key as the header and palette show it: the keymap's."""
+    return [(_view_command(key, view_id, view).shown_keys(keymap) if key else "", view_id, view) for key, view_id, view in views]
+
+
+def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
+    """Textual bindings of ``commands``, each with its :attr:`Command.id`; ``namespace``
+    prefixes the actions (``app``: a screen's key that runs the app's action)."""
+    prefix = f"{namespace}." if namespace else ""
     return [
-        Binding(c.keys, c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help)
+        Binding(c.keys, prefix + c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help, id=c.id)
         for c in commands
     ]
 
 
-def help_rows(view_titles: list[str], app_commands: Iterable[Command] = APP_COMMANDS) -> list[tuple[str, str]]:
+def help_rows(
+    views: Iterable[Command], app_commands: Iterable[Command] = APP_COMMANDS, keymap: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
     """(keys, what) for the help screen: every command, one row per distinct help text
-    (``app_commands``: the app's own keys, diff mode has its own)."""
+    (``app_commands``: the app's own keys, diff mode has its own; ``views``: the view keys;
+    ``keymap``: the user's, whose keys are shown)."""
+    keymap = keymap or {}
+    views = list(views)
     rows: dict[str, str] = {}
     for command in app_commands:
         if command.help not in rows.values():
-            rows[command.key_display] = command.help
-    rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)
+            rows[command.shown_keys(keymap)] = command.help
+    remapped = any(view.id in keymap for view in views)
+    keys = " ".join(view.shown_keys(keymap) for view in views) if remapped else f"1-{len(views)}"
+    rows[keys] = "views: " + ", ".join(view.title for view in views)
     rows.update(NAVIGATION_HELP)
     for command in (*TABLE_COMMANDS, *TREE_COMMANDS):
         if command.help not in rows.values():
-            rows[command.key_display] = command.help
+            rows[command.shown_keys(keymap)] = command.help
     return list(rows.items())
 
 
 def palette_commands(
-    app, views: list[tuple[str, str, type]], table, app_commands: Iterable[Command] = APP_COMMANDS
+    app,
+    views: list[tuple[str, str, type]],
+    table,
+    app_commands: Iterable[Command] = APP_COMMANDS,
+    keymap: Mapping[str, str] | None = None,
 ) -> Iterator[SystemCommand]:
     """The command palette: every view, every app command, and sorting the
-    focused table by any of its columns (hidden ones too)."""
-    for key, view_id, view in views:
+    focused table by any of its columns (hidden ones too); keys as ``keymap`` has them."""
+    keymap = keymap or {}
+    for key, view_id, view in shown_view_keys(views, keymap):
         yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view" + (f" (key {key})" if key else ""), lambda v=view_id: app.action_show_view(v))
     for command in app_commands:
         if command.palette:
-            yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: app.run_action(a))
+            yield SystemCommand(f"{command.title} ({command.shown_keys(keymap)})", command.help, lambda a=command.action: app.run_action(a))
     if table is not None:
         for column in table.columns:
             yield SystemCommand(f"Sort: {column.header}", column.help, lambda k=column.key, t=table: t.sort_by(k))

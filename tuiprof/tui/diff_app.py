@@ -15,7 +15,6 @@ from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
@@ -25,7 +24,16 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import verdict_style, verdict_text
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    Command,
+    bindings,
+    help_rows,
+    palette_commands,
+    shown_view_keys,
+    view_commands,
+)
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -42,6 +50,10 @@ DIFF_COMMANDS: tuple[Command, ...] = (
     Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
     Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
 )
+
+
+# (key, view id, page) of each page, as the explorer's view_keys().
+DIFF_PAGE_KEYS = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
 
 
 class DiffSource:
@@ -65,10 +77,7 @@ class DiffSource:
 class DiffApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof diff"
-    BINDINGS = [
-        *bindings(DIFF_COMMANDS),
-        *[Binding(str(key), f"show_view('{page.view_id}')", page.title, show=False) for key, page in enumerate(DIFF_PAGES, 1)],
-    ]
+    BINDINGS = [*bindings(DIFF_COMMANDS), *bindings(view_commands(DIFF_PAGE_KEYS))]
 
     diff: reactive[TraceDiff | None] = reactive(None, init=False)
 
@@ -76,6 +85,10 @@ class DiffApp(TableApp):
         super().__init__(export_dir)
         self.source = source
         self.sides: tuple[list[TraceModel], list[TraceModel]] | None = None
+
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*DIFF_COMMANDS, *view_commands(DIFF_PAGE_KEYS), *TABLE_COMMANDS)
 
     def compose(self) -> ComposeResult:
         yield Static("tuiprof diff", id="header")
@@ -132,7 +145,7 @@ class DiffApp(TableApp):
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(verdict_text(self.diff.verdict), style=verdict_style(self.diff.verdict))
         tabs = Text(no_wrap=True, overflow="ellipsis")
-        for key, page in enumerate(DIFF_PAGES, 1):
+        for key, _, page in shown_view_keys(DIFF_PAGE_KEYS, self.keymap):
             tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
         view = self.view()
         if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
@@ -178,7 +191,7 @@ class DiffApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
+        keys = help_rows(view_commands(DIFF_PAGE_KEYS), DIFF_COMMANDS, self.keymap)
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
@@ -186,8 +199,8 @@ class DiffApp(TableApp):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        pages = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
-        yield from palette_commands(self, pages, self.view().active_table() if self.loaded else None, DIFF_COMMANDS)
+        table = self.view().active_table() if self.loaded else None
+        yield from palette_commands(self, DIFF_PAGE_KEYS, table, DIFF_COMMANDS, self.keymap)
 
 
 def run_diff_explorer(source: DiffSource) -> int:

@@ -19,6 +19,8 @@ from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import render_rows
 from tuiprof.report.views import Column, Row
+from tuiprof.tui.commands import Command
+from tuiprof.tui.keymap import load_keymap
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.sources import LoadCancelled
 from tuiprof.tui.widgets.filter_bar import FilterBar
@@ -39,12 +41,19 @@ class TableApp(App[int]):
         self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
+        self.keymap = load_keymap(self.keymap_commands())  # the user's keys, by binding id
+        self.set_keymap(self.keymap)
 
     # Actions on what is loaded: off the key bar (and inert) until it is there.
     ACTIONS_ON_LOADED = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"})
 
     @property
     def loaded(self) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        """Every command bound in the app, its screens and widgets: the ids its keymap may name."""
         raise NotImplementedError
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
