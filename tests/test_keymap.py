@@ -106,7 +106,9 @@ async def test_the_default_keys_work_after_a_bad_keymap(keymap_file, capsys) -> 
         await pilot.pause()
         await pilot.press("3")
         assert app.current_view == "operators"
+        shown = [n.message for n in app._notifications]
     assert "cannot be read" in capsys.readouterr().err
+    assert len(shown) == 1 and "cannot be read" in shown[0]  # on screen too: stderr is under the explorer
 
 
 def test_docs_list_every_id_and_their_example_is_a_valid_keymap(keymap_file, capsys) -> None:

@@ -45,17 +45,19 @@ def keymap_path() -> Path:
     return Path(config) / "tuiprof" / "keymap.toml"
 
 
-def load_keymap(commands: Iterable[Command]) -> dict[str, str]:
-    """The user's keymap for an app with ``commands`` ({} without a file); a bad file
-    is one line on stderr and {} (the default keys)."""
+def load_keymap(commands: Iterable[Command]) -> tuple[dict[str, str], str | None]:
+    """The user's keymap for an app with ``commands`` ({} without a file), and what is wrong
+    with a bad file: then ({}, the line), the line also on stderr, where scrollback keeps it
+    (the app shows it as a notification too)."""
     path = keymap_path()
     if not path.is_file():
-        return {}
+        return {}, None
     try:
-        return read_keymap(path, tuple(commands))
+        return read_keymap(path, tuple(commands)), None
     except KeymapProblem as problem:
-        print(f"tuiprof: {plain(str(path))}: {problem}; using the default keys", file=sys.stderr)
-        return {}
+        line = f"{plain(str(path))}: {problem}; using the default keys"
+        print(f"tuiprof: {line}", file=sys.stderr)
+        return {}, line
 
 
 def read_keymap(path: Path, commands: tuple[Command, ...]) -> dict[str, str]:
@@ -119,4 +121,4 @@ def _check_clashes(keymap: Mapping[str, str], commands: Mapping[str, Command]) -
             overlap = scope == other.scope or {scope, other.scope} & GLOBAL_SCOPES
             taken = set(keys.split(",")) & normalised[other_id]
             if other_id != binding_id and overlap and taken:
-                raise KeymapProblem(f"{binding_id} = {sorted(taken)[0]!r} is also the key of {other_id}; remap that one too, or pick another key")
+                raise KeymapProblem(f"{binding_id} = {min(taken)!r} is also the key of {other_id}; remap that one too, or pick another key")

@@ -41,7 +41,7 @@ class TableApp(App[int]):
         self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
-        self.keymap = load_keymap(self.keymap_commands())  # the user's keys, by binding id
+        self.keymap, self.keymap_problem = load_keymap(self.keymap_commands())  # the user's keys, by binding id
         self.set_keymap(self.keymap)
 
     # Actions on what is loaded: off the key bar (and inert) until it is there.
@@ -67,6 +67,8 @@ class TableApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one("#views").display = False
+        if self.keymap_problem:
+            self.notify(self.keymap_problem, title="Keymap not applied", severity="warning", timeout=10, markup=False)
         loop = asyncio.get_running_loop()
         for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
             loop.add_signal_handler(signum, self._quit_on_signal, signum)

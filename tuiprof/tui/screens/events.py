@@ -20,7 +20,6 @@ from tuiprof.tui.commands import APP_COMMANDS, Command, bindings
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.row_table import RowTable
 
-
 # esc/q close the list; e/E are the app's export keys (the same ids: one remap serves both).
 EVENT_LIST_COMMANDS: tuple[Command, ...] = (
     Command("escape,q", "dismiss", "Back", "close the list", scope="events", show=True, palette=False),
