@@ -26,11 +26,6 @@ from textual.keys import REPLACED_KEYS, Keys, _normalize_key_list, key_to_charac
 from tuiprof.report.plain import plain
 from tuiprof.tui.commands import Command
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the same parser, before it joined the standard library
-    import tomli as tomllib
-
 MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
 NAMED_KEYS = frozenset(k.value for k in Keys if "+" not in k.value and not k.value.startswith("<"))
 GLOBAL_SCOPES = frozenset({"app", "view"})  # keys answered wherever the focus is
@@ -63,6 +58,12 @@ def load_keymap(commands: Iterable[Command]) -> tuple[dict[str, str], str | None
 def read_keymap(path: Path, commands: tuple[Command, ...]) -> dict[str, str]:
     """The keymap in ``path`` as Textual takes it (id -> normalised keys), checked against
     ``commands`` (the app's); raises :class:`KeymapProblem`."""
+    # Imported here: 10 ms of the explorer's start-up, for users without a keymap too.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # the same parser, before it joined the standard library
+        import tomli as tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
