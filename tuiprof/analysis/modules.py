@@ -96,6 +96,13 @@ class ModuleNode:
         (a GPU model's CPU time is mostly launching)."""
         return max(self.cpu_total_us + self.backward_cpu_us, self.device_total_us + self.backward_device_us)
 
+    @property
+    def cost_parts_us(self) -> tuple[float, float]:
+        """:attr:`cost_us` as (forward, backward), both on the side it was taken from."""
+        if self.cpu_total_us + self.backward_cpu_us >= self.device_total_us + self.backward_device_us:
+            return self.cpu_total_us, self.backward_cpu_us
+        return self.device_total_us, self.backward_device_us
+
     def walk(self):
         """This node and every descendant, parents first."""
         stack = [self]
