@@ -275,3 +275,40 @@ def test_overview_module_flops_are_forward_plus_backward_like_its_times(resnet_m
     assert top.backward_flops > top.flops > 0
     assert "Top modules (forward + backward)" in text
     assert format_count(top.flops + top.backward_flops) in text.splitlines()[3]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_summary_findings_view_fits_the_terminal(monkeypatch, capsys, resnet_model, width) -> None:
+    """``summary --view findings`` on a terminal: every finding starts a line with its
+    severity; a long one wraps under its text, and no line is wider than the terminal."""
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert cli.main(["summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--view", "findings"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and max(len(line) for line in lines) <= width
+    assert not any(line.lstrip().startswith("%") for line in lines)  # "89 %" stays whole
+    found = []
+    for line in lines:
+        if line.startswith(" "):
+            found[-1] += " " + line.strip()
+        else:
+            found.append(line)
+    assert found == [f"{f.severity}: {f.text}" for f in F.findings(resnet_model)]
+
+
+def test_summary_findings_view_on_a_pipe_and_as_json(capsys, resnet_model) -> None:
+    import json
+
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+
+    sample = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+    expected = F.findings(resnet_model)
+    assert cli.main(["summary", sample, "--view", "findings"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{f.severity}: {f.text}" for f in expected]  # one a line, for grep
+    assert cli.main(["summary", sample, "--view", "findings", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"id": f.id, "severity": f.severity, "text": f.text} for f in expected]

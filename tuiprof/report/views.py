@@ -17,6 +17,7 @@ import msgspec
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
+from tuiprof.report.findings import findings
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
@@ -334,6 +335,24 @@ VIEWS: dict[str, View] = {
     "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
     "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
 }
+
+
+# ------------------------------------------------------------------ findings (the Overview's first lines)
+
+FINDING_COLUMNS = (
+    Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
+    Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
+    Column("text", "Text", "text", "What the Overview says."),
+)
+
+
+def build_finding_rows(model: TraceModel, options: ViewOptions | None = None) -> list[Row]:
+    """The Overview's findings, in its order (report/findings.py's rules)."""
+    return [{"id": f.id, "severity": f.severity, "text": f.text} for f in findings(model)]
+
+
+# Not in VIEWS: a list of sentences, printed one per line (``summary --view findings``), not a table.
+FINDINGS_VIEW = View("findings", "Findings", FINDING_COLUMNS, "", build_finding_rows)
 
 
 # ------------------------------------------------------------------ runs (every rank at once)

@@ -8,16 +8,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.findings import findings
 from tuiprof.report.overview import overview
-from tuiprof.report.views import Column
+from tuiprof.report.views import FINDING_COLUMNS, build_finding_rows
 from tuiprof.tui.views.base import ExplorerView
-
-FINDING_COLUMNS = (
-    Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
-    Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
-    Column("text", "Text", "text", "What the Overview says."),
-)
 
 
 class OverviewScroll(VerticalScroll):
@@ -48,5 +41,4 @@ class OverviewView(ExplorerView):
     def export_rows(self):
         """The findings, the part of the Overview no other view has."""
         assert self.model is not None
-        rows = [{"id": f.id, "severity": f.severity, "text": f.text} for f in findings(self.model)]
-        return ("overview-findings", rows, FINDING_COLUMNS)
+        return ("overview-findings", build_finding_rows(self.model), FINDING_COLUMNS)
