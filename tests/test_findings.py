@@ -264,17 +264,34 @@ def test_overview_module_flops_are_forward_plus_backward_like_its_times(resnet_m
     """The table is titled forward + backward: its FLOPs column counts both, as the Findings do."""
     from rich.console import Console
 
-    from tuiprof.analysis.ranking import top_modules
-    from tuiprof.report.overview import OVERVIEW_TOP, _modules_table
+    from tuiprof.report.overview import _modules_table
     from tuiprof.report.units import format_count
 
     console = Console(width=200, record=True)
     console.print(_modules_table(resnet_model))
     text = console.export_text()
-    top = top_modules(resnet_model, OVERVIEW_TOP)[0]
-    assert top.backward_flops > top.flops > 0
+    convs = [n for n in resnet_model.modules.walk() if n.class_name == "Conv2d" and n.parent.class_name == "BasicBlock"]
+    forward, backward = sum(n.flops for n in convs), sum(n.backward_flops for n in convs)
+    assert backward > forward > 0
     assert "Top modules (forward + backward)" in text
-    assert format_count(top.flops + top.backward_flops) in text.splitlines()[3]
+    assert text.splitlines()[2].startswith("16 x Conv2d ") and format_count(forward + backward) in text.splitlines()[2]
+
+
+def test_overview_modules_table_starts_where_the_time_concentrates(tmp_path) -> None:
+    """The synthetic transformer: the 6 attention modules (62 %), then what they hold."""
+    from rich.console import Console
+
+    from tuiprof.report.overview import _modules_table
+
+    def rows(model) -> list[list[str]]:
+        console = Console(width=120, record=True)
+        console.print(_modules_table(model))
+        return [line.split() for line in console.export_text().splitlines()[2:]]
+
+    with_q = rows(_transformer(tmp_path, q_projection=True))
+    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["6", "x", "Linear", "12%", "120.000us", "--"]]
+    without = rows(_transformer(tmp_path, q_projection=False))
+    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["Layer_3/Attention_3", "12%", "120.000us", "--"]]
 
 
 @pytest.mark.parametrize("width", [60, 80])

@@ -30,12 +30,6 @@ def module_share(model: TraceModel, node: ModuleNode) -> float:
     return node.cost_us / total if total else 0.0
 
 
-def top_modules(model: TraceModel, limit: int = 5) -> list[ModuleNode]:
-    """The costliest leaf modules (the layers that do the work), forward + backward."""
-    leaves = (n for n in model.modules.walk() if n.depth > 0 and not n.children)
-    return sorted(leaves, key=lambda n: n.cost_us, reverse=True)[:limit]
-
-
 @dataclass(frozen=True)
 class ModuleGroup:
     """The instances of one module class at one level of the tree, their costs summed
@@ -48,8 +42,18 @@ class ModuleGroup:
     backward_us: float
 
 
-def costliest_class(nodes: Iterable[ModuleNode]) -> ModuleGroup | None:
-    """Of ``nodes``, the class whose instances cost the most together (None: no nodes)."""
+    def summed(self, field: str) -> float:
+        """A ModuleNode field (``flops``, ``device_total_us``) summed over the instances."""
+        return sum(getattr(node, field) for node in self.nodes)
+
+    @property
+    def label(self) -> str:
+        """``12 x ViTLayer``; one instance: its name."""
+        return f"{len(self.nodes)} x {self.class_name}" if len(self.nodes) > 1 else self.nodes[0].name
+
+
+def module_classes(nodes: Iterable[ModuleNode]) -> list[ModuleGroup]:
+    """``nodes`` grouped by class, each class's instances summed; the costliest class first."""
     by_class: dict[str, list[ModuleNode]] = defaultdict(list)
     for node in nodes:
         by_class[node.class_name].append(node)
@@ -58,7 +62,12 @@ def costliest_class(nodes: Iterable[ModuleNode]) -> ModuleGroup | None:
         parts = [n.cost_parts_us for n in members]
         members.sort(key=lambda n: n.cost_us, reverse=True)
         groups.append(ModuleGroup(name, tuple(members), sum(n.cost_us for n in members), sum(f for f, _ in parts), sum(b for _, b in parts)))
-    return max(groups, key=lambda g: g.cost_us, default=None)
+    return sorted(groups, key=lambda g: g.cost_us, reverse=True)
+
+
+def costliest_class(nodes: Iterable[ModuleNode]) -> ModuleGroup | None:
+    """Of ``nodes``, the class whose instances cost the most together (None: no nodes)."""
+    return next(iter(module_classes(nodes)), None)
 
 
 def concentrated_modules(model: TraceModel) -> ModuleGroup | None:
@@ -82,6 +91,22 @@ def concentrated_modules(model: TraceModel) -> ModuleGroup | None:
             break
         group = inner
     return group
+
+
+def module_breakdown(model: TraceModel, limit: int = 5) -> list[ModuleGroup]:
+    """The Overview's top modules: the modules where the time concentrates
+    (:func:`concentrated_modules`), then what they are made of: the classes of their
+    children, summed, costliest first; for modules with no children, their costliest
+    instances one by one.  Parts that cost nothing are left out."""
+    group = concentrated_modules(model)
+    if group is None:
+        return []
+    children = [child for node in group.nodes for child in node.children]
+    if children:
+        parts = module_classes(children)
+    else:
+        parts = [ModuleGroup(n.class_name, (n,), n.cost_us, *n.cost_parts_us) for n in group.nodes] if len(group.nodes) > 1 else []
+    return [group, *(part for part in parts if part.cost_us)][:limit]
 
 
 def operator_rank_key(model: TraceModel) -> str:

@@ -80,8 +80,7 @@ def top_module(model: TraceModel) -> Finding | None:
         text = f"Top modules: {len(group.nodes)} x {group.class_name}, {format_us(group.cost_us)}{split}, {share}"
     inner = costliest_class(child for node in group.nodes for child in node.children)
     if inner is not None and inner.cost_us >= TOP_MODULE_PART_SHARE * total:
-        what = inner.nodes[0].name if len(inner.nodes) == 1 else f"{len(inner.nodes)} x {inner.class_name}"
-        text += f"; inside {'it' if len(group.nodes) == 1 else 'them'}, {what}: {format_us(inner.cost_us)} ({100 * inner.cost_us / total:.0f} %)"
+        text += f"; inside {'it' if len(group.nodes) == 1 else 'them'}, {inner.label}: {format_us(inner.cost_us)} ({100 * inner.cost_us / total:.0f} %)"
     elif len(group.nodes) > 1:
         top = group.nodes[0]
         text += f"; the costliest: {top.qualified_name or top.path}, {format_us(top.cost_us)} ({100 * top.cost_us / total:.0f} %)"
