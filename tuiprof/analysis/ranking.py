@@ -41,7 +41,6 @@ class ModuleGroup:
     forward_us: float  # cost_us = forward_us + backward_us (ModuleNode.cost_parts_us)
     backward_us: float
 
-
     def summed(self, field: str) -> float:
         """A ModuleNode field (``flops``, ``device_total_us``) summed over the instances."""
         return sum(getattr(node, field) for node in self.nodes)

@@ -77,7 +77,7 @@ def top_module(model: TraceModel) -> Finding | None:
         node = group.nodes[0]
         text = f"Top module: {node.qualified_name or node.path}, {format_us(group.cost_us)}{split}, {share}"
     else:
-        text = f"Top modules: {len(group.nodes)} x {group.class_name}, {format_us(group.cost_us)}{split}, {share}"
+        text = f"Top modules: {group.label}, {format_us(group.cost_us)}{split}, {share}"
     inner = costliest_class(child for node in group.nodes for child in node.children)
     if inner is not None and inner.cost_us >= TOP_MODULE_PART_SHARE * total:
         text += f"; inside {'it' if len(group.nodes) == 1 else 'them'}, {inner.label}: {format_us(inner.cost_us)} ({100 * inner.cost_us / total:.0f} %)"

@@ -57,8 +57,9 @@ def print_findings(model: TraceModel, request: SummaryRequest) -> int:
         console = Console(highlight=False)
         for row in rows:
             prefix = f"{row['severity']}: "
-            console.print(Text(prefix, style="bold yellow" if row["severity"] == "warning" else "dim"), end="")
-            console.print(Text("\n" + " " * len(prefix)).join(_wrapped(str(row["text"]), console, console.width - len(prefix))))
+            line = Text(prefix, style="bold yellow" if row["severity"] == "warning" else "dim")
+            line.append_text(Text("\n" + " " * len(prefix)).join(_wrapped(str(row["text"]), console, console.width - len(prefix))))
+            console.print(line, soft_wrap=True)  # wrapped here already, under the text
     else:
         sys.stdout.write("".join(f"{row['severity']}: {plain(str(row['text']))}\n" for row in rows))
     if not rows:
