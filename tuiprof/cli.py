@@ -111,8 +111,9 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *RUN_VIEW_NAMES), default="ops",
-        help="ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
+        "--view", choices=("ops", "modules", "kernels", "steps", "memory", "findings", *RUN_VIEW_NAMES), default="ops",
+        help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
+        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",

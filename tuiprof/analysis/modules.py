@@ -96,6 +96,13 @@ class ModuleNode:
         (a GPU model's CPU time is mostly launching)."""
         return max(self.cpu_total_us + self.backward_cpu_us, self.device_total_us + self.backward_device_us)
 
+    @property
+    def cost_parts_us(self) -> tuple[float, float]:
+        """:attr:`cost_us` as (forward, backward), both on the side it was taken from."""
+        if self.cpu_total_us + self.backward_cpu_us >= self.device_total_us + self.backward_device_us:
+            return self.cpu_total_us, self.backward_cpu_us
+        return self.device_total_us, self.backward_device_us
+
     def walk(self):
         """This node and every descendant, parents first."""
         stack = [self]
@@ -117,6 +124,10 @@ class ModuleTree:
     by_frame: dict[int, ModuleNode]  # python frame row -> node
     # For every call, the backward root (a node's backward_rows entry) it runs under, else -1.
     backward_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
+    # For every call, the node (an index into frame_index()'s list) its time is charged to, as the
+    # module rows charge it: the module it ran in, else for a backward call the module of its
+    # forward op (through backward_owner); -1: neither.  Operator details name modules by it.
+    charged_node: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
     _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
     _cost_us: float | None = field(default=None, repr=False)
 
@@ -235,6 +246,9 @@ def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:
     is_root = np.zeros(len(calls), dtype=bool)
     is_root[candidates[roots]] = True
     tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(calls.column("parent"), is_root))
+    root_node = np.full(len(calls) + 1, -1, dtype=np.int64)  # backward root -> node; index -1 (no root) lands on the extra slot
+    root_node[candidates[roots]] = node_of_frame[module[forward[roots]]]
+    tree.charged_node = np.where(module >= 0, node_of_frame[np.maximum(module, 0)], root_node[tree.backward_owner])
 
 
 def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:

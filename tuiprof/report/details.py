@@ -51,7 +51,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append("\n")
     if detail.modules:
         text.append("in: ", style="dim")
-        text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n})" for path, n in detail.modules[:DETAIL_MODULES]))
+        text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n}{' bwd' if backward else ''})" for path, n, backward in detail.modules[:DETAIL_MODULES]))
         if detail.module_count > DETAIL_MODULES:
             text.append(f" +{detail.module_count - DETAIL_MODULES} more", style="dim")
         text.append("\n")

@@ -537,7 +537,8 @@ CALL_COLUMNS = (
     Column("cpu_mem_bytes", "CPU Mem", "bytes", "CPU bytes allocated minus freed during the call.", narrow=False),
     Column("flops", "FLOPs", "count", "FLOPs of this call.", narrow=False),
     Column("thread", "Thread", "text", "Thread id.", narrow=False),
-    Column("module", "Module", "text", "Innermost module running this call."),
+    Column("module", "Module", "text", "Innermost module running this call; for a backward call, the module of its forward op "
+           "(matched by autograd sequence number, as the Modules view charges backward time), marked (backward)."),
     Column("input_shapes", "Input shapes", "text", "Input Dims of this call.", narrow=False),
 )
 
@@ -549,9 +550,14 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     calls = model.calls
     origin = calls.start_ns[0] if len(calls) else 0
     shapes: dict[bytes, str] = {}
+    tree = model.modules
+    _, nodes = tree.frame_index()
     result = []
     for row in rows:
-        node = model.modules.by_frame.get(calls.module[row])
+        owner = int(tree.charged_node[row]) if len(tree.charged_node) else -1
+        module = nodes[owner].label if owner >= 0 else ""
+        if owner >= 0 and calls.module[row] < 0:
+            module += " (backward)"
         result.append(
             {
                 "start_us": (calls.start_ns[row] - origin) / 1000,
@@ -561,7 +567,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
                 "cpu_mem_bytes": calls.cpu_mem[row],
                 "flops": calls.flops[row],
                 "thread": str(calls.tid(row)),
-                "module": node.label if node else "",
+                "module": module,
                 "input_shapes": input_shapes_key(calls, row, shapes),
             }
         )
