@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step
+from tests.conftest import SHARED_TRACES, needs_shared
+from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step, rocm_marker_steps
+from tests.oracle import covered_ns, recompute, step_device_windows
 from tuiprof.analysis import load_model
 from tuiprof.report.findings import findings
 from tuiprof.report.details import step_text
@@ -123,3 +125,38 @@ def test_launch_bound_finding(lagging, tmp_path) -> None:
     found = {f.id: f for f in findings(model)}
     assert "launch-bound" in found and "80 %" in found["launch-bound"].text and "10 launches" in found["launch-bound"].text
     assert "launch-bound" not in {f.id for f in findings(lagging)}
+
+
+def _windows(model) -> dict[str, tuple[int, int] | None]:
+    return {
+        s.name: (s.device_window_start_ns, s.device_window_start_ns + round(s.device_window_us * 1000)) if s.device_window_us else None
+        for s in model.steps
+    }
+
+
+def test_a_step_window_starts_at_its_first_device_work_when_the_annotation_is_a_marker(tmp_path) -> None:
+    """ROCm: the step's gpu_user_annotation is an 18 us marker 2.2 ms into the step's work.
+    The window is built here in plain Python over the raw events (tests/oracle.py) and by
+    hand (tests/gpu_trace.py: [150, 2600) us); every device column is measured in it."""
+    path = rocm_marker_steps().write(tmp_path / "rocm.json")
+    model = load_model(path)
+    expected = step_device_windows(path)
+    assert _windows(model) == expected
+    low, high = expected["ProfilerStep#1"]
+    assert high - low == 2_450_000  # by hand; the annotation alone starts 2.2 ms later
+    device = recompute(path).device
+    for step in model.steps:
+        low, high = expected[step.name]
+        assert (step.kernel_us, step.memcpy_us, step.device_idle_us) == (2050.0, 300.0, 100.0), step.name
+        assert step.device_idle_us * 1000 == high - low - covered_ns(device, low, high)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", [
+    "hta__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz",  # no ProfilerStep: no windows
+    "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+])
+def test_step_windows_on_real_traces_equal_the_plain_python_rule(name) -> None:
+    path = SHARED_TRACES / name
+    assert _windows(load_model(path)) == step_device_windows(path)

@@ -24,6 +24,8 @@ Lanes, top to bottom:
 - ``idle``: device-idle gaps, the Steps view's definition: each step's device
   window minus the union of all device activity (any stream, any launcher).
   Without steps the window is the device's span (first to last activity).
+  The idle *share* of a range is :meth:`Timeline.device_idle` (idle over the
+  device windows in it, never over the range's width: ``steps.idle_share``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, me
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators, input_shapes_key
-from tuiprof.analysis.steps import DATA_LOADING_PREFIX, is_communication
+from tuiprof.analysis.steps import DATA_LOADING_PREFIX, DeviceIdle, device_idle, device_windows, is_communication
 from tuiprof.trace.columns import DEVICE_KINDS
 from tuiprof.trace.store import TraceEvents
 
@@ -126,6 +128,7 @@ class RangeStats:
     busy: list[tuple[Lane, float]]
     operators: list[OperatorStats]
     kernels: list[KernelStats]
+    idle: DeviceIdle  # device idle in the device windows inside the range (steps.idle_share)
 
 
 @dataclass(eq=False)
@@ -240,7 +243,15 @@ class Timeline:
             if lane.group == "gpu" and lane.intervals is not None
         ]
         chosen = np.sort(np.concatenate(device_rows)) if device_rows else np.empty(0, dtype=np.int64)
-        return RangeStats(start_ns, end_ns, busy, aggregate_operators(calls, rows), _kernels_of(self.model, chosen))
+        return RangeStats(
+            start_ns, end_ns, busy, aggregate_operators(calls, rows), _kernels_of(self.model, chosen), self.device_idle(start_ns, end_ns)
+        )
+
+    def device_idle(self, start_ns: int, end_ns: int, step: str | None = None) -> DeviceIdle:
+        """Device idle in [start, end), by the one definition (:func:`steps.idle_share`): in the
+        device windows of every step there, or of the step named only."""
+        steps = self.model.steps if step is None else [s for s in self.model.steps if s.name == step]
+        return device_idle(steps, self.model.activity, start_ns, end_ns)
 
     def detail(self, item: Slice) -> SliceDetail:
         """Facts about a slice and the slices linked to it across lanes."""
@@ -317,7 +328,7 @@ def build_timeline(model: TraceModel, store: TraceEvents | None = None) -> Timel
     model keeps no python frame times)."""
     names = list(model.calls.names)
     lanes: list[Lane] = []
-    windows = _step_device_windows(model)
+    windows = device_windows(model.steps, model.activity)
     step_lanes, steps = _step_lanes(model, names, windows)
     lanes += step_lanes
     lanes += _cpu_lanes(model)
@@ -485,23 +496,6 @@ def _memory_lanes(model: TraceModel) -> list[Lane]:
 def _step_rows(model: TraceModel) -> np.ndarray:
     calls = model.calls
     return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
-
-
-def _step_device_windows(model: TraceModel) -> list[tuple[str, int, int]]:
-    """(step name, start, end) of each step's device window, exactly the Steps view's
-    (``StepStats.device_window_start_ns`` and ``device_window_us``); steps without device
-    activity have none.  Without steps: one window over the device's span."""
-    activity = model.activity
-    if not len(activity):
-        return []
-    if not model.steps:
-        return [("", int(activity.start_ns.min()), int((activity.start_ns + activity.dur_ns).max()))]
-    windows = [
-        (step.name, step.device_window_start_ns, step.device_window_start_ns + round(step.device_window_us * 1000))
-        for step in model.steps
-        if step.device_window_us > 0
-    ]
-    return sorted(windows, key=lambda w: w[1])
 
 
 def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> tuple[list[Lane], list[StepWindow]]:

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from tuiprof.analysis.intervals import NO_EVENT
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
 from tuiprof.report.units import format_bytes_short, format_pct, format_us
@@ -158,8 +159,11 @@ def draw(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: li
     return [draw_lane(timeline, frame, edges, labels[frame.lane.key]) for frame in timeline.frame(start_ns, end_ns, columns, lanes)]
 
 
-def render_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "") -> str:
-    """The frame as plain text: a header, the ruler, one line per lane, a legend."""
+def render_text(
+    timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "", step: str | None = None
+) -> str:
+    """The frame as plain text: a header, the ruler, one line per lane, a legend (the idle
+    share of ``step``'s device window when the frame shows one step)."""
     origin = timeline.begin_ns
     cell = (end_ns - start_ns) / columns
     header = (
@@ -174,9 +178,19 @@ def render_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, la
         if line.lane.counter is not None:
             legend.append(f"{plain(line.lane.label)}: full height = peak {format_bytes_short(line.lane.counter.peak)}")
     if timeline.idle is not None and timeline.idle in lanes:
-        idle = timeline.frame(start_ns, end_ns, 1, [timeline.idle])[0].busy[0]
-        legend.append(f"device idle: {100 * idle:.1f}% of this window (step windows minus all device activity)")
+        legend.append(idle_text(timeline, timeline.device_idle(start_ns, end_ns, step), step))
     return "\n".join(lines + legend) + "\n"
+
+
+def idle_text(timeline: Timeline, idle: DeviceIdle, step: str | None = None) -> str:
+    """The device idle share and what it is a share of (the Steps view's Idle %)."""
+    share = idle.share
+    if share is None:
+        return "device idle: no device window here"
+    if step is not None:
+        return f"device idle {format_pct(100 * share)} of {plain(step)}'s device window"
+    whose = "the steps' device windows here" if timeline.model.steps else "the device's span here (no steps)"
+    return f"device idle {format_pct(100 * share)} of {whose}"
 
 
 def _duration(ns: float) -> str:
@@ -233,7 +247,8 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
     if args.format == "json":
         sys.stdout.write(orjson.dumps(render_json(timeline, start, end, columns, lanes), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name))
+        step = next((s.name for s in timeline.steps if s.number == args.step), None) if args.step is not None else None
+        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step))
     return 0
 
 
@@ -319,9 +334,13 @@ def range_text(timeline: Timeline, stats: RangeStats) -> Text:
         f"range {format_us((stats.start_ns - origin) / 1000)} to {format_us((stats.end_ns - origin) / 1000)}"
         f" ({format_us((stats.end_ns - stats.start_ns) / 1000)})\n", style="bold"
     )
-    shares = [f"{plain(lane.label.strip())} {format_pct(100 * share)}" for lane, share in stats.busy if lane.counter is None]
+    shares = [
+        f"{plain(lane.label.strip())} {format_pct(100 * share)}" for lane, share in stats.busy if lane.counter is None and lane is not timeline.idle
+    ]
     text.append("busy: ", style="dim")
     text.append(" · ".join(shares) + "\n")
+    if timeline.idle is not None:
+        text.append(idle_text(timeline, stats.idle) + "\n")
     ops = sorted(stats.operators, key=lambda s: s.self_cpu_us, reverse=True)[:RANGE_TOP]
     if ops:
         text.append("operators: ", style="dim")
