@@ -308,12 +308,15 @@ def _idle_shares(path, model, timeline) -> dict[str, str]:
     from tuiprof.report.timeline import range_text
 
     lanes = timeline.select(["idle"])
-    shares = {"timeline": render_text(timeline, timeline.begin_ns, timeline.end_ns, 10, lanes).splitlines()[-1]}
+
+    def legend(text: str) -> str:
+        return next(line for line in text.splitlines() if line.startswith("device idle ") and "%" in line)
+
+    shares = {"timeline": legend(render_text(timeline, timeline.begin_ns, timeline.end_ns, 10, lanes))}
     shares["range"] = range_text(timeline, timeline.range_stats(timeline.begin_ns, timeline.end_ns)).plain.splitlines()[2]
     shares["finding"] = next(f.text for f in findings(model) if f.id == "gpu-idle")
     for step in timeline.steps:
-        text = render_text(timeline, step.start_ns, step.end_ns, 10, lanes, step=step.name)
-        shares[step.name] = text.splitlines()[-1]
+        shares[step.name] = legend(render_text(timeline, step.start_ns, step.end_ns, 10, lanes, step=step.name))
     return shares
 
 
@@ -365,3 +368,67 @@ def test_idle_share_is_the_same_in_timeline_findings_and_steps(tmp_path) -> None
 def test_h100_idle_share_is_the_same_in_timeline_findings_and_steps(h100) -> None:
     model, timeline = h100
     _assert_one_idle_share(H100, model, timeline)
+
+
+def _sync_and_loading_gap():
+    """One step [0, 3400) us; the device runs gemm [40, 1000) and add [3200, 3300), idle
+    [1000, 3200) in between while the main thread loads data, runs Python and syncs::
+
+        enumerate(DataLoader)#...__next__ [1000, 1800)  > aten::stack [1100, 1400)
+        (no operator)                      [1800, 1900)
+        aten::item [1900, 3100) > aten::_local_scalar_dense [1910, 3090) > cudaStreamSynchronize [1930, 3080)
+        (no operator)                      [3100, 3150)
+        aten::add  [3150, 3200)            launches the add kernel that ends the gap
+      thread 4243: autograd::engine::evaluate_function: MmBackward0 [2000, 2300)
+
+    In the gap: aten::item 1200 us (sync), the DataLoader 800 (data loading: its
+    stack child counts under it), MmBackward0 300, no operator 150 on the main thread
+    (Python; the thread that launched the kernel ending the gap), aten::add 50."""
+    from tests.gpu_trace import GpuTrace
+
+    trace = GpuTrace()
+    trace.step(1, 0, 3400)
+    mm = trace.op("aten::mm", 10, 30)
+    trace.launch(mm, "gemm", 15, 5, 40, 960)
+    trace.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1000, 800)
+    trace.op("aten::stack", 1100, 300)
+    trace.op("aten::item", 1900, 1200)
+    trace.op("aten::_local_scalar_dense", 1910, 1180)
+    trace.op("cudaStreamSynchronize", 1930, 1150)
+    add = trace.op("aten::add", 3150, 50)
+    trace.launch(add, "add_kernel", 3160, 5, 3200, 100)
+    trace.op("autograd::engine::evaluate_function: MmBackward0", 2000, 300, tid=4243)
+    return trace
+
+
+def test_an_idle_gap_says_what_the_cpu_did(tmp_path) -> None:
+    from tuiprof.analysis.gap_activity import GapActivity
+    from tuiprof.report.timeline import slice_text
+
+    path = _sync_and_loading_gap().write(tmp_path / "gap.json")
+    store = load_trace(path)
+    model = analyze(store)
+    timeline = build_timeline(model, store)
+    gap = timeline.longest_idle_gap(timeline.begin_ns, timeline.end_ns)
+    epoch = timeline.begin_ns  # the step starts at 0
+    assert (gap.start_ns - epoch, gap.end_ns - epoch) == (1000 * US, 3200 * US)
+    assert timeline.detail(gap).cpu == [
+        GapActivity("aten::item", 1200 * US, "sync"),
+        GapActivity("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 800 * US, "data loading"),
+        GapActivity("autograd::engine::evaluate_function: MmBackward0", 300 * US),
+        GapActivity("no operator", 150 * US, "Python"),
+        GapActivity("aten::add", 50 * US),
+    ]
+    assert slice_text(timeline, timeline.detail(gap)).plain.splitlines()[2] == (
+        "CPU: aten::item 1.20ms (sync) · enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ 800us (data loading)"
+        " · autograd::engine::evaluate_function: MmBackward0 300us · +2 more"
+    )
+    result = tuiprof("timeline", str(path), "--width", "43", "--lanes", "gpu,idle")  # 60 characters
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-4:] == [
+        "longest idle gap 2.2ms at 1.000ms, CPU in it:",
+        "   1.20ms sync         aten::item",
+        "    800us data loading enumerate(DataLoader)#_SingleProcess…",
+        "    300us              autograd::engine::evaluate_function:…",
+    ]
+    assert all(len(line) <= 60 for line in result.stdout.splitlines())

@@ -37,6 +37,7 @@ import numpy as np
 
 from tuiprof.analysis.arrays import RowView, group_rows, nearest_ancestor
 from tuiprof.analysis.calls import DeviceActivity, is_step_name
+from tuiprof.analysis.gap_activity import GapActivity, cpu_in_gap
 from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, merge_spans, subtract_spans
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
 from tuiprof.analysis.model import TraceModel
@@ -110,12 +111,14 @@ class StepWindow:
 
 @dataclass(frozen=True)
 class SliceDetail:
-    """What ``enter`` on a slice shows: facts as (label, text), and the slices linked to it
-    (the launching operator of a kernel, the kernels an operator launched)."""
+    """What ``enter`` on a slice shows: facts as (label, text), the slices linked to it
+    (the launching operator of a kernel, the kernels an operator launched), and for an
+    idle gap the CPU activity inside it (:mod:`tuiprof.analysis.gap_activity`)."""
 
     slice: Slice
     facts: list[tuple[str, str]]
     links: list[Slice]
+    cpu: list[GapActivity] = field(default_factory=list)  # an idle gap: what the CPU did meanwhile
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,19 @@ class Timeline:
         hits = np.flatnonzero(lengths[:last] >= min_ns)
         return self.slice(idle, int(hits[-1])) if len(hits) else None
 
+    def longest_idle_gap(self, start_ns: int, end_ns: int) -> Slice | None:
+        """The longest device-idle gap overlapping [start, end) (the earliest on a tie)."""
+        idle = self.idle
+        if idle is None or idle.intervals is None:
+            return None
+        index = idle.intervals
+        last = int(np.searchsorted(index.starts, end_ns, side="left"))
+        overlapping = np.flatnonzero(index.ends[:last] > start_ns)
+        if not len(overlapping):
+            return None
+        lengths = index.ends[overlapping] - index.starts[overlapping]
+        return self.slice(idle, int(overlapping[int(np.argmax(lengths))]))
+
     def step_at(self, time_ns: int) -> int:
         """Index of the step whose window holds ``time_ns`` (else the last one before it; -1 none)."""
         starts = [s.start_ns for s in self.steps]
@@ -292,6 +308,8 @@ class Timeline:
             node = model.modules.by_frame.get(item.ref)
             if node is not None:
                 facts.append(("module", node.path))
+        elif group == "idle":
+            return SliceDetail(item, facts, links, cpu_in_gap(model.calls, model.activity, item.start_ns, item.end_ns))
         return SliceDetail(item, facts, links)
 
     def call_slice(self, row: int) -> Slice | None:

@@ -20,12 +20,13 @@ import numpy as np
 import orjson
 from rich.text import Text
 
+from tuiprof.analysis.gap_activity import GapActivity
 from tuiprof.analysis.intervals import NO_EVENT
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
-from tuiprof.report.units import format_bytes_short, format_pct, format_us
+from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -179,6 +180,11 @@ def render_text(
             legend.append(f"{plain(line.lane.label)}: full height = peak {format_bytes_short(line.lane.counter.peak)}")
     if timeline.idle is not None and timeline.idle in lanes:
         legend.append(idle_text(timeline, timeline.device_idle(start_ns, end_ns, step), step))
+        gap = timeline.longest_idle_gap(start_ns, end_ns)
+        if gap is not None:
+            width = LABEL_WIDTH + 1 + columns
+            where = f"longest idle gap {_duration(gap.duration_ns)} at {format_us((gap.start_ns - origin) / 1000)}, CPU in it:"
+            legend += [fit(where, width).rstrip(), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
     return "\n".join(lines + legend) + "\n"
 
 
@@ -319,11 +325,41 @@ def slice_text(timeline: Timeline, detail: SliceDetail) -> Text:
         text.append(f"{label}: ", style="dim")
         text.append(plain(value))
         text.append("\n")
+    if item.lane.group == "idle":
+        text.append("CPU: ", style="dim")
+        text.append(gap_cpu_text(detail.cpu) + "\n")
     if detail.links:
         names = sorted({plain(link.name) for link in detail.links})
         text.append("linked: ", style="dim")
         text.append(", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else ""))
     return text
+
+
+GAP_TOP = 3  # CPU activities named for an idle gap
+NO_CPU = "no CPU event recorded in the gap"
+
+
+def gap_cpu_rows(activities: list[GapActivity]) -> list[tuple[str, str, str]]:
+    """(time, cause, name) of the largest CPU activities in an idle gap, as plain text."""
+    return [(format_us_short(a.overlap_ns / 1000), a.cause, plain(a.label)) for a in activities[:GAP_TOP]]
+
+
+def gap_cpu_text(activities: list[GapActivity]) -> str:
+    """One line for the detail pane: ``aten::item 1.2ms (sync) · ...``."""
+    if not activities:
+        return NO_CPU
+    parts = [f"{name} {time}" + (f" ({cause})" if cause else "") for time, cause, name in gap_cpu_rows(activities)]
+    more = len(activities) - GAP_TOP
+    return " · ".join(parts) + (f" · +{more} more" if more > 0 else "")
+
+
+def gap_cpu_lines(activities: list[GapActivity], width: int) -> list[str]:
+    """One line per activity for the text output, time and cause first: a long name is
+    what gets cut to ``width``."""
+    if not activities:
+        return [fit("  " + NO_CPU, width).rstrip()]
+    causes = max(len(cause) for _, cause, _ in gap_cpu_rows(activities))
+    return [fit(f"  {time:>7} {cause:<{causes}} {name}", width).rstrip() for time, cause, name in gap_cpu_rows(activities)]
 
 
 def range_text(timeline: Timeline, stats: RangeStats) -> Text:
