@@ -3,6 +3,8 @@
 One rule per function, each returning a :class:`Finding` or None; the
 thresholds are named constants with the reason beside them.  ``findings``
 runs every rule in ``RULES`` order (the order the Overview lists them).
+``straggler`` is a rule over a run (a RunSummary), not a trace: the Overview
+of a rank of a run lists it first, once the run is summarised.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranks import RunSummary
 from tuiprof.analysis.ranking import module_share, operator_rank_key, top_modules, top_operators
 from tuiprof.analysis.steps import idle_share
+from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
 
 # A share below these is normal for a healthy training step and not worth a line.
@@ -181,6 +185,17 @@ def damaged_file(model: TraceModel) -> Finding | None:
     if not parts:
         return None
     return Finding("damaged", "warning", "The file was damaged: " + ", ".join(parts) + ".")
+
+
+def straggler(run: RunSummary) -> Finding | None:
+    """The rank of the run that holds the others up (the one with the most extra work
+    per step first), in the words of the Ranks view (8); a rule over the run, not the trace."""
+    found = sorted(run.stragglers().values(), key=lambda s: (s.excess_us, s.last_arrivals), reverse=True)
+    if not found:
+        return None
+    others = ", ".join(f"rank {s.rank} ({straggler_cause(s)})" for s in found[1:])
+    also = f" Also {others}." if others else ""
+    return Finding("straggler", "warning", f"Straggler {straggler_sentence(found[0])} (Ranks view, 8).{also}")
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (

@@ -4,13 +4,15 @@ comes from analysis/ranking.py."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operators
-from tuiprof.report.findings import findings
+from tuiprof.report.findings import Finding, findings
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
@@ -71,9 +73,10 @@ def _table(title: str) -> FittedTable:
     return FittedTable(title)
 
 
-def overview(model: TraceModel) -> Group:
+def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
+    """The page; ``run_findings`` (the run's straggler, report/findings.py) go first."""
     blocks: list[RenderableType] = []
-    found = findings(model)
+    found = [*run_findings, *findings(model)]
     if found:
         blocks.append(Text("Findings", style="bold underline"))
         blocks.extend(Text(f" • {plain(finding.text, 2 * DISPLAY_CHARS)}") for finding in found)

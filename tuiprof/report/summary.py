@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
@@ -10,7 +12,8 @@ from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
-from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, sort_rows
+from tuiprof.report.stragglers import straggler_sentence
+from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, run_table_columns, sort_rows
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     """A view over every rank of a run (ranks, rank-steps, spread, collectives, collective-types)."""
     view = RUN_VIEWS[request.view]
     data_format = request.format in ("json", "csv")
-    columns = tuple(c for c in view.columns if data_format or c.key not in ("waits_us", "file"))
+    columns = view.columns if data_format else run_table_columns(view, run)
     rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
     for problem in run.problems:
         print(f"tuiprof: {problem}", file=sys.stderr)
@@ -51,9 +54,18 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
         _print_rows(spread, spread.build(run), spread.columns, request.format, spread.title)
-        stragglers = run.stragglers()
-        sys.stdout.write("".join(f"straggler: {text}\n" for text in stragglers.values()) or "no straggler\n")
+        lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
+        if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
+            width = shutil.get_terminal_size().columns
+            lines = [_wrap(line, width) for line in lines]
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
     return 0
+
+
+def _wrap(line: str, width: int) -> str:
+    """``line`` wrapped at ``width``, a number never apart from its unit (``13.6 ms``)."""
+    glued = line.replace(" ms", "\0ms")
+    return textwrap.fill(glued, width, subsequent_indent="  ", break_on_hyphens=False).replace("\0", " ")
 
 
 def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) -> list[Row]:

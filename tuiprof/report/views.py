@@ -361,7 +361,8 @@ RANK_COLUMNS = (
     Column("peak_memory_bytes", "Peak mem", "bytes", "Highest allocated bytes on the rank's device (CPU if none).", narrow=False),
     Column("steps", "Steps", "int", "Profiler steps in the rank's trace.", narrow=False),
     Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
-    Column("straggler", "Straggler", "text", "Why this rank holds the others up, when it does."),
+    Column("straggler", "Straggler", "text", "When this rank holds the others up: the column its extra work per step went to."),
+    Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False),
     Column("file", "File", "text", "The rank's trace file.", narrow=False),
 )
 RANK_STEP_COLUMNS = (
@@ -406,7 +407,22 @@ COLLECTIVE_TYPE_COLUMNS = (
 )
 
 
+# Columns too long for a table: in data formats (json, csv) and detail panes only.
+DATA_ONLY_RUN_COLUMNS = ("waits_us", "file", "straggler_reason")
+
+
+def run_table_columns(view: View, run: RunSummary) -> tuple[Column, ...]:
+    """The columns a run view's table shows: not the data-only ones, and no device
+    columns (Compute, Memcpy, ...: "--" on every rank) when no rank has a device."""
+    hidden = set(DATA_ONLY_RUN_COLUMNS)
+    if not any(summary.has_device for summary in run.ranks):
+        hidden |= {"compute_us", "memcpy_us", "memset_us", "device_idle_us", "cpu_bound_us"}
+    return tuple(c for c in view.columns if c.key not in hidden)
+
+
 def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    from tuiprof.report.stragglers import straggler_cause, straggler_sentence  # it reads RANK_COLUMNS' headers
+
     stragglers = run.stragglers()
     last = run.collectives.last_arrivals()
     rows = []
@@ -418,7 +434,8 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
                 "peak_memory_bytes": summary.peak_memory_bytes,
                 "steps": len(summary.steps),
                 "last_arrivals": last.get(summary.rank, 0),
-                "straggler": stragglers.get(summary.rank, ""),
+                "straggler": straggler_cause(stragglers[summary.rank]) if summary.rank in stragglers else "",
+                "straggler_reason": straggler_sentence(stragglers[summary.rank]) if summary.rank in stragglers else "",
                 "file": summary.file,
             }
         )
