@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.analysis.ranking import concentrated_modules, costliest_class, module_time_us, operator_rank_key, top_operators
+from tuiprof.analysis.steps import idle_share
 from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
 from tuiprof.report.views import Column, Row, View, ViewOptions
@@ -51,13 +52,12 @@ def data_loading(model: TraceModel) -> Finding | None:
 
 
 def gpu_idle(model: TraceModel) -> Finding | None:
-    windows = [s for s in model.steps if s.device_window_us]
-    if not windows:
+    """Device idle over the steps' device windows, summed as the Steps rows add up: the share
+    the Steps view and the Timeline show (``steps.idle_share``)."""
+    idle = idle_share(sum(s.device_idle_us for s in model.steps), sum(s.device_window_us for s in model.steps))
+    if idle is None or idle < GPU_IDLE_SHARE:
         return None
-    idle = sum(s.device_idle_us for s in windows) / sum(s.device_window_us for s in windows)
-    if idle < GPU_IDLE_SHARE:
-        return None
-    return Finding("gpu-idle", "warning", f"GPU idle {100 * idle:.0f} % of the step: the device waits for the CPU.")
+    return Finding("gpu-idle", "warning", f"GPU idle {100 * idle:.0f} % of the steps' device windows: the device waits for the CPU.")
 
 
 def no_steps(model: TraceModel) -> Finding | None:

@@ -267,16 +267,21 @@ STEP_COLUMNS = (
     Column("duration_us", "Duration", "us", "CPU wall time of the step."),
     Column(
         "device_window_us", "Dev window", "us",
-        "The step as the device saw it: its GPU annotation, else its CPU span stretched to the end of the device "
-        "work it launched. The device columns are measured in it, so they can exceed the CPU duration.",
+        "The step as the device saw it: its GPU annotation, else its CPU span, widened to cover all the device "
+        "work the step launched (first start to last end). The device columns are measured in it, so they can "
+        "exceed the CPU duration.",
     ),
     Column("kernel_us", "Kernels", "us", "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals)."),
     Column(
         "device_idle_us", "Dev idle", "us",
         "Device window minus the union of all device activity in it, any step's work included. The window is the "
-        "step's GPU annotation, else its CPU span stretched to the end of the device work it launched.",
+        "step's GPU annotation, else its CPU span, widened to cover all the device work the step launched.",
     ),
-    Column("idle_pct", "Idle %", "pct", "Device idle share of the step window."),
+    Column(
+        "idle_pct", "Idle %", "pct",
+        "Dev idle / Dev window: the device idle share, the same everywhere (Overview finding: all steps' idle "
+        "over all their windows; Timeline: idle over the device windows in view, never over the time shown).",
+    ),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
     Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False),
     Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False),
