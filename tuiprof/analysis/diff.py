@@ -351,7 +351,8 @@ def _per_sample(batch_a: Batch, batch_b: Batch, both_have_steps: bool) -> bool:
 
 def _batch_notes(batch_a: Batch, batch_b: Batch, per_sample: bool, both_have_steps: bool) -> list[str]:
     """Where each side's batch was read, and what that means for the comparison."""
-    sources = f"A: {batch_a.source}; B: {batch_b.source}"
+    same = batch_a.source == batch_b.source
+    sources = f"A and B: {batch_a.source}" if same else f"A: {batch_a.source}; B: {batch_b.source}"
     if per_sample:
         return [f"batch {batch_a.size} -> {batch_b.size}: times are per sample, memory peaks are not ({sources})"]
     if batch_a.size is None or batch_b.size is None:

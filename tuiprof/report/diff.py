@@ -253,6 +253,16 @@ def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float |
     return failures
 
 
+def headline(diff: TraceDiff) -> Text:
+    """The explorer's one-line header: the verdict, after the different-programs
+    warning when there is one (a warning that comes second is not read)."""
+    text = Text()
+    if diff.overlap.different_programs:
+        text.append("these look like different programs; ", style=f"bold {WORSE}")
+    text.append(verdict_text(diff.verdict), style=verdict_style(diff.verdict))
+    return text
+
+
 def verdict_style(verdict: Verdict) -> str:
     return {"faster": f"bold {BETTER}", "slower": f"bold {WORSE}"}.get(verdict.outcome, "bold")
 
