@@ -8,21 +8,27 @@ ranks are averaged) and returns a frozen :class:`TraceDiff`:
   difference inside the larger noise is "no change";
 - **tables** matched by key: operators by name and by name + input shapes,
   modules by path (by qualified name when both sides know them), kernels by
-  name and by (launching operator, kernel), steps by position, memory peaks by
+  their whole name (each template instance its own row) and by (launching
+  operator, kernel), steps by position, memory peaks by
   device.  Each row has A, B, delta, delta % and its share of the table's
   total delta; rows are sorted by absolute delta, rows only in A are
   ``removed`` and rows only in B ``added``;
 - **structural alignment**: an operator (or kernel) name that exists on one
   side only is placed under its nearest ancestor operator whose name both
   sides have (``aten::cudnn_convolution`` and ``aten::miopen_convolution``
-  both under ``aten::convolution``); names that meet under the same ancestor
-  become one ``aligned`` row, so the time is compared where it moved;
+  both under ``aten::convolution``); a few names that meet under the same
+  ancestor become one ``aligned`` row, so the time is compared where it moved;
+- **batch**: each side's batch (:mod:`tuiprof.analysis.batch`); when both are
+  known and differ, the verdict and every time table are per sample;
+- **overlap**: each side's share of operator time in operators both sides
+  run; below :data:`SAME_PROGRAM_SHARE_PCT` the traces look like different
+  programs (the report says so first and the gates refuse to judge);
 - **notes**: one line per thing that could not be compared (no steps, no
-  module tree, a CPU-only side, different models).
+  module tree, a CPU-only side, an unknown batch).
 
 Units follow the tables: operator, module and kernel times are totals over
 the trace (``_us``), divided by the step count when the two sides recorded a
-different number of steps, and by the rank count when a side has several
+different number of steps, by the batch when the batches differ, and by the rank count when a side has several
 ranks (a mean rank).  Steps take the slowest rank at each position (a
 synchronous step waits for it).  Pure Python and numpy: no torch, no Textual.
 """
@@ -129,9 +135,9 @@ class Verdict:
     spread_b_pct: float | None
     outcome: str  # "faster" | "slower" | "no change"
     contributors: tuple[DiffRow, ...]  # the operators that moved most
-    batch_a: Batch = Batch(None, "not read")
-    batch_b: Batch = Batch(None, "not read")
-    per_sample: bool = False
+    batch_a: Batch
+    batch_b: Batch
+    per_sample: bool
 
     @property
     def compared_a_us(self) -> float:
@@ -204,7 +210,7 @@ class TraceDiff:
     coverage: Coverage
     peak_a_bytes: int | None
     peak_b_bytes: int | None
-    overlap: Overlap = Overlap(100.0, 100.0)
+    overlap: Overlap  # how much of each side is in operators both run
 
     def table(self, name: str) -> DiffTable:
         for table in self.tables:
@@ -791,13 +797,17 @@ def _verdict(side_a: _Side, side_b: _Side, ops: DiffTable, batch_a: Batch, batch
 
 
 def _overlap(ops: DiffTable) -> Overlap:
-    """Each side's share of operator time in rows both sides have (matched or aligned)."""
+    """Each side's share of operator time in rows both sides have (matched or
+    aligned); the steps' own time (gaps between operators) counts on neither side."""
 
-    def share(side: str, total: float) -> float:
-        shared = sum(getattr(r, side) or 0.0 for r in ops.rows if r.status not in ("added", "removed"))
+    rows = [r for r in ops.rows if r.name != STEP_WILDCARD]  # a step's own time is no operator's
+
+    def share(side: str) -> float:
+        total = sum(getattr(r, side) or 0.0 for r in rows)
+        shared = sum(getattr(r, side) or 0.0 for r in rows if r.status not in ("added", "removed"))
         return 100 * shared / total if total else 100.0
 
-    return Overlap(share("a", ops.total_a), share("b", ops.total_b))
+    return Overlap(share("a"), share("b"))
 
 
 def _coverage(ops: DiffTable, steps: DiffTable, metric: str) -> Coverage:
