@@ -157,3 +157,16 @@ def test_the_shipped_resnet18_pair_is_compared_per_sample() -> None:
     text = render_diff(diff, "table", views=())
     assert f"verdict: batch 128 -> 64: B is {(step_a / 128) / (step_b / 64):.2f}x faster per sample" in text
     assert all(len(line) <= 80 for line in text.splitlines() if line.startswith("verdict:"))
+
+
+@pytest.mark.parametrize("basis", ["steps", "trace window"])
+@pytest.mark.parametrize("batches", [(1024, 2048), (None, None), (None, 2048), (16, 16)])
+@pytest.mark.parametrize("medians", [(1000, 1000, None), (1000, 1010, 9.5), (1000, 123456, 99.5), (123456, 1000, None)])
+def test_every_verdict_fits_80_columns(basis, batches, medians) -> None:
+    from tuiprof.analysis.diff import Verdict
+
+    (size_a, size_b), (median_a, median_b, spread) = batches, medians
+    per_sample = basis == "steps" and bool(size_a and size_b) and size_a != size_b
+    verdict = Verdict(basis, median_a, median_b, 2, 2, spread, spread, "slower", (),
+                      Batch(size_a, "test"), Batch(size_b, "test"), per_sample)
+    assert len(f"verdict: {verdict_text(verdict)}") <= 80

@@ -144,3 +144,16 @@ def test_kernel_rows_of_a_gpu_trace_keep_every_template_instance() -> None:
     assert kernels.total_a == pytest.approx(sum(raw.values()))
     assert sum(r.a or 0 for r in kernels.rows) == pytest.approx(kernels.total_a)  # no row loses A's time
     assert sum(r.b or 0 for r in kernels.rows) == pytest.approx(sum(_raw_kernel_time(FILTERED_RANK_1).values()))
+
+
+async def test_the_explorer_leads_with_different_programs(tmp_path) -> None:
+    from tests.test_diff_tui import _loaded, _plain
+    from tuiprof.tui.diff_app import DiffApp, DiffSource
+
+    app = DiffApp(DiffSource(str(RESNET), str(TRANSFORMER)), export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        header = _plain(app.query_one("#header").content)
+        assert header.startswith("these look like different programs; batch 128 -> 32:")
+        body = _plain(app.query_one("#diff-overview-body").content)
+        assert body.startswith("these look like different programs: shared operators take 4 % of A, 56 % of B\n")

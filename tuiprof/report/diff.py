@@ -99,22 +99,36 @@ def diff_row(row: DiffRow) -> Row:
 # ------------------------------------------------------------------ words
 
 
+# The verdict fits an 80-column line after "verdict: ".
+VERDICT_WIDTH = 80 - len("verdict: ")
+
+
 def verdict_text(verdict: Verdict) -> str:
     """"B is 1.23x faster per step (-18.7 %, 3.0 % noise)", led by the batches
     when they differ or are unknown ("batch 16 -> 32: ... per sample",
-    "batch unknown: ..."); short enough for an 80-column line (the step line
-    under it has the times)."""
+    "batch unknown: ..."); the step line under it has the times.  Within
+    :data:`VERDICT_WIDTH`: the noise figure goes first when it would not fit
+    (the step line has each side's spread)."""
     lead = batch_words(verdict)
     lead = f"{lead}: " if lead else ""
     per = _per(verdict)
-    known = verdict.spread_a_pct is not None or verdict.spread_b_pct is not None
-    noise = f"{verdict.noise_pct:.1f} % noise" if known else "noise unknown"
     if verdict.delta_us == 0:
         return f"{lead}no change: A and B take {format_us(verdict.compared_a_us)} {per}"
-    direction = "faster" if verdict.delta_us < 0 else "slower"
+    known = verdict.spread_a_pct is not None or verdict.spread_b_pct is not None
+    noise = f"{_figure(verdict.noise_pct)} % noise" if known else "noise unknown"
+    pct = f"{'+' if verdict.delta_pct > 0 else '-'}{_figure(abs(verdict.delta_pct))} %"
     if verdict.outcome == "no change":
-        return f"{lead}no change {per}: B {verdict.delta_pct:+.1f} %, within the {noise}"
-    return f"{lead}B is {verdict.ratio:.2f}x {direction} {per} ({verdict.delta_pct:+.1f} %, {noise})"
+        text, short = f"{lead}no change {per}: B {pct}, within the {noise}", f"{lead}no change {per}: B {pct}, within noise"
+    else:
+        direction = "faster" if verdict.delta_us < 0 else "slower"
+        head = f"{lead}B is {_figure(verdict.ratio, 2)}x {direction} {per}"
+        text, short = f"{head} ({pct}, {noise})", f"{head} ({pct})"
+    return text if len(text) <= VERDICT_WIDTH else short
+
+
+def _figure(value: float, decimals: int = 1) -> str:
+    """A figure as short as its size allows: 1.08, 12.3, 123 (decimals below 10 only)."""
+    return f"{value:.{decimals}f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
 def batch_words(verdict: Verdict) -> str:
@@ -130,7 +144,7 @@ def batch_words(verdict: Verdict) -> str:
 
 def _per(verdict: Verdict) -> str:
     if verdict.basis != "steps":
-        return "per trace window"
+        return "per window"
     return "per sample" if verdict.per_sample else "per step"
 
 
