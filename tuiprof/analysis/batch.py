@@ -24,6 +24,7 @@ the diff says so.  Needs ``record_shapes=True`` (the Input Dims).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,7 +84,7 @@ def _first_module_batch(model: TraceModel) -> Batch | None:
     return _batch_in(model, rows, f"{root.name}'s input")
 
 
-def _batch_in(model: TraceModel, rows, what: str) -> Batch | None:
+def _batch_in(model: TraceModel, rows: Iterable[int], what: str) -> Batch | None:
     """The leading dimension of the first data input that is a tensor among ``rows``."""
     calls = model.calls
     for row in rows:
