@@ -149,8 +149,12 @@ def _add_diff_parser(commands) -> None:
     diff.add_argument("--limit", type=int, default=None, metavar="N",
                       help="rows per table (default: 10 in table/markdown, all in csv/json)")
     diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
-    diff.add_argument("--fail-if-slower", metavar="PCT", help="exit 1 when B's median step is more than PCT slower, beyond noise (e.g. 5%%)")
-    diff.add_argument("--fail-if-memory", metavar="PCT", help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%)")
+    diff.add_argument("--fail-if-slower", metavar="PCT",
+                      help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
+                           "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs")
+    diff.add_argument("--fail-if-memory", metavar="PCT",
+                      help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%); "
+                           "exit 2 when A and B look like different programs")
     diff.set_defaults(handler=run_diff)
 
 

@@ -51,6 +51,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
+            live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()
         return model

@@ -44,6 +44,7 @@ class TraceModel:
     memory: list[MemoryTimeline]
     flops_source: str = "recomputed from Input Dims (torch's formulas)"
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
+    live_batch_size: int | None = None  # the batch a live capture fed the model, when it saved it
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 
     def operators(

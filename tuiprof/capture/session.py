@@ -92,6 +92,7 @@ def profile_training(
             batches = synthetic_batches(config.batch_size, input_shape, config.num_classes, device)
 
     first_inputs, first_targets = next(batches)
+    facts.batch_size = int(first_inputs.shape[0]) if first_inputs.dim() else None
     if note("one unprofiled forward to name the modules"):
         return result
     with _oom_as_error(config), _mismatch_as_error(config):
