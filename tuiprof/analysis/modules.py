@@ -161,7 +161,7 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     if not modules:
         return ModuleTree([], {})
     frames = store.frames
-    module_above = _module_above(frames)
+    module_above = module_above_frames(frames)
 
     roots: list[ModuleNode] = []
     nodes: dict[tuple[int, str], ModuleNode] = {}  # (id of the parent node or 0, name)
@@ -206,7 +206,7 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     return tree
 
 
-def _module_above(frames: FrameColumns) -> np.ndarray:
+def module_above_frames(frames: FrameColumns) -> np.ndarray:
     """For every frame, the nearest ``nn.Module`` frame up its ``Python parent id``
     chain (-1 at the top).  A repeated Python id means its last frame."""
     parent = look_up(id_table(frames.python_id, NONE, last=True), frames.parent_id, NONE)
@@ -217,21 +217,28 @@ def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:
     """Each call to the module it ran in; each backward root to the module of its forward op."""
     node_of_frame, nodes = tree.frame_index()
     module = calls.column("module")
-    inside = np.flatnonzero(module >= 0)
-    for node, where in zip(*group_rows(node_of_frame[module[inside]])):
+    attribute_calls(calls, tree, np.where(module >= 0, node_of_frame[module], -1), nodes)
+
+
+def attribute_calls(calls: OperatorCalls, tree: ModuleTree, owner: np.ndarray, nodes: list[ModuleNode]) -> None:
+    """Each call to its ``owner`` (an index into ``nodes``, -1: none); each backward root
+    to the owner of its forward op.  Shared with the compiled regions (analysis/compiled.py),
+    which own calls no module frame tells."""
+    inside = np.flatnonzero(owner >= 0)
+    for node, where in zip(*group_rows(owner[inside])):
         nodes[node].operator_rows = inside[where].tolist()  # in start order
 
     sequence = calls.column("sequence_number")
-    first_forward = id_table(np.where(module >= 0, sequence, NONE), NONE)  # sequence -> its first forward call
-    candidates = np.flatnonzero((module < 0) & (sequence >= 0))
+    first_forward = id_table(np.where(owner >= 0, sequence, NONE), NONE)  # sequence -> its first forward call
+    candidates = np.flatnonzero((owner < 0) & (sequence >= 0))
     forward = look_up(first_forward, sequence[candidates], NONE)
     known = forward >= 0
     candidates, forward = candidates[known], forward[known]
     parent = calls.column("parent")[candidates]
     parent_seq = np.where(parent >= 0, sequence[np.maximum(parent, 0)], NONE)
     roots = parent_seq != sequence[candidates]  # not the root of this backward node otherwise
-    for row, owner in zip(candidates[roots].tolist(), node_of_frame[module[forward[roots]]].tolist()):
-        nodes[owner].backward_rows.append(row)
+    for row, node in zip(candidates[roots].tolist(), owner[forward[roots]].tolist()):
+        nodes[node].backward_rows.append(row)
     is_root = np.zeros(len(calls), dtype=bool)
     is_root[candidates[roots]] = True
     tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(calls.column("parent"), is_root))
