@@ -96,6 +96,7 @@ TRITON_KINDS = {
 CPP_KIND = "C++ (CPU)"
 # graph_<id>_: the profiler span of a C++ kernel (config.cpp.enable_kernel_profile, codegen/cpp.py)
 _KERNEL_NAME = re.compile(r"(?:triton_(?P<kind>[a-z]{3})|(?:graph_\d+_)?cpp)_(?:fused_?(?P<ops>.*?))?_(?P<suffix>\d+)")
+_KERNEL_PREFIXES = ("triton_", "cpp_", "graph_")
 _MAX_WORDS = 64  # a longer fused name is not split (the search is cubic in words)
 _MAX_PIECE_WORDS = 10  # the longest aten name, in words (_amp_foreach_non_finite_check_and_unscale: 8)
 
@@ -113,19 +114,24 @@ class FusedKernel:
         return f"{self.kind}: {', '.join(self.ops)}" if self.ops else self.kind
 
 
-@cache
 def decode_kernel_name(name: str) -> FusedKernel | None:
-    """The kind and ops of an Inductor kernel (``triton_*`` or ``cpp_*``); None for any other name."""
-    match = _KERNEL_NAME.fullmatch(name)
-    if match is None:
+    """The kind and ops of an Inductor kernel (``triton_*``, ``cpp_*``); None for any other name."""
+    match = _KERNEL_NAME.fullmatch(name) if name.startswith(_KERNEL_PREFIXES) else None
+    if match is None or match["kind"] not in (None, *TRITON_KINDS):
         return None
-    kind = match["kind"]
-    if kind is not None and kind not in TRITON_KINDS:
-        return None
-    ops = match["ops"] or ""
-    if kind is None and match["ops"] is None:
+    if match["kind"] is None and match["ops"] is None:
         return None  # cpp_<something>_0 without "fused": a C++ template, not a fused kernel
+    return _fused_kernel(match["kind"], match["ops"] or "")
+
+
+@cache
+def _fused_kernel(kind: str | None, ops: str) -> FusedKernel:
     return FusedKernel(TRITON_KINDS[kind] if kind else CPP_KIND, split_op_names(ops) if ops else ())
+
+
+def has_inductor_kernels(names: list[str]) -> bool:
+    """Whether a trace's name table holds an Inductor kernel name."""
+    return any(decode_kernel_name(name) for name in names if name.startswith(_KERNEL_PREFIXES))
 
 
 def describe_kernel(name: str) -> str:

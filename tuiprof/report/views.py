@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from tuiprof.analysis.compiled import describe_kernel, has_inductor_kernels
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
@@ -86,6 +87,8 @@ class View:
         if self.name == "ops" and not options.group_by_shape:
             hidden.add("input_shapes")
         if model is not None:
+            if self.name in ("ops", "kernels") and not has_inductor_kernels(model.calls.names):
+                hidden.add("computes")
             if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
                 hidden |= {"qualified_name", "parameters", "output_shape"}
             if self.name == "modules" and not any(n.backward_cpu_us for n in model.modules.roots):
@@ -123,6 +126,15 @@ def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
 
 # ------------------------------------------------------------------ operators
 
+# What an Inductor kernel computes, decoded from its name (analysis/compiled.py); shown only
+# in a table where some row has one (a compiled model's trace).
+COMPUTES = Column(
+    "computes", "Computes", "text",
+    "What an Inductor kernel computes, read from its name: kind and the aten ops fused in it "
+    "(triton_poi_fused_mul_silu_2: pointwise: mul, silu). Empty for other names.",
+    narrow=False,
+)
+
 OPERATOR_COLUMNS = (
     Column("name", "Name", "text", "Operator or record_function name, as torch names it."),
     Column("self_cpu_pct", "Self CPU %", "pct", "Self CPU time as a share of all self CPU time.", narrow=False),
@@ -151,6 +163,7 @@ OPERATOR_COLUMNS = (
     ),
     Column("executed_flops_per_s", "Run FLOP/s", "count", "FLOPs run over device total (CPU total when no device time): the rate where the time is.", narrow=False),
     Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape)."),
+    COMPUTES,
 )
 
 
@@ -181,6 +194,7 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             "flops_per_s": stats.flops / (busy_us / 1e6) if stats.flops and busy_us else None,
             "executed_flops": stats.executed_flops,
             "executed_flops_per_s": stats.executed_flops / (busy_us / 1e6) if stats.executed_flops and busy_us else None,
+            "computes": describe_kernel(stats.name),
         }
         if options.group_by_shape:
             row["input_shapes"] = stats.input_shapes
@@ -248,6 +262,7 @@ KERNEL_COLUMNS = (
     Column("block", "Block", "text", "Most frequent block dimensions.", narrow=False),
     Column("occupancy_pct", "Occ %", "pct", "Mean estimated achieved occupancy.", narrow=False),
     Column("launcher", "Launched by", "text", "The operator that launched it most often."),
+    COMPUTES,
 )
 
 
@@ -257,7 +272,10 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    return _attribute_rows(model.kernels, KERNEL_COLUMNS)
+    rows = _attribute_rows(model.kernels, KERNEL_COLUMNS[:-1])
+    for row in rows:
+        row["computes"] = describe_kernel(row["_stats"].name)
+    return rows
 
 
 # ------------------------------------------------------------------ steps
