@@ -225,3 +225,18 @@ def test_eager_trace_tables_show_no_computes_column(resnet_model):
 
     for name in ("ops", "kernels"):
         assert "computes" not in {c.key for c in VIEWS[name].visible_columns(ViewOptions(), resnet_model)}
+
+
+@needs_shared
+def test_rocm_kernel_table_says_what_kernels_compute_at_80_columns():
+    from tuiprof.report.details import kernel_text
+    from tuiprof.report.views import VIEWS, ViewOptions
+
+    model = load_model(COMPILED_ROCM)
+    view = VIEWS["kernels"]
+    narrow = {c.key for c in view.visible_columns(ViewOptions(), model) if c.narrow}
+    assert "computes" in narrow and "launcher" not in narrow  # the launcher repeats a Triton kernel's name
+    rows = {row["name"]: row for row in view.build(model, ViewOptions())}
+    assert {name: rows[name]["computes"] for name in ROCM_NAMES} == ROCM_NAMES
+    silu = rows["triton_poi_fused__unsafe_view_mul_silu_2"]["_stats"]
+    assert "computes: pointwise: _unsafe_view, mul, silu" in kernel_text(silu).plain

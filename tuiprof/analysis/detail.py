@@ -29,11 +29,11 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     """Facts over every call of ``stats`` (numpy counts: instant for 1e6 calls)."""
     calls = model.calls
     rows = np.array(stats.rows, dtype=np.int64)
-    node_of_frame, nodes = model.modules.frame_index()
+    _, nodes = model.modules.frame_index()
     modules: Counter[str] = Counter()
     module_ns: Counter[str] = Counter()  # the operator's time in each module: the costliest first
-    frames = calls.column("module")[rows]
-    owners = np.where(frames >= 0, node_of_frame[np.maximum(frames, 0)], -1) if len(nodes) else np.full(len(rows), -1)
+    call_owner = model.modules.call_owner  # modules and compiled regions (analysis/compiled.py)
+    owners = call_owner[rows] if len(call_owner) else np.full(len(rows), -1)
     totals = calls.column("total_ns")[rows]
     for owner, count in counts_first_seen(owners):
         path = nodes[owner].path if owner >= 0 else "(outside modules)"

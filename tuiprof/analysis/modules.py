@@ -117,6 +117,8 @@ class ModuleTree:
     by_frame: dict[int, ModuleNode]  # python frame row -> node
     # For every call, the backward root (a node's backward_rows entry) it runs under, else -1.
     backward_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
+    # For every call, the node it counts in: an index into frame_index()'s nodes, -1: none.
+    call_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
     _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
     _cost_us: float | None = field(default=None, repr=False)
 
@@ -224,6 +226,7 @@ def attribute_calls(calls: OperatorCalls, tree: ModuleTree, owner: np.ndarray, n
     """Each call to its ``owner`` (an index into ``nodes``, -1: none); each backward root
     to the owner of its forward op.  Shared with the compiled regions (analysis/compiled.py),
     which own calls no module frame tells."""
+    tree.call_owner = owner
     inside = np.flatnonzero(owner >= 0)
     for node, where in zip(*group_rows(owner[inside])):
         nodes[node].operator_rows = inside[where].tolist()  # in start order

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 
@@ -101,7 +101,13 @@ class View:
                     hidden |= {"kernel_us", "memcpy_us", "memset_us", "communication_us", "idle_pct"}
             if not model.has_device and all(t.is_cpu for t in model.memory):
                 hidden |= {c.key for c in self.columns if "device_mem" in c.key}
-        return tuple(c for c in self.columns if c.key not in hidden)
+        shown = tuple(c for c in self.columns if c.key not in hidden)
+        if self.name == "kernels" and model is not None and "computes" not in hidden:
+            # A compiled model's kernel table: what a kernel computes takes the launcher's place at
+            # 80 columns (an Inductor kernel's launcher is an operator named after the kernel).
+            narrow = {"computes": True, "launcher": False}
+            shown = tuple(replace(c, narrow=narrow[c.key]) if c.key in narrow else c for c in shown)
+        return shown
 
     def default_sort_for(self, model: TraceModel) -> str:
         if self.name == "ops" and model.has_device:
@@ -127,7 +133,7 @@ def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
 # ------------------------------------------------------------------ operators
 
 # What an Inductor kernel computes, decoded from its name (analysis/compiled.py); shown only
-# in a table where some row has one (a compiled model's trace).
+# in a table of a trace that holds such names (a compiled model's), beside the name.
 COMPUTES = Column(
     "computes", "Computes", "text",
     "What an Inductor kernel computes, read from its name: kind and the aten ops fused in it "
@@ -137,6 +143,7 @@ COMPUTES = Column(
 
 OPERATOR_COLUMNS = (
     Column("name", "Name", "text", "Operator or record_function name, as torch names it."),
+    COMPUTES,
     Column("self_cpu_pct", "Self CPU %", "pct", "Self CPU time as a share of all self CPU time.", narrow=False),
     Column("self_cpu_us", "Self CPU", "us", "CPU time in the operator itself, children (ops and Python frames) excluded."),
     Column("cpu_total_pct", "CPU total %", "pct", "CPU total as a share of all self CPU time.", narrow=False),
@@ -163,7 +170,6 @@ OPERATOR_COLUMNS = (
     ),
     Column("executed_flops_per_s", "Run FLOP/s", "count", "FLOPs run over device total (CPU total when no device time): the rate where the time is.", narrow=False),
     Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape)."),
-    COMPUTES,
 )
 
 
@@ -252,6 +258,7 @@ def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 KERNEL_COLUMNS = (
     Column("name", "Kernel", "kernel", "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name."),
+    COMPUTES,
     Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
     Column("calls", "Calls", "int", "Launches."),
     Column("device_total_us", "Total", "us", "Sum of device durations."),
@@ -262,7 +269,6 @@ KERNEL_COLUMNS = (
     Column("block", "Block", "text", "Most frequent block dimensions.", narrow=False),
     Column("occupancy_pct", "Occ %", "pct", "Mean estimated achieved occupancy.", narrow=False),
     Column("launcher", "Launched by", "text", "The operator that launched it most often."),
-    COMPUTES,
 )
 
 
@@ -272,7 +278,7 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    rows = _attribute_rows(model.kernels, KERNEL_COLUMNS[:-1])
+    rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
     for row in rows:
         row["computes"] = describe_kernel(row["_stats"].name)
     return rows
