@@ -240,3 +240,32 @@ def test_rocm_kernel_table_says_what_kernels_compute_at_80_columns():
     assert {name: rows[name]["computes"] for name in ROCM_NAMES} == ROCM_NAMES
     silu = rows["triton_poi_fused__unsafe_view_mul_silu_2"]["_stats"]
     assert "computes: pointwise: _unsafe_view, mul, silu" in kernel_text(silu).plain
+
+
+def test_region_spans_without_dynamo_become_nodes_by_the_documented_names(tmp_path):
+    """A synthetic trace whose answer is known by construction (times in us)."""
+    from tests.gpu_trace import GpuTrace
+
+    trace = GpuTrace()
+    # AOTAutograd's function holding one graph call, which runs one Triton kernel (40 us on the device).
+    trace.op("CompiledFunction", 0, 100, **{"Sequence number": 7})
+    trace.op("## Call CompiledFxGraph abcdefghijkl ##", 10, 80)
+    kernel = trace.op("triton_poi_fused_add_0", 20, 10)
+    trace.launch(kernel, "triton_poi_fused_add_0", 22, 2, 40, 40)
+    # A graph call alone (5 us on the device).
+    graph = trace.op("## Call CompiledFxGraph zyxwvutsrqpo ##", 200, 50)
+    trace.launch(graph, "triton_red_fused_sum_1", 210, 2, 260, 5)
+    # The backward of the function above (autograd thread), and one whose forward is not in the trace.
+    trace.op("autograd::engine::evaluate_function: CompiledFunctionBackward", 300, 80, tid=9, **{"Sequence number": 7})
+    backward = trace.op("CompiledFunctionBackward", 310, 60, tid=9, **{"Sequence number": 7})
+    trace.launch(backward, "triton_poi_fused_mul_2", 320, 2, 330, 3, tid=9)
+    trace.op("CompiledFunctionBackward", 400, 50, tid=9, **{"Sequence number": 99})
+    model = load_model(trace.write(tmp_path / "regions.json"))
+
+    nodes = _nodes(model)
+    assert set(nodes) == {"[compiled function]", "[graph zyxwvuts]", "[compiled backward]"}
+    function = nodes["[compiled function]"]
+    assert (function.cpu_total_us, function.device_total_us) == (100, 40)
+    assert (function.backward_cpu_us, function.backward_device_us) == (80, 3)
+    assert (nodes["[graph zyxwvuts]"].cpu_total_us, nodes["[graph zyxwvuts]"].device_total_us) == (50, 5)
+    assert nodes["[compiled backward]"].cpu_total_us == 50

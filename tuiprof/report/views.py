@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from tuiprof.analysis.compiled import describe_kernel, has_inductor_kernels
+from tuiprof.analysis.compiled import describe_kernel
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
@@ -87,7 +87,7 @@ class View:
         if self.name == "ops" and not options.group_by_shape:
             hidden.add("input_shapes")
         if model is not None:
-            if self.name in ("ops", "kernels") and not has_inductor_kernels(model.calls.names):
+            if self.name in ("ops", "kernels") and not model.has_inductor_kernels:
                 hidden.add("computes")
             if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
                 hidden |= {"qualified_name", "parameters", "output_shape"}
