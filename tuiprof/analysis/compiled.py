@@ -305,8 +305,8 @@ def _move_eager_modules(
         while above[frame] >= 0 and frames.start_ns[above[frame]] > starts[span]:
             frame = int(above[frame])  # still inside the region span
         node, region = tree.by_frame[frame], node_of_span[span]
-        if id(node) in moved or node.parent is region:
-            continue
+        if id(node) in moved or node.parent is region or _is_above(node, region):
+            continue  # moved already, or a node also called around the region (no cycles)
         moved.add(id(node))
         old = node.parent
         (old.children if old else roots).remove(node)
@@ -315,6 +315,15 @@ def _move_eager_modules(
         region.children.append(node)
         region.self_cpu_us -= node.cpu_total_us
         node.parent = region
+
+
+def _is_above(node: ModuleNode, below: ModuleNode) -> bool:
+    up = below.parent
+    while up is not None:
+        if up is node:
+            return True
+        up = up.parent
+    return False
 
 
 def _forward_in_trace(calls: OperatorCalls, is_span: np.ndarray) -> np.ndarray:
