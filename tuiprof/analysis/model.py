@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
@@ -70,6 +71,11 @@ class TraceModel:
     ) -> bool:
         """Whether :meth:`operators` would answer from its cache."""
         return (group_by_shape, top_level_only, module.path if module else None) in self._tables
+
+    @cached_property
+    def has_inductor_kernels(self) -> bool:
+        """Whether the trace names Inductor kernels (a compiled model's): the tables then say what they compute."""
+        return has_inductor_kernels(self.calls.names)
 
     @cached_property
     def total_self_cpu_us(self) -> float:

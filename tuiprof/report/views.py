@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 
+from tuiprof.analysis.compiled import describe_kernel
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
@@ -86,6 +87,8 @@ class View:
         if self.name == "ops" and not options.group_by_shape:
             hidden.add("input_shapes")
         if model is not None:
+            if self.name in ("ops", "kernels") and not model.has_inductor_kernels:
+                hidden.add("computes")
             if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
                 hidden |= {"qualified_name", "parameters", "output_shape"}
             if self.name == "modules" and not any(n.backward_cpu_us for n in model.modules.roots):
@@ -98,7 +101,13 @@ class View:
                     hidden |= {"kernel_us", "memcpy_us", "memset_us", "communication_us", "idle_pct"}
             if not model.has_device and all(t.is_cpu for t in model.memory):
                 hidden |= {c.key for c in self.columns if "device_mem" in c.key}
-        return tuple(c for c in self.columns if c.key not in hidden)
+        shown = tuple(c for c in self.columns if c.key not in hidden)
+        if self.name == "kernels" and model is not None and "computes" not in hidden:
+            # A compiled model's kernel table: what a kernel computes takes the launcher's place at
+            # 80 columns (an Inductor kernel's launcher is an operator named after the kernel).
+            narrow = {"computes": True, "launcher": False}
+            shown = tuple(replace(c, narrow=narrow[c.key]) if c.key in narrow else c for c in shown)
+        return shown
 
     def default_sort_for(self, model: TraceModel) -> str:
         if self.name == "ops" and model.has_device:
@@ -123,8 +132,18 @@ def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
 
 # ------------------------------------------------------------------ operators
 
+# What an Inductor kernel computes, decoded from its name (analysis/compiled.py); shown only
+# in a table of a trace that holds such names (a compiled model's), beside the name.
+COMPUTES = Column(
+    "computes", "Computes", "text",
+    "What an Inductor kernel computes, read from its name: kind and the aten ops fused in it "
+    "(triton_poi_fused_mul_silu_2: pointwise: mul, silu). Empty for other names.",
+    narrow=False,
+)
+
 OPERATOR_COLUMNS = (
     Column("name", "Name", "text", "Operator or record_function name, as torch names it."),
+    COMPUTES,
     Column("self_cpu_pct", "Self CPU %", "pct", "Self CPU time as a share of all self CPU time.", narrow=False),
     Column("self_cpu_us", "Self CPU", "us", "CPU time in the operator itself, children (ops and Python frames) excluded."),
     Column("cpu_total_pct", "CPU total %", "pct", "CPU total as a share of all self CPU time.", narrow=False),
@@ -181,6 +200,7 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             "flops_per_s": stats.flops / (busy_us / 1e6) if stats.flops and busy_us else None,
             "executed_flops": stats.executed_flops,
             "executed_flops_per_s": stats.executed_flops / (busy_us / 1e6) if stats.executed_flops and busy_us else None,
+            "computes": describe_kernel(stats.name),
         }
         if options.group_by_shape:
             row["input_shapes"] = stats.input_shapes
@@ -238,6 +258,7 @@ def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 KERNEL_COLUMNS = (
     Column("name", "Kernel", "kernel", "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name."),
+    COMPUTES,
     Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
     Column("calls", "Calls", "int", "Launches."),
     Column("device_total_us", "Total", "us", "Sum of device durations."),
@@ -257,7 +278,10 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    return _attribute_rows(model.kernels, KERNEL_COLUMNS)
+    rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
+    for row in rows:
+        row["computes"] = describe_kernel(row["_stats"].name)
+    return rows
 
 
 # ------------------------------------------------------------------ steps
@@ -561,7 +585,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     for row in rows:
         owner = int(tree.charged_node[row]) if len(tree.charged_node) else -1
         module = nodes[owner].label if owner >= 0 else ""
-        if owner >= 0 and calls.module[row] < 0:
+        if owner >= 0 and tree.call_owner[row] < 0:  # charged through autograd
             module += " (backward)"
         result.append(
             {
