@@ -88,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
     )
     run.set_defaults(handler=run_script)
-    for sub in (live, run):
-        _add_capture_arguments(sub)
+    for name, sub in (("live", live), ("run", run)):
+        _add_capture_arguments(sub, name)
     return parser
 
 
@@ -173,10 +173,10 @@ def _add_timeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_capture_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     from tuiprof.capture.options import add_capture_arguments
 
-    add_capture_arguments(parser)
+    add_capture_arguments(parser, command)
 
 
 def resolve_path(args: argparse.Namespace) -> str:

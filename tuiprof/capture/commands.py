@@ -21,7 +21,7 @@ from typing import TextIO
 
 from tuiprof.capture.config import CaptureConfig, CaptureProgress, parse_shape
 from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
-from tuiprof.capture.options import check_save_path, config_from_args, require_packages
+from tuiprof.capture.options import check_save_path, config_from_args, refuse_model_options, require_packages
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
 
 
@@ -85,6 +85,7 @@ def _live_without_ui(live) -> int:
 
 def run_script(args: Namespace) -> int:
     started = time.perf_counter()
+    refuse_model_options(args)
     script = Path(args.script)
     if not script.is_file():
         raise TraceError(str(script), "no such script", "check the path")
