@@ -105,6 +105,10 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
         "--max-inflate-ratio", type=float, metavar="N", default=None,
         help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
     )
+    parser.add_argument(
+        "--no-sidecars", action="store_true",
+        help="in a run directory: neither read nor write the .tuiprof-summary caches (also TUIPROF_NO_SIDECARS=1)",
+    )
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
@@ -184,6 +188,10 @@ def resolve_path(args: argparse.Namespace) -> str:
         from tuiprof.trace.source import set_max_inflate_ratio
 
         set_max_inflate_ratio(max(0.0, args.max_inflate_ratio))
+    if args.no_sidecars:
+        from tuiprof.trace.run import set_sidecars
+
+        set_sidecars(False)
     if args.path is not None:  # "" is an error, not the sample
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
