@@ -1,5 +1,9 @@
 """``tuiprof live`` and ``tuiprof run``: check, capture with progress, show,
-and say where the kept trace is.
+and say which steps the trace holds and where the kept trace is.
+
+Exit code 130 (:data:`EXIT_INTERRUPTED`) means stopped before there was
+anything to show: a capture that was shown (explorer or tables) or saved
+exits 0, stopped early or not.
 
 Scratch files (the trace when ``--save`` is not given, the profiler log)
 live in a private temporary directory that is removed on the way out,
@@ -19,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from tuiprof.capture.config import CaptureConfig, CaptureProgress, parse_shape
+from tuiprof.capture.config import CaptureConfig, CaptureProgress, describe_steps, parse_shape
 from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
 from tuiprof.capture.options import check_save_path, config_from_args, refuse_model_options, require_packages
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
@@ -43,20 +47,25 @@ def run_live(args: Namespace) -> int:
         if args.no_tui or not sys.stdout.isatty():
             code = _live_without_ui(live)
         else:
-            code = _live_in_explorer(live)
-    _say_where_the_trace_is(args.save, live.result is not None and live.result.trace_path is not None)
+            code = _live_in_explorer(live, saved=bool(args.save))
+    result = live.result
+    if result is not None and result.trace_path is not None:
+        steps = describe_steps(result.steps_done, result.trace_steps, result.dropped_step, time.perf_counter() - started)
+        print(f"tuiprof: {steps}", file=sys.stderr)
+    _say_where_the_trace_is(args.save, result is not None and result.trace_path is not None)
     return code
 
 
-def _live_in_explorer(live) -> int:
+def _live_in_explorer(live, saved: bool) -> int:
     from tuiprof.capture.terminal import drawing_on_terminal
     from tuiprof.tui.app import ExplorerApp, run_app
 
     app = ExplorerApp(live)
     with drawing_on_terminal(app):
         code = run_app(app)
-    stopped_early = live.result is None or live.result.interrupted
-    return EXIT_INTERRUPTED if stopped_early and code == 0 else code
+    kept = saved and live.result is not None and live.result.trace_path is not None
+    nothing_shown = app.model is None and not kept  # quit while the capture ran
+    return EXIT_INTERRUPTED if nothing_shown and code == 0 else code
 
 
 def _live_without_ui(live) -> int:
@@ -75,12 +84,8 @@ def _live_without_ui(live) -> int:
             result = live.capture(on_progress)
     model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
     _print_tables(model)
-    print(
-        f"tuiprof: {result.steps_done} steps in {time.perf_counter() - live.started:.1f} s; "
-        f"profiler log: {len(result.facts.log_lines)} lines",
-        file=sys.stderr,
-    )
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    print(f"tuiprof: profiler log: {len(result.facts.log_lines)} lines", file=sys.stderr)
+    return 0
 
 
 def run_script(args: Namespace) -> int:
@@ -138,10 +143,11 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED if result.interrupted else EXIT_BAD_INPUT
+    steps = describe_steps(result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started)
     launch = torchrun_launch()
     if launch:
-        code = finish_rank(trace_path, launch, args.no_tui, keep=bool(args.save))
-        return EXIT_INTERRUPTED if result.interrupted and code == 0 else code
+        print(f"tuiprof: rank {launch.rank}: {steps}", file=sys.stderr)
+        return finish_rank(trace_path, launch, args.no_tui, keep=bool(args.save))
     from tuiprof.analysis import analyze
     from tuiprof.trace import load_trace
 
@@ -155,9 +161,9 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
         from tuiprof.tui.sources import PreparedSource
 
         code = run_app(ExplorerApp(PreparedSource(model, f"run {script.name}", result.facts.log_lines)))
-    print(f"tuiprof: {result.steps} steps profiled in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(f"tuiprof: {steps}", file=sys.stderr)
     _say_where_the_trace_is(args.save, True)
-    return EXIT_INTERRUPTED if result.interrupted and code == 0 else code
+    return code
 
 
 def _print_tables(model) -> None:
