@@ -326,7 +326,7 @@ def test_run_stopped_by_ctrl_c_inside_a_step_drops_it_and_exits_0(tmp_path) -> N
 
 def test_live_ctrl_c_twice_inside_a_step_drops_it_and_exits_0(tmp_path) -> None:
     """First Ctrl-C: stop after this step; a second one inside the same step aborts it."""
-    trace = tmp_path / "live.json.gz"
+    trace = tmp_path / "new" / "folder" / "live.json.gz"  # --save creates missing folders
     proc = _tuiprof(
         "live", "tests.interrupting:live_mlp", "--no-tui", "--no-stack", "--input-shape", "16", "--batch-size", "4",
         "--device", "cpu", "--wait", "0", "--warmup", "1", "--active", "5", "--save", str(trace),

@@ -25,7 +25,7 @@ from typing import TextIO
 
 from tuiprof.capture.config import CaptureConfig, CaptureProgress, describe_steps, parse_shape
 from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
-from tuiprof.capture.options import check_save_path, config_from_args, refuse_model_options, require_packages
+from tuiprof.capture.options import check_folder, check_save_path, config_from_args, refuse_model_options, require_packages
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
 
 
@@ -101,9 +101,11 @@ def run_script(args: Namespace) -> int:
     launch = torchrun_launch()
     with scratch_directory() as scratch:
         trace_path = Path(args.save) if args.save else scratch / f"{script.stem}.pt.trace.json.gz"
-        if launch:  # one run directory every rank agrees on, the rank in each file's name
-            folder = Path(args.save).parent if args.save else run_directory(launch)
-            trace_path = rank_trace_path(folder / (Path(args.save).name if args.save else trace_path.name), launch)
+        if launch:  # one run directory every rank agrees on, kept; the rank in each file's name
+            if not args.save:
+                trace_path = run_directory(launch) / trace_path.name
+                check_folder(trace_path.parent, f"tuiprof run under torchrun: {trace_path.parent}", "pass --save PATH")
+            trace_path = rank_trace_path(trace_path, launch)
         code = _run_script_in(scratch, script, args, config, trace_path, started)
     return code
 
@@ -147,7 +149,7 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
     launch = torchrun_launch()
     if launch:
         print(f"tuiprof: rank {launch.rank}: {steps}", file=sys.stderr)
-        return finish_rank(trace_path, launch, args.no_tui, keep=bool(args.save))
+        return finish_rank(trace_path, launch, args.no_tui)
     from tuiprof.analysis import analyze
     from tuiprof.trace import load_trace
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from pathlib import Path
 
 from tuiprof.capture.config import CaptureConfig
@@ -112,8 +113,19 @@ def _installed(name: str) -> bool:
 
 
 def check_save_path(path: str) -> None:
+    """A name tuiprof can write: ``.json``/``.json.gz``, in a folder that exists or can be created."""
     if not path.endswith((".json", ".json.gz")):
         raise TraceError(f"--save {path}", "the file name must end in .json or .json.gz", "pick such a name")
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise TraceError(f"--save {path}", "its folder does not exist", "create it first")
+    check_folder(Path(path).parent, f"--save {path}", "pick another folder")
+
+
+def check_folder(folder: Path, source: str, remedy: str) -> None:
+    """``folder`` exists or can be created (the trace's writer creates it): its nearest existing
+    ancestor is a folder this user may write into."""
+    existing = folder.resolve()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TraceError(source, f"{existing} is not a folder", remedy)
+    if not os.access(existing, os.W_OK):
+        raise TraceError(source, f"cannot write into {existing}", remedy)
