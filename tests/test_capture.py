@@ -320,7 +320,7 @@ def test_run_stopped_by_ctrl_c_inside_a_step_drops_it_and_exits_0(tmp_path) -> N
     assert proc.returncode == 0, err  # shown and saved: not "stopped before there was anything to show"
     assert _finished_work(trace) == (["ProfilerStep#1", "ProfilerStep#2"], 4, 4)
     assert "tuiprof: 3 steps run in " in err
-    assert "; the trace holds 2 (ProfilerStep#1-#2); ProfilerStep#3 did not finish and was left out" in err
+    assert "; the trace holds 2 (ProfilerStep#1-#2)\ntuiprof: ProfilerStep#3 did not finish and was left out of the trace\n" in err
     assert "aten::linear" in out and "Traceback" not in err
 
 
@@ -335,7 +335,7 @@ def test_live_ctrl_c_twice_inside_a_step_drops_it_and_exits_0(tmp_path) -> None:
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     assert _finished_work(trace) == (["ProfilerStep#1", "ProfilerStep#2"], 4, 4)
-    assert "; the trace holds 2 (ProfilerStep#1-#2); ProfilerStep#3 did not finish and was left out" in err
+    assert "; the trace holds 2 (ProfilerStep#1-#2)\ntuiprof: ProfilerStep#3 did not finish and was left out of the trace\n" in err
     assert "aten::linear" in out and "Traceback" not in err
 
 

@@ -50,8 +50,8 @@ def run_live(args: Namespace) -> int:
             code = _live_in_explorer(live, saved=bool(args.save))
     result = live.result
     if result is not None and result.trace_path is not None:
-        steps = describe_steps(result.steps_done, result.trace_steps, result.dropped_step, time.perf_counter() - started)
-        print(f"tuiprof: {steps}", file=sys.stderr)
+        for line in describe_steps(result.steps_done, result.trace_steps, result.dropped_step, time.perf_counter() - started):
+            print(f"tuiprof: {line}", file=sys.stderr)
     _say_where_the_trace_is(args.save, result is not None and result.trace_path is not None)
     return code
 
@@ -148,7 +148,8 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
     steps = describe_steps(result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started)
     launch = torchrun_launch()
     if launch:
-        print(f"tuiprof: rank {launch.rank}: {steps}", file=sys.stderr)
+        for line in steps:
+            print(f"tuiprof: rank {launch.rank}: {line}", file=sys.stderr)
         return finish_rank(trace_path, launch, args.no_tui)
     from tuiprof.analysis import analyze
     from tuiprof.trace import load_trace
@@ -163,7 +164,8 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
         from tuiprof.tui.sources import PreparedSource
 
         code = run_app(ExplorerApp(PreparedSource(model, f"run {script.name}", result.facts.log_lines)))
-    print(f"tuiprof: {steps}", file=sys.stderr)
+    for line in steps:
+        print(f"tuiprof: {line}", file=sys.stderr)
     _say_where_the_trace_is(args.save, True)
     return code
 
