@@ -66,9 +66,10 @@ def profile_training(
     see :class:`TraceWindows`) with the run's :class:`LiveFacts` in it.
     KeyboardInterrupt or ``stopped()`` ends the loop early; finished active
     steps are still written (``stopped()`` lets the running step finish; a
-    KeyboardInterrupt inside a step leaves that step out of the trace).  ``model``/``batches`` let callers (and tests)
-    pass their own; ``started`` is when the user's command began (progress
-    shows time since then); ``read_log`` gives the profiler's log lines so far.
+    KeyboardInterrupt inside a step leaves that step out of the trace).
+    ``model``/``batches`` let callers (and tests) pass their own; ``started``
+    is when the user's command began (progress shows time since then);
+    ``read_log`` gives the profiler's log lines so far.
     """
     started = time.perf_counter() if started is None else started
     facts = LiveFacts()
@@ -184,7 +185,6 @@ class TraceWindows:
         # stops between its work and prof.step() sets it; after prof.step()
         # (an optimizer hook, a user's loop) the current step is empty.
         self.current_step_finished = False
-        self.written: SavedWindow | None = None  # the window in the trace file
 
     def schedule(self, inner: Callable[[int], ProfilerAction]) -> Callable[[int], ProfilerAction]:
         def action(step: int) -> ProfilerAction:
@@ -204,7 +204,6 @@ class TraceWindows:
         unfinished = partial and not self.current_step_finished and prof.schedule(prof.step_num) in RECORDING
         window = SavedWindow(finished, prof.step_num if unfinished else None)
         self.save(prof, window)
-        self.written = window
         self.complete += not partial
 
     @contextmanager
@@ -370,7 +369,9 @@ def _copy_without_step(source, target, step: int, facts: LiveFacts | None) -> No
         document = orjson.loads(source.read().decode("utf-8", "replace"))
         events = document["traceEvents"]
     except (orjson.JSONDecodeError, TypeError, KeyError):
-        raise CaptureError(str(source.name), "torch wrote a trace that is not a JSON object with traceEvents", "report this as a bug") from None
+        raise CaptureError(
+            str(source.name), "torch wrote a trace that is not a JSON object with traceEvents", "report this as a bug"
+        ) from None
     kept = drop_unfinished_step(events, step, os.getpid())
     if kept is not None:
         document["traceEvents"] = kept
