@@ -88,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
     )
     run.set_defaults(handler=run_script)
-    for sub in (live, run):
-        _add_capture_arguments(sub)
+    for name, sub in (("live", live), ("run", run)):
+        _add_capture_arguments(sub, name)
     return parser
 
 
@@ -104,6 +104,10 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
     parser.add_argument(
         "--max-inflate-ratio", type=float, metavar="N", default=None,
         help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
+    )
+    parser.add_argument(
+        "--no-sidecars", action="store_true",
+        help="in a run directory: neither read nor write the .tuiprof-summary caches (also TUIPROF_NO_SIDECARS=1)",
     )
 
 
@@ -178,10 +182,10 @@ def _add_timeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_capture_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     from tuiprof.capture.options import add_capture_arguments
 
-    add_capture_arguments(parser)
+    add_capture_arguments(parser, command)
 
 
 def resolve_path(args: argparse.Namespace) -> str:
@@ -189,6 +193,10 @@ def resolve_path(args: argparse.Namespace) -> str:
         from tuiprof.trace.source import set_max_inflate_ratio
 
         set_max_inflate_ratio(max(0.0, args.max_inflate_ratio))
+    if args.no_sidecars:
+        from tuiprof.trace.run import set_sidecars
+
+        set_sidecars(False)
     if args.path is not None:  # "" is an error, not the sample
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
