@@ -211,6 +211,44 @@ async def test_help_opens_with_column_definitions() -> None:
         assert app.screen.__class__.__name__ != "HelpScreen"
 
 
+async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound() -> None:
+    """? on Operators listed the module tree's keys (expand, collapse), and named the view
+    keys "1-10" where they are 1 to 9 and 0."""
+    app = ExplorerApp(FileSource(RESNET))
+    bound = {b.key: b.action for b in app.BINDINGS if b.action.startswith("show_view")}  # the oracle: the bindings
+
+    async def help_of(key: str) -> dict[str, str]:
+        await pilot.press(key, "question_mark")
+        await pilot.pause()
+        rows = dict(app.screen.keys)
+        await pilot.press("escape")
+        return rows
+
+    def expanded(label: str) -> set[str]:
+        keys = set()
+        for part in label.split():
+            first, _, last = part.partition("-")
+            keys |= {str(k) for k in range(int(first), int(last) + 1)} if last else {first}
+        return keys
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        operators = await help_of("3")
+        label, views = next((k, v) for k, v in operators.items() if v.startswith("views: "))
+        assert expanded(label) == set(bound), label
+        for key, action in bound.items():
+            view = next(v for v in VIEWS if f"'{v.view_id}'" in action)
+            assert f"{key} {view.title}" in views
+        assert "sort by the next column (or click a header)" in operators.values()
+        assert not [what for what in operators.values() if "module" in what and "expand" in what or "zoom" in what]
+        modules = await help_of("2")
+        assert "expand the module, or step into its first child" in modules.values()
+        assert "sort by the next column (or click a header)" in modules.values()  # its operators pane
+        timeline = await help_of("7")
+        assert "timeline: zoom in around the cursor" in timeline.values()
+        assert not [what for what in timeline.values() if "sort by the next" in what or "expand the module" in what]
+
+
 async def test_view_switching_keys() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:

@@ -23,7 +23,7 @@ from textual.widgets import ContentSwitcher
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.header import trace_title
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands, pane_commands
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
@@ -185,7 +185,7 @@ class ExplorerApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([v.title for v in VIEWS])
+        keys = help_rows([(key, v.title) for key, _, v in view_keys()], APP_COMMANDS, pane_commands(view))
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:

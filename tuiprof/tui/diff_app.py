@@ -25,7 +25,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import verdict_style, verdict_text
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands, pane_commands
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -178,7 +178,7 @@ class DiffApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
+        keys = help_rows([(str(key), page.title) for key, page in enumerate(DIFF_PAGES, 1)], DIFF_COMMANDS, pane_commands(view))
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:

@@ -29,6 +29,7 @@ def share_bar(fraction: float, width: int = BAR_WIDTH) -> str:
 class ModuleTreeView(Tree[ModuleNode]):
     """Children are added when a node is first expanded (never expand_all)."""
 
+    PANE_COMMANDS = TREE_COMMANDS  # what ? lists in the Modules view
     BINDINGS = bindings(TREE_COMMANDS)
 
     def __init__(self, *, id: str | None = None) -> None:

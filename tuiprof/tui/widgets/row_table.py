@@ -32,6 +32,7 @@ MIN_PANE_NAME = 8  # narrowest a name gets in a pane too narrow for MIN_NAME and
 class RowTable(ScrollView, can_focus=True):
     """Rows of one view; line 0 is the header, the rest scroll under it."""
 
+    PANE_COMMANDS = TABLE_COMMANDS  # what ? lists for a view holding a table
     BINDINGS = bindings(TABLE_COMMANDS)
     COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim", "row-table--filter"}
     DEFAULT_CSS = """

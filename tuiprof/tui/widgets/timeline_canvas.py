@@ -57,6 +57,7 @@ KIND_STYLES = {
 
 class TimelineCanvas(Widget, can_focus=True):
     DEFAULT_CSS = "TimelineCanvas { height: 1fr; }"
+    PANE_COMMANDS = TIMELINE_COMMANDS  # what ? lists in the Timeline view
     BINDINGS = bindings(TIMELINE_COMMANDS)
 
     class Focused(Message):
