@@ -419,6 +419,30 @@ async def test_a_narrow_tree_keeps_the_index_that_tells_siblings_apart() -> None
         assert rows()[0].rstrip().endswith("_7") and "…/" in rows()[0]  # …/Sequential_5/BasicBlock_7
 
 
+async def test_tree_leaves_line_up_with_their_expandable_siblings() -> None:
+    """Tree gives a leaf no ``▶ `` slot: Conv2d_0's bar and share stood two columns left of
+    Sequential_5's.  Read from the drawn lines: siblings' "%" in one column."""
+    from rich.cells import cell_len
+
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        tree = app.query_one("#module-tree", ModuleTreeView)
+
+        def share_column(node) -> int:
+            line = "".join(segment.text for segment in tree.render_line(node.line - tree.scroll_offset.y))
+            return cell_len(line[: line.index("%")])
+
+        roots = tree.root.children
+        children = roots[0].children
+        assert {bool(node.allow_expand) for node in children} == {True, False}  # Sequential_N and Conv2d_0 ...
+        assert {bool(node.allow_expand) for node in roots} == {True, False}  # ResNet_0 and CrossEntropyLoss_0
+        assert len({share_column(node) for node in children}) == 1, [share_column(node) for node in children]
+        assert len({share_column(node) for node in roots}) == 1
+
+
 async def test_slash_filters_the_focused_pane_of_modules() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:

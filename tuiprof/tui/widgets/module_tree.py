@@ -94,8 +94,12 @@ class ModuleTreeView(Tree[ModuleNode]):
 
     def render_label(self, node: TreeNode[ModuleNode], base_style, style) -> Text:
         """The label fitted to the pane (:meth:`_label`'s ``cut``): Tree crops a long module
-        name at the edge with no sign that there is more (the whole path is in the detail pane)."""
+        name at the edge with no sign that there is more (the whole path is in the detail pane).
+        A leaf gets blanks where its expandable siblings have ``▶ ``: Tree gives it no prefix,
+        and its bar and numbers stood two columns left of theirs."""
         label = super().render_label(node, base_style, style)
+        if not node.allow_expand:
+            label = Text.assemble((" " * cell_len(self.ICON_NODE), base_style), label)
         depth, above = 0, node.parent
         while above is not None and above is not self.root:
             depth, above = depth + 1, above.parent
