@@ -146,6 +146,39 @@ async def test_sort_keys_change_row_order() -> None:
         assert values == sorted(values, reverse=table.descending)
 
 
+async def test_a_sort_shows_the_top_of_the_new_order() -> None:
+    """The cursor followed its row through a sort: after ``r`` on Calls it sat on row 60 and
+    the rows the sort was asked for were scrolled out of view.  Now s, r and a header click
+    put the cursor and the scroll on the first row, the extreme of the sorted column."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3", "j", "j", "j", "j", "j")
+        table = app.query_one("#ops-table", RowTable)
+
+        def drawn(y: int) -> str:
+            return "".join(segment.text for segment in table.render_line(y))
+
+        async def sorted_and_at_top(*keys: str, click: str | None = None) -> None:
+            await pilot.press(*keys)
+            if click is not None:
+                header = drawn(0)
+                await pilot.click("#ops-table", offset=(header.index(click) + 1, 0))
+            await pilot.pause()
+            values = [row[table.sort_key] for row in table.all_rows if row[table.sort_key] is not None]
+            extreme = max(values) if table.descending else min(values)  # the oracle: the column's own values
+            assert (table.cursor, table.scroll_offset.y) == (0, 0)
+            assert table.current_row[table.sort_key] == extreme
+            assert drawn(1).startswith(str(table.current_row["name"])[:12])
+
+        await sorted_and_at_top("s")
+        await pilot.press("j", "j", "j", "j", "j")
+        await sorted_and_at_top("s", "r")  # the calls column, fewest first
+        await pilot.press("pagedown", "pagedown")
+        await sorted_and_at_top(click="Self CPU")
+        assert table.sort_key == "self_cpu_us"
+
+
 async def test_filter_narrows_rows_and_escape_restores() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
