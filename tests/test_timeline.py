@@ -178,6 +178,28 @@ def test_text_output(synthetic) -> None:
     assert "peak 1.5KB" in result.stdout and "device idle: 48.0% of this window" in result.stdout
 
 
+@pytest.mark.parametrize("width", [120, 80, 60, 50, 40, 30, 24])
+def test_the_status_line_fits_its_width_and_never_cuts_a_number(synthetic, width) -> None:
+    """At 60 columns the line (68 cells with the idle lane) wrapped and pushed the last lane
+    off the canvas.  Fitted, it drops the cell size, then cuts the lane's name, then drops
+    the cursor's time: a number is there whole or not at all."""
+    from tuiprof.report.timeline import window_text
+
+    _, _, timeline = synthetic
+    idle = timeline.idle
+    line = window_text(timeline, 100 * US, 1000 * US, 42, 700 * US, idle, width).plain
+    assert len(line) <= width, line
+    assert line.startswith("0.000us to 900.000us")  # the window, always
+    cell, cursor = "cell 21.4us", "cursor 600.000us"  # 900 us in 42 columns, 3 digits; 700 us from the start at 100
+    for number in (cell, cursor):
+        head = number.split()[0]
+        assert number in line or head not in line, line
+    if width >= 80:
+        assert line.endswith(f"{cell} · {cursor} · device idle")
+    if width >= 60:
+        assert line.endswith(f"{cursor} · device idle")
+
+
 def test_names_in_boxes_and_escaped(synthetic) -> None:
     path = synthetic[0]
     result = tuiprof("timeline", str(path), "--width", "40", "--from", "300", "--to", "400", "--lanes", "cpu", "--depth", "1")

@@ -280,15 +280,37 @@ def _terminal_columns() -> int:
 RANGE_TOP = 3  # operators and kernels listed for a selected range
 
 
-def window_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None) -> Text:
-    """The status line above the ruler: window, cell size, cursor, lane."""
+MIN_STATUS_LABEL = 8  # cells of the lane's name kept before the cursor's time is dropped
+
+
+def window_text(
+    timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None, width: int | None = None
+) -> Text:
+    """The status line above the ruler: window, cell size, cursor, lane, in ``width`` cells.
+
+    Too wide, it gives up the cell size first, then cuts the lane's name (its row is
+    marked below), then the cursor's time; a number is dropped whole, never cut.
+    The window is always there.  A wrapped line pushed the last lane (device idle,
+    where ``g`` puts the cursor) below the canvas at 60 columns."""
     origin = timeline.begin_ns
-    text = Text()
-    text.append(f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}")
-    text.append(f" · cell {_duration((end_ns - start_ns) / max(1, columns))} · cursor {format_us((cursor_ns - origin) / 1000)}", style="dim")
-    if lane is not None:
-        text.append(" · ", style="dim")
-        text.append(plain(lane.label.strip()))
+    window = f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}"
+    cell = f" · cell {_duration((end_ns - start_ns) / max(1, columns))}"
+    cursor = f" · cursor {format_us((cursor_ns - origin) / 1000)}"
+    label = plain(lane.label.strip()) if lane is not None else ""
+    separator = " · " if label else ""
+    room = len(label)
+    # (the numbers kept, the least of the name they leave room for): the first that fits
+    for numbers, least in ((cell + cursor, len(label)), (cursor, len(label)), (cursor, MIN_STATUS_LABEL), ("", 0)):
+        if width is not None:
+            room = width - len(window) - len(numbers) - len(separator)
+        if room >= min(least, len(label)):
+            break
+    name = label if room >= len(label) else fit(label, room).rstrip() if room >= 2 else ""
+    text = Text(window)
+    text.append(numbers, style="dim")
+    if name:
+        text.append(separator, style="dim")
+        text.append(name)
     return text
 
 
