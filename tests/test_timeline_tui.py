@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.conftest import ROOT, needs_shared
+from tests.gpu_trace import GpuTrace
 from tests.test_timeline import H100, _event, _synthetic_events
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
@@ -204,6 +205,30 @@ async def test_the_status_line_fits_60_columns_and_the_idle_lane_stays_in_view()
         assert drawn[0].rstrip().endswith("· device idle") and drawn[0].startswith("0.000us to ")
         assert drawn[1].strip().startswith("0us") and "┬" in drawn[2]  # the ruler, right below
         assert "device idle" in _lanes_drawn(canvas) and _lanes_drawn(canvas)[0] == "steps"
+
+
+async def test_t_on_an_operator_shows_its_call_and_the_kernel_it_launched(tmp_path) -> None:
+    """The device runs behind the host: aten::linear [10, 40) us launches its GEMM through
+    aten::addmm, and the GEMM runs at [600, 680) us.  T zoomed to 3x the call, [-20, 70) us,
+    and left the kernel off-screen; the window now holds the call and the kernel."""
+    trace = GpuTrace()
+    trace.step(1, 0, 1000)
+    trace.op("aten::linear", 10, 30)
+    addmm = trace.op("aten::addmm", 12, 26)
+    trace.launch(addmm, "gemm_kernel", 14, 5, 600, 80, stream=7)
+    path = trace.write(tmp_path / "lagging.pt.trace.json")
+    app = ExplorerApp(FileSource(str(path)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await _press(app, pilot, "3", "slash", *"aten::linear", "enter", "T")
+        canvas = app.query_one(TimelineCanvas)
+        assert app.current_view == "timeline" and canvas.selected.name == "aten::linear"
+        origin = canvas.timeline.begin_ns  # the step's start, the trace's first event: 0 us
+        assert canvas.start_ns - origin <= 10 * US and canvas.end_ns - origin >= 680 * US
+        assert canvas.end_ns - canvas.start_ns <= 2 * 680 * US  # zoomed to them, not the whole step
+        stream = next(line for line in _drawn(canvas) if line.startswith("stream 7"))
+        assert stream[17:].strip(), stream  # the kernel's cells are on screen
 
 
 @needs_shared

@@ -47,7 +47,7 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
     Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
     Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
-    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's or kernel's longest; a step's window)", display="T"),
+    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )

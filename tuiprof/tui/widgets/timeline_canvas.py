@@ -135,9 +135,10 @@ class TimelineCanvas(Widget, can_focus=True):
         self.linked = self.timeline.detail(item).links if item is not None and self.timeline else []
         self.post_message(self.Focused(item, self.selected_range))
 
-    def reveal(self, item: Slice) -> None:
+    def reveal(self, item: Slice, with_span: tuple[int, int] | None = None) -> None:
         """Select ``item`` and show it: its lane (every depth of its thread when it lies deep),
-        the window a few times its length around it, the cursor on its start."""
+        the window a few times its length around it, or around it and ``with_span`` (the
+        device work a call launched), the cursor on its start."""
         lane = item.lane
         if lane.group in ("cpu", "python") and lane.depth >= self.depths.get(lane.thread, DEFAULT_DEPTH):
             self.depths[lane.thread] = ALL_DEPTHS
@@ -146,7 +147,11 @@ class TimelineCanvas(Widget, can_focus=True):
         if lane.group in ("cpu", "python"):  # the thread's first lane on top, where room allows: it names the thread
             scrolled = [shown for shown in self.lanes if shown.group != "step"]
             self.top = next(i for i, shown in enumerate(scrolled) if (shown.group, shown.thread) == (lane.group, lane.thread))
-        self.show_window(item.start_ns - item.duration_ns, item.end_ns + item.duration_ns)
+        start, end = item.start_ns, item.end_ns
+        if with_span is not None:
+            start, end = min(start, with_span[0]), max(end, with_span[1])
+        margin = max(item.duration_ns, (end - start) // 16)
+        self.show_window(start - margin, end + margin)
         self.cursor_ns = item.start_ns
         self._select(item)
         self._moved()
