@@ -296,17 +296,28 @@ async def test_view_switching_keys() -> None:
         assert app.query_one("#kernels-table", RowTable).rows == []
 
 
-async def test_bad_file_shows_the_error_not_a_crash(tmp_path) -> None:
-    bad = tmp_path / "broken.json"
-    bad.write_text("this is not a trace")
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("broken.json", b"this is not a trace", "not JSON"),
+        ("truncated.json.gz", (SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()[:100_000], "truncated"),
+    ],
+)
+async def test_a_trace_that_cannot_load_ends_the_app_with_exit_2(tmp_path, name, content, says) -> None:
+    """A load error showed a full-screen page that waited for q; now the app ends by itself
+    with exit 2, its error kept for one line on stderr (run_app prints it; test_terminal.py)."""
+    import asyncio
+
+    bad = tmp_path / name
+    bad.write_bytes(content)
     app = ExplorerApp(FileSource(str(bad)))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        text = str(app.query_one("#loading-text").render())
-        assert "broken.json" in text and "not JSON" in text
-        await pilot.press("q")
-        await pilot.pause()
+    async with app.run_test(size=(80, 24)):
+        for _ in range(200):  # no key pressed
+            if app.return_value is not None:
+                break
+            await asyncio.sleep(0.05)
     assert app.return_value == 2
+    assert name in app.error_text and says in app.error_text
 
 
 @pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
