@@ -70,15 +70,23 @@ def fit(text: str, width: int) -> str:
 
 
 def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
-    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``)."""
+    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``),
+    and a depth shown without its thread's first lane (scrolled off the top of the explorer's
+    canvas) names the thread: ``thread 5617 d1``, not an orphan ``depth 1``."""
     shown_depth: dict[tuple[str, str], int] = {}
+    first_depth: dict[tuple[str, str], int] = {}
     for lane in lanes:
         if lane.group in ("cpu", "python"):
             key = (lane.group, lane.thread)
             shown_depth[key] = max(shown_depth.get(key, 0), lane.depth)
+            first_depth.setdefault(key, lane.depth)
+    heads = {(lane.group, lane.thread): lane.label for lane in timeline.lanes if lane.group in ("cpu", "python") and lane.depth == 0}
     labels = {}
     for lane in lanes:
         label = plain(lane.label)
+        key = (lane.group, lane.thread)
+        if lane.depth > 0 and first_depth.get(key) == lane.depth and key in heads:
+            label = f"{plain(heads[key])} d{lane.depth}"
         if lane.group in ("cpu", "python") and shown_depth[(lane.group, lane.thread)] == lane.depth:
             hidden = timeline.deeper(lane)
             if hidden:
