@@ -146,7 +146,7 @@ class TimelineCanvas(Widget, can_focus=True):
         self.lane_index = keys.index(lane.key) if lane.key in keys else self.lane_index
         if lane.group in ("cpu", "python"):  # the thread's first lane on top, where room allows: it names the thread
             scrolled = [shown for shown in self.lanes if shown.group != "step"]
-            self.top = next(i for i, shown in enumerate(scrolled) if (shown.group, shown.thread) == (lane.group, lane.thread))
+            self.top = next((i for i, shown in enumerate(scrolled) if (shown.group, shown.thread) == (lane.group, lane.thread)), self.top)
         start, end = item.start_ns, item.end_ns
         if with_span is not None:
             start, end = min(start, with_span[0]), max(end, with_span[1])
@@ -302,7 +302,7 @@ class TimelineCanvas(Widget, can_focus=True):
         labels, marks = ruler(timeline, self.start_ns, self.end_ns, columns)
         pad = " " * (LABEL_WIDTH + 1)
         text.append("\n" + pad + labels + "\n" + pad + marks, style="dim")
-        shown = self._lanes_in_view(lanes, self.size.height - HEADER_LINES)
+        shown = self._lanes_in_view(lanes, lane, self.size.height - HEADER_LINES)
         cursor_column = self._column(self.cursor_ns)
         chosen = self._chosen_columns(shown)
         in_range = self._range_columns()
@@ -312,10 +312,10 @@ class TimelineCanvas(Widget, can_focus=True):
             self._append_cells(text, line, cursor_column, chosen.get(line.lane.key, set()), in_range)
         return text
 
-    def _lanes_in_view(self, lanes: list[Lane], rows: int) -> list[Lane]:
+    def _lanes_in_view(self, lanes: list[Lane], current: Lane | None, rows: int) -> list[Lane]:
         """The lanes drawn in ``rows`` lines: the step lanes always (a jump to a step, a gap or
         a call is read against them), then the others from ``top``, moved just enough to show
-        the cursor's lane and no further down than the last lane needs.
+        the cursor's lane (``current``) and no further down than the last lane needs.
 
         Worked out when drawn, with the canvas's height: a ``T`` from another view moves the
         cursor before the canvas is laid out, and scrolling then, for a height of 0, left
@@ -324,7 +324,6 @@ class TimelineCanvas(Widget, can_focus=True):
         others = [lane for lane in lanes if lane.group != "step"]
         room = max(1, rows - len(pinned))
         top = min(self.top, max(0, len(others) - room))
-        current = self.lane
         if current is not None and current.group != "step":
             at = next(i for i, lane in enumerate(others) if lane is current)
             top = min(max(top, at - room + 1), at)
