@@ -83,13 +83,18 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
     assert app.return_value == 0
 
 
-async def test_a_missing_side_shows_the_error_and_exits_2(tmp_path) -> None:
+async def test_a_missing_side_ends_the_app_with_exit_2(tmp_path) -> None:
+    """No error page waiting for q: the app ends, run_app prints the line (as the explorer)."""
+    import asyncio
+
     app = DiffApp(DiffSource(BATCH_128, str(tmp_path / "missing.json")))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        assert "no such file or directory" in app.error_text
-        await pilot.press("q")
+    async with app.run_test(size=(80, 24)):
+        for _ in range(200):
+            if app.return_value is not None:
+                break
+            await asyncio.sleep(0.05)
     assert app.return_value == 2
+    assert "no such file or directory" in app.error_text
 
 
 async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:

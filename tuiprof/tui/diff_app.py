@@ -25,7 +25,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands, pane_commands
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -178,11 +178,11 @@ class DiffApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
+        keys = help_rows([(str(key), page.title) for key, page in enumerate(DIFF_PAGES, 1)], DIFF_COMMANDS, pane_commands(view))
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
-        self.exit(self.exit_code)
+        self.exit(0)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

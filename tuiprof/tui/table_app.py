@@ -1,6 +1,8 @@
 """What the explorer and its diff mode share: quitting cleanly on signals, a
-load worker whose errors and progress show in the loading panel, the filter
-bar, esc clearing it, and writing an export of whatever view is current."""
+load worker whose progress shows in the loading panel and whose error ends the
+app (one line on stderr once the terminal is restored, as every other bad input
+gives), the filter bar, esc clearing it, and writing an export of whatever view
+is current."""
 
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ class TableApp(App[int]):
     def __init__(self, export_dir: Path | None = None) -> None:
         super().__init__()
         self.export_dir = export_dir or Path.cwd()  # where e/E write
-        self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
 
@@ -75,7 +76,7 @@ class TableApp(App[int]):
 
     def load_or_fail(self, load: Callable[[], T]) -> T | None:
         """Run ``load`` (in the load worker): a bad input or a bug becomes a
-        ``LoadFailed`` shown in the loading panel (None), never a crash."""
+        ``LoadFailed`` that ends the app (None), never a crash."""
         try:
             return load()
         except LoadCancelled:
@@ -104,9 +105,12 @@ class TableApp(App[int]):
         self.query_one(LoadingPanel).advance(message.text, message.fraction)
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        self.exit_code = message.exit_code
+        """A trace that cannot be shown (a truncated gzip, damage found past the first bytes, a
+        capture that failed): quit at once with its exit code; ``run_app`` prints the one line
+        once the terminal is restored.  An error page that waited for q was the one bad input
+        that did not end with a line on stderr and exit 2 straight away."""
         self.error_text = message.text
-        self.query_one(LoadingPanel).fail(message.text)
+        self.exit(message.exit_code)
 
     # ------------------------------------------------------------ filter and export
 

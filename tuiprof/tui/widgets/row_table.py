@@ -32,6 +32,7 @@ MIN_PANE_NAME = 8  # narrowest a name gets in a pane too narrow for MIN_NAME and
 class RowTable(ScrollView, can_focus=True):
     """Rows of one view; line 0 is the header, the rest scroll under it."""
 
+    PANE_COMMANDS = TABLE_COMMANDS  # what ? lists for a view holding a table
     BINDINGS = bindings(TABLE_COMMANDS)
     COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim", "row-table--filter"}
     DEFAULT_CSS = """
@@ -95,12 +96,15 @@ class RowTable(ScrollView, can_focus=True):
         self._apply()
 
     def sort_by(self, key: str, descending: bool | None = None) -> None:
+        """Sort (s, r, a header click, the palette) and show the top of the new order: the
+        cursor and the scroll go to the first row.  Following the row under the cursor
+        (as a filter does) scrolled the rows the sort was asked for out of view."""
         column = next((c for c in self.columns if c.key == key), None)
         if column is None:
             return
         self.sort_key = key
         self.descending = column.numeric if descending is None else descending
-        self._apply()
+        self._apply(keep_row=False)
 
     def select_where(self, matches) -> bool:
         """Move the cursor to the first shown row for which ``matches(row)`` is true
@@ -116,8 +120,9 @@ class RowTable(ScrollView, can_focus=True):
     def current_row(self) -> Row | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def _apply(self) -> None:
-        previous = self.current_row
+    def _apply(self, keep_row: bool = True) -> None:
+        """Filter and sort ``all_rows``; the cursor stays on its row (``keep_row``) or goes to the first."""
+        previous = self.current_row if keep_row else None
         needle = self.filter_text.lower()
         rows = self.all_rows
         if needle:
