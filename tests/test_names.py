@@ -46,14 +46,14 @@ def test_tables_show_short_names_and_keep_full_ones() -> None:
 
 
 def test_module_names_are_cut_in_the_middle_keeping_their_index() -> None:
-    from tuiprof.report.names import fit_module_name
+    from tuiprof.report.names import fit_name
 
-    assert fit_module_name("Sequential_5", 12) == "Sequential_5"
-    assert fit_module_name("Sequential_5", 9) == "Sequen…_5"
-    assert fit_module_name("BatchNorm2d_10", 8) == "Batc…_10"
-    assert fit_module_name("Sequential", 6) == "Seque…"  # no index: cut at the end
-    assert fit_module_name("…/Sequential_5/BasicBlock_7", 10) == "…/Basic…_7"
-    assert fit_module_name("…/Sequential_5/BasicBlock_7", 14) == "…/BasicBlock_7"
-    assert fit_module_name("Conv2d_1", 3) == "Co…"
-    assert fit_module_name("Conv2d_1", 1) == "…" and fit_module_name("Conv2d_1", 0) == ""
-    assert all(len(fit_module_name("Linear_123456", w)) <= w for w in range(12))
+    assert fit_name("Sequential_5", 12) == "Sequential_5"
+    assert fit_name("Sequential_5", 9) == "Sequen…_5"
+    assert fit_name("BatchNorm2d_10", 8) == "Batc…_10"
+    assert fit_name("Sequential", 6) == "Seq…al"  # no index: head and tail
+    assert fit_name("…/Sequential_5/BasicBlock_7", 10) == "…/Basic…_7"
+    assert fit_name("…/Sequential_5/BasicBlock_7", 14) == "…/BasicBlock_7"
+    assert fit_name("Conv2d_1", 3) == "Co…"
+    assert fit_name("Conv2d_1", 1) == "…" and fit_name("Conv2d_1", 0) == ""
+    assert all(len(fit_name("Linear_123456", w)) <= w for w in range(12))

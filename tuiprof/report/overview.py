@@ -12,7 +12,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operators
 from tuiprof.report.findings import findings
 from tuiprof.report.memory_chart import MemoryCurve
-from tuiprof.report.names import short_kernel_name
+from tuiprof.report.names import fit_names, short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
@@ -58,8 +58,9 @@ class FittedTable:
         for i in shown:
             header, numeric = self.headers[i]
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
-        for row in self.rows:
-            table.add_row(*(row[i] for i in shown))
+        cut = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts}
+        for row in self.rows:  # names cut by the one rule (report.names), never by rich at their end
+            table.add_row(*(Text(cut[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in cut else row[i] for i in shown))
         yield table
 
 
