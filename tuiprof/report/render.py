@@ -97,10 +97,10 @@ class TableLayout:
         headers = [c.header for c in self.dropped]
         for named in range(len(headers), 0, -1):  # as many names as the line has room for
             more = f" and {len(headers) - named} more" if named < len(headers) else ""
-            line = f"left out to fit {width} columns: {', '.join(headers[:named])}{more} (--wide shows them)"
+            line = f"hidden to fit: {', '.join(headers[:named])}{more} (--wide shows all)"
             if cell_len(line) <= width:
                 return line
-        return f"{len(headers)} columns left out (--wide shows them)"
+        return f"{len(headers)} columns hidden (--wide shows all)"
 
 
 def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None, keep: str = "") -> TableLayout:

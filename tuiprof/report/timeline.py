@@ -24,6 +24,7 @@ from tuiprof.analysis.intervals import NO_EVENT
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
+from tuiprof.report.names import fit_name, short_kernel_name
 from tuiprof.report.units import format_bytes_short, format_pct, format_us
 from tuiprof.trace.store import TraceEvents
 
@@ -63,10 +64,8 @@ def block(fraction: float) -> str:
 
 
 def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis, padded to exactly ``width``."""
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…" if width > 0 else ""
-    return text.ljust(width)
+    """``text`` cut by the one rule for names (report.names.fit_name), padded to exactly ``width``."""
+    return fit_name(text, width).ljust(width)
 
 
 def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
@@ -103,16 +102,17 @@ def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: st
             last = int(np.searchsorted(edges, index.ends[row], side="right")) - 1  # columns ending inside
             if last - first < MIN_BOX:
                 continue
-            text = _box(plain(timeline.names[index.names[row]]), last - first)
+            name = plain(timeline.names[index.names[row]])
+            text = _box(short_kernel_name(name) if frame.lane.group == "gpu" else name, last - first)
             cells[first:last] = list(text)
             boxed[first:last] = [True] * (last - first)
     return LaneLine(frame.lane, label, "".join(cells), kinds, boxed)
 
 
 def _box(name: str, width: int) -> str:
+    """``[name───]`` in ``width`` cells (a kernel's name comes short: its template argument outlasts its namespaces)."""
     inner = width - 2
-    if len(name) > inner:
-        name = name[: max(0, inner - 1)] + "…"
+    name = fit_name(name, inner)
     return "[" + name + "─" * (inner - len(name)) + "]"
 
 
