@@ -46,17 +46,22 @@ def csv_cell(value: object) -> object:
     return plain(value)
 
 
+def _json_text(document: object) -> str:
+    text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
 def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: str = "") -> str:
     """Text of ``rows`` in ``fmt``; table text is plain (no colour, ASCII rules)."""
     if fmt == "json":
-        text = orjson.dumps([public_row(r, columns) for r in rows], option=orjson.OPT_INDENT_2).decode()
-        return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+        return _json_text([public_row(r, columns) for r in rows])
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow([c.key for c in columns])
         for row in rows:
-            writer.writerow([csv_cell(row.get(c.key)) for c in columns])
+            public = public_row(row, columns)
+            writer.writerow([csv_cell(public[c.key]) for c in columns])
         return buffer.getvalue()
     if fmt == "markdown":
         lines = ["| " + " | ".join(c.header for c in columns) + " |"]
@@ -66,6 +71,44 @@ def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: s
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
     return _plain_table(rows, columns, title)
+
+
+@dataclass(frozen=True)
+class ExportOrigin:
+    """What an export of the explorer was cut from, written into the file: the view, the
+    trace, the sort, the filter and the toggles in force, and how many of the rows it holds."""
+
+    view: str
+    source: str  # the trace (a diff: both sides)
+    sort: str = ""  # a column key; "": the view's own order
+    descending: bool = True
+    filter: str = ""
+    settings: tuple[str, ...] = ()  # "grouped by input shape", "top-level only"
+    total: int | None = None  # rows before the filter
+
+    def describe(self, rows: int) -> str:
+        """One line: ``operators of t.json.gz; sorted by self_cpu_us, descending; filter /conv: 12 of 340 rows``."""
+        parts = [f"{self.view} of {self.source}"]
+        parts.append(f"sorted by {self.sort}, {'descending' if self.descending else 'ascending'}" if self.sort else "in the view's order")
+        shown = f"{rows:,} of {self.total:,} rows" if self.total is not None and self.total != rows else f"{rows:,} rows"
+        parts.append(f"filter /{self.filter}: {shown}" if self.filter else f"no filter: {shown}")
+        parts.extend(self.settings)
+        return plain("; ".join(parts))
+
+    def metadata(self, rows: int) -> dict[str, object]:
+        return {"view": self.view, "source": self.source, "sort": self.sort or None, "descending": self.descending,
+                "filter": self.filter or None, "settings": list(self.settings), "rows": rows, "total": self.total}
+
+
+def render_export(rows: list[Row], columns: tuple[Column, ...], fmt: str, origin: ExportOrigin) -> str:
+    """An export file that says where it came from: CSV starts with one ``# tuiprof export:``
+    comment line (``pandas.read_csv(comment="#")`` skips it), JSON is an object whose
+    ``export`` member holds the view, trace, sort, filter and toggles and ``rows`` the rows."""
+    if fmt == "json":
+        return _json_text({"export": origin.metadata(len(rows)), "rows": [public_row(r, columns) for r in rows]})
+    if fmt == "csv":
+        return f"# tuiprof export: {origin.describe(len(rows))}\n" + render_rows(rows, columns, fmt)
+    return render_rows(rows, columns, fmt)
 
 
 def _plain_table(rows: list[Row], columns: tuple[Column, ...], title: str) -> str:

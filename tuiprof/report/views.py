@@ -19,7 +19,7 @@ from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
+from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
 
 Row = dict[str, object]
 
@@ -519,8 +519,9 @@ RUN_VIEWS: dict[str, View] = {
 
 
 def public_row(row: Row, columns: tuple[Column, ...]) -> Row:
-    """The row as exported: the view's column keys only, raw values."""
-    return {c.key: row.get(c.key) for c in columns}
+    """The row as exported: the view's column keys only, raw values without float noise
+    (units.data_value: microseconds to the nanosecond)."""
+    return {c.key: data_value(c.kind, row.get(c.key)) for c in columns}
 
 
 # ------------------------------------------------------------------ raw events (drill-down)
