@@ -178,9 +178,11 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
         widths[column.key] -= max(0, min(widths[column.key] - floor, excess()))
     while excess() > 0 and (drop := last_droppable(wide_only=False)) is not None:
         shown.pop(drop)
+    widest = dict(zip((c.key for c in columns), natural))
     for column in texts:  # still too wide: names below their floor; room left over: names back to their width
         if column in shown:
-            widths[column.key] = max(MIN_PANE_NAME, min(dict(zip((c.key for c in columns), natural))[column.key], widths[column.key] - excess()))
+            floor = min(widest[column.key], MIN_PANE_NAME)
+            widths[column.key] = max(floor, min(widest[column.key], widths[column.key] - excess()))
     dropped = tuple(c for c in columns if c not in shown)
     return TableLayout(tuple(shown), tuple(widths[c.key] for c in shown), dropped)
 
