@@ -102,13 +102,17 @@ KERNELS = (
     *(f"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_{tile}_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_{tile}_tn_align8::Params)"
       for tile in ("128x64_64x3", "64x64_64x6")),
 )
+# Template instances that differ only in numbers: the same short name, told apart by their arguments.
+CONVOLUTIONS = tuple(f"void implicit_convolve_sgemm<float, float, {tile}, 3, 3, 5, 1, false, true, true>(int, int, int, float const*, "
+                     "int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, int)" for tile in ("1024, 6, 7", "128, 6, 7"))
 BACKWARD = tuple(f"autograd::engine::evaluate_function: {name}" for name in (
     "ConvolutionBackward0", "AddmmBackward0", "NativeLayerNormBackward0", "torch::autograd::AccumulateGrad"))
 
 
 def names_trace(path, scale: float = 1.0):
     """Three encoder layers of three Linear each (9 module paths that differ only in their
-    last levels), each Linear's addmm launching one of 9 kernels; backward wrappers in the root."""
+    last levels), each Linear's addmm launching one of 9 kernels; backward wrappers in the root,
+    two of them launching convolutions that differ only in their template's numbers."""
     from tests.gpu_trace import GpuTrace
 
     trace = GpuTrace()
@@ -127,7 +131,9 @@ def names_trace(path, scale: float = 1.0):
             trace.launch(launcher, KERNELS[linear], ts + 2, 5, ts + 10, 20 * scale + linear)
             linear += 1
     for index, name in enumerate(BACKWARD):
-        trace.op(name, 920 + 15 * index, 10 * scale + index)
+        launcher = trace.op(name, 920 + 15 * index, 10 * scale + index)
+        if index < len(CONVOLUTIONS):
+            trace.launch(launcher, CONVOLUTIONS[index], 921 + 15 * index, 2, 925 + 15 * index, 5 * scale + index)
     trace.op("torch::autograd::AccumulateGrad", 985, 5)
     return trace.write(path)
 
@@ -160,14 +166,9 @@ def _full_names(capsys, *argv: str) -> list[str]:
     return [row.get("name") or row["path"] for row in csv.DictReader(io.StringIO(_output(capsys, *argv, "--format", "csv")))]
 
 
-def _kernel_short(name: str) -> str:
-    return short_kernel_name(name)  # tables show kernels short by design (test_short_kernel_names): compare those
-
-
 @pytest.mark.parametrize("view", ["ops", "modules", "kernels"])
 def test_plain_tables_keep_rows_apart(traces, capsys, view) -> None:
     full = _full_names(capsys, "summary", traces[0], "--view", view)
-    full = [_kernel_short(n) for n in full] if view == "kernels" else full
     text = _output(capsys, "summary", traces[0], "--view", view)
     body = [line for line in text.splitlines() if line.startswith("| ")][1:]  # ASCII rows after the header
     _distinct([line.split("|")[1].strip() for line in body], full)
@@ -181,7 +182,6 @@ def test_terminal_tables_keep_rows_apart(traces, capsys, monkeypatch, view, widt
     from tuiprof.report import summary
 
     full = _full_names(capsys, "summary", traces[0], "--view", view)
-    full = [_kernel_short(n) for n in full] if view == "kernels" else full
     monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
     monkeypatch.setenv("COLUMNS", str(width))
     lines = _output(capsys, "summary", traces[0], "--view", view).splitlines()
@@ -198,7 +198,6 @@ def test_diff_text_keeps_rows_apart(traces, capsys, monkeypatch, view) -> None:
     from tuiprof.report import diff
 
     full = _full_names(capsys, "diff", *traces, "--view", view)
-    full = [_kernel_short(n) for n in full] if view == "kernels" else full
     piped = _output(capsys, "diff", *traces, "--view", view, "--format", "table", "--limit", "50")
     body = [line for line in piped.splitlines() if line.startswith("| ")][1:]
     _distinct([line.split("|")[1].strip() for line in body], full)
@@ -221,8 +220,7 @@ async def test_explorer_tables_keep_rows_apart_at_80x24(traces) -> None:
         return [table._row_strip(i).text[:width].rstrip() for i in range(len(table.rows))]
 
     def full(table: RowTable) -> list[str]:
-        column = table.columns[0]
-        return [column.format(row.get(column.key)) for row in table.rows]
+        return [str(row.get(table.columns[0].key)) for row in table.rows]
 
     app = ExplorerApp(FileSource(traces[0]))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -237,3 +235,17 @@ async def test_explorer_tables_keep_rows_apart_at_80x24(traces) -> None:
         await pilot.pause()
         pane = next(t for t in app.query(RowTable) if t.id and "module" in t.id and t.rows)
         _distinct(name_cells(pane), full(pane))
+
+
+def test_kernels_that_share_a_short_name_show_the_arguments_that_differ() -> None:
+    from tuiprof.report.names import short_kernel_names
+
+    wgrad = "void cudnn::cnn::wgrad_alg0_engine<float, 128, {}, 3, 3, {}, false, 512>(int, int, float const*, kernel_grad_params)"
+    add = ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >(int)",
+           "void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<at::native::AddFunctor<long> >, at::detail::Array<char*, 2> >(int)")
+    names = [wgrad.format("6, 7", 5), wgrad.format("5, 5", 3), *add, ELEMENTWISE.format("MulFunctor")]
+    short = short_kernel_names(names)
+    assert short[names[0]] == "wgrad_alg0_engine<6, 7, 5>" and short[names[1]] == "wgrad_alg0_engine<5, 5, 3>"
+    assert short[add[0]] == "vectorized_elementwise_kernel<AddFunctor<float>, Array<char*, 3>>"
+    assert short[add[1]] == "vectorized_elementwise_kernel<BUnaryFunctor<AddFunctor<long> >, Array<char*, 2>>"
+    assert short[names[-1]] == "vectorized_elementwise_kernel<MulFunctor>"  # alone with its short name: unchanged

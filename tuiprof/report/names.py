@@ -177,6 +177,39 @@ def short_kernel_name(name: str) -> str:
     return _shorten(name) if ("::" in name or "<" in name or re.match(r"\w+\(", name)) else name
 
 
+def short_kernel_names(names: Iterable[str]) -> dict[str, str]:
+    """Each kernel's short name; where kernels of one table would share one (template instances
+    that differ only in numbers or types: ``implicit_convolve_sgemm<float, float, 1024, 6, 7, ...>``
+    and ``<float, float, 128, 6, 7, ...>``), each shows the template arguments that differ,
+    namespaces dropped: ``implicit_convolve_sgemm<1024, 6, 7, 5>``."""
+    short = {name: short_kernel_name(name) for name in set(names)}
+    groups: dict[str, list[str]] = {}
+    for name, shown in short.items():
+        groups.setdefault(shown, []).append(name)
+    for shown, group in groups.items():
+        if len(group) < 2:
+            continue
+        arguments = {name: _template_arguments(name) for name in group}
+        longest = max(len(a) for a in arguments.values())
+        differing = [i for i in range(longest) if len({tuple(a[i:i + 1]) for a in arguments.values()}) > 1]
+        if not differing:
+            continue
+        base = shown.split("<", 1)[0]
+        for name, args in arguments.items():
+            kept = [NAMESPACE.sub("", args[i]) if i < len(args) else "" for i in differing]
+            short[name] = f"{base}<{', '.join(kept)}>"
+    return short
+
+
+NAMESPACE = re.compile(r"\b(?:\w+|anonymous_namespace)::")
+
+
+def _template_arguments(name: str) -> list[str]:
+    """The top-level template arguments of a kernel's signature (none: [])."""
+    _, arguments = _split_call(name.removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace").strip())
+    return [a.strip() for a in _top_level_split(arguments, ",")] if arguments else []
+
+
 @lru_cache(maxsize=65536)
 def _shorten(name: str) -> str:
     text = name.removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace").strip()

@@ -12,7 +12,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operators
 from tuiprof.report.findings import findings
 from tuiprof.report.memory_chart import MemoryCurve
-from tuiprof.report.names import fit_names, short_kernel_name
+from tuiprof.report.names import fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
@@ -150,7 +150,9 @@ def _kernels_table(model: TraceModel) -> Table:
     for header in ("total", "calls"):
         table.add_column(header)
     table.add_column("launched by", numeric=False)
-    for kernel in model.kernels[:OVERVIEW_TOP]:
-        table.add_row(Text(short_kernel_name(plain(kernel.name, DISPLAY_CHARS))), format_us(kernel.device_total_us), f"{kernel.calls:,}",
+    top = model.kernels[:OVERVIEW_TOP]
+    short = short_kernel_names(plain(kernel.name, DISPLAY_CHARS) for kernel in top)  # instances that differ in numbers stay apart
+    for kernel in top:
+        table.add_row(Text(short[plain(kernel.name, DISPLAY_CHARS)]), format_us(kernel.device_total_us), f"{kernel.calls:,}",
                       Text(plain(kernel.launcher, DISPLAY_CHARS)))
     return table

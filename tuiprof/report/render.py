@@ -6,6 +6,7 @@ import csv
 import io
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
@@ -15,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuiprof.report.names import fit_names
-from tuiprof.report.plain import plain
+from tuiprof.report.names import fit_names, short_kernel_names
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import Column, Row, public_row
 
 # A table cell shows at most this much of a name (a trace can hold a 60 MB one);
@@ -146,6 +147,31 @@ class TableLayout:
         return f"{len(headers)} columns hidden (--wide shows all)"
 
 
+def told_apart(column: Column, values: Iterable[object]) -> dict[object, str]:
+    """Texts that ``column.format`` would give several different values, made different: kernels
+    whose short names are the same show the template arguments that differ
+    (``implicit_convolve_sgemm<1024, 6, 7, 5>``, names.short_kernel_names).  Only the values
+    whose text changes are returned."""
+    if column.kind != "kernel":
+        return {}
+    by_text: dict[str, set[str]] = {}
+    for value in values:
+        if isinstance(value, str):
+            by_text.setdefault(column.format(value), set()).add(value)
+    clashing = [value for same in by_text.values() if len(same) > 1 for value in same]
+    if not clashing:
+        return {}
+    better = short_kernel_names(plain(value, DISPLAY_CHARS) for value in clashing)
+    return {value: better[plain(value, DISPLAY_CHARS)] for value in clashing}
+
+
+def _cell_texts(rows: list[Row], column: Column) -> list[str]:
+    """What each row shows in ``column``, before names are cut to the column's width."""
+    values = [row.get(column.key) for row in rows]
+    apart = told_apart(column, values)
+    return [plain(apart[v] if isinstance(v, str) and v in apart else column.format(v), CELL_CHARS) for v in values]
+
+
 def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None, keep: str = "") -> TableLayout:
     """Every column at its widest cell (names at most ``NAME_CELLS``) when ``width`` is None
     (a pipe, ``--wide``); else what fits ``width`` cells, in this order: the columns shown
@@ -155,8 +181,7 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
     (what the row is) and the sorted column ``keep`` always stay; numbers are never cut."""
     natural = []
     for column in columns:
-        cells = [cell_len(plain(column.format(row.get(column.key)), CELL_CHARS)) for row in rows]
-        widest = max([cell_len(column.header), *cells])
+        widest = max([cell_len(column.header), *map(cell_len, _cell_texts(rows, column))])
         natural.append(widest if column.numeric else min(widest, NAME_CELLS))
     widths = dict(zip((c.key for c in columns), natural))
     if width is None:
@@ -209,17 +234,16 @@ def build_rich_table(rows: list[Row], layout: TableLayout, title: str, ascii_rul
     stays what it is (never rich markup), control characters are escaped.  Names are
     cut by the one rule (report.names.fit_names): rows that differ still read differently."""
     table = Table(title=Text(plain(title, CELL_CHARS)) if title else None, box=box.ASCII2 if ascii_rules else box.SIMPLE_HEAD, header_style="bold")
-    shown: list[tuple[Column, dict[str, str] | None]] = []
+    columns = []
     for column, width in zip(layout.columns, layout.widths):
         table.add_column(column.header, justify="right" if column.numeric else "left", overflow="ellipsis", no_wrap=True, width=width)
-        texts = None if column.numeric else {plain(column.format(row.get(column.key)), CELL_CHARS) for row in rows}
-        shown.append((column, None if texts is None else fit_names((t for t in texts if cell_len(t) > width), width)))
-    for row in rows:
-        cells = []
-        for column, cut in shown:
-            text = plain(column.format(row.get(column.key)), CELL_CHARS)
-            cells.append(Text(cut.get(text, text) if cut is not None else text))
-        table.add_row(*cells)
+        texts = _cell_texts(rows, column)
+        if not column.numeric:
+            cut = fit_names((t for t in texts if cell_len(t) > width), width)
+            texts = [cut.get(text, text) for text in texts]
+        columns.append(texts)
+    for cells in zip(*columns):
+        table.add_row(*map(Text, cells))
     return table
 
 

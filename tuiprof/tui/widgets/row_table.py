@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tuiprof.report.names import fit_name, fit_names
+from tuiprof.report.render import told_apart
 from tuiprof.report.views import Column, Row, sort_rows
 from tuiprof.tui.commands import TABLE_COMMANDS, bindings
 
@@ -76,6 +77,7 @@ class RowTable(ScrollView, can_focus=True):
         self._sorted_as: tuple[str, bool] | None = None  # the order all_rows came in, when sorted elsewhere
         self._shown: tuple[Column, ...] = ()
         self._cut_names: dict[tuple[str, int], dict[str, str]] = {}  # (column, width) -> name -> as shown
+        self._apart: dict[str, dict[object, str]] = {}  # column -> value -> its text, where format() alone reads the same
 
     # ------------------------------------------------------------ data
 
@@ -91,6 +93,8 @@ class RowTable(ScrollView, can_focus=True):
             self.descending = descending
         self._sorted_as = (self.sort_key, self.descending) if presorted else None
         self._cut_names = {}
+        sample = rows[:NAME_SAMPLE]
+        self._apart = {c.key: apart for c in columns if (apart := told_apart(c, (row.get(c.key) for row in sample)))}
         self._measure()
         self._apply()
 
@@ -146,7 +150,7 @@ class RowTable(ScrollView, can_focus=True):
         for column in self.columns:
             width = cell_len(column.header) + 2  # room for the sort arrow
             for row in sample:
-                width = max(width, cell_len(column.format(row.get(column.key))))
+                width = max(width, cell_len(self._text(column, row.get(column.key))))
             widths[column.key] = min(width, MAX_TEXT_WIDTH) if not column.numeric else width
         self._widths = widths
 
@@ -251,7 +255,7 @@ class RowTable(ScrollView, can_focus=True):
         segments = []
         for column, width in zip(self._shown, self._cell_widths()):
             value = row.get(column.key)
-            text = _fit(self._cut(column, column.format(value), width), width, column.numeric)
+            text = _fit(self._cut(column, self._text(column, value), width), width, column.numeric)
             cell = sorted_style if column.key == self.sort_key else style
             colour = getattr(column, "cell_style", None)  # columns that colour their values (diff deltas)
             if colour is not None and (name := colour(value)):
@@ -261,6 +265,11 @@ class RowTable(ScrollView, can_focus=True):
                 segments.append(Segment(text + " " * GAP, cell))
         return Strip(segments)
 
+    def _text(self, column: Column, value: object) -> str:
+        """A cell's text before it is fitted: ``column.format``, told apart from rows that would read the same."""
+        apart = self._apart.get(column.key)
+        return apart[value] if apart and isinstance(value, str) and value in apart else column.format(value)
+
     def _cut(self, column: Column, text: str, width: int) -> str:
         """A text cell in ``width`` cells, cut by the one rule for names (report.names.fit_names):
         rows whose names differ still differ on screen."""
@@ -268,7 +277,7 @@ class RowTable(ScrollView, can_focus=True):
             return text
         key = (column.key, width)
         if key not in self._cut_names:
-            texts = {column.format(row.get(column.key)) for row in self.all_rows[:NAME_SAMPLE]}
+            texts = {self._text(column, row.get(column.key)) for row in self.all_rows[:NAME_SAMPLE]}
             self._cut_names[key] = fit_names((t for t in texts if cell_len(t) > width), width)
         return self._cut_names[key].get(text) or fit_name(text, width)
 
