@@ -19,17 +19,13 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tuiprof.report.names import fit_name, fit_names
-from tuiprof.report.render import told_apart
+from tuiprof.report.render import MIN_NAME, MIN_OTHER_TEXT, MIN_PANE_NAME, NAME_CELLS, told_apart  # the printed tables' limits
 from tuiprof.report.views import Column, Row, sort_rows
 from tuiprof.tui.commands import TABLE_COMMANDS, bindings
 
 GAP = 2
-MAX_TEXT_WIDTH = 60
 WIDTH_SAMPLE = 2000  # rows measured to size columns
 NAME_SAMPLE = 20_000  # rows whose names are cut so that no two read the same (the rest: each on its own)
-MIN_NAME = 22  # narrowest a name column gets before numeric columns are dropped
-MIN_OTHER_TEXT = 14  # narrowest a second text column (launcher, module) gets before the name shrinks
-MIN_PANE_NAME = 8  # narrowest a name gets in a pane too narrow for MIN_NAME and one number
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -151,7 +147,7 @@ class RowTable(ScrollView, can_focus=True):
             width = cell_len(column.header) + 2  # room for the sort arrow
             for row in sample:
                 width = max(width, cell_len(self._text(column, row.get(column.key))))
-            widths[column.key] = min(width, MAX_TEXT_WIDTH) if not column.numeric else width
+            widths[column.key] = min(width, NAME_CELLS) if not column.numeric else width
         self._widths = widths
 
     def _layout_columns(self) -> None:
