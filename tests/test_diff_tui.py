@@ -33,7 +33,7 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
         await _loaded(app, pilot)
         assert app.current_view == "diff-overview"
         body = _plain(app.query_one("#diff-overview-body").content)
-        assert "verdict: B is" in body and "faster per step" in body
+        assert "verdict: batch 128 -> 64: B is" in body and "faster per sample" in body
         assert "aten::convolution_backward: -" in body
         header = _plain(app.query_one("#header").content)
         assert "1 Diff" in header and "2 Operators" in header

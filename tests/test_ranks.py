@@ -18,7 +18,9 @@ import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES, needs_shared
 from tuiprof.analysis.collectives import CollectiveRecord, match_collectives
-from tuiprof.analysis.ranks import decode_summary, encode_summary, find_stragglers, summarise_run
+from tuiprof.analysis.ranks import Straggler, decode_summary, encode_summary, find_stragglers, summarise_run
+from tuiprof.report.stragglers import straggler_cause, straggler_sentence
+from tuiprof.report.views import build_rank_rows
 from tuiprof.trace.run import open_run, sidecar_path
 
 DLRM = SHARED_TRACES / "dlrm_8ranks"
@@ -149,7 +151,42 @@ def test_a_collective_one_rank_enters_5_ms_late(tmp_path):
     assert matched.busbw_gbps == pytest.approx(1.048576 * 2 * (2 - 1) / 2)
     assert run.collectives.last_arrivals() == {1: 1}
     # rank 0: 20 ms step, 6 ms waiting -> works 14 ms; rank 1 works 19 ms
-    assert run.stragglers() == {1: "rank 1: +5.0 ms per step, data loading 5.0 ms above median, last to arrive at 1 of 1 collectives"}
+    assert run.stragglers() == {1: Straggler(1, 19_000, 14_000, "data_loading_us", 5000, 1, 1)}
+
+
+def test_a_straggler_with_the_shorter_step_is_told_by_its_work_not_its_step(tmp_path):
+    """Rank 1 loads data 11 ms longer but its step is the shorter one (17 vs 20 ms): rank 0
+    waits 11 ms in the all-reduce.  Works: rank 0 20 - 11 = 9 ms, rank 1 17 - 1 = 16 ms."""
+    zero = TraceBuilder(0, 2, step_us=(0, 20_000))
+    zero.data_loading(0, 1000)
+    zero.compute(1000, 5000, at=1000)
+    zero.all_reduce(5000, 16_000, at=4900)
+    zero.write(tmp_path)
+    one = TraceBuilder(1, 2, step_us=(0, 17_000))
+    one.data_loading(0, 12_000)
+    one.compute(12_000, 15_000, at=12_000)
+    one.all_reduce(15_000, 16_000, at=14_900)
+    one.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    assert [r.mean("step_us") for r in run.ranks] == [20_000, 17_000]
+    (straggler,) = run.stragglers().values()
+    assert straggler == Straggler(1, 16_000, 9000, "data_loading_us", 11_000, 1, 1)
+    assert straggler_cause(straggler) == "Data load +11.0 ms"
+    assert straggler_sentence(straggler) == (
+        "rank 1: 7.0 ms more work per step than the other ranks (Step - Exposed comm: 16.0 ms; their median 9.0 ms), "
+        "Data load 11.0 ms above theirs, last to arrive at 1 of 1 collectives; the others wait for it, in Exposed comm"
+    )
+    (row,) = [r for r in build_rank_rows(run) if r["straggler"]]
+    assert (row["rank"], row["straggler"], row["straggler_reason"]) == (1, straggler_cause(straggler), straggler_sentence(straggler))
+
+
+def test_a_rank_last_at_most_collectives_without_more_work_says_so():
+    straggler = Straggler(7, 9600, 9800, None, 0.0, 5, 8)
+    assert straggler_cause(straggler) == "last at 5 of 8"
+    assert straggler_sentence(straggler) == (
+        "rank 7: last to arrive at 5 of 8 collectives, although it does no more work per step than the other ranks "
+        "(Step - Exposed comm: 9.6 ms; their median 9.8 ms); the others wait for it, in Exposed comm"
+    )
 
 
 def test_arrival_skew_waits_and_last_rank_on_random_arrivals():
@@ -181,6 +218,48 @@ def test_collectives_match_by_group_and_order_and_stop_where_ranks_disagree():
     assert [(c.group, c.kind) for c in match.collectives] == [("0", "all_reduce"), ("1", "all_to_all")]
     assert match.problems == ("process group 0, step 1: collective 2 differs (broadcast on rank 0; all_gather on rank 1); "
                               "the rest of this group is not matched",)
+
+
+def test_collectives_that_do_not_overlap_in_time_are_not_matched(tmp_path):
+    """Rank 1's trace misses the step's first all-reduce: by order, rank 0's first (1-2 ms)
+    would meet rank 1's only one (118-120 ms), which began 116 ms after rank 0's ended.
+    No rank can finish an all-reduce before every rank has begun it: not the same one."""
+    zero = TraceBuilder(0, 2, step_us=(0, 200_000))
+    zero.all_reduce(1000, 2000, at=900)
+    zero.all_reduce(118_000, 120_000, at=117_900)
+    zero.write(tmp_path)
+    one = TraceBuilder(1, 2, step_us=(0, 200_000))
+    one.all_reduce(118_000, 120_000, at=117_900)
+    one.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    assert run.collectives.collectives == ()
+    assert run.collectives.last_arrivals() == {} and run.stragglers() == {}
+    assert run.problems[-1] == (
+        "process group 0, step 1: collective 1 (all_reduce) does not overlap in time: rank 0's ended 116.0 ms before "
+        "rank 1's began (clocks may differ by 5 ms); a rank's trace misses a collective, or the ranks' clocks are that far apart; "
+        "the rest of this group is not matched"
+    )
+
+
+def test_collectives_a_few_ms_apart_match_as_clocks_of_two_hosts_may_be(tmp_path):
+    """Rank 0's all-reduce ended 3 ms before rank 1's began: within the clock tolerance (5 ms),
+    so matched, and the skew shows it."""
+    for rank, (start, end) in enumerate([(10_000, 12_000), (15_000, 16_000)]):
+        builder = TraceBuilder(rank, 2)
+        builder.all_reduce(start, end, at=start - 100)
+        builder.write(tmp_path)
+    run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
+    (matched,) = run.collectives.collectives
+    assert matched.skew_ns == 5_000_000 and matched.last_rank == 1 and run.problems == ()
+
+
+def test_a_broadcast_root_may_finish_before_the_others_begin():
+    records = {0: [CollectiveRecord("0", 1, "broadcast", 0, 1000, 64, "Float", 2)],
+               1: [CollectiveRecord("0", 1, "broadcast", 50_000_000, 1000, 64, "Float", 2)]}
+    match = match_collectives(records)
+    assert len(match.collectives) == 1 and match.problems == ()
+    too_far = {rank: [CollectiveRecord("0", 1, "all_gather", r.start_ns, r.dur_ns, 64, "Float", 2) for r in rs] for rank, rs in records.items()}
+    assert match_collectives(too_far).collectives == ()
 
 
 # ------------------------------------------------------------------ run directories with problems
@@ -252,14 +331,50 @@ def test_reopening_8_ranks_from_sidecars_takes_under_a_second(tmp_path):
     assert reopened.from_sidecars == 8 and reopened.ranks == fresh.ranks
 
 
-def test_read_only_folders_get_no_sidecar(tmp_path):
+def _sidecars_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.tuiprof-summary")) if folder.exists() else []
+
+
+def test_read_only_folders_get_their_sidecars_in_the_cache(tmp_path, monkeypatch):
+    """Never written into a folder without write permission (even as root): into $XDG_CACHE_HOME/tuiprof."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     directory = two_rank_run(tmp_path / "run")
     os.chmod(directory, 0o555)
     try:
-        summarise_run(open_run(directory), workers=1)
-        assert not list(directory.glob("*.tuiprof-summary"))
+        first = summarise_run(open_run(directory), workers=1)
+        assert _sidecars_in(directory) == [] and len(_sidecars_in(cache / "tuiprof")) == 2
+        again = summarise_run(open_run(directory))
+        assert again.from_sidecars == 2 and again.ranks == first.ranks
     finally:
         os.chmod(directory, 0o755)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder away needs root")
+def test_a_folder_of_another_user_gets_no_sidecar(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    directory = two_rank_run(tmp_path / "run")
+    os.chown(directory, 4321, 4321)  # writable by its owner, who is not us
+    summarise_run(open_run(directory), workers=1)
+    assert _sidecars_in(directory) == [] and len(_sidecars_in(cache)) == 2
+
+
+def test_no_sidecars_reads_and_writes_none(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    directory = two_rank_run(tmp_path / "run")
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(directory), "--view", "ranks", "--no-sidecars"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+    assert result.returncode == 0 and "Ranks" in result.stdout, result.stderr
+    assert _sidecars_in(directory) == [] and _sidecars_in(cache) == []
+    summarise_run(open_run(directory), workers=1)  # on: written next to the traces
+    assert len(_sidecars_in(directory)) == 2
+    monkeypatch.setenv("TUIPROF_NO_SIDECARS", "1")
+    assert summarise_run(open_run(directory), workers=1).from_sidecars == 0  # off: not read either
 
 
 # ------------------------------------------------------------------ the shared 8-rank run
@@ -286,7 +401,7 @@ def test_summary_ranks_json_and_collectives_csv_on_dlrm():
     assert ranks.returncode == 0 and ranks.stderr == ""
     rows = json.loads(ranks.stdout)
     assert [r["rank"] for r in rows] == list(range(8))
-    assert rows[7]["straggler"].startswith("rank 7: ")
+    assert rows[7]["straggler"] and rows[7]["straggler_reason"].startswith("rank 7: ")
     collectives = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "collectives", "--format", "csv"],
                                  capture_output=True, text=True, env=env, timeout=120)
     assert collectives.returncode == 0

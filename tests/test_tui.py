@@ -475,7 +475,7 @@ def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None
     stats = next(s for s in resnet_model.operators() if s.name == "aten::mkldnn_convolution")
     detail = operator_detail(resnet_model, stats)
     node_time = {n.path: n.cpu_total_us for n in resnet_model.modules.walk()}
-    times = [node_time[path] for path, _ in detail.modules]
+    times = [node_time[path] for path, _, _ in detail.modules]
     assert times == sorted(times, reverse=True)  # a conv's time is its module's, roughly
     assert detail.module_count == 20
     text = operator_text(resnet_model, stats).plain

@@ -77,6 +77,16 @@ BUS_FACTORS = {
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
 }
+# Collectives in which every rank's result needs every rank's input: no rank can finish
+# before the last one has started, so the ranks' spans of one such collective overlap.
+# Not broadcast, reduce, send/recv: a root or sender may hand its data over and finish
+# before a receiver begins.
+OVERLAPPING_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"})
+# How far apart the ranks' clocks may be and a collective still match: ranks of one host
+# share a clock (dlrm_8ranks' spans overlap by 6 us and more), hosts only as well as NTP
+# keeps them (within about a millisecond in one cluster).  A rank's collective that ended
+# longer than this before another rank's began is not the same collective.
+CLOCK_TOLERANCE_NS = 5_000_000
 DTYPE_BYTES = {
     "float": 4, "float32": 4, "int": 4, "int32": 4, "unsigned int": 4,
     "double": 8, "float64": 8, "long": 8, "long int": 8, "int64": 8, "c10::complex<float>": 8,
@@ -257,8 +267,12 @@ def match_collectives(per_rank: dict[int, list[CollectiveRecord]], offsets_ns: d
 
     ``offsets_ns`` moves a rank's times onto the common clock (traces relative
     to different ``baseTimeNanoseconds``).  A position where ranks disagree on
-    the collective's kind ends the matching of that group and step: what
-    follows cannot be trusted to be the same collective.
+    the collective's kind, or where one rank's collective of an
+    OVERLAPPING_KINDS kind ended more than CLOCK_TOLERANCE_NS before another
+    rank's began, ends the matching of that group and step: what follows
+    cannot be trusted to be the same collective (a rank's trace missed one),
+    and with clocks that far apart arrival skews and last ranks would be the
+    clocks' difference, not a straggler.
     """
     offsets_ns = offsets_ns or {}
     queues: dict[tuple[str, int], dict[int, list[CollectiveRecord]]] = defaultdict(dict)
@@ -284,6 +298,11 @@ def match_collectives(per_rank: dict[int, list[CollectiveRecord]], offsets_ns: d
                 text = "; ".join(f"{kind} on rank{'s' if len(r) > 1 else ''} {', '.join(r)}" for kind, r in by_kind.items())
                 problems.append(f"{where}: collective {index + 1} differs ({text}); the rest of this group is not matched")
                 break
+            arrivals = [r.start_ns + offsets_ns.get(rank, 0) for rank, r in zip(ranks, records)]
+            apart = _apart(ranks, records, arrivals) if records[0].kind in OVERLAPPING_KINDS else None
+            if apart is not None:
+                problems.append(f"{where}: collective {index + 1} ({records[0].kind}) {apart}; the rest of this group is not matched")
+                break
             sizes = [r.size_bytes for r in records if r.size_bytes is not None]
             group_size = next((r.group_size for r in records if r.group_size), None) or len(ranks)
             matched.append(
@@ -294,10 +313,24 @@ def match_collectives(per_rank: dict[int, list[CollectiveRecord]], offsets_ns: d
                     kind=records[0].kind,
                     size_bytes=int(median(sizes)) if sizes else None,
                     ranks=tuple(ranks),
-                    arrivals_ns=tuple(r.start_ns + offsets_ns.get(rank, 0) for rank, r in zip(ranks, records)),
+                    arrivals_ns=tuple(arrivals),
                     durations_ns=tuple(r.dur_ns for r in records),
                     group_size=group_size,
                 )
             )
     matched.sort(key=lambda c: (c.step, min(c.arrivals_ns)))
     return CollectiveMatch(tuple(matched), tuple(problems))
+
+
+def _apart(ranks: list[int], records: list[CollectiveRecord], arrivals: list[int]) -> str | None:
+    """Why the ranks' spans at one position cannot be one collective (the earliest end
+    lies more than CLOCK_TOLERANCE_NS before the latest start), or None."""
+    ends = [arrival + record.dur_ns for arrival, record in zip(arrivals, records)]
+    first_end, last_start = min(range(len(ranks)), key=ends.__getitem__), max(range(len(ranks)), key=arrivals.__getitem__)
+    gap_ns = arrivals[last_start] - ends[first_end]
+    if gap_ns <= CLOCK_TOLERANCE_NS:
+        return None
+    return (
+        f"does not overlap in time: rank {ranks[first_end]}'s ended {gap_ns / 1e6:.1f} ms before rank {ranks[last_start]}'s began "
+        f"(clocks may differ by {CLOCK_TOLERANCE_NS / 1e6:.0f} ms); a rank's trace misses a collective, or the ranks' clocks are that far apart"
+    )

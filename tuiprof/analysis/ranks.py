@@ -66,13 +66,6 @@ STEP_COLUMNS = (
 )
 # Columns a straggler's reason can name: what a rank spends more on than the others.
 CAUSE_COLUMNS = ("compute_us", "data_loading_us", "cpu_bound_us", "memcpy_us", "memset_us")
-CAUSE_WORDS = {
-    "compute_us": "compute",
-    "data_loading_us": "data loading",
-    "cpu_bound_us": "CPU-bound time",
-    "memcpy_us": "memcpy",
-    "memset_us": "memset",
-}
 # A rank is a straggler when it works this much longer per step than the
 # others' median: 10 % of the median step, at least 1 ms (step-to-step noise of
 # one rank on the shared traces is of that order).
@@ -244,7 +237,7 @@ class RunSummary:
     problems: tuple[str, ...]
     from_sidecars: int  # ranks read from sidecars instead of analysed
 
-    def stragglers(self) -> dict[int, str]:
+    def stragglers(self) -> dict[int, Straggler]:
         return find_stragglers(self.ranks, self.collectives)
 
 
@@ -429,18 +422,38 @@ def spread(ranks: tuple[RankSummary, ...], columns: tuple[str, ...] = STEP_COLUM
     return result
 
 
-def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch | None = None) -> dict[int, str]:
-    """Ranks that hold the others up, each with the reason in words.
+@dataclass(frozen=True)
+class Straggler:
+    """A rank that holds the others up, and the numbers that say why (means per step, us).
+
+    The words are the report's (report/stragglers.py): they state these numbers in
+    the terms of the ranks table's columns.
+    """
+
+    rank: int
+    working_us: float  # Step - Exposed comm: what the rank does between waits
+    others_working_us: float  # the median of the other ranks' working time
+    cause: str | None  # the CAUSE_COLUMNS column the rank spends most extra time in, when it explains the excess
+    cause_excess_us: float  # that column minus the median of the other ranks' (0 without a cause)
+    last_arrivals: int  # matched collectives at which the rank arrived last
+    collectives: int  # matched collectives in all
+
+    @property
+    def excess_us(self) -> float:
+        return self.working_us - self.others_working_us
+
+
+def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch | None = None) -> dict[int, Straggler]:
+    """Ranks that hold the others up, by rank.
 
     In synchronous training every rank's step ends at the same collectives, so
     a slow rank does not have a longer step: the others wait for it, in
     exposed communication.  What tells it apart is its *working time*, the step
     minus its exposed communication.  A rank whose working time exceeds the
     median of the other ranks' by more than STRAGGLER_SHARE of the median step
-    (at least STRAGGLER_MIN_US) is a straggler; the reason names the excess, the
-    column it spends most extra time in, and how often it was the last to
-    arrive at a collective.  A rank last to arrive at most collectives is a
-    straggler too, whatever its working time.
+    (at least STRAGGLER_MIN_US) is a straggler; so is a rank that arrived last
+    at most collectives, whatever its working time.  The cause is the column it
+    spends most extra time in, when that excess is over half the threshold.
     """
     if len(ranks) < 2:
         return {}
@@ -451,28 +464,22 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
     matched = len(collectives.collectives) if collectives else 0
     result = {}
     for rank, own in means.items():
-        excess_work = working[rank] - median(w for r, w in working.items() if r != rank)
+        others_working = median(w for r, w in working.items() if r != rank)
         mostly_last = matched >= 2 and last.get(rank, 0) * 2 > matched
-        if excess_work <= threshold and not mostly_last:
+        if working[rank] - others_working <= threshold and not mostly_last:
             continue
-        words = [f"+{_ms(excess_work)} per step"] if excess_work > 0 else []
         excess = {}
         for column in CAUSE_COLUMNS:
             values = [m[column] for r, m in means.items() if r != rank and m[column] is not None]
             if own[column] is not None and values:
                 excess[column] = own[column] - median(values)
-        if excess:
-            column = max(excess, key=excess.__getitem__)
-            if excess[column] > threshold / 2:
-                words.append(f"{CAUSE_WORDS[column]} {_ms(excess[column])} above median")
-        if last.get(rank):
-            words.append(f"last to arrive at {last[rank]} of {matched} collectives")
-        result[rank] = f"rank {rank}: " + ", ".join(words)
+        cause = max(excess, key=excess.__getitem__) if excess else None
+        if cause is not None and excess[cause] <= threshold / 2:
+            cause = None
+        result[rank] = Straggler(
+            rank, working[rank], others_working, cause, excess[cause] if cause else 0.0, last.get(rank, 0), matched
+        )
     return result
-
-
-def _ms(us: float) -> str:
-    return f"{us / 1000:.1f} ms" if abs(us) < 10_000 else f"{us / 1000:.0f} ms"
 
 
 if __name__ == "__main__":  # run as a worker: import by name, so answers pickle as tuiprof.analysis.ranks.*

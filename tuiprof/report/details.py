@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tuiprof.analysis.compiled import describe_kernel, is_region_node
 from tuiprof.analysis.detail import operator_detail
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.model import TraceModel
@@ -43,6 +44,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
         text.append(f" · {detail.share_of_parent_pct:.0f}% of ")
         text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
     text.append("\n")
+    _append_computes(text, stats.name)
     text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
     if model.has_device:
         text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
@@ -57,7 +59,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append("\n")
     if detail.modules:
         text.append("in: ", style="dim")
-        text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n})" for path, n in detail.modules[:DETAIL_MODULES]))
+        text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n}{' bwd' if backward else ''})" for path, n, backward in detail.modules[:DETAIL_MODULES]))
         if detail.module_count > DETAIL_MODULES:
             text.append(f" +{detail.module_count - DETAIL_MODULES} more", style="dim")
         text.append("\n")
@@ -80,6 +82,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
 def kernel_text(kernel: KernelStats) -> Text:
     text = Text(plain(kernel.name, 4 * DISPLAY_CHARS), style="bold")
     text.append("\n")
+    _append_computes(text, kernel.name)
     text.append(
         f"{kernel.kind} · {plural(kernel.calls, 'launch', 'launches')} · total {format_us(kernel.device_total_us)} · "
         f"avg {format_us(kernel.avg_us)} min {format_us(kernel.min_us)} max {format_us(kernel.max_us)}\n"
@@ -88,6 +91,15 @@ def kernel_text(kernel: KernelStats) -> Text:
     text.append(f"grid {kernel.grid or '--'} block {kernel.block or '--'} · occupancy {occupancy} · launched by ")
     text.append(plain(kernel.launcher, DISPLAY_CHARS) if kernel.launcher else "--")
     return text
+
+
+def _append_computes(text: Text, name: str) -> None:
+    """``computes: pointwise: _unsafe_view, mul, silu`` for an Inductor kernel (analysis/compiled.py)."""
+    computes = describe_kernel(name)
+    if computes:
+        text.append("computes: ", style="dim")
+        text.append(computes)
+        text.append("\n")
 
 
 def step_text(step: StepStats) -> Text:
@@ -110,6 +122,8 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     if module.qualified_name:
         text.append(f"  {plain(module.qualified_name, DISPLAY_CHARS)}", style="cyan")
     text.append(f"  {100 * module_share(model, module):.1f}% of module time\n")
+    if is_region_node(module):
+        text.append("compiled region: the calls in its spans and the kernels they launched\n", style="dim")
     text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
     if module.backward_cpu_us:
         text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")
@@ -135,9 +149,10 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
     text = Text()
     text.append(f"rank {row['rank']}", style="bold")
     text.append(f"  {row['file']}\n")
-    text.append(row["straggler"] or "not a straggler", style="bold red" if row["straggler"] else "")
+    text.append(row["straggler_reason"] or "not a straggler", style="bold red" if row["straggler_reason"] else "")
     text.append(f"\nper step: {format_us_short(row['step_us'])}")
-    for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading")):
+    for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading"),
+                      ("cpu_bound_us", "CPU-bound")):
         if row.get(key) is not None:
             text.append(f" · {word} {format_us_short(row[key])}")
     for problem in problems:

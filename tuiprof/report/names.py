@@ -137,13 +137,13 @@ def _cut_part(name: str, width: int) -> str:
         base, argument = template.group("base"), template.group("argument")
         base_room = max(min(cell_len(base), BASE_FLOOR), width - 2 - cell_len(argument))
         if width - 2 - base_room >= 3:
-            return _head(base, base_room) + "<" + _cut_part(argument, width - 2 - base_room) + ">"
-        return _head(name, width)
+            return cut_end(base, base_room) + "<" + _cut_part(argument, width - 2 - base_room) + ">"
+        return cut_end(name, width)
     index = MODULE_INDEX.search(name)
     if index and len(index.group()) <= width - 2:
         return set_cell_size(name, width - 1 - len(index.group())) + "…" + index.group()
     if width < 4 or index:
-        return _head(name, width)
+        return cut_end(name, width)
     return _middle_cut(name, width)
 
 
@@ -152,13 +152,14 @@ def _middle_cut(name: str, width: int) -> str:
     if cell_len(name) <= width:
         return name
     if width < 4:
-        return _head(name, width)
+        return cut_end(name, width)
     head = width // 2
     return set_cell_size(name, head) + "…" + _tail(name, width - 1 - head)
 
 
-def _head(text: str, width: int) -> str:
-    """The first cells of ``text`` and an ellipsis, ``width`` cells in all."""
+def cut_end(text: str, width: int) -> str:
+    """The first cells of ``text`` and an ellipsis, ``width`` cells in all: for a sentence or
+    a header, which reads from its start (a name goes through :func:`fit_name`)."""
     return text if cell_len(text) <= width else set_cell_size(text, max(0, width - 1)) + "…"
 
 

@@ -4,13 +4,15 @@ comes from analysis/ranking.py."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operators
-from tuiprof.report.findings import findings
+from tuiprof.analysis.ranking import module_breakdown, module_time_us, operator_rank_key, top_operators
+from tuiprof.report.findings import Finding, findings
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.names import fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
@@ -72,9 +74,10 @@ def _table(title: str) -> FittedTable:
     return FittedTable(title)
 
 
-def overview(model: TraceModel) -> Group:
+def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
+    """The page; ``run_findings`` (the run's straggler, report/findings.py) go first."""
     blocks: list[RenderableType] = []
-    found = findings(model)
+    found = [*run_findings, *findings(model)]
     if found:
         blocks.append(Text("Findings", style="bold underline"))
         blocks.extend(Text(f" • {plain(finding.text, 2 * DISPLAY_CHARS)}") for finding in found)
@@ -119,15 +122,17 @@ def _modules_table(model: TraceModel) -> Table:
     table = _table("Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules")
     table.add_column("module", numeric=False)
     backward = any(root.backward_cpu_us for root in model.modules.roots)
-    headers = ["fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
+    headers = ["share", "fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
     for header in headers:
         table.add_column(header)
-    for node in top_modules(model, OVERVIEW_TOP):
-        name = node.qualified_name or "/".join(node.path.split("/")[-2:])
-        cells = [Text(plain(name, DISPLAY_CHARS)), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
+    for group in module_breakdown(model, OVERVIEW_TOP):  # where the time concentrates, then its parts
+        node = group.nodes[0]
+        name = group.label if len(group.nodes) > 1 else node.qualified_name or "/".join(node.path.split("/")[-2:])
+        share = f"{100 * group.cost_us / module_time_us(model):.0f}%"  # of all module time, as the Modules view's bars
+        cells = [Text(plain(name, DISPLAY_CHARS)), share, format_us(group.summed("cpu_total_us")), *([format_us(group.summed("backward_cpu_us"))] if backward else [])]
         if model.has_device:
-            cells.append(format_us(node.device_total_us + node.backward_device_us))
-        work = node.flops + (node.backward_flops if backward else 0)  # as the times: forward + backward
+            cells.append(format_us(group.summed("device_total_us") + group.summed("backward_device_us")))
+        work = group.summed("flops") + (group.summed("backward_flops") if backward else 0)  # as the times: forward + backward
         cells.append(format_count(work) if work else "--")
         table.add_row(*cells)
     return table

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
+
+from rich.console import Console
+from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
-from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, sort_rows
+from tuiprof.report.stragglers import straggler_sentence
+from tuiprof.report.findings import FINDINGS_VIEW
+from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, run_table_columns, sort_rows
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,8 @@ class SummaryRequest:
 
 def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     """Print the view the request asks for; diagnostics go to stderr."""
+    if request.view == FINDINGS_VIEW.name:
+        return print_findings(model, request)
     view = VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
@@ -40,11 +49,48 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     return 0
 
 
+def print_findings(model: TraceModel, request: SummaryRequest) -> int:
+    """``--view findings``: the Overview's findings.  As text, one finding a line,
+    ``severity: text``; on a terminal a finding longer than its width wraps under
+    its own text (every line fits), on a pipe it stays on one line for grep.
+    The data formats (json, csv, markdown) carry id, severity and text."""
+    view = FINDINGS_VIEW
+    rows = _sorted_rows(view, view.build(model, ViewOptions()), request.sort or view.default_sort, request.limit)
+    report_diagnostics(model)
+    if request.format != "table":
+        sys.stdout.write(render_rows(rows, view.columns, request.format, f"{view.title} - {model.info.trace_name}"))
+    elif stdout_is_terminal():
+        console = Console(highlight=False)
+        for row in rows:
+            prefix = f"{row['severity']}: "
+            line = Text(prefix, style="bold yellow" if row["severity"] == "warning" else "dim")
+            line.append_text(Text("\n" + " " * len(prefix)).join(_wrapped(str(row["text"]), console, console.width - len(prefix))))
+            console.print(line, soft_wrap=True)  # wrapped here already, under the text
+    else:
+        sys.stdout.write("".join(f"{row['severity']}: {plain(str(row['text']))}\n" for row in rows))
+    if not rows:
+        print("tuiprof: nothing to report for this trace", file=sys.stderr)
+    return 0
+
+
+def _wrapped(text: str, console: Console, width: int) -> list[Text]:
+    """``text`` (from a trace: made plain) in lines of at most ``width`` cells, broken
+    between words but never inside ``37 %``; a word longer than a line is folded."""
+    lines = Text(plain(text).replace(" %", f"{_GLUE}%")).wrap(console, max(width, 10), overflow="fold")
+    return [Text(line.plain.rstrip().replace(_GLUE, " ")) for line in lines]
+
+
+# Stands for the space in "37 %" while wrapping: one cell wide and not whitespace to rich's
+# wrapping (a no-break space is).  A private-use character: one in a trace name would print
+# as a space, nothing worse.
+_GLUE = "\ue000"
+
+
 def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     """A view over every rank of a run (ranks, rank-steps, spread, collectives, collective-types)."""
     view = RUN_VIEWS[request.view]
     data_format = request.format in ("json", "csv")
-    columns = tuple(c for c in view.columns if data_format or c.key not in ("waits_us", "file"))
+    columns = view.columns if data_format else run_table_columns(view, run)
     rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
     for problem in run.problems:
         print(f"tuiprof: {problem}", file=sys.stderr)
@@ -53,9 +99,18 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
         _print_rows(spread, spread.build(run), spread.columns, request, spread.title)
-        stragglers = run.stragglers()
-        sys.stdout.write("".join(f"straggler: {text}\n" for text in stragglers.values()) or "no straggler\n")
+        lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
+        if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
+            width = shutil.get_terminal_size().columns
+            lines = [_wrap(line, width) for line in lines]
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
     return 0
+
+
+def _wrap(line: str, width: int) -> str:
+    """``line`` wrapped at ``width``, a number never apart from its unit (``13.6 ms``)."""
+    glued = line.replace(" ms", "\0ms")
+    return textwrap.fill(glued, width, subsequent_indent="  ", break_on_hyphens=False).replace("\0", " ")
 
 
 def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) -> list[Row]:

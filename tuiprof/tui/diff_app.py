@@ -22,7 +22,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.diff import verdict_style, verdict_text
+from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
 from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
@@ -129,8 +129,8 @@ class DiffApp(TableApp):
     def _draw_header(self) -> None:
         if self.diff is None or not self.is_mounted:
             return
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(verdict_text(self.diff.verdict), style=verdict_style(self.diff.verdict))
+        line = headline(self.diff)
+        line.no_wrap, line.overflow = True, "ellipsis"
         tabs = Text(no_wrap=True, overflow="ellipsis")
         for key, page in enumerate(DIFF_PAGES, 1):
             tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")

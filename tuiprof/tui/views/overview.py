@@ -6,18 +6,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.findings import findings
+from tuiprof.report.findings import FINDING_COLUMNS, Finding, finding_rows, findings, straggler
 from tuiprof.report.overview import overview
-from tuiprof.report.views import Column
 from tuiprof.tui.views.base import ExplorerView
-
-FINDING_COLUMNS = (
-    Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
-    Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
-    Column("text", "Text", "text", "What the Overview says."),
-)
+from tuiprof.tui.views.ranks import RunView, run_of
 
 
 class OverviewScroll(VerticalScroll):
@@ -34,6 +29,7 @@ class OverviewScroll(VerticalScroll):
 class OverviewView(ExplorerView):
     view_id = "overview"
     title = "Overview"
+    run_findings: tuple[Finding, ...] = ()  # the run's, once summarised
 
     def compose(self) -> ComposeResult:
         with OverviewScroll(id="overview-scroll"):
@@ -43,10 +39,26 @@ class OverviewView(ExplorerView):
         return self.query_one("#overview-scroll")
 
     def show_model(self, model: TraceModel) -> None:
+        self.run_findings = ()
         self.query_one("#overview-body", Static).update(overview(model))
+        if RunView.available(model, ()):  # a rank of a run: name the run's straggler first
+            # the run the Ranks view summarises too (once, whichever asks first)
+            self.run_worker(lambda: self._load_run(model), thread=True, exclusive=True, group="overview-run")
+
+    def _load_run(self, model: TraceModel) -> None:
+        run = run_of(model)
+        if isinstance(run, str):  # the Ranks view says what is wrong with the run
+            return
+        found = tuple(f for f in (straggler(run),) if f is not None)
+        if found and not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show_run_findings, model, found)
+
+    def _show_run_findings(self, model: TraceModel, found: tuple[Finding, ...]) -> None:
+        if model is self.model:
+            self.run_findings = found
+            self.query_one("#overview-body", Static).update(overview(model, found))
 
     def export_rows(self):
         """The findings, the part of the Overview no other view has."""
         assert self.model is not None
-        rows = [{"id": f.id, "severity": f.severity, "text": f.text} for f in findings(self.model)]
-        return ("overview-findings", rows, FINDING_COLUMNS)
+        return ("overview-findings", finding_rows((*self.run_findings, *findings(self.model))), FINDING_COLUMNS)

@@ -19,7 +19,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary, summarise_run
 from tuiprof.errors import TraceError
 from tuiprof.report.details import rank_text
-from tuiprof.report.views import RUN_VIEWS, Row, View
+from tuiprof.report.views import RUN_VIEWS, Row, View, run_table_columns
 from tuiprof.trace.run import open_run
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -81,8 +81,7 @@ class RunView(ExplorerView):
             table.set_data(view.columns, [])
             return
         self.run = run
-        columns = tuple(c for c in view.columns if c.key not in ("waits_us", "file"))
-        table.set_data(columns, view.build(run), view.default_sort)
+        table.set_data(run_table_columns(view, run), view.build(run), view.default_sort)
 
 
 class RanksView(RunView):

@@ -8,7 +8,7 @@ million rows cost the same per key press as a hundred.
 
 from __future__ import annotations
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -18,7 +18,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tuiprof.report.names import fit_name, fit_names
+from tuiprof.report.names import cut_end, fit_name, fit_names
 from tuiprof.report.render import MIN_NAME, MIN_OTHER_TEXT, MIN_PANE_NAME, NAME_CELLS, told_apart  # the printed tables' limits
 from tuiprof.report.views import Column, Row, sort_rows
 from tuiprof.tui.commands import TABLE_COMMANDS, bindings
@@ -347,6 +347,6 @@ def _wrap(text: str, width: int) -> list[str]:
 def _fit(text: str, width: int, right: bool) -> str:
     """Pad to ``width``; a header or the filter line is cut at its end, a number never (it would
     lose its unit; names are cut before, by :meth:`RowTable._cut`)."""
-    if cell_len(text) > width and not right:
-        text = set_cell_size(text, max(0, width - 1)) + "…"
+    if not right:
+        text = cut_end(text, width)
     return text.rjust(width) if right else text.ljust(width)
