@@ -1,4 +1,7 @@
-"""Short kernel names, as profilers show them: CUDA kernels are C++ template
+"""Names as tables show them: short kernel names, and the one rule that cuts a name
+to a width (:func:`fit_name`, :func:`fit_names`) so that rows stay apart.
+
+Short kernel names, as profilers show them: CUDA kernels are C++ template
 instances (``void at::native::vectorized_elementwise_kernel<4,
 at::native::CUDAFunctor_add<float>, ...>(int, ...)``) whose first 60
 characters are the same for dozens of kernels.
@@ -53,9 +56,9 @@ def fit_name(name: str, width: int) -> str:
     - a module keeps its index: ``Seque…_5``, not ``Sequenti…`` for Sequential_3 and _5;
     - a kernel's template argument (the functor that tells instances apart, see
       :func:`short_kernel_name`, applied before the name is cut) outlasts its base name:
-      ``vect…<CUDAFunctor_add>``, ``vect…<GeluCU…lImpl>``;
+      ``vectoriz…<CUDAFunctor_add>``, ``vectori…<GeluCU…lImpl>``;
     - a diff row aligned across a rename keeps both sides: ``…/Conv2d_3 → …/Conv2d_4``;
-    - any other name keeps its head and its tail: ``cutlass_80_te…tn_align8``.
+    - any other name keeps its head and its tail: ``cutlass_80…_tn_align1``.
     """
     if cell_len(name) <= width:
         return name
