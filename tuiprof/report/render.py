@@ -195,21 +195,27 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
         candidates = [i for i, c in enumerate(shown) if i > 0 and c.key != keep and not (wide_only and c.narrow)]
         return candidates[-1] if candidates else None
 
+    dropped: list[Column] = []
     while excess() > 0 and (drop := last_droppable(wide_only=True)) is not None:
-        shown.pop(drop)
+        dropped.append(shown.pop(drop))
     texts = [c for c in shown if not c.numeric]
     for index, column in enumerate(texts):
         floor = MIN_NAME if index == 0 else MIN_OTHER_TEXT
         widths[column.key] -= max(0, min(widths[column.key] - floor, excess()))
     while excess() > 0 and (drop := last_droppable(wide_only=False)) is not None:
-        shown.pop(drop)
+        dropped.append(shown.pop(drop))
     widest = dict(zip((c.key for c in columns), natural))
     for column in texts:  # still too wide: names below their floor; room left over: names back to their width
         if column in shown:
             floor = min(widest[column.key], MIN_PANE_NAME)
             widths[column.key] = max(floor, min(widest[column.key], widths[column.key] - excess()))
-    dropped = tuple(c for c in columns if c not in shown)
-    return TableLayout(tuple(shown), tuple(widths[c.key] for c in shown), dropped)
+    # Room left where a wide column went: columns come back, numbers before names (a name takes what is left).
+    for column in sorted(reversed(dropped), key=lambda c: not c.numeric):
+        room = -excess() - RULE_CELLS
+        if room >= (widest[column.key] if column.numeric else min(widest[column.key], MIN_OTHER_TEXT)):
+            widths[column.key] = min(widest[column.key], room)
+            shown = [c for c in columns if c in shown or c is column]
+    return TableLayout(tuple(shown), tuple(widths[c.key] for c in shown), tuple(c for c in columns if c not in shown))
 
 
 def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, keep: str = "", wide: bool = False) -> None:
