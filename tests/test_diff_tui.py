@@ -71,7 +71,9 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
         assert len(table.rows) == len(table.all_rows)
 
         await pilot.press("e")
-        exported = list(csv.DictReader(io.StringIO((tmp_path / "tuiprof-diff-ops.csv").read_text())))
+        comment, text = (tmp_path / "tuiprof-diff-ops.csv").read_text().split("\n", 1)
+        assert comment.startswith("# tuiprof export: diff-ops of diff of A ") and "no filter" in comment
+        exported = list(csv.DictReader(io.StringIO(text)))
         assert exported[0]["name"] == "aten::convolution_backward" and float(exported[0]["delta"]) > 0
 
         for key, view in (("3", "diff-modules"), ("4", "diff-kernels"), ("5", "diff-steps"), ("6", "diff-memory")):

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -214,18 +215,34 @@ async def test_group_by_shape_and_top_level_toggles() -> None:
         assert "model_train" in names and "aten::conv2d" not in names
 
 
-async def test_export_writes_the_table_as_shown(tmp_path) -> None:
+def _exported_csv(path: Path) -> list[dict[str, str]]:
+    """An export's rows: its first line is the ``# tuiprof export:`` comment."""
+    lines = path.read_text().splitlines(keepends=True)
+    assert lines[0].startswith("# tuiprof export: ")
+    return list(csv.DictReader(lines[1:]))
+
+
+async def test_export_writes_the_table_as_shown_and_says_its_sort_and_filter(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
-        await pilot.press("3", "slash", *"batch", "enter", "e")
+        await pilot.press("3", "slash", *"batch", "enter", "r", "e")
         table = app.query_one("#ops-table", RowTable)
-        written = list(csv.DictReader((tmp_path / "tuiprof-operators-resnet18_cpu.csv").open()))
+        path = tmp_path / "tuiprof-operators-resnet18_cpu.csv"
+        written = _exported_csv(path)
         assert [r["name"] for r in written] == _names(table)
         assert float(written[0]["self_cpu_us"]) == pytest.approx(table.rows[0]["self_cpu_us"])
-        await pilot.press("E")
+        total = len(table.all_rows)
+        assert 0 < len(written) < total
+        assert path.read_text().splitlines()[0] == (
+            f"# tuiprof export: operators of resnet18_cpu; sorted by self_cpu_us, ascending; "
+            f"filter /batch: {len(written)} of {total} rows"
+        )
+        await pilot.press("t", "E")
         exported = json.loads((tmp_path / "tuiprof-operators-resnet18_cpu.json").read_text())
-        assert len(exported) == len(table.rows)
+        assert exported["export"] == {"view": "operators", "source": "resnet18_cpu", "sort": "self_cpu_us", "descending": False,
+                                      "filter": "batch", "settings": ["top-level only"], "rows": len(table.rows), "total": len(table.all_rows)}
+        assert [r["name"] for r in exported["rows"]] == _names(table)
 
 
 async def test_help_opens_with_column_definitions() -> None:
@@ -412,10 +429,10 @@ async def test_export_names_what_the_view_shows_and_survives_an_unwritable_direc
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("e")  # Overview: its findings
-        findings = list(csv.DictReader((tmp_path / "tuiprof-overview-findings-resnet18_cpu.csv").open()))
+        findings = _exported_csv(tmp_path / "tuiprof-overview-findings-resnet18_cpu.csv")
         assert any(row["id"] == "memory-peak" for row in findings)
         await pilot.press("2", "e")  # Modules with the tree focused: every module
-        modules = list(csv.DictReader((tmp_path / "tuiprof-modules-resnet18_cpu.csv").open()))
+        modules = _exported_csv(tmp_path / "tuiprof-modules-resnet18_cpu.csv")
         assert modules[0]["path"] == "ResNet_0" and len(modules) > 50
         app.export_dir = tmp_path / "missing" / "dir"
         await pilot.press("e")

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
+             "the least useful columns and saying which; a pipe always gets every column)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +130,7 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
     parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
 
 
 def _add_diff_parser(commands) -> None:
@@ -153,6 +156,7 @@ def _add_diff_parser(commands) -> None:
     diff.add_argument("--limit", type=int, default=None, metavar="N",
                       help="rows per table (default: 10 in table/markdown, all in csv/json)")
     diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
+    diff.add_argument("--wide", action="store_true", help=WIDE_HELP)
     diff.add_argument("--fail-if-slower", metavar="PCT",
                       help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
                            "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs")
@@ -210,7 +214,7 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.report.summary import SummaryRequest, print_summary
 
     path = resolve_path(args)
-    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
+    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)

@@ -24,6 +24,9 @@ DETAIL_MODULES = 3  # modules listed on the "in:" line, where the operator spent
 DETAIL_KERNELS = 3
 
 
+UNRECORDED = "--"  # memory of a trace profiled without profile_memory=True: unknown, not 0 B
+
+
 def _glued(value: str) -> str:
     """``125.70MB`` for ``125.70 MB``: the pane wraps at spaces, and a number must not be
     split from its unit (times are written that way already: ``35.116ms``)."""
@@ -45,9 +48,12 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
     if model.has_device:
         text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
-    text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
-    if stats.device_mem_bytes or model.has_device:
-        text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
+    if not model.info.profile_memory:
+        text.append(f" · mem {UNRECORDED}")
+    else:
+        text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
+        if stats.device_mem_bytes or model.has_device:
+            text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
     if stats.flops:
         text.append(f" · {_glued(format_count(stats.flops))}FLOP")
     text.append("\n")
@@ -132,7 +138,7 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
             text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s)")
     else:
         text.append("--")
-    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes))}")
+    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
     return text

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+from rich.console import Console
 from rich.text import Text
 
 from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal, terminal_console
+from tuiprof.report.render import build_rich_table, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -362,13 +363,18 @@ def _title(table: DiffTable, shown: int) -> str:
     return f"{table.title}: {table.metric}, by absolute delta{more}{note}"
 
 
-def rich_tables(diff: TraceDiff, views: tuple[str, ...], limit: int | None):
-    """Rich tables for a terminal (one per view; a line for a table not compared)."""
+def print_rich_tables(console: Console, diff: TraceDiff, views: tuple[str, ...], limit: int | None, wide: bool) -> None:
+    """Rich tables on a terminal (one per view; a line for a table not compared), each
+    fitted to its width unless ``wide`` (report.render.layout_table: the name stays, then Delta)."""
     for name in views:
         table = diff.table(name)
         rows = [diff_row(r) for r in table.rows[:limit]]
         title = _title(table, len(rows))
-        yield build_rich_table(rows, shown_columns(table, rows), title, ascii_rules=False) if rows else Text(title)
+        if not rows:
+            console.print(Text(title))
+            continue
+        layout = layout_table(rows, shown_columns(table, rows), None if wide else console.width, keep="delta")
+        print_layout(console, build_rich_table(rows, layout, title, ascii_rules=False), layout)
 
 
 def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: bool) -> str:
@@ -488,13 +494,11 @@ def print_diff(args: Namespace) -> int:
     show_verdict = args.view in ("all", "verdict")
     limit = args.limit if args.limit is not None else TEXT_ROWS if fmt in ("table", "markdown") else None
     if fmt == "table" and stdout_is_terminal():
-        tables = list(rich_tables(diff, views, limit))
-        console = terminal_console(*tables)
+        console = Console()
         if show_verdict:
             for line in summary_lines(diff):
                 console.print(Text(line))
-        for table in tables:
-            console.print(table)
+        print_rich_tables(console, diff, views, limit, args.wide)
     else:
         sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))
     refusal = gate_refusal(diff, slower, memory)

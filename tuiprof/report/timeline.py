@@ -26,6 +26,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
+from tuiprof.report.names import cut_end, fit_name, short_kernel_name
 from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
@@ -65,10 +66,8 @@ def block(fraction: float) -> str:
 
 
 def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis, padded to exactly ``width``."""
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…" if width > 0 else ""
-    return text.ljust(width)
+    """``text`` cut by the one rule for names (report.names.fit_name), padded to exactly ``width``."""
+    return fit_name(text, width).ljust(width)
 
 
 def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
@@ -113,16 +112,17 @@ def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: st
             last = int(np.searchsorted(edges, index.ends[row], side="right")) - 1  # columns ending inside
             if last - first < MIN_BOX:
                 continue
-            text = _box(plain(timeline.names[index.names[row]]), last - first)
+            name = plain(timeline.names[index.names[row]])
+            text = _box(short_kernel_name(name) if frame.lane.group == "gpu" else name, last - first)
             cells[first:last] = list(text)
             boxed[first:last] = [True] * (last - first)
     return LaneLine(frame.lane, label, "".join(cells), kinds, boxed)
 
 
 def _box(name: str, width: int) -> str:
+    """``[name───]`` in ``width`` cells (a kernel's name comes short: its template argument outlasts its namespaces)."""
     inner = width - 2
-    if len(name) > inner:
-        name = name[: max(0, inner - 1)] + "…"
+    name = fit_name(name, inner)
     return "[" + name + "─" * (inner - len(name)) + "]"
 
 
@@ -192,7 +192,7 @@ def render_text(
         if gap is not None:
             width = LABEL_WIDTH + 1 + columns
             where = f"longest idle gap {_duration(gap.duration_ns)} at {format_us((gap.start_ns - origin) / 1000)}, CPU in it:"
-            legend += [fit(where, width).rstrip(), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
+            legend += [cut_end(where, width), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
     return "\n".join(lines + legend) + "\n"
 
 
@@ -387,9 +387,13 @@ def gap_cpu_lines(activities: list[GapActivity], width: int) -> list[str]:
     """One line per activity for the text output, time and cause first: a long name is
     what gets cut to ``width``."""
     if not activities:
-        return [fit("  " + NO_CPU, width).rstrip()]
+        return [cut_end("  " + NO_CPU, width)]
     causes = max(len(cause) for _, cause, _ in gap_cpu_rows(activities))
-    return [fit(f"  {time:>7} {cause:<{causes}} {name}", width).rstrip() for time, cause, name in gap_cpu_rows(activities)]
+    lines = []
+    for time, cause, name in gap_cpu_rows(activities):
+        head = f"  {time:>7} {cause:<{causes}} "
+        lines.append((head + fit_name(name, max(0, width - len(head)))).rstrip())
+    return lines
 
 
 def range_text(timeline: Timeline, stats: RangeStats) -> Text:

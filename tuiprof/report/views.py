@@ -20,7 +20,7 @@ from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
+from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
 
 Row = dict[str, object]
 
@@ -115,6 +115,19 @@ class View:
         return self.default_sort
 
 
+MEMORY_KEYS = frozenset({"cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes"})
+
+
+def unrecorded_memory(model: TraceModel, rows: list[Row]) -> list[Row]:
+    """``rows`` with their memory columns None (``--``, JSON null, an empty CSV cell) when
+    the trace recorded no memory (profiled without profile_memory=True): unknown, not 0 B."""
+    if not model.info.profile_memory:
+        for row in rows:
+            for key in MEMORY_KEYS.intersection(row):
+                row[key] = None
+    return rows
+
+
 def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
     """Sort by one column; text sorts ascending-first like a file list."""
 
@@ -206,7 +219,7 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             row["input_shapes"] = stats.input_shapes
         row["_stats"] = stats
         rows.append(row)
-    return rows
+    return unrecorded_memory(model, rows)
 
 
 # ------------------------------------------------------------------ modules
@@ -251,7 +264,7 @@ def module_row(node: ModuleNode) -> Row:
 
 def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     nodes = options.module.walk() if options.module else model.modules.walk()
-    return [module_row(node) for node in nodes]
+    return unrecorded_memory(model, [module_row(node) for node in nodes])
 
 
 # ------------------------------------------------------------------ kernels
@@ -552,8 +565,9 @@ RUN_VIEWS: dict[str, View] = {
 
 
 def public_row(row: Row, columns: tuple[Column, ...]) -> Row:
-    """The row as exported: the view's column keys only, raw values."""
-    return {c.key: row.get(c.key) for c in columns}
+    """The row as exported: the view's column keys only, raw values without float noise
+    (units.data_value: microseconds to the nanosecond)."""
+    return {c.key: data_value(c.kind, row.get(c.key)) for c in columns}
 
 
 # ------------------------------------------------------------------ raw events (drill-down)
@@ -600,7 +614,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
                 "input_shapes": input_shapes_key(calls, row, shapes),
             }
         )
-    return result
+    return unrecorded_memory(model, result)
 
 
 LAUNCH_COLUMNS = (

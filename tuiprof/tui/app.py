@@ -182,7 +182,10 @@ class ExplorerApp(TableApp):
         if self.model is None:
             return
         source = self.screen if isinstance(self.screen, EventListScreen) else self.view()
-        self.write_export(source.export_rows(), trace_title(self.model).split(".")[0] or "trace", fmt)
+        title = trace_title(self.model)
+        settings = (*(("grouped by input shape",) if self.options.group_by_shape else ()),
+                    *(("top-level only",) if self.options.top_level_only else ()))
+        self.write_export(source.export_rows(), title.split(".")[0] or "trace", fmt, title, settings)
 
     def action_help(self) -> None:
         view = self.view()

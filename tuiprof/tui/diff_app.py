@@ -174,7 +174,7 @@ class DiffApp(TableApp):
 
     def action_export(self, fmt: str) -> None:
         if self.diff is not None:
-            self.write_export(self.view().export_rows(), "", fmt)
+            self.write_export(self.view().export_rows(), "", fmt, f"diff of A {self.diff.label_a} and B {self.diff.label_b}")
 
     def action_help(self) -> None:
         view = self.view()

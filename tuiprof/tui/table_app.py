@@ -19,12 +19,13 @@ from tuiprof.cleanup import clean_up
 from tuiprof.errors import EXIT_INTERNAL, TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
-from tuiprof.report.render import render_rows
+from tuiprof.report.render import ExportOrigin, render_export
 from tuiprof.report.views import Column, Row
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.sources import LoadCancelled
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+from tuiprof.tui.widgets.row_table import RowTable
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
 T = TypeVar("T")
@@ -129,16 +130,29 @@ class TableApp(App[int]):
         self.screen.set_focus(self.view().focus_target())
         return True
 
-    def write_export(self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str) -> None:
-        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder."""
+    def write_export(
+        self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str, source: str, settings: tuple[str, ...] = ()
+    ) -> None:
+        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder,
+        with where it came from (``source``, the sort and filter of the table that shows the
+        rows, the toggles in ``settings``: report.render.render_export)."""
         if exported is None:
             self.notify("Nothing to export in this view.", severity="warning")
             return
         what, rows, columns = exported
+        origin = self._export_origin(what, rows, source, settings)
         try:  # a new file, never through a planted symlink; a fresh name when one exists
-            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_rows(rows, columns, fmt))
+            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_export(rows, columns, fmt, origin))
         except ExportError as exc:
             self.notify(str(exc), title="Export failed", severity="error", markup=False)
             return
         message = f"Wrote {len(rows):,} rows to {plain(str(path))}"
         self.notify(message, title="Export", timeout=6, markup=False)
+
+    def _export_origin(self, what: str, rows: list[Row], source: str, settings: tuple[str, ...]) -> ExportOrigin:
+        """The sort and filter of the table showing ``rows`` (none: rows built for the export,
+        such as every module of the tree, come in the view's order, unfiltered)."""
+        table = next((t for t in self.screen.query(RowTable) if t.rows is rows), None)
+        if table is None:
+            return ExportOrigin(what, source, settings=settings)
+        return ExportOrigin(what, source, table.sort_key, table.descending, table.filter_text, settings, len(table.all_rows))

@@ -10,7 +10,7 @@ from textual.widgets.tree import NodeID, TreeNode
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranking import module_share
-from tuiprof.report.names import fit_module_name
+from tuiprof.report.names import fit_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
@@ -87,7 +87,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         calls = f" ×{module.calls}" if module.calls > 1 else ""
         if cut > 0:
             cut, calls = cut - len(calls), ""
-            shown = fit_module_name(shown, cell_len(shown) - cut) if cut > 0 else shown
+            shown = fit_name(shown, cell_len(shown) - cut) if cut > 0 else shown
         text.append(shown)
         text.append(calls, style="dim")
         return text
