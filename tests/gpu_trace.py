@@ -48,6 +48,10 @@ class GpuTrace:
     def step(self, number: int, ts: float, dur: float) -> None:
         self._complete("user_annotation", f"ProfilerStep#{number}", ts, dur, MAIN_THREAD, PID, {"External id": self._take_external()})
 
+    def gpu_annotation(self, name: str, ts: float, dur: float, stream: int = 0) -> None:
+        """A ``gpu_user_annotation`` (the device-side span of a record_function, ROCm and CUDA)."""
+        self._complete("gpu_user_annotation", name, ts, dur, stream, 0, {"External id": self._take_external()})
+
     def _take_external(self) -> int:
         external_id, self._next_external = self._next_external, self._next_external + 1
         return external_id
@@ -173,4 +177,33 @@ def launch_bound_step() -> GpuTrace:
     op = trace.op("aten::add", 5, 90)
     for i in range(10):
         trace.launch(op, "tiny_kernel", 6 + 8 * i, 8, 20 + 8 * i, 1, stream=7)
+    return trace
+
+
+def rocm_marker_steps() -> GpuTrace:
+    """Two steps whose ``gpu_user_annotation`` is an 18 us marker placed 2.2 ms into
+    the step's device work, as ROCm writes it.
+
+    Times in us; each step launches (on thread 4242, device stream 7)::
+
+        ProfilerStep#1 [0, 3000)     conv [100, 400)  -> conv_kernel  [150, 1500)
+                                     copy [500, 600)  -> Memcpy HtoD  [1500, 1800)
+                                     relu [700, 800)  -> relu_kernel  [1900, 2600)
+          annotation [2350, 2368)
+        ProfilerStep#2 [3000, 6000)  the same, 3000 us later
+
+    Each step's device window is [150, 2600) (+3000 for step 2): 2450 us, with
+    kernels 2050, memcpy 300 and idle 100 (1800 to 1900).  Read from the
+    annotation alone, step 1's window would start at 2350 and hold 250 us.
+    """
+    trace = GpuTrace()
+    for number, base in ((1, 0), (2, 3000)):
+        trace.step(number, base, 3000)
+        conv = trace.op("aten::convolution", base + 100, 300)
+        trace.launch(conv, "conv_kernel", base + 110, 10, base + 150, 1350, runtime="hipLaunchKernel")
+        copy = trace.op("aten::copy_", base + 500, 100)
+        trace.launch(copy, "Memcpy HtoD", base + 510, 10, base + 1500, 300, kind="gpu_memcpy", runtime="hipMemcpyWithStream")
+        relu = trace.op("aten::relu", base + 700, 100)
+        trace.launch(relu, "relu_kernel", base + 710, 10, base + 1900, 700, runtime="hipLaunchKernel")
+        trace.gpu_annotation(f"ProfilerStep#{number}", base + 2350, 18)
     return trace

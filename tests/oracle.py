@@ -263,6 +263,37 @@ def compare(model, oracle: Oracle) -> dict[str, float]:
     return worst
 
 
+STEP_PREFIX = "ProfilerStep#"
+
+
+def step_device_windows(path: Path) -> dict[str, tuple[int, int] | None]:
+    """Each ``ProfilerStep#N``'s device window, by the rule the README states: its
+    ``gpu_user_annotation`` span, else its CPU span, widened to the first start and the
+    last end of the device work launched inside its CPU span (runtime launches joined to
+    device events by ``correlation``).  None: no device work and no annotation."""
+    steps, annotations, launches, device = [], {}, [], {}
+    for event in _read(path):
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        cat, name = event.get("cat"), str(event.get("name", ""))
+        start, end = to_ns(event.get("ts", 0)), to_ns(event.get("ts", 0)) + to_ns(event.get("dur", 0))
+        correlation = _args_id(event.get("args") or {}, "correlation")
+        if cat in OPERATOR_CATS and name.startswith(STEP_PREFIX):
+            steps.append((name, start, end))
+        elif cat == "gpu_user_annotation" and name.startswith(STEP_PREFIX):
+            annotations[name] = (start, end)
+        elif cat in RUNTIME_CATS and correlation is not None:
+            launches.append((start, correlation))
+        elif cat in DEVICE_CATS and correlation is not None:
+            device.setdefault(correlation, []).append((start, end))
+    windows: dict[str, tuple[int, int] | None] = {}
+    for name, low, high in steps:
+        own = [span for at, correlation in launches if low <= at < high for span in device.get(correlation, [])]
+        base = annotations.get(name, (low, high))
+        windows[name] = (min([base[0]] + [s for s, _ in own]), max([base[1]] + [e for _, e in own])) if own or name in annotations else None
+    return windows
+
+
 def trace_files(root: Path) -> list[Path]:
     """Every trace file under ``root`` (the files of run directories too)."""
     return sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")) and "key_averages" not in p.name)

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.conftest import needs_shared
 from tuiprof.report import findings as F
 
 
@@ -17,7 +18,7 @@ def _model(**overrides):
     """The fields the rules read, with values that trigger nothing."""
     base = dict(
         steps=[], kernels=[], total_self_cpu_us=1000.0, total_flops=0, flops_source="",
-        modules=SimpleNamespace(roots=[], walk=lambda: iter(())), calls=[1], peak_memory=None,
+        modules=SimpleNamespace(roots=[], walk=lambda: iter(()), cost_us=0.0), calls=[1], peak_memory=None,
         info=SimpleNamespace(with_stack=True, record_shapes=True, profile_memory=True),
         report=SimpleNamespace(skipped=0, repaired=0, damaged=0), flops_damaged=0, external_ids_ignored=False,
         step_flops=0, step_flops_per_s=None, step_time_us=0.0,
@@ -63,11 +64,120 @@ def test_top_operator(self_us, severity) -> None:
     assert f"{self_us / 10:.0f} % of all self CPU time (40 calls)" in finding.text
 
 
-def test_top_module_names_backward_on_the_sample(resnet_model) -> None:
-    finding = F.top_module(resnet_model)
-    assert finding.text.startswith("Top module: ResNet_0/Sequential_5/BasicBlock_6/Conv2d_16")
-    assert "+ bwd" in finding.text and "% of module time" in finding.text
+def _transformer(tmp_path, q_projection: bool):
+    """A with_stack trace whose module time is known by construction (us)::
+
+        Model_0 [0, 1000)                                  module time: 1000
+          Conv2d_0 [0, 40)                                 patch embedding, 4 %
+          Encoder_0 [50, 950)                              90 %
+            Layer_i [50 + 150 i, 200 + 150 i), i = 0..5    6 x 150 = 900, 90 %
+              Attention_i: 100 us (120 for i = 3)          6 x Attention = 620, 62 %
+                Linear_i [+5, +25) when q_projection       6 x 20 = 120, 12 %
+              Mlp_i: the rest of the layer, 2 us gaps      6 x ~26-46, under 30 %
+          Linear_6 [960, 990)                              the head: a Linear, not inside an Attention
+
+    The attention modules hold the time (62 %), and every module alone is small
+    (Attention_3, the largest, 12 %).
+    """
+    from tests.gpu_trace import GpuTrace
+    from tuiprof.analysis import load_model
+
+    trace = GpuTrace()
+    model = trace.module("Model_0", 0, 1000)
+    conv = trace.module("Conv2d_0", 0, 40, model)
+    trace.op("aten::convolution", 5, 30)
+    encoder = trace.module("Encoder_0", 50, 900, model)
+    for i in range(6):
+        start = 50 + 150 * i
+        layer = trace.module(f"Layer_{i}", start, 150, encoder)
+        attention_us = 120 if i == 3 else 100
+        attention = trace.module(f"Attention_{i}", start, attention_us, layer)
+        if q_projection:
+            trace.module(f"Linear_{i}", start + 5, 20, attention)
+            trace.op("aten::linear", start + 6, 18)
+        trace.op("aten::_scaled_dot_product_flash_attention", start + 30, attention_us - 35)
+        trace.module(f"Mlp_{i}", start + attention_us + 2, 148 - attention_us - 2, layer)
+        trace.op("aten::addmm", start + attention_us + 5, 10)
+    trace.module("Linear_6", 960, 30, model)
+    trace.op("aten::linear", 965, 20)
+    assert conv
+    return load_model(trace.write(tmp_path / "transformer.json"))
+
+
+def test_top_module_is_the_repeated_layers_class_summed(tmp_path) -> None:
+    """Issue 24 item 4: the finding named a 0 % leaf; it names the class that holds the time."""
+    finding = F.top_module(_transformer(tmp_path, q_projection=True))
+    assert finding.text == "Top modules: 6 x Attention, 620.000us, 62 % of module time; inside them, 6 x Linear: 120.000us (12 %)."
+
+
+def test_top_module_names_the_costliest_instance_of_a_leaf_class(tmp_path) -> None:
+    finding = F.top_module(_transformer(tmp_path, q_projection=False))
+    assert finding.text == (
+        "Top modules: 6 x Attention, 620.000us, 62 % of module time; the costliest: Model_0/Encoder_0/Layer_3/Attention_3, 120.000us (12 %)."
+    )
+
+
+def test_top_module_says_nothing_rather_than_0_percent(tmp_path) -> None:
+    from tests.gpu_trace import GpuTrace
+    from tuiprof.analysis import load_model
+
+    trace = GpuTrace()
+    trace.module("Empty_0", 10, 0)  # a module with no time: no module time at all
+    trace.op("aten::add", 20, 5)
+    assert F.top_module(load_model(trace.write(tmp_path / "empty.json"))) is None
+    trace = GpuTrace()
+    model = trace.module("Model_0", 0, 100)
+    trace.op("aten::mm", 10, 80)  # all the work in the model's own code
+    trace.module("Identity_0", 95, 0, model)  # its only leaf: 0 %
+    text = F.top_module(load_model(trace.write(tmp_path / "self.json"))).text
+    assert text == "Top module: Model_0, 100.000us, 100 % of module time."
     assert F.top_module(_model()) is None
+
+
+def test_top_module_on_the_samples(resnet_model) -> None:
+    """resnet18 has 16 Conv2d directly inside its 8 BasicBlocks (3 more in the downsample
+    Sequentials and the stem's conv1 are elsewhere); the costliest is layer4's first
+    3x3 conv, whose backward dominates (as the Modules view shows)."""
+    finding = F.top_module(resnet_model)
+    assert finding.text.startswith("Top modules: 16 x Conv2d, ")
+    assert "+ bwd" in finding.text
+    assert finding.text.endswith("; the costliest: ResNet_0/Sequential_5/BasicBlock_6/Conv2d_16, 650.700ms (22 %).")
+    share = int(finding.text.split(" % of module time")[0].rsplit(", ", 1)[1])
+    assert share >= 50
+
+
+def test_top_module_on_the_tiny_transformer() -> None:
+    from tests.conftest import SAMPLES
+    from tuiprof.analysis import load_model
+
+    text = F.top_module(load_model(SAMPLES / "tiny_transformer_cpu.pt.trace.json.gz")).text
+    assert text.startswith("Top modules: 2 x TransformerEncoderLayer, ")
+    assert "; inside them, 2 x MultiheadAttention: " in text
+
+
+@needs_shared
+def test_top_module_on_a_vit_inference_trace() -> None:
+    """The H100 ViT trace: CPU time is the cost of every module there (device time is a
+    sixth of it), so the share is the frames' durations, read from the raw JSON."""
+    import gzip
+    import json
+    import re
+
+    from tests.conftest import SHARED_TRACES
+    from tuiprof.analysis import load_model
+
+    path = SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"
+    with gzip.open(path, "rt") as handle:
+        frames = [e for e in json.load(handle)["traceEvents"] if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
+    duration = lambda pattern: sum(float(e["dur"]) for e in frames if re.fullmatch(pattern, e["name"][len("nn.Module: "):]))  # noqa: E731
+    total = duration(r"ViTModel_\d+")
+    layers = {e["name"] for e in frames if re.fullmatch(r"nn.Module: ViTLayer_\d+", e["name"])}
+    share = round(100 * duration(r"ViTLayer_\d+") / total)
+    attention = round(100 * duration(r"ViTSdpaAttention_\d+") / total)
+    assert len(layers) == 12 and share >= 50 and attention < 50
+    text = F.top_module(load_model(path)).text
+    assert text.startswith(f"Top modules: 12 x ViTLayer, ")
+    assert f", {share} % of module time; inside them, 12 x ViTSdpaAttention: " in text and text.endswith(f"({attention} %).")
 
 
 @pytest.mark.parametrize(("self_us", "fires"), [(99.0, False), (100.0, True)])
@@ -154,14 +264,68 @@ def test_overview_module_flops_are_forward_plus_backward_like_its_times(resnet_m
     """The table is titled forward + backward: its FLOPs column counts both, as the Findings do."""
     from rich.console import Console
 
-    from tuiprof.analysis.ranking import top_modules
-    from tuiprof.report.overview import OVERVIEW_TOP, _modules_table
+    from tuiprof.report.overview import _modules_table
     from tuiprof.report.units import format_count
 
     console = Console(width=200, record=True)
     console.print(_modules_table(resnet_model))
     text = console.export_text()
-    top = top_modules(resnet_model, OVERVIEW_TOP)[0]
-    assert top.backward_flops > top.flops > 0
+    convs = [n for n in resnet_model.modules.walk() if n.class_name == "Conv2d" and n.parent.class_name == "BasicBlock"]
+    forward, backward = sum(n.flops for n in convs), sum(n.backward_flops for n in convs)
+    assert backward > forward > 0
     assert "Top modules (forward + backward)" in text
-    assert format_count(top.flops + top.backward_flops) in text.splitlines()[3]
+    assert text.splitlines()[2].startswith("16 x Conv2d ") and format_count(forward + backward) in text.splitlines()[2]
+
+
+def test_overview_modules_table_starts_where_the_time_concentrates(tmp_path) -> None:
+    """The synthetic transformer: the 6 attention modules (62 %), then what they hold."""
+    from rich.console import Console
+
+    from tuiprof.report.overview import _modules_table
+
+    def rows(model) -> list[list[str]]:
+        console = Console(width=120, record=True)
+        console.print(_modules_table(model))
+        return [line.split() for line in console.export_text().splitlines()[2:]]
+
+    with_q = rows(_transformer(tmp_path, q_projection=True))
+    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["6", "x", "Linear", "12%", "120.000us", "--"]]
+    without = rows(_transformer(tmp_path, q_projection=False))
+    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["Layer_3/Attention_3", "12%", "120.000us", "--"]]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_summary_findings_view_fits_the_terminal(monkeypatch, capsys, resnet_model, width) -> None:
+    """``summary --view findings`` on a terminal: every finding starts a line with its
+    severity; a long one wraps under its text, and no line is wider than the terminal."""
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert cli.main(["summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--view", "findings"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and max(len(line) for line in lines) <= width
+    assert not any(line.lstrip().startswith("%") for line in lines)  # "89 %" stays whole
+    found = []
+    for line in lines:
+        if line.startswith(" "):
+            found[-1] += " " + line.strip()
+        else:
+            found.append(line)
+    assert found == [f"{f.severity}: {f.text}" for f in F.findings(resnet_model)]
+
+
+def test_summary_findings_view_on_a_pipe_and_as_json(capsys, resnet_model) -> None:
+    import json
+
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+
+    sample = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+    expected = F.findings(resnet_model)
+    assert cli.main(["summary", sample, "--view", "findings"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{f.severity}: {f.text}" for f in expected]  # one a line, for grep
+    assert cli.main(["summary", sample, "--view", "findings", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"id": f.id, "severity": f.severity, "text": f.text} for f in expected]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step
+from tests.conftest import SHARED_TRACES, needs_shared
+from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step, rocm_marker_steps
+from tests.oracle import _read, covered_ns, recompute, step_device_windows, to_ns
 from tuiprof.analysis import load_model
 from tuiprof.report.findings import findings
 from tuiprof.report.details import step_text
@@ -123,3 +127,102 @@ def test_launch_bound_finding(lagging, tmp_path) -> None:
     found = {f.id: f for f in findings(model)}
     assert "launch-bound" in found and "80 %" in found["launch-bound"].text and "10 launches" in found["launch-bound"].text
     assert "launch-bound" not in {f.id for f in findings(lagging)}
+
+
+def _windows(model) -> dict[str, tuple[int, int] | None]:
+    return {
+        s.name: (s.device_window_start_ns, s.device_window_start_ns + round(s.device_window_us * 1000)) if s.device_window_us else None
+        for s in model.steps
+    }
+
+
+def test_a_step_window_starts_at_its_first_device_work_when_the_annotation_is_a_marker(tmp_path) -> None:
+    """ROCm: the step's gpu_user_annotation is an 18 us marker 2.2 ms into the step's work.
+    The window is built here in plain Python over the raw events (tests/oracle.py) and by
+    hand (tests/gpu_trace.py: [150, 2600) us); every device column is measured in it."""
+    path = rocm_marker_steps().write(tmp_path / "rocm.json")
+    model = load_model(path)
+    expected = step_device_windows(path)
+    assert _windows(model) == expected
+    low, high = expected["ProfilerStep#1"]
+    assert high - low == 2_450_000  # by hand; the annotation alone starts 2.2 ms later
+    device = recompute(path).device
+    for step in model.steps:
+        low, high = expected[step.name]
+        assert (step.kernel_us, step.memcpy_us, step.device_idle_us) == (2050.0, 300.0, 100.0), step.name
+        assert step.device_idle_us * 1000 == high - low - covered_ns(device, low, high)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", [
+    "hta__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz",  # no ProfilerStep: no windows
+    "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+])
+def test_step_windows_on_real_traces_equal_the_plain_python_rule(name) -> None:
+    path = SHARED_TRACES / name
+    assert _windows(load_model(path)) == step_device_windows(path)
+
+
+LEGACY_RESNET50 = "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz"
+LEGACY_KINDS = {"Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}  # 2021 Kineto categories
+
+
+def _legacy_trace(path):
+    """A 2021-format trace (categories Operator/Runtime/Kernel/Memcpy/Memset, 'external id',
+    string tids): one step [0, 100) us launching a 10 us memcpy, a 30 us kernel, a 2 us memset."""
+    events = [{"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 7, "tid": "7", "ts": 0, "dur": 100, "args": {}}]
+    for number, (op, runtime, cat, name, ts, dur) in enumerate([
+        ("aten::copy_", "cudaMemcpyAsync", "Memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 10),
+        ("aten::conv2d", "cudaLaunchKernel", "Kernel", "conv_kernel", 40, 30),
+        ("aten::zero_", "cudaMemsetAsync", "Memset", "Memset (Device)", 75, 2),
+    ]):
+        start = 5 + 20 * number
+        events += [
+            {"ph": "X", "cat": "Operator", "name": op, "pid": 7, "tid": "7", "ts": start, "dur": 10, "args": {"external id": number + 1}},
+            {"ph": "X", "cat": "Runtime", "name": runtime, "pid": 7, "tid": "7", "ts": start + 1, "dur": 5,
+             "args": {"correlation": 100 + number, "external id": number + 1}},
+            {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": "stream 7", "ts": ts, "dur": dur,
+             "args": {"device": 0, "stream": 7, "correlation": 100 + number, "external id": number + 1}},
+        ]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def _raw_device_us(path) -> dict[str, float]:
+    """Device time per kind: the plain sum of the raw events' durations (us)."""
+    totals = dict.fromkeys(LEGACY_KINDS.values(), 0)
+    for event in _read(path):
+        if event.get("ph") == "X" and event.get("cat") in LEGACY_KINDS:
+            totals[LEGACY_KINDS[event["cat"]]] += event["dur"]
+    return {kind: float(total) for kind, total in totals.items()}
+
+
+def _device_us_by_kind(model) -> dict[str, float]:
+    totals = dict.fromkeys(LEGACY_KINDS.values(), 0.0)
+    for kernel in model.kernels:
+        totals[kernel.kind] += kernel.device_total_us
+    return totals
+
+
+def test_legacy_memcpy_and_memset_categories_are_not_kernels(tmp_path) -> None:
+    """Kineto's 2021 categories `Memcpy`/`Memset` are copies and sets: coded as kernels,
+    memcpy would read 0 in the Kernels kinds and the Steps view."""
+    path = _legacy_trace(tmp_path / "legacy.json")
+    model = load_model(path)
+    assert _device_us_by_kind(model) == _raw_device_us(path) == {"kernel": 30.0, "memcpy": 10.0, "memset": 2.0}
+    (step,) = model.steps
+    assert (step.kernel_us, step.memcpy_us, step.memset_us) == (30.0, 10.0, 2.0)
+
+
+@needs_shared
+def test_legacy_resnet50_memcpy_totals_equal_the_raw_events() -> None:
+    path = SHARED_TRACES / LEGACY_RESNET50
+    model = load_model(path)
+    raw = _raw_device_us(path)
+    assert raw["memcpy"] > 0 and _device_us_by_kind(model) == pytest.approx(raw, abs=1e-6)
+    windows = step_device_windows(path)
+    copies = [(to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"])) for e in _read(path) if e.get("ph") == "X" and e.get("cat") == "Memcpy"]
+    memcpy = {s.name: s.memcpy_us for s in model.steps}
+    assert memcpy == {name: covered_ns(copies, *windows[name]) / 1000 for name in memcpy}
+    assert any(memcpy.values())

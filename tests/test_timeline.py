@@ -175,7 +175,54 @@ def test_text_output(synthetic) -> None:
         "memory CUDA:0".ljust(LABEL_WIDTH) + " ▆▆▆█████",
         "device idle".ljust(LABEL_WIDTH) + " █    █▇██",
     ]
-    assert "peak 1.5KB" in result.stdout and "device idle: 48.0% of this window" in result.stdout
+    # idle 480 us over the step's 900 us device window (not over the 1000 us shown)
+    assert "peak 1.5KB" in result.stdout and "device idle 53.33% of the steps' device windows here" in result.stdout
+
+
+@pytest.mark.parametrize("width", [120, 80, 60, 50, 40, 30, 24])
+def test_the_status_line_fits_its_width_and_never_cuts_a_number(synthetic, width) -> None:
+    """At 60 columns the line (68 cells with the idle lane) wrapped and pushed the last lane
+    off the canvas.  Fitted, it drops the cell size, then cuts the lane's name, then drops
+    the cursor's time: a number is there whole or not at all."""
+    from tuiprof.report.timeline import window_text
+
+    _, _, timeline = synthetic
+    idle = timeline.idle
+    line = window_text(timeline, 100 * US, 1000 * US, 42, 700 * US, idle, width).plain
+    assert len(line) <= width, line
+    assert line.startswith("0.000us to 900.000us")  # the window, always
+    cell, cursor = "cell 21.4us", "cursor 600.000us"  # 900 us in 42 columns, 3 digits; 700 us from the start at 100
+    for number in (cell, cursor):
+        head = number.split()[0]
+        assert number in line or head not in line, line
+    if width >= 80:
+        assert line.endswith(f"{cell} · {cursor} · device idle")
+    if width >= 60:
+        assert line.endswith(f"{cursor} · device idle")
+
+
+def test_launched_span_is_the_device_work_of_a_call_and_the_calls_inside_it(tmp_path) -> None:
+    """aten::linear [10, 40) launches through aten::addmm (GEMM at [600, 680)) and a bias add
+    of its own ([700, 705)); a call on another thread at the same time launches [650, 900),
+    which is not linear's; aten::relu [50, 60) launches nothing."""
+    from tests.gpu_trace import EPOCH_US, GpuTrace
+
+    trace = GpuTrace()
+    trace.step(1, 0, 1000)
+    linear = trace.op("aten::linear", 10, 30)
+    addmm = trace.op("aten::addmm", 12, 20)
+    trace.launch(addmm, "gemm_kernel", 14, 5, 600, 80)
+    trace.launch(linear, "bias_kernel", 35, 2, 700, 5)
+    other = trace.op("aten::mul", 15, 10, tid=99)
+    trace.launch(other, "mul_kernel", 16, 2, 650, 250, tid=99, stream=8)
+    trace.op("aten::relu", 50, 10)
+    model = analyze(load_trace(trace.write(tmp_path / "launches.pt.trace.json")))
+    timeline = build_timeline(model)
+    row = {model.calls.name(r): r for r in range(len(model.calls))}
+    at = EPOCH_US * US
+    assert timeline.launched_span(row["aten::linear"]) == (at + 600 * US, at + 705 * US)
+    assert timeline.launched_span(row["aten::addmm"]) == (at + 600 * US, at + 680 * US)
+    assert timeline.launched_span(row["aten::relu"]) is None
 
 
 def test_names_in_boxes_and_escaped(synthetic) -> None:
@@ -214,7 +261,7 @@ def test_a_device_never_idle_has_an_empty_idle_lane(tmp_path) -> None:
     assert [line.rstrip() for line in result.stdout.splitlines()[3:5]] == [
         "stream ?".ljust(LABEL_WIDTH) + " ██", "device idle"
     ]
-    assert "device idle: 0.0% of this window" in result.stdout
+    assert "device idle 0.00% of the device's span here (no steps)" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -299,3 +346,135 @@ def test_mi300_timeline_without_steps() -> None:
     result = tuiprof("timeline", str(MI300), "--width", "120", "--lanes", "gpu,idle")
     assert result.returncode == 0, result.stderr
     assert "stream" in result.stdout and "device idle" in result.stdout
+
+
+def _idle_shares(path, model, timeline) -> dict[str, str]:
+    """The idle share as each place prints it, whole trace and per step."""
+    from tuiprof.report.findings import findings
+    from tuiprof.report.timeline import range_text
+
+    lanes = timeline.select(["idle"])
+
+    def legend(text: str) -> str:
+        return next(line for line in text.splitlines() if line.startswith("device idle ") and "%" in line)
+
+    shares = {"timeline": legend(render_text(timeline, timeline.begin_ns, timeline.end_ns, 10, lanes))}
+    shares["range"] = range_text(timeline, timeline.range_stats(timeline.begin_ns, timeline.end_ns)).plain.splitlines()[2]
+    shares["finding"] = next(f.text for f in findings(model) if f.id == "gpu-idle")
+    for step in timeline.steps:
+        shares[step.name] = legend(render_text(timeline, step.start_ns, step.end_ns, 10, lanes, step=step.name))
+    return shares
+
+
+def _expected_idle(path) -> tuple[float, dict[str, float]]:
+    """Idle % by the README's definition in plain Python over the raw events: per step, its
+    device window (tests/oracle.py) minus the union of all device activity, over the window;
+    over all steps, the sum of their idle over the sum of their windows."""
+    from tests.oracle import covered_ns, recompute, step_device_windows
+
+    device = recompute(path).device
+    windows = {name: w for name, w in step_device_windows(path).items() if w}
+    idle = {name: high - low - covered_ns(device, low, high) for name, (low, high) in windows.items()}
+    total = 100 * sum(idle.values()) / sum(high - low for low, high in windows.values())
+    return total, {name: 100 * idle[name] / (high - low) for name, (low, high) in windows.items()}
+
+
+def _assert_one_idle_share(path, model, timeline, by_hand: dict[str, float] | None = None) -> None:
+    from tuiprof.report.views import build_step_rows
+
+    total, per_step = _expected_idle(path)
+    if by_hand is not None:
+        assert {"all": round(total, 6), **{k: round(v, 6) for k, v in per_step.items()}} == by_hand
+    shares = _idle_shares(path, model, timeline)
+    assert shares["timeline"] == f"device idle {total:.2f}% of the steps' device windows here"
+    assert shares["range"] == shares["timeline"]
+    assert f"GPU idle {total:.0f} % of the steps' device windows" in shares["finding"]
+    rows = {row["name"]: row["idle_pct"] for row in build_step_rows(model, None)}
+    for name, pct in per_step.items():
+        assert rows[name] == pytest.approx(pct, abs=1e-9)
+        assert shares[name] == f"device idle {pct:.2f}% of {name}'s device window"
+
+
+def test_idle_share_is_the_same_in_timeline_findings_and_steps(tmp_path) -> None:
+    """Item 7 of issue 24: one idle share.  Lagging two steps (tests/gpu_trace.py): step 1's
+    window [0, 150) us holds 58 us idle, step 2's [100, 200) 50 us: 38.67 % and 50 %, and
+    (58 + 50) / (150 + 100) = 43.2 % over both, in the timeline's legend and range detail,
+    the Overview's finding and the Steps rows alike (not 49 % of the 200 us shown)."""
+    from tests.gpu_trace import lagging_two_steps
+
+    path = lagging_two_steps().write(tmp_path / "lagging.json")
+    store = load_trace(path)
+    model = analyze(store)
+    _assert_one_idle_share(
+        path, model, build_timeline(model, store), {"all": 43.2, "ProfilerStep#1": round(100 * 58 / 150, 6), "ProfilerStep#2": 50.0}
+    )
+
+
+@needs_shared
+def test_h100_idle_share_is_the_same_in_timeline_findings_and_steps(h100) -> None:
+    model, timeline = h100
+    _assert_one_idle_share(H100, model, timeline)
+
+
+def _sync_and_loading_gap():
+    """One step [0, 3400) us; the device runs gemm [40, 1000) and add [3200, 3300), idle
+    [1000, 3200) in between while the main thread loads data, runs Python and syncs::
+
+        enumerate(DataLoader)#...__next__ [1000, 1800)  > aten::stack [1100, 1400)
+        (no operator)                      [1800, 1900)
+        aten::item [1900, 3100) > aten::_local_scalar_dense [1910, 3090) > cudaStreamSynchronize [1930, 3080)
+        (no operator)                      [3100, 3150)
+        aten::add  [3150, 3200)            launches the add kernel that ends the gap
+      thread 4243: autograd::engine::evaluate_function: MmBackward0 [2000, 2300)
+
+    In the gap: aten::item 1200 us (sync), the DataLoader 800 (data loading: its
+    stack child counts under it), MmBackward0 300, no operator 150 on the main thread
+    (Python; the thread that launched the kernel ending the gap), aten::add 50."""
+    from tests.gpu_trace import GpuTrace
+
+    trace = GpuTrace()
+    trace.step(1, 0, 3400)
+    mm = trace.op("aten::mm", 10, 30)
+    trace.launch(mm, "gemm", 15, 5, 40, 960)
+    trace.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1000, 800)
+    trace.op("aten::stack", 1100, 300)
+    trace.op("aten::item", 1900, 1200)
+    trace.op("aten::_local_scalar_dense", 1910, 1180)
+    trace.op("cudaStreamSynchronize", 1930, 1150)
+    add = trace.op("aten::add", 3150, 50)
+    trace.launch(add, "add_kernel", 3160, 5, 3200, 100)
+    trace.op("autograd::engine::evaluate_function: MmBackward0", 2000, 300, tid=4243)
+    return trace
+
+
+def test_an_idle_gap_says_what_the_cpu_did(tmp_path) -> None:
+    from tuiprof.analysis.gap_activity import GapActivity
+    from tuiprof.report.timeline import slice_text
+
+    path = _sync_and_loading_gap().write(tmp_path / "gap.json")
+    store = load_trace(path)
+    model = analyze(store)
+    timeline = build_timeline(model, store)
+    gap = timeline.longest_idle_gap(timeline.begin_ns, timeline.end_ns)
+    epoch = timeline.begin_ns  # the step starts at 0
+    assert (gap.start_ns - epoch, gap.end_ns - epoch) == (1000 * US, 3200 * US)
+    assert timeline.detail(gap).cpu == [
+        GapActivity("aten::item", 1200 * US, "sync"),
+        GapActivity("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 800 * US, "data loading"),
+        GapActivity("autograd::engine::evaluate_function: MmBackward0", 300 * US),
+        GapActivity("no operator", 150 * US, "Python"),
+        GapActivity("aten::add", 50 * US),
+    ]
+    assert slice_text(timeline, timeline.detail(gap)).plain.splitlines()[2] == (
+        "CPU: aten::item 1.20ms (sync) · enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ 800us (data loading)"
+        " · autograd::engine::evaluate_function: MmBackward0 300us · +2 more"
+    )
+    result = tuiprof("timeline", str(path), "--width", "43", "--lanes", "gpu,idle")  # 60 characters
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-4:] == [
+        "longest idle gap 2.2ms at 1.000ms, CPU in it:",
+        "   1.20ms sync         aten::item",
+        "    800us data loading enumerate(DataLoad…oaderIter.__next__",  # names cut by the one rule (report.names)
+        "    300us              …::evaluate_function: MmBackward0",
+    ]
+    assert all(len(line) <= 60 for line in result.stdout.splitlines())

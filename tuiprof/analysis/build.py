@@ -6,6 +6,7 @@ import gc
 import os
 
 from tuiprof.analysis.calls import build_calls
+from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
@@ -36,7 +37,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
-        modules = build_module_tree(store, calls)
+        modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
         model = TraceModel(
@@ -51,6 +52,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
+            live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()
         return model

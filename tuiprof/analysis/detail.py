@@ -15,7 +15,9 @@ from tuiprof.trace.schema import decode_member
 
 @dataclass(frozen=True)
 class OperatorDetail:
-    modules: list[tuple[str, int]]  # module path, calls inside it (the operator's costliest modules first)
+    # module path, calls charged to it, whether they are backward calls (charged to the module of their
+    # forward op, as the Modules view charges them); the operator's costliest modules first
+    modules: list[tuple[str, int, bool]]
     input_shapes: list[tuple[str, int]]  # shapes text, calls
     input_types: str
     kernels: list[tuple[str, int, float]]  # kernel name, launches, device us (self: launched by the op itself)
@@ -29,16 +31,21 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     """Facts over every call of ``stats`` (numpy counts: instant for 1e6 calls)."""
     calls = model.calls
     rows = np.array(stats.rows, dtype=np.int64)
-    node_of_frame, nodes = model.modules.frame_index()
-    modules: Counter[str] = Counter()
-    module_ns: Counter[str] = Counter()  # the operator's time in each module: the costliest first
-    frames = calls.column("module")[rows]
-    owners = np.where(frames >= 0, node_of_frame[np.maximum(frames, 0)], -1) if len(nodes) else np.full(len(rows), -1)
+    tree = model.modules
+    _, nodes = tree.frame_index()
+    modules: Counter[tuple[str, bool]] = Counter()
+    module_ns: Counter[tuple[str, bool]] = Counter()  # the operator's time in each module: the costliest first
+    owners = tree.charged_node[rows] if len(tree.charged_node) else np.full(len(rows), -1)
+    backward = owners >= 0
+    if len(tree.call_owner):  # charged through autograd, not run inside the module or compiled region
+        backward &= tree.call_owner[rows] < 0
+    keys = 2 * owners + backward  # one code per (module, direction); -2: outside modules
     totals = calls.column("total_ns")[rows]
-    for owner, count in counts_first_seen(owners):
-        path = nodes[owner].path if owner >= 0 else "(outside modules)"
-        modules[path] += count
-        module_ns[path] += int(totals[owners == owner].sum())
+    for key, count in counts_first_seen(keys):
+        owner, is_backward = divmod(int(key), 2)
+        where = (nodes[owner].path if owner >= 0 else "(outside modules)", bool(is_backward))
+        modules[where] += count
+        module_ns[where] += int(totals[keys == key].sum())
 
     shapes: Counter[str] = Counter()
     with_dims = rows[calls.cpu.dims_len[calls.column("cpu_row")[rows]] > 0]
@@ -89,7 +96,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         step_total = sum(s.duration_us for s in model.steps)
         share_step = 100 * stats.cpu_total_us / step_total if step_total else None
     return OperatorDetail(
-        modules=[(path, modules[path]) for path, _ in module_ns.most_common(limit)],
+        modules=[(path, modules[path, is_backward], is_backward) for (path, is_backward), _ in module_ns.most_common(limit)],
         module_count=len(modules),
         input_shapes=shapes.most_common(limit),
         input_types=types,

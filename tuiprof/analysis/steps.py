@@ -37,8 +37,38 @@ class StepStats:
     cpu_bound_us: float = 0.0
 
     @property
+    def device_window_end_ns(self) -> int:
+        return self.device_window_start_ns + round(self.device_window_us * 1000)
+
+    @property
     def idle_pct(self) -> float:
-        return 100 * self.device_idle_us / self.device_window_us if self.device_window_us else 0.0
+        """The step's device idle share (:func:`idle_share`) in %; 0 without a device window."""
+        share = idle_share(self.device_idle_us, self.device_window_us)
+        return 100 * share if share is not None else 0.0
+
+
+def idle_share(idle: float, window: float) -> float | None:
+    """THE device idle share, the one every view shows: time in the device windows with no
+    device activity on any stream, over the time of those windows (None: no window, unknown).
+
+    The windows are the steps' device windows (:func:`build_steps`), each counted whole
+    even where a lagging step's window overlaps the next one's, so the share over several
+    steps is the sum of their idle over the sum of their windows, exactly as their rows
+    add up; without steps, the device's span.  Never over a CPU span or a screen's width:
+    a range of the Timeline clips the windows to the range (:func:`device_idle`)."""
+    return idle / window if window > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceIdle:
+    """Device idle time and the device-window time it is a share of (integer ns)."""
+
+    idle_ns: int
+    window_ns: int
+
+    @property
+    def share(self) -> float | None:
+        return idle_share(self.idle_ns, self.window_ns)
 
 
 def is_communication(name: str) -> bool:
@@ -52,8 +82,11 @@ def build_steps(
     """One row per ``ProfilerStep#N``, device columns measured over its device window.
 
     The window is the step's ``gpu_user_annotation`` span when the trace has
-    one, else its CPU span, stretched to the end of the device work the step
-    launched (a lagging device finishes a step after the CPU has moved on).
+    one, else its CPU span, widened to cover all the device work the step
+    launched, from its first start to its last end: a lagging device finishes
+    a step after the CPU has moved on, and on ROCm the annotation can be a
+    short marker placed milliseconds into the step's work.  A step's work is
+    what the calls inside its CPU span (by nesting, else by time) launched.
     Every device column is the union of what ran on the device inside that
     window, whichever step launched it: when windows overlap, the previous
     step's kernels keep the device busy, and idle is only what nothing covers.
@@ -62,23 +95,27 @@ def build_steps(
     step_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(is_step_name)))
     if not len(step_rows):
         return []
-    device_windows = {e.name: (e.start_ns, e.start_ns + e.dur_ns) for e in gpu_annotations if is_step_name(e.name)}
+    step_annotations = {e.name: (e.start_ns, e.start_ns + e.dur_ns) for e in gpu_annotations if is_step_name(e.name)}
     step_of = _step_of_calls(calls, step_rows)
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
     loading_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(_is_loading)) & (step_of >= 0))
     loading = np.bincount(step_of[loading_rows], weights=calls.column("total_ns")[loading_rows], minlength=len(calls))
     finishes = activity.start_ns + activity.dur_ns
-    own_end = np.full(len(calls), -1, dtype=np.int64)
     launched = activity_step >= 0
+    own_start = np.full(len(calls), np.iinfo(np.int64).max, dtype=np.int64)
+    own_end = np.full(len(calls), -1, dtype=np.int64)
+    np.minimum.at(own_start, activity_step[launched], activity.start_ns[launched])
     np.maximum.at(own_end, activity_step[launched], finishes[launched])
 
     windows = []
     for row in step_rows.tolist():
         name = calls.name(row)
-        low, high = device_windows.get(name, (calls.start_ns[row], calls.end_ns[row]))
-        if own_end[row] >= 0 or name in device_windows:
-            windows.append((low, max(high, int(own_end[row]))))
+        low, high = step_annotations.get(name, (calls.start_ns[row], calls.end_ns[row]))
+        if own_end[row] >= 0:  # widened both ways: a ROCm annotation can be a marker inside the work
+            windows.append((min(low, int(own_start[row])), max(high, int(own_end[row]))))
+        elif name in step_annotations:
+            windows.append((low, high))
         else:
             windows.append((low, low))  # no device work: no device window
     lows, highs = np.array(windows, dtype=np.int64).reshape(-1, 2).T
@@ -88,6 +125,42 @@ def build_steps(
         _step_stats(calls.name(row), (calls.start_ns[row], calls.end_ns[row]), loading[row], columns, i, (lows[i], highs[i]))
         for i, row in enumerate(step_rows.tolist())
     ]
+
+
+def device_windows(steps: list[StepStats], activity: DeviceActivity) -> list[tuple[str, int, int]]:
+    """(step name, start, end) of every step's device window, in time order; steps without
+    device work have none.  Without steps: one window ("") over the device's span, first
+    to last activity: without steps no CPU span says when the device should have been working
+    (the CPU time before the first launch may be setup)."""
+    if not len(activity):
+        return []
+    if not steps:
+        return [("", int(activity.start_ns.min()), int((activity.start_ns + activity.dur_ns).max()))]
+    windows = [(s.name, s.device_window_start_ns, s.device_window_end_ns) for s in steps if s.device_window_us > 0]
+    return sorted(windows, key=lambda w: w[1])
+
+
+def device_idle(
+    steps: list[StepStats], activity: DeviceActivity, start_ns: int | None = None, end_ns: int | None = None
+) -> DeviceIdle:
+    """Device idle in the device windows of ``steps`` (:func:`device_windows`), clipped to
+    [start, end) when given: the Timeline's legend and range detail.  Unclipped, it is the
+    steps' ``device_idle_us`` and ``device_window_us`` summed, which the Overview's finding
+    divides (:func:`idle_share`)."""
+    windows = device_windows(steps, activity)
+    if not windows:
+        return DeviceIdle(0, 0)
+    lows = np.array([w[1] for w in windows], dtype=np.int64)
+    highs = np.array([w[2] for w in windows], dtype=np.int64)
+    if start_ns is not None:
+        lows = np.maximum(lows, start_ns)
+    if end_ns is not None:
+        highs = np.minimum(highs, end_ns)
+    inside = highs > lows
+    lows, highs = lows[inside], highs[inside]
+    busy = Coverage(activity.start_ns, activity.start_ns + activity.dur_ns).within(lows, highs)
+    window_ns = int((highs - lows).sum())
+    return DeviceIdle(window_ns - int(busy.sum()), window_ns)
 
 
 WHOLE_TRACE = "(whole trace)"

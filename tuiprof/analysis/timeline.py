@@ -24,6 +24,8 @@ Lanes, top to bottom:
 - ``idle``: device-idle gaps, the Steps view's definition: each step's device
   window minus the union of all device activity (any stream, any launcher).
   Without steps the window is the device's span (first to last activity).
+  The idle *share* of a range is :meth:`Timeline.device_idle` (idle over the
+  device windows in it, never over the range's width: ``steps.idle_share``).
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ import numpy as np
 
 from tuiprof.analysis.arrays import RowView, group_rows, nearest_ancestor
 from tuiprof.analysis.calls import DeviceActivity, is_step_name
+from tuiprof.analysis.gap_activity import GapActivity, cpu_in_gap
 from tuiprof.analysis.intervals import NO_EVENT, CounterIndex, IntervalIndex, merge_spans, subtract_spans
 from tuiprof.analysis.kernels import KernelStats, aggregate_kernels
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators, input_shapes_key
-from tuiprof.analysis.steps import DATA_LOADING_PREFIX, is_communication
+from tuiprof.analysis.steps import DATA_LOADING_PREFIX, DeviceIdle, device_idle, device_windows, is_communication
 from tuiprof.trace.columns import DEVICE_KINDS
 from tuiprof.trace.store import TraceEvents
 
@@ -108,12 +111,14 @@ class StepWindow:
 
 @dataclass(frozen=True)
 class SliceDetail:
-    """What ``enter`` on a slice shows: facts as (label, text), and the slices linked to it
-    (the launching operator of a kernel, the kernels an operator launched)."""
+    """What ``enter`` on a slice shows: facts as (label, text), the slices linked to it
+    (the launching operator of a kernel, the kernels an operator launched), and for an
+    idle gap the CPU activity inside it (:mod:`tuiprof.analysis.gap_activity`)."""
 
     slice: Slice
     facts: list[tuple[str, str]]
     links: list[Slice]
+    cpu: list[GapActivity] = field(default_factory=list)  # an idle gap: what the CPU did meanwhile
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,7 @@ class RangeStats:
     busy: list[tuple[Lane, float]]
     operators: list[OperatorStats]
     kernels: list[KernelStats]
+    idle: DeviceIdle  # device idle in the device windows inside the range (steps.idle_share)
 
 
 @dataclass(eq=False)
@@ -222,6 +228,19 @@ class Timeline:
         hits = np.flatnonzero(lengths[:last] >= min_ns)
         return self.slice(idle, int(hits[-1])) if len(hits) else None
 
+    def longest_idle_gap(self, start_ns: int, end_ns: int) -> Slice | None:
+        """The longest device-idle gap overlapping [start, end) (the earliest on a tie)."""
+        idle = self.idle
+        if idle is None or idle.intervals is None:
+            return None
+        index = idle.intervals
+        last = int(np.searchsorted(index.starts, end_ns, side="left"))
+        overlapping = np.flatnonzero(index.ends[:last] > start_ns)
+        if not len(overlapping):
+            return None
+        lengths = index.ends[overlapping] - index.starts[overlapping]
+        return self.slice(idle, int(overlapping[int(np.argmax(lengths))]))
+
     def step_at(self, time_ns: int) -> int:
         """Index of the step whose window holds ``time_ns`` (else the last one before it; -1 none)."""
         starts = [s.start_ns for s in self.steps]
@@ -240,7 +259,15 @@ class Timeline:
             if lane.group == "gpu" and lane.intervals is not None
         ]
         chosen = np.sort(np.concatenate(device_rows)) if device_rows else np.empty(0, dtype=np.int64)
-        return RangeStats(start_ns, end_ns, busy, aggregate_operators(calls, rows), _kernels_of(self.model, chosen))
+        return RangeStats(
+            start_ns, end_ns, busy, aggregate_operators(calls, rows), _kernels_of(self.model, chosen), self.device_idle(start_ns, end_ns)
+        )
+
+    def device_idle(self, start_ns: int, end_ns: int, step: str | None = None) -> DeviceIdle:
+        """Device idle in [start, end), by the one definition (:func:`steps.idle_share`): in the
+        device windows of every step there, or of the step named only."""
+        steps = self.model.steps if step is None else [s for s in self.model.steps if s.name == step]
+        return device_idle(steps, self.model.activity, start_ns, end_ns)
 
     def detail(self, item: Slice) -> SliceDetail:
         """Facts about a slice and the slices linked to it across lanes."""
@@ -281,6 +308,8 @@ class Timeline:
             node = model.modules.by_frame.get(item.ref)
             if node is not None:
                 facts.append(("module", node.path))
+        elif group == "idle":
+            return SliceDetail(item, facts, links, cpu_in_gap(model.calls, model.activity, item.start_ns, item.end_ns))
         return SliceDetail(item, facts, links)
 
     def call_slice(self, row: int) -> Slice | None:
@@ -294,6 +323,23 @@ class Timeline:
                 depth += 1
             up = calls.parent[up]
         return self._find(self.lane(f"cpu/{calls.tid(row)}/{depth}"), row, calls.start_ns[row])
+
+    def launched_span(self, row: int) -> tuple[int, int] | None:
+        """(first start, last end) of the device work call ``row`` launched, itself or through
+        the calls nested in it (``aten::linear`` launches its GEMM through ``aten::addmm``);
+        None when it launched none.  Nested calls are those starting inside it on its thread
+        (a thread's calls nest in time), found in one pass over the launches."""
+        calls, activity = self.model.calls, self.model.activity
+        launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+        launched = np.flatnonzero(launcher >= 0)
+        by = launcher[launched]
+        starts = calls.column("start_ns")[by]
+        inside = (calls.column("thread")[by] == calls.thread[row]) & (starts >= calls.start_ns[row]) & (starts < calls.end_ns[row])
+        chosen = launched[inside]
+        if not len(chosen):
+            return None
+        begins = activity.start_ns[chosen]
+        return int(begins.min()), int((begins + activity.dur_ns[chosen]).max())
 
     def device_slice(self, index: int) -> Slice | None:
         """The slice of device event ``index`` in its stream's lane."""
@@ -317,7 +363,7 @@ def build_timeline(model: TraceModel, store: TraceEvents | None = None) -> Timel
     model keeps no python frame times)."""
     names = list(model.calls.names)
     lanes: list[Lane] = []
-    windows = _step_device_windows(model)
+    windows = device_windows(model.steps, model.activity)
     step_lanes, steps = _step_lanes(model, names, windows)
     lanes += step_lanes
     lanes += _cpu_lanes(model)
@@ -485,23 +531,6 @@ def _memory_lanes(model: TraceModel) -> list[Lane]:
 def _step_rows(model: TraceModel) -> np.ndarray:
     calls = model.calls
     return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
-
-
-def _step_device_windows(model: TraceModel) -> list[tuple[str, int, int]]:
-    """(step name, start, end) of each step's device window, exactly the Steps view's
-    (``StepStats.device_window_start_ns`` and ``device_window_us``); steps without device
-    activity have none.  Without steps: one window over the device's span."""
-    activity = model.activity
-    if not len(activity):
-        return []
-    if not model.steps:
-        return [("", int(activity.start_ns.min()), int((activity.start_ns + activity.dur_ns).max()))]
-    windows = [
-        (step.name, step.device_window_start_ns, step.device_window_start_ns + round(step.device_window_us * 1000))
-        for step in model.steps
-        if step.device_window_us > 0
-    ]
-    return sorted(windows, key=lambda w: w[1])
 
 
 def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> tuple[list[Lane], list[StepWindow]]:

@@ -9,14 +9,16 @@ of a rank of a run lists it first, once the run is summarised.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
-from tuiprof.analysis.ranking import module_share, operator_rank_key, top_modules, top_operators
+from tuiprof.analysis.ranking import concentrated_modules, costliest_class, module_time_us, operator_rank_key, top_operators
+from tuiprof.analysis.steps import idle_share
 from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
+from tuiprof.report.views import Column, Row, View, ViewOptions
 
 # A share below these is normal for a healthy training step and not worth a line.
 DATA_LOADING_SHARE = 0.05  # input pipelines that keep up cost a few % of the step
@@ -25,6 +27,7 @@ DOMINANT_OPERATOR_SHARE = 0.15  # one operator at this share of the time is a wa
 COPY_SHARE = 0.10  # host-device copies above this are usually avoidable (pinned memory, .to once)
 LAUNCH_SHARE = 0.20  # CPU time in launch calls above this means the GPU waits for launches
 TINY_KERNEL_US = 10.0  # kernels shorter than this cost less than their launch
+TOP_MODULE_PART_SHARE = 0.10  # a part of the top modules named beside them: smaller ones are noise
 
 COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "cudaMemcpyAsync", "hipMemcpyWithStream", "cudaMemcpy")
 LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
@@ -49,13 +52,12 @@ def data_loading(model: TraceModel) -> Finding | None:
 
 
 def gpu_idle(model: TraceModel) -> Finding | None:
-    windows = [s for s in model.steps if s.device_window_us]
-    if not windows:
+    """Device idle over the steps' device windows, summed as the Steps rows add up: the share
+    the Steps view and the Timeline show (``steps.idle_share``)."""
+    idle = idle_share(sum(s.device_idle_us for s in model.steps), sum(s.device_window_us for s in model.steps))
+    if idle is None or idle < GPU_IDLE_SHARE:
         return None
-    idle = sum(s.device_idle_us for s in windows) / sum(s.device_window_us for s in windows)
-    if idle < GPU_IDLE_SHARE:
-        return None
-    return Finding("gpu-idle", "warning", f"GPU idle {100 * idle:.0f} % of the step: the device waits for the CPU.")
+    return Finding("gpu-idle", "warning", f"GPU idle {100 * idle:.0f} % of the steps' device windows: the device waits for the CPU.")
 
 
 def no_steps(model: TraceModel) -> Finding | None:
@@ -65,14 +67,29 @@ def no_steps(model: TraceModel) -> Finding | None:
 
 
 def top_module(model: TraceModel) -> Finding | None:
-    """The costliest layer, backward included: where a user looks first."""
-    top = top_modules(model, 1)
-    if not top:
+    """Where module time concentrates, backward included: the class of modules that
+    holds at least half of it, its instances summed (``ranking.concentrated_modules``),
+    then one step further: the costliest class inside them when it holds
+    TOP_MODULE_PART_SHARE of module time, else the costliest instance.  Nothing
+    rather than a share that prints as 0 %."""
+    group = concentrated_modules(model)
+    total = module_time_us(model)
+    if group is None or round(100 * group.cost_us / total) == 0:
         return None
-    node = top[0]
-    name = node.qualified_name or node.path
-    split = f"fwd {format_us(node.cpu_total_us)} + bwd {format_us(node.backward_cpu_us)}" if node.backward_cpu_us else f"fwd {format_us(node.cpu_total_us)}"
-    return Finding("top-module", "info", f"Top module: {name}, {format_us(node.cost_us)} ({split}), {100 * module_share(model, node):.0f} % of module time.")
+    split = f" (fwd {format_us(group.forward_us)} + bwd {format_us(group.backward_us)})" if group.backward_us else ""
+    share = f"{100 * group.cost_us / total:.0f} % of module time"
+    if len(group.nodes) == 1:
+        node = group.nodes[0]
+        text = f"Top module: {node.qualified_name or node.path}, {format_us(group.cost_us)}{split}, {share}"
+    else:
+        text = f"Top modules: {group.label}, {format_us(group.cost_us)}{split}, {share}"
+    inner = costliest_class(child for node in group.nodes for child in node.children)
+    if inner is not None and inner.cost_us >= TOP_MODULE_PART_SHARE * total:
+        text += f"; inside {'it' if len(group.nodes) == 1 else 'them'}, {inner.label}: {format_us(inner.cost_us)} ({100 * inner.cost_us / total:.0f} %)"
+    elif len(group.nodes) > 1:
+        top = group.nodes[0]
+        text += f"; the costliest: {top.qualified_name or top.path}, {format_us(top.cost_us)} ({100 * top.cost_us / total:.0f} %)"
+    return Finding("top-module", "info", text + ".")
 
 
 def top_operator(model: TraceModel) -> Finding | None:
@@ -207,3 +224,26 @@ RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
 def findings(model: TraceModel) -> list[Finding]:
     """Every rule that has something to say, in the Overview's order."""
     return [finding for rule in RULES if (finding := rule(model)) is not None]
+
+
+# ------------------------------------------------------------------ as a table (Overview export, summary --view findings)
+
+FINDING_COLUMNS = (
+    Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
+    Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
+    Column("text", "Text", "text", "What the Overview says."),
+)
+
+
+def finding_rows(found: Sequence[Finding]) -> list[Row]:
+    """Findings as rows of FINDING_COLUMNS (a run's straggler first where the caller has one)."""
+    return [{"id": f.id, "severity": f.severity, "text": f.text} for f in found]
+
+
+def build_finding_rows(model: TraceModel, options: ViewOptions | None = None) -> list[Row]:
+    """The Overview's findings, in its order (report/findings.py's rules)."""
+    return finding_rows(findings(model))
+
+
+# Not in VIEWS: a list of sentences, printed one per line (``summary --view findings``), not a table.
+FINDINGS_VIEW = View("findings", "Findings", FINDING_COLUMNS, "", build_finding_rows)

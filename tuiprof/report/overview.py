@@ -11,10 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.ranking import operator_rank_key, top_modules, top_operators
+from tuiprof.analysis.ranking import module_breakdown, module_time_us, operator_rank_key, top_operators
 from tuiprof.report.findings import Finding, findings
 from tuiprof.report.memory_chart import MemoryCurve
-from tuiprof.report.names import short_kernel_name
+from tuiprof.report.names import fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
@@ -60,8 +60,9 @@ class FittedTable:
         for i in shown:
             header, numeric = self.headers[i]
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
-        for row in self.rows:
-            table.add_row(*(row[i] for i in shown))
+        cut = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts}
+        for row in self.rows:  # names cut by the one rule (report.names), never by rich at their end
+            table.add_row(*(Text(cut[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in cut else row[i] for i in shown))
         yield table
 
 
@@ -121,15 +122,17 @@ def _modules_table(model: TraceModel) -> Table:
     table = _table("Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules")
     table.add_column("module", numeric=False)
     backward = any(root.backward_cpu_us for root in model.modules.roots)
-    headers = ["fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
+    headers = ["share", "fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
     for header in headers:
         table.add_column(header)
-    for node in top_modules(model, OVERVIEW_TOP):
-        name = node.qualified_name or "/".join(node.path.split("/")[-2:])
-        cells = [Text(plain(name, DISPLAY_CHARS)), format_us(node.cpu_total_us), *([format_us(node.backward_cpu_us)] if backward else [])]
+    for group in module_breakdown(model, OVERVIEW_TOP):  # where the time concentrates, then its parts
+        node = group.nodes[0]
+        name = group.label if len(group.nodes) > 1 else node.qualified_name or "/".join(node.path.split("/")[-2:])
+        share = f"{100 * group.cost_us / module_time_us(model):.0f}%"  # of all module time, as the Modules view's bars
+        cells = [Text(plain(name, DISPLAY_CHARS)), share, format_us(group.summed("cpu_total_us")), *([format_us(group.summed("backward_cpu_us"))] if backward else [])]
         if model.has_device:
-            cells.append(format_us(node.device_total_us + node.backward_device_us))
-        work = node.flops + (node.backward_flops if backward else 0)  # as the times: forward + backward
+            cells.append(format_us(group.summed("device_total_us") + group.summed("backward_device_us")))
+        work = group.summed("flops") + (group.summed("backward_flops") if backward else 0)  # as the times: forward + backward
         cells.append(format_count(work) if work else "--")
         table.add_row(*cells)
     return table
@@ -152,7 +155,9 @@ def _kernels_table(model: TraceModel) -> Table:
     for header in ("total", "calls"):
         table.add_column(header)
     table.add_column("launched by", numeric=False)
-    for kernel in model.kernels[:OVERVIEW_TOP]:
-        table.add_row(Text(short_kernel_name(plain(kernel.name, DISPLAY_CHARS))), format_us(kernel.device_total_us), f"{kernel.calls:,}",
+    top = model.kernels[:OVERVIEW_TOP]
+    short = short_kernel_names(plain(kernel.name, DISPLAY_CHARS) for kernel in top)  # instances that differ in numbers stay apart
+    for kernel in top:
+        table.add_row(Text(short[plain(kernel.name, DISPLAY_CHARS)]), format_us(kernel.device_total_us), f"{kernel.calls:,}",
                       Text(plain(kernel.launcher, DISPLAY_CHARS)))
     return table

@@ -7,12 +7,16 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
+from rich.console import Console
+from rich.text import Text
+
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
+from tuiprof.report.findings import FINDINGS_VIEW
 from tuiprof.report.views import RUN_VIEWS, VIEWS, Column, Row, View, ViewOptions, run_table_columns, sort_rows
 
 
@@ -26,19 +30,27 @@ class SummaryRequest:
     group_by_shape: bool = False
     top_level_only: bool = False
     format: str = "table"
+    wide: bool = False  # on a terminal: every column, however wide (else fitted to its width)
 
 
 def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     """Print the view the request asks for; diagnostics go to stderr."""
+    if request.view == FINDINGS_VIEW.name:
+        return print_findings(model, request)
     view, columns, rows = summary_table(model, request)
     report_diagnostics(model)
-    _print_rows(view, rows, columns, request.format, f"{view.title} - {model.info.trace_name}")
+    sort = request.sort or view.default_sort_for(model)
+    _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
     return 0
 
 
 def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tuple[Column, ...], list[Row]]:
     """The view, columns and sorted rows ``summary`` prints for ``request`` (and
     ``tuiprof.load(...).table`` returns, as the JSON format's rows)."""
+    if request.view == FINDINGS_VIEW.name:
+        view = FINDINGS_VIEW
+        rows = _sorted_rows(view, view.build(model, ViewOptions()), request.sort or view.default_sort, request.limit)
+        return view, view.columns, rows
     view = VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
@@ -46,6 +58,42 @@ def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tup
     columns = view.visible_columns(options, None if data_format else model)
     rows = _sorted_rows(view, view.build(model, options), request.sort or view.default_sort_for(model), request.limit)
     return view, columns, rows
+
+
+def print_findings(model: TraceModel, request: SummaryRequest) -> int:
+    """``--view findings``: the Overview's findings.  As text, one finding a line,
+    ``severity: text``; on a terminal a finding longer than its width wraps under
+    its own text (every line fits), on a pipe it stays on one line for grep.
+    The data formats (json, csv, markdown) carry id, severity and text."""
+    view, _, rows = summary_table(model, request)
+    report_diagnostics(model)
+    if request.format != "table":
+        sys.stdout.write(render_rows(rows, view.columns, request.format, f"{view.title} - {model.info.trace_name}"))
+    elif stdout_is_terminal():
+        console = Console(highlight=False)
+        for row in rows:
+            prefix = f"{row['severity']}: "
+            line = Text(prefix, style="bold yellow" if row["severity"] == "warning" else "dim")
+            line.append_text(Text("\n" + " " * len(prefix)).join(_wrapped(str(row["text"]), console, console.width - len(prefix))))
+            console.print(line, soft_wrap=True)  # wrapped here already, under the text
+    else:
+        sys.stdout.write("".join(f"{row['severity']}: {plain(str(row['text']))}\n" for row in rows))
+    if not rows:
+        print("tuiprof: nothing to report for this trace", file=sys.stderr)
+    return 0
+
+
+def _wrapped(text: str, console: Console, width: int) -> list[Text]:
+    """``text`` (from a trace: made plain) in lines of at most ``width`` cells, broken
+    between words but never inside ``37 %``; a word longer than a line is folded."""
+    lines = Text(plain(text).replace(" %", f"{_GLUE}%")).wrap(console, max(width, 10), overflow="fold")
+    return [Text(line.plain.rstrip().replace(_GLUE, " ")) for line in lines]
+
+
+# Stands for the space in "37 %" while wrapping: one cell wide and not whitespace to rich's
+# wrapping (a no-break space is).  A private-use character: one in a trace name would print
+# as a space, nothing worse.
+_GLUE = "\ue000"
 
 
 def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
@@ -57,10 +105,10 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     for problem in run.problems:
         print(f"tuiprof: {problem}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
-    _print_rows(view, rows, columns, request.format, title)
+    _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
-        _print_rows(spread, spread.build(run), spread.columns, request.format, spread.title)
+        _print_rows(spread, spread.build(run), spread.columns, request, spread.title)
         lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
         if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
             width = shutil.get_terminal_size().columns
@@ -84,11 +132,13 @@ def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) 
     return rows if limit is None else rows[: max(0, limit)]
 
 
-def _print_rows(view: View, rows: list[Row], columns, fmt: str, title: str) -> None:
-    if fmt == "table" and stdout_is_terminal():
-        print_rich_table(rows, columns, title)
+def _print_rows(view: View, rows: list[Row], columns, request: SummaryRequest, title: str, sort: str = "") -> None:
+    """A terminal gets a table fitted to its width (the sorted column kept) unless ``--wide``;
+    a pipe every column."""
+    if request.format == "table" and stdout_is_terminal():
+        print_rich_table(rows, columns, title, keep=sort, wide=request.wide)
     else:
-        sys.stdout.write(render_rows(rows, columns, fmt, title))
+        sys.stdout.write(render_rows(rows, columns, request.format, title))
     if not rows:
         print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
 

@@ -20,11 +20,14 @@ import numpy as np
 import orjson
 from rich.text import Text
 
+from tuiprof.analysis.gap_activity import GapActivity
 from tuiprof.analysis.intervals import NO_EVENT
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
-from tuiprof.report.units import format_bytes_short, format_pct, format_us
+from tuiprof.report.names import cut_end, fit_name, short_kernel_name
+from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -63,22 +66,28 @@ def block(fraction: float) -> str:
 
 
 def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis, padded to exactly ``width``."""
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…" if width > 0 else ""
-    return text.ljust(width)
+    """``text`` cut by the one rule for names (report.names.fit_name), padded to exactly ``width``."""
+    return fit_name(text, width).ljust(width)
 
 
 def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
-    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``)."""
+    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``),
+    and a depth shown without its thread's first lane (scrolled off the top of the explorer's
+    canvas) names the thread: ``thread 5617 d1``, not an orphan ``depth 1``."""
     shown_depth: dict[tuple[str, str], int] = {}
+    first_depth: dict[tuple[str, str], int] = {}
     for lane in lanes:
         if lane.group in ("cpu", "python"):
             key = (lane.group, lane.thread)
             shown_depth[key] = max(shown_depth.get(key, 0), lane.depth)
+            first_depth.setdefault(key, lane.depth)
+    heads = {(lane.group, lane.thread): lane.label for lane in timeline.lanes if lane.group in ("cpu", "python") and lane.depth == 0}
     labels = {}
     for lane in lanes:
         label = plain(lane.label)
+        key = (lane.group, lane.thread)
+        if lane.depth > 0 and first_depth.get(key) == lane.depth and key in heads:
+            label = f"{plain(heads[key])} d{lane.depth}"
         if lane.group in ("cpu", "python") and shown_depth[(lane.group, lane.thread)] == lane.depth:
             hidden = timeline.deeper(lane)
             if hidden:
@@ -103,16 +112,17 @@ def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: st
             last = int(np.searchsorted(edges, index.ends[row], side="right")) - 1  # columns ending inside
             if last - first < MIN_BOX:
                 continue
-            text = _box(plain(timeline.names[index.names[row]]), last - first)
+            name = plain(timeline.names[index.names[row]])
+            text = _box(short_kernel_name(name) if frame.lane.group == "gpu" else name, last - first)
             cells[first:last] = list(text)
             boxed[first:last] = [True] * (last - first)
     return LaneLine(frame.lane, label, "".join(cells), kinds, boxed)
 
 
 def _box(name: str, width: int) -> str:
+    """``[name───]`` in ``width`` cells (a kernel's name comes short: its template argument outlasts its namespaces)."""
     inner = width - 2
-    if len(name) > inner:
-        name = name[: max(0, inner - 1)] + "…"
+    name = fit_name(name, inner)
     return "[" + name + "─" * (inner - len(name)) + "]"
 
 
@@ -158,8 +168,11 @@ def draw(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: li
     return [draw_lane(timeline, frame, edges, labels[frame.lane.key]) for frame in timeline.frame(start_ns, end_ns, columns, lanes)]
 
 
-def render_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "") -> str:
-    """The frame as plain text: a header, the ruler, one line per lane, a legend."""
+def render_text(
+    timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "", step: str | None = None
+) -> str:
+    """The frame as plain text: a header, the ruler, one line per lane, a legend (the idle
+    share of ``step``'s device window when the frame shows one step)."""
     origin = timeline.begin_ns
     cell = (end_ns - start_ns) / columns
     header = (
@@ -174,9 +187,24 @@ def render_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, la
         if line.lane.counter is not None:
             legend.append(f"{plain(line.lane.label)}: full height = peak {format_bytes_short(line.lane.counter.peak)}")
     if timeline.idle is not None and timeline.idle in lanes:
-        idle = timeline.frame(start_ns, end_ns, 1, [timeline.idle])[0].busy[0]
-        legend.append(f"device idle: {100 * idle:.1f}% of this window (step windows minus all device activity)")
+        legend.append(idle_text(timeline, timeline.device_idle(start_ns, end_ns, step), step))
+        gap = timeline.longest_idle_gap(start_ns, end_ns)
+        if gap is not None:
+            width = LABEL_WIDTH + 1 + columns
+            where = f"longest idle gap {_duration(gap.duration_ns)} at {format_us((gap.start_ns - origin) / 1000)}, CPU in it:"
+            legend += [cut_end(where, width), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
     return "\n".join(lines + legend) + "\n"
+
+
+def idle_text(timeline: Timeline, idle: DeviceIdle, step: str | None = None) -> str:
+    """The device idle share and what it is a share of (the Steps view's Idle %)."""
+    share = idle.share
+    if share is None:
+        return "device idle: no device window here"
+    if step is not None:
+        return f"device idle {format_pct(100 * share)} of {plain(step)}'s device window"
+    whose = "the steps' device windows here" if timeline.model.steps else "the device's span here (no steps)"
+    return f"device idle {format_pct(100 * share)} of {whose}"
 
 
 def _duration(ns: float) -> str:
@@ -233,7 +261,8 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
     if args.format == "json":
         sys.stdout.write(orjson.dumps(render_json(timeline, start, end, columns, lanes), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name))
+        step = next((s.name for s in timeline.steps if s.number == args.step), None) if args.step is not None else None
+        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step))
     return 0
 
 
@@ -280,15 +309,37 @@ def _terminal_columns() -> int:
 RANGE_TOP = 3  # operators and kernels listed for a selected range
 
 
-def window_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None) -> Text:
-    """The status line above the ruler: window, cell size, cursor, lane."""
+MIN_STATUS_LABEL = 8  # cells of the lane's name kept before the cursor's time is dropped
+
+
+def window_text(
+    timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None, width: int | None = None
+) -> Text:
+    """The status line above the ruler: window, cell size, cursor, lane, in ``width`` cells.
+
+    Too wide, it gives up the cell size first, then cuts the lane's name (its row is
+    marked below), then the cursor's time; a number is dropped whole, never cut.
+    The window is always there.  A wrapped line pushed the last lane (device idle,
+    where ``g`` puts the cursor) below the canvas at 60 columns."""
     origin = timeline.begin_ns
-    text = Text()
-    text.append(f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}")
-    text.append(f" · cell {_duration((end_ns - start_ns) / max(1, columns))} · cursor {format_us((cursor_ns - origin) / 1000)}", style="dim")
-    if lane is not None:
-        text.append(" · ", style="dim")
-        text.append(plain(lane.label.strip()))
+    window = f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}"
+    cell = f" · cell {_duration((end_ns - start_ns) / max(1, columns))}"
+    cursor = f" · cursor {format_us((cursor_ns - origin) / 1000)}"
+    label = plain(lane.label.strip()) if lane is not None else ""
+    separator = " · " if label else ""
+    room = len(label)
+    # (the numbers kept, the least of the name they leave room for): the first that fits
+    for numbers, least in ((cell + cursor, len(label)), (cursor, len(label)), (cursor, MIN_STATUS_LABEL), ("", 0)):
+        if width is not None:
+            room = width - len(window) - len(numbers) - len(separator)
+        if room >= min(least, len(label)):
+            break
+    name = label if room >= len(label) else fit(label, room).rstrip() if room >= 2 else ""
+    text = Text(window)
+    text.append(numbers, style="dim")
+    if name:
+        text.append(separator, style="dim")
+        text.append(name)
     return text
 
 
@@ -304,11 +355,45 @@ def slice_text(timeline: Timeline, detail: SliceDetail) -> Text:
         text.append(f"{label}: ", style="dim")
         text.append(plain(value))
         text.append("\n")
+    if item.lane.group == "idle":
+        text.append("CPU: ", style="dim")
+        text.append(gap_cpu_text(detail.cpu) + "\n")
     if detail.links:
         names = sorted({plain(link.name) for link in detail.links})
         text.append("linked: ", style="dim")
         text.append(", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else ""))
     return text
+
+
+GAP_TOP = 3  # CPU activities named for an idle gap
+NO_CPU = "no CPU event recorded in the gap"
+
+
+def gap_cpu_rows(activities: list[GapActivity]) -> list[tuple[str, str, str]]:
+    """(time, cause, name) of the largest CPU activities in an idle gap, as plain text."""
+    return [(format_us_short(a.overlap_ns / 1000), a.cause, plain(a.label)) for a in activities[:GAP_TOP]]
+
+
+def gap_cpu_text(activities: list[GapActivity]) -> str:
+    """One line for the detail pane: ``aten::item 1.2ms (sync) · ...``."""
+    if not activities:
+        return NO_CPU
+    parts = [f"{name} {time}" + (f" ({cause})" if cause else "") for time, cause, name in gap_cpu_rows(activities)]
+    more = len(activities) - GAP_TOP
+    return " · ".join(parts) + (f" · +{more} more" if more > 0 else "")
+
+
+def gap_cpu_lines(activities: list[GapActivity], width: int) -> list[str]:
+    """One line per activity for the text output, time and cause first: a long name is
+    what gets cut to ``width``."""
+    if not activities:
+        return [cut_end("  " + NO_CPU, width)]
+    causes = max(len(cause) for _, cause, _ in gap_cpu_rows(activities))
+    lines = []
+    for time, cause, name in gap_cpu_rows(activities):
+        head = f"  {time:>7} {cause:<{causes}} "
+        lines.append((head + fit_name(name, max(0, width - len(head)))).rstrip())
+    return lines
 
 
 def range_text(timeline: Timeline, stats: RangeStats) -> Text:
@@ -319,9 +404,13 @@ def range_text(timeline: Timeline, stats: RangeStats) -> Text:
         f"range {format_us((stats.start_ns - origin) / 1000)} to {format_us((stats.end_ns - origin) / 1000)}"
         f" ({format_us((stats.end_ns - stats.start_ns) / 1000)})\n", style="bold"
     )
-    shares = [f"{plain(lane.label.strip())} {format_pct(100 * share)}" for lane, share in stats.busy if lane.counter is None]
+    shares = [
+        f"{plain(lane.label.strip())} {format_pct(100 * share)}" for lane, share in stats.busy if lane.counter is None and lane is not timeline.idle
+    ]
     text.append("busy: ", style="dim")
     text.append(" · ".join(shares) + "\n")
+    if timeline.idle is not None:
+        text.append(idle_text(timeline, stats.idle) + "\n")
     ops = sorted(stats.operators, key=lambda s: s.self_cpu_us, reverse=True)[:RANGE_TOP]
     if ops:
         text.append("operators: ", style="dim")

@@ -4,8 +4,10 @@ dolphie do), so a key is described once.
 
 ``scope`` says where a key is bound: ``app`` (anywhere), ``view`` (the view
 keys, anywhere), ``table`` (a :class:`RowTable`), ``tree`` (the module tree),
-``timeline``, ``overview``.  Views add their keys with :meth:`Command` entries of
-their own and the same helpers.
+``timeline`` (its canvas), ``overview`` (the Overview page).  Views add their keys
+with :meth:`Command` entries of their own and the same helpers.  A pane widget
+names its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
+view holds (:func:`pane_commands`), never another view's.
 
 Every binding has an id, ``scope.title`` in lower case with dashes
 (``app.filter``, ``table.down``, ``view.operators``): the names a user's keymap
@@ -16,12 +18,13 @@ its id, so titles are unique within a scope (tests/test_keymap.py checks).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.keys import format_key
+from textual.widget import Widget
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
     Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
     Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
-    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's or kernel's longest; a step's window)", display="T"),
+    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )
@@ -129,26 +132,63 @@ def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
     ]
 
 
+def pane_commands(view: Widget) -> list[Command]:
+    """The keys of the panes inside ``view``: each pane class's ``PANE_COMMANDS``, once, in
+    pane order (the Operators view has a table's keys, Modules a tree's and a table's)."""
+    found: list[Command] = []
+    for widget in view.query("*"):
+        found += [command for command in getattr(widget, "PANE_COMMANDS", ()) if command not in found]
+    return found
+
+
+def key_span(keys: Sequence[str]) -> str:
+    """The view keys as ``?`` names them: runs of consecutive digits joined, ``1-9 0``
+    for 1 to 9 then 0 (the tenth view's key), ``1-6`` for six pages."""
+    runs: list[list[str]] = []
+    for key in keys:
+        last = runs[-1][-1] if runs else ""
+        if key.isdigit() and last.isdigit() and int(key) == int(last) + 1:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    return " ".join(run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
 def help_rows(
-    views: Iterable[Command], app_commands: Iterable[Command] = APP_COMMANDS, keymap: Mapping[str, str] | None = None
+    views: Sequence[Command],
+    app_commands: Iterable[Command] = APP_COMMANDS,
+    panes: Iterable[Command] = (),
+    keymap: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
-    """(keys, what) for the help screen: every command, one row per distinct help text
-    (``app_commands``: the app's own keys, diff mode has its own; ``views``: the view keys;
-    ``keymap``: the user's, whose keys are shown)."""
+    """(keys, what) for the help screen: every app command, the view keys (``views``:
+    :func:`view_commands`), then the keys of the current view's panes (``panes``), one row
+    per action: an action under two keys lists both (``↓ j``), a key two panes use says
+    both actions (``g home``: "first module / first row").  ``app_commands``: the app's
+    own keys, diff mode has its own; ``keymap``: the user's, whose keys are shown."""
     keymap = keymap or {}
-    views = list(views)
-    rows: dict[str, str] = {}
+    rows: list[list[str]] = []
+
+    def add(key: str, what: str) -> None:
+        for row in rows:
+            if row[1] == what:
+                row[0] = " ".join(dict.fromkeys(row[0].split() + key.split()))
+                return
+            if row[0] == key:
+                row[1] = f"{row[1]} / {what}"
+                return
+        rows.append([key, what])
+
     for command in app_commands:
-        if command.help not in rows.values():
-            rows[command.shown_keys(keymap)] = command.help
+        add(command.shown_keys(keymap), command.help)
+    keyed = [(view.shown_keys(keymap), view.title) for view in views]
     remapped = any(view.id in keymap for view in views)
-    keys = " ".join(view.shown_keys(keymap) for view in views) if remapped else f"1-{len(views)}"
-    rows[keys] = "views: " + ", ".join(view.title for view in views)
-    rows.update(NAVIGATION_HELP)
-    for command in (*TABLE_COMMANDS, *TREE_COMMANDS):
-        if command.help not in rows.values():
-            rows[command.shown_keys(keymap)] = command.help
-    return list(rows.items())
+    span = " ".join(key for key, _ in keyed) if remapped else key_span([key for key, _ in keyed])
+    add(span, "views: " + ", ".join(f"{key} {title}" for key, title in keyed))
+    for key, what in NAVIGATION_HELP:
+        add(key, what)
+    for command in panes:
+        add(command.shown_keys(keymap), command.help)
+    return [(key, what) for key, what in rows]
 
 
 def palette_commands(

@@ -21,7 +21,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.diff import verdict_style, verdict_text
+from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
 from tuiprof.tui.commands import (
@@ -31,6 +31,7 @@ from tuiprof.tui.commands import (
     bindings,
     help_rows,
     palette_commands,
+    pane_commands,
     shown_view_keys,
     view_commands,
 )
@@ -142,8 +143,8 @@ class DiffApp(TableApp):
     def _draw_header(self) -> None:
         if self.diff is None or not self.is_mounted:
             return
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(verdict_text(self.diff.verdict), style=verdict_style(self.diff.verdict))
+        line = headline(self.diff)
+        line.no_wrap, line.overflow = True, "ellipsis"
         tabs = Text(no_wrap=True, overflow="ellipsis")
         for key, _, page in shown_view_keys(DIFF_PAGE_KEYS, self.keymap):
             tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
@@ -187,15 +188,15 @@ class DiffApp(TableApp):
 
     def action_export(self, fmt: str) -> None:
         if self.diff is not None:
-            self.write_export(self.view().export_rows(), "", fmt)
+            self.write_export(self.view().export_rows(), "", fmt, f"diff of A {self.diff.label_a} and B {self.diff.label_b}")
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows(view_commands(DIFF_PAGE_KEYS), DIFF_COMMANDS, self.keymap)
+        keys = help_rows(view_commands(DIFF_PAGE_KEYS), DIFF_COMMANDS, pane_commands(view), self.keymap)
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
-        self.exit(self.exit_code)
+        self.exit(0)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -8,19 +8,11 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.findings import Finding, findings, straggler
+from tuiprof.report.findings import FINDING_COLUMNS, Finding, finding_rows, findings, straggler
 from tuiprof.report.overview import overview
-from tuiprof.report.views import Column
 from tuiprof.tui.commands import Command, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.ranks import RunView, run_of
-
-FINDING_COLUMNS = (
-    Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
-    Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
-    Column("text", "Text", "text", "What the Overview says."),
-)
-
 
 OVERVIEW_COMMANDS: tuple[Command, ...] = (
     Command("j", "scroll_down", "Down", "scroll down", scope="overview", palette=False),
@@ -33,6 +25,7 @@ OVERVIEW_COMMANDS: tuple[Command, ...] = (
 class OverviewScroll(VerticalScroll):
     """The Overview page scrolls with the keys the tables use."""
 
+    PANE_COMMANDS = OVERVIEW_COMMANDS  # what ? lists in the Overview
     BINDINGS = bindings(OVERVIEW_COMMANDS)
 
 
@@ -71,5 +64,4 @@ class OverviewView(ExplorerView):
     def export_rows(self):
         """The findings, the part of the Overview no other view has."""
         assert self.model is not None
-        rows = [{"id": f.id, "severity": f.severity, "text": f.text} for f in (*self.run_findings, *findings(self.model))]
-        return ("overview-findings", rows, FINDING_COLUMNS)
+        return ("overview-findings", finding_rows((*self.run_findings, *findings(self.model))), FINDING_COLUMNS)

@@ -1,0 +1,75 @@
+"""Issue 24 item 6: a backward operator names the modules its time is charged to.
+
+The oracle reads the raw JSON of the shipped resnet18 sample: each
+``aten::convolution_backward`` runs under an ``autograd::engine::evaluate_function``
+root whose ``Sequence number`` is that of a forward operator; the innermost
+``nn.Module`` frame around the forward ``aten::convolution`` with that number is the module (matched here by
+times and ids in plain Python, not by the code under test).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+
+from tests.conftest import SAMPLES
+from tuiprof.analysis.detail import operator_detail
+from tuiprof.report.details import operator_text
+from tuiprof.report.views import build_call_rows
+
+SLACK_US = 0.002  # timestamps are written with three decimals
+
+
+def _innermost(event: dict, around: list[dict]) -> dict | None:
+    start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
+    inside = [c for c in around if c["tid"] == event["tid"] and float(c["ts"]) <= start + SLACK_US
+              and end <= float(c["ts"]) + float(c["dur"]) + SLACK_US and c is not event]
+    return min(inside, key=lambda c: float(c["dur"]), default=None)
+
+
+def _backward_modules() -> list[tuple[str, float]]:
+    """(module name, call duration) for every ``aten::convolution_backward`` call, from the raw JSON:
+    its root's sequence number -> the ``aten::convolution`` that created the node -> its module.
+    (``loss.item()`` and ``detach`` calls outside the model carry the same numbers: not creators.)"""
+    with gzip.open(SAMPLES / "resnet18_cpu.pt.trace.json.gz", "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    frames = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
+    roots = [e for e in ops if e["name"].startswith("autograd::engine::evaluate_function: ")]
+    forward_by_sequence: dict[int, list[dict]] = {}
+    for op in ops:
+        sequence = op.get("args", {}).get("Sequence number")
+        if sequence is not None and op["name"] == "aten::convolution":  # the op that creates ConvolutionBackward0
+            forward_by_sequence.setdefault(sequence, []).append(op)
+    result = []
+    for call in (e for e in ops if e["name"] == "aten::convolution_backward"):
+        root = _innermost(call, roots)
+        forward = min(forward_by_sequence[root["args"]["Sequence number"]], key=lambda e: float(e["ts"]))
+        module = _innermost(forward, frames)
+        result.append((module["name"].removeprefix("nn.Module: "), float(call["dur"])))
+    return result
+
+
+def test_backward_operator_detail_names_the_modules_charged(resnet_model) -> None:
+    expected = _backward_modules()
+    calls = Counter(name for name, _ in expected)
+    time = Counter()
+    for name, duration in expected:
+        time[name] += duration
+    assert len(calls) == 20  # every Conv2d of resnet18
+    stats = next(s for s in resnet_model.operators() if s.name == "aten::convolution_backward")
+    detail = operator_detail(resnet_model, stats)
+    assert detail.module_count == len(calls)
+    assert [(path.rsplit("/", 1)[1], n, backward) for path, n, backward in detail.modules] == [
+        (name, calls[name], True) for name, _ in time.most_common(len(detail.modules))
+    ]
+    costliest = time.most_common(1)[0][0]
+    line = next(line for line in operator_text(resnet_model, stats).plain.splitlines() if line.startswith("in: "))
+    assert "(outside modules)" not in line and f"/{costliest} ({calls[costliest]} bwd)" in line
+
+
+def test_backward_calls_drill_down_names_the_modules_charged(resnet_model) -> None:
+    expected = Counter(f"{name} (backward)" for name, _ in _backward_modules())
+    stats = next(s for s in resnet_model.operators() if s.name == "aten::convolution_backward")
+    assert Counter(row["module"] for row in build_call_rows(resnet_model, stats.rows)) == expected
