@@ -355,7 +355,7 @@ def summarise_locally(pending: list[RankFile], workers: int | None, progress: Pr
                 worker = key.data
                 index = busy.pop(worker)
                 try:
-                    answer = pickle.load(processes[worker].stdout)  # type: ignore[arg-type]
+                    answer = pickle.load(processes[worker].stdout)
                 except (EOFError, pickle.UnpicklingError):  # died (killed for memory?): try here
                     selector.unregister(key.fileobj)
                     answer = summarise_one(pending[index])

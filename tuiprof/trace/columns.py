@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from itertools import chain, compress
+from typing import cast
 
 import msgspec
 import numpy as np
@@ -442,10 +443,10 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     device_id, device_fits = _int64([NONE if a.device_id is None else a.device_id for a in args])
     tids = [e.tid for e in events]
     if not set(map(type, tids)) <= {int}:  # "123" from some writers: a number; other texts: NONE
-        tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
+        tids = [t if isinstance(t, int) else int(t) if t.isdecimal() else NONE for t in tids]
     return AllocatorColumns(
         start_ns=start_ns,
-        tid=int_column(tids),
+        tid=int_column(cast("list[int]", tids)),  # every text replaced just above
         # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
         has_bytes=np.array([v is not None for v in alloc], dtype=np.int64)
         & alloc_fits & total_fits & reserved_fits & kind_fits & device_fits,
