@@ -470,9 +470,9 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
             continue
         excess = {}
         for column in CAUSE_COLUMNS:
-            values = [m[column] for r, m in means.items() if r != rank and m[column] is not None]
-            if own[column] is not None and values:
-                excess[column] = own[column] - median(values)
+            values = [value for r, m in means.items() if r != rank and (value := m[column]) is not None]
+            if (own_value := own[column]) is not None and values:
+                excess[column] = own_value - median(values)
         cause = max(excess, key=excess.__getitem__) if excess else None
         if cause is not None and excess[cause] <= threshold / 2:
             cause = None
