@@ -21,9 +21,9 @@ line (exit 2) and quick:
   not: Dask reads their first bytes as a frame length);
 - ``local:N`` starts at most one worker per usable core (a note says so when
   N was more), in a private scratch folder removed afterwards (Dask's default,
-  ``$TMPDIR/dask-scratch-space``, is shared and can be planted), and its
-  worker processes start with ``PYTHONSAFEPATH=1`` (the ``python -P`` of
-  tuiprof's own workers): a ``multiprocessing.py`` or ``numpy.py`` in the
+  ``$TMPDIR/dask-scratch-space``, is shared and can be planted), and the
+  processes it starts get ``PYTHONSAFEPATH=1`` (``python -P``, as tuiprof's
+  own workers are isolated): a ``multiprocessing.py`` or ``numpy.py`` in the
   current directory is never imported.
 """
 
@@ -32,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -116,12 +118,13 @@ def summarise_on_cluster(
             scratch = stack.enter_context(temporary_directory("tuiprof-dask-"))
         except OSError as exc:
             raise TraceError(where, f"no scratch folder for Dask in TMPDIR ({exc.strerror})", "set TMPDIR to a writable folder") from None
-        stack.enter_context(dask.config.set({"temporary-directory": scratch, "distributed.nanny.pre-spawn-environ.PYTHONSAFEPATH": "1"}))
+        stack.enter_context(dask.config.set({"temporary-directory": scratch}))
         if isinstance(target, LocalWorkers):
             count = min(target.count, usable_cores())
             if count < target.count:
                 notes.append(f"{where}: {count} worker{'s' * (count > 1)}, one per usable core, not {target.count}")
             # One process per worker, one task at a time, and no decode workers inside: the cores are the workers'.
+            stack.enter_context(_safe_path_in_children())
             try:
                 cluster = LocalCluster(
                     n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -145,6 +148,22 @@ def summarise_on_cluster(
             if progress:
                 progress(done, len(pending))
         return client.gather(futures), notes
+
+
+@contextlib.contextmanager
+def _safe_path_in_children() -> Iterator[None]:
+    """``PYTHONSAFEPATH=1`` for the processes started meanwhile: multiprocessing's resource
+    tracker and Dask's spawned workers run ``python -c``, which would put the current
+    directory first on their ``sys.path``."""
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
 
 
 def _check_listening(scheduler: Scheduler, where: str) -> None:
