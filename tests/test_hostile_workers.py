@@ -163,7 +163,9 @@ def test_rank_workers_end_with_their_parent(tmp_path, signum: int) -> None:
         time.sleep(1.0)  # each is well into its first file
         assert parent.poll() is None, "the run ended before the signal"
         parent.send_signal(signum)
+        signalled = time.monotonic()
         parent.wait(timeout=30)
+        assert time.monotonic() - signalled < 1.0, "the parent waited for its workers to finish their files"
         deadline = time.monotonic() + (1.5 if signum == signal.SIGKILL else 0.5)  # SIGKILL: their 0.5 s watch
         while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
