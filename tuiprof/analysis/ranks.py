@@ -49,10 +49,11 @@ from tuiprof.analysis.collectives import CollectiveMatch, CollectiveRecord, extr
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.steps import StepStats, union_ns, whole_trace_step
 from tuiprof.errors import TraceError
+from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.run import RankFile, RunDirectory, read_sidecar, write_sidecar
 from tuiprof.trace.store import TraceEvents
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: LoadDamage (a summary of version 1 cannot say its file was damaged)
 STEP_COLUMNS = (
     "step_us",
     "compute_us",
@@ -86,6 +87,22 @@ class StepSummary(msgspec.Struct, frozen=True):
     cpu_bound_us: float | None
 
 
+class LoadDamage(msgspec.Struct, frozen=True):
+    """What loading a rank's file could not read as written: the rank's numbers are partial."""
+
+    truncated: bool  # the event array is not closed: the file ends early
+    repaired: int
+    skipped: int
+    left_out: int  # decoded, but with times no nanosecond count holds
+    problems: tuple[str, ...]  # the decoder's one-line notes
+
+    @classmethod
+    def of(cls, report: DecodeReport) -> LoadDamage | None:
+        if report.intact:
+            return None
+        return cls(report.truncated, report.repaired, report.skipped, report.damaged, tuple(report.problems))
+
+
 class RankSummary(msgspec.Struct, frozen=True):
     """What a run view needs of one rank: versioned, plain, a few KB."""
 
@@ -100,6 +117,7 @@ class RankSummary(msgspec.Struct, frozen=True):
     peak_memory_device: str | None
     steps: tuple[StepSummary, ...]
     collectives: tuple[CollectiveRecord, ...]
+    damage: LoadDamage | None = None  # None: every event was read as written
 
     def mean(self, column: str) -> float | None:
         values = [getattr(s, column) for s in self.steps]
@@ -132,6 +150,7 @@ def summarise_model(store: TraceEvents, model: TraceModel, rank: int, size_bytes
         peak_memory_device=peak.device if peak else None,
         steps=rows,
         collectives=tuple(collectives),
+        damage=LoadDamage.of(store.report),
     )
 
 
@@ -291,11 +310,22 @@ def summarise_run(
     if not summaries:
         raise TraceError(str(run.path), "no rank could be read", "see the lines above")
     ordered = tuple(summaries[rank] for rank in sorted(summaries))
+    problems.extend(damage_problem(s) for s in ordered if s.damage is not None)
     base = min(s.base_time_ns for s in ordered)
     match = match_collectives(
         {s.rank: list(s.collectives) for s in ordered}, {s.rank: s.base_time_ns - base for s in ordered}
     )
     return RunSummary(run.path, run.world_size, ordered, match, tuple(problems) + match.problems, from_sidecars)
+
+
+def damage_problem(summary: RankSummary) -> str:
+    """One line for a rank whose file was damaged: its numbers are partial (also when read from a sidecar)."""
+    damage = summary.damage
+    assert damage is not None
+    counts = [f"{n:,} event{'s' * (n != 1)} {word}" for n, word in
+              ((damage.repaired, "repaired"), (damage.skipped, "skipped"), (damage.left_out, "left out")) if n]
+    what = "; ".join((*damage.problems, *counts))
+    return f"{summary.file}: rank {summary.rank} is damaged ({what}): its numbers are partial; copy or export the trace again"
 
 
 def summarise_one(rank_file: RankFile) -> RankSummary | str:
