@@ -31,7 +31,7 @@ def _run_with_a_bad_rank(tmp_path: Path, damage: str) -> Path:
     with one event's closing brace removed (``broken``)."""
     run = tmp_path / "run"
     run.mkdir()
-    for source in sorted(GLOO.iterdir()):
+    for source in sorted(GLOO.glob("*.pt.trace.json.gz")):  # not the sidecars a run may have left
         text = gzip.decompress(source.read_bytes())
         if ".rank1." in source.name:
             if damage == "truncated":
@@ -67,7 +67,7 @@ def test_a_damaged_rank_is_marked_in_summary_view_ranks(tmp_path, damage: str, l
 def test_intact_ranks_show_no_damaged_column(tmp_path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    for source in GLOO.iterdir():
+    for source in GLOO.glob("*.pt.trace.json.gz"):
         (run / source.name).write_bytes(source.read_bytes())
     result = _summary(str(run), "--view", "ranks")
     assert result.returncode == 0 and "Damaged" not in result.stdout and "damaged" not in result.stderr
@@ -99,7 +99,7 @@ async def test_the_ranks_view_marks_the_damaged_rank(tmp_path) -> None:
 def test_links_fifos_devices_and_folders_in_a_run_directory_get_one_line_each(tmp_path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    for source in GLOO.iterdir():
+    for source in GLOO.glob("*.pt.trace.json.gz"):
         (run / source.name).write_bytes(source.read_bytes())
     (run / "loop.json").symlink_to("loop.json")
     (run / "dangling.json").symlink_to("nowhere.json")
@@ -127,7 +127,6 @@ def test_a_run_directory_of_only_bad_entries_says_why_it_has_no_trace(tmp_path) 
     run.mkdir()
     (run / "rank0.json").symlink_to("rank0.json")
     result = _summary(str(run), "--view", "ranks")
-    assert result.returncode == 2 and result.stderr.splitlines() == [
-        f"tuiprof: {run}: no trace files (*.json, *.json.gz) in this directory "
-        f"(1 skipped: {run / 'rank0.json'}: a symbolic link that loops; skipped); pass a run directory"
-    ]
+    expected = (f"tuiprof: {run}: no trace files (*.json, *.json.gz) in this directory "
+                f"(1 skipped: {run / 'rank0.json'}: a symbolic link that loops; skipped); pass a run directory")
+    assert result.returncode == 2 and result.stderr.splitlines() == [expected]

@@ -142,9 +142,7 @@ def summarise_on_cluster(
                 raise TraceError(where, f"cannot reach the Dask scheduler ({exc})", "check the address and that the scheduler runs") from None
         stack.callback(client.close)
         futures = client.map(summarise_one, pending, pure=False)
-        done = 0
-        for _ in as_completed(futures):
-            done += 1
+        for done, _ in enumerate(as_completed(futures), 1):
             if progress:
                 progress(done, len(pending))
         return client.gather(futures), notes

@@ -310,7 +310,7 @@ def summarise_run(
     if not summaries:
         raise TraceError(str(run.path), "no rank could be read", "see the lines above")
     ordered = tuple(summaries[rank] for rank in sorted(summaries))
-    problems.extend(damage_problem(s) for s in ordered if s.damage is not None)
+    problems.extend(damage_problem(s, s.damage) for s in ordered if s.damage is not None)
     base = min(s.base_time_ns for s in ordered)
     match = match_collectives(
         {s.rank: list(s.collectives) for s in ordered}, {s.rank: s.base_time_ns - base for s in ordered}
@@ -318,10 +318,8 @@ def summarise_run(
     return RunSummary(run.path, run.world_size, ordered, match, tuple(problems) + match.problems, from_sidecars)
 
 
-def damage_problem(summary: RankSummary) -> str:
+def damage_problem(summary: RankSummary, damage: LoadDamage) -> str:
     """One line for a rank whose file was damaged: its numbers are partial (also when read from a sidecar)."""
-    damage = summary.damage
-    assert damage is not None
     counts = [f"{n:,} event{'s' * (n != 1)} {word}" for n, word in
               ((damage.repaired, "repaired"), (damage.skipped, "skipped"), (damage.left_out, "left out")) if n]
     what = "; ".join((*damage.problems, *counts))

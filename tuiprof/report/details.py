@@ -152,7 +152,7 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
         if row.get(key) is not None:
             text.append(f" · {word} {format_us_short(row[key])}")
     for problem in problems:
-        text.append(f"\n{problem}", style="yellow")
+        text.append(f"\n{plain(problem)}", style="yellow")
     return text
 
 

@@ -478,9 +478,9 @@ def damage_label(damage: LoadDamage | None) -> str:
     """A damaged rank in a table cell: how its numbers are partial, in two words ("" when intact)."""
     if damage is None:
         return ""
-    lost = damage.skipped + damage.left_out
     if damage.truncated:
         return "truncated"
+    lost = damage.skipped + damage.left_out
     if lost:
         return f"{lost:,} event{'s' * (lost != 1)} lost"
     return f"{damage.repaired:,} repaired" if damage.repaired else "partial"
