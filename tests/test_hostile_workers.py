@@ -279,3 +279,11 @@ def test_an_empty_cluster_address_is_refused_even_when_every_rank_has_a_sidecar(
     assert again.returncode == 2 and again.stderr.splitlines() == [
         "tuiprof: --cluster '': the address is empty; write tcp://HOST:PORT (a scheduler listens on 8786 by default) or local:N"
     ]
+
+
+def test_cluster_with_a_single_trace_view_is_refused_not_ignored() -> None:
+    result = subprocess.run([PY, "-m", "tuiprof", "summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--cluster", ""],
+                            capture_output=True, text=True, env=_env(), timeout=120)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.splitlines() == [
+        "tuiprof: --cluster '': is for the run views, not --view ops; add --view ranks (or rank-steps, spread, collectives, collective-types)"
+    ]
