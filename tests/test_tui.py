@@ -588,7 +588,10 @@ def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None
     assert f"+{detail.module_count - 3} more" in text and detail.modules[0][0] in text
 
 
-async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> None:
+async def test_q_during_a_load_quits_with_130_whatever_the_loader_does_next() -> None:
+    """Stopped by the user before there was anything to show: 130, as the README's exit codes say
+    (it exited 0; this test read ``return_code``, which is 0 whatever the result given to ``exit``,
+    not the result that ``run_app`` returns)."""
     import time as clock
 
     from tuiprof.tui.sources import LoadCancelled
@@ -612,7 +615,7 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
             await pilot.pause(0.1)
             await pilot.press("q")
             await pilot.pause(0.3)
-        assert app.return_code == 0  # the user quit: not "interrupted" (130), which signals give
+        assert app.return_value == 130  # run_app's exit status
 
 
 async def test_the_log_wraps_to_a_60_column_terminal() -> None:

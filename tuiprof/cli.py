@@ -213,6 +213,8 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import load_model
     from tuiprof.report.summary import SummaryRequest, print_summary
 
+    if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
+        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
     path = resolve_path(args)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
@@ -262,6 +264,8 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
 def run_open(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         return run_summary(args)
+    if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence
+        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
     path = resolve_path(args)
     trace = choose_trace(path, args.trace)
     if not trace.stream:

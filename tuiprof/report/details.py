@@ -150,13 +150,15 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
     text.append(f"rank {row['rank']}", style="bold")
     text.append(f"  {row['file']}\n")
     text.append(row["straggler_reason"] or "not a straggler", style="bold red" if row["straggler_reason"] else "")
+    if row.get("damaged"):
+        text.append(f"\ndamaged file ({row['damaged']}): this rank's numbers are partial", style="bold yellow")
     text.append(f"\nper step: {format_us_short(row['step_us'])}")
     for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading"),
                       ("cpu_bound_us", "CPU-bound")):
         if row.get(key) is not None:
             text.append(f" · {word} {format_us_short(row[key])}")
     for problem in problems:
-        text.append(f"\n{problem}", style="yellow")
+        text.append(f"\n{plain(problem)}", style="yellow")
     return text
 
 

@@ -102,8 +102,8 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     data_format = request.format in ("json", "csv")
     columns = view.columns if data_format else run_table_columns(view, run)
     rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
-    for problem in run.problems:
-        print(f"tuiprof: {problem}", file=sys.stderr)
+    for problem in run.problems:  # file names and decoder notes: from the run directory, escaped
+        print(f"tuiprof: {plain(problem)}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
     _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table

@@ -17,7 +17,7 @@ import msgspec
 from tuiprof.analysis.compiled import describe_kernel
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
-from tuiprof.analysis.ranks import RunSummary, rank_means, spread
+from tuiprof.analysis.ranks import LoadDamage, RunSummary, rank_means, spread
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
@@ -400,6 +400,9 @@ RANK_COLUMNS = (
     Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
     Column("straggler", "Straggler", "text", "When this rank holds the others up: the column its extra work per step went to."),
     Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False),
+    Column("damaged", "Damaged", "text", "The rank's file is damaged (truncated, events lost or repaired): its numbers are partial. "
+           "Shown when a rank is; the line on stderr (the detail pane) says what was wrong."),
+    Column("damage", "Damage", "text", "What the load could not read as written (data formats only).", narrow=False),
     Column("file", "File", "text", "The rank's trace file.", narrow=False),
 )
 RANK_STEP_COLUMNS = (
@@ -445,15 +448,18 @@ COLLECTIVE_TYPE_COLUMNS = (
 
 
 # Columns too long for a table: in data formats (json, csv) and detail panes only.
-DATA_ONLY_RUN_COLUMNS = ("waits_us", "file", "straggler_reason")
+DATA_ONLY_RUN_COLUMNS = ("waits_us", "file", "straggler_reason", "damage")
 
 
 def run_table_columns(view: View, run: RunSummary) -> tuple[Column, ...]:
-    """The columns a run view's table shows: not the data-only ones, and no device
-    columns (Compute, Memcpy, ...: "--" on every rank) when no rank has a device."""
+    """The columns a run view's table shows: not the data-only ones, no device
+    columns (Compute, Memcpy, ...: "--" on every rank) when no rank has a device,
+    and Damaged only when a rank's file is damaged."""
     hidden = set(DATA_ONLY_RUN_COLUMNS)
     if not any(summary.has_device for summary in run.ranks):
         hidden |= {"compute_us", "memcpy_us", "memset_us", "device_idle_us", "cpu_bound_us"}
+    if all(summary.damage is None for summary in run.ranks):
+        hidden.add("damaged")
     return tuple(c for c in view.columns if c.key not in hidden)
 
 
@@ -473,10 +479,24 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
                 "last_arrivals": last.get(summary.rank, 0),
                 "straggler": straggler_cause(stragglers[summary.rank]) if summary.rank in stragglers else "",
                 "straggler_reason": straggler_sentence(stragglers[summary.rank]) if summary.rank in stragglers else "",
+                "damaged": damage_label(summary.damage),
+                "damage": "; ".join(summary.damage.problems) if summary.damage else "",
                 "file": summary.file,
             }
         )
     return rows
+
+
+def damage_label(damage: LoadDamage | None) -> str:
+    """A damaged rank in a table cell: how its numbers are partial, in two words ("" when intact)."""
+    if damage is None:
+        return ""
+    if damage.truncated:
+        return "truncated"
+    lost = damage.skipped + damage.left_out
+    if lost:
+        return f"{lost:,} event{'s' * (lost != 1)} lost"
+    return f"{damage.repaired:,} repaired" if damage.repaired else "partial"
 
 
 def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:

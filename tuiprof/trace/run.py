@@ -36,7 +36,7 @@ from pathlib import Path
 import orjson
 
 from tuiprof.errors import TraceError
-from tuiprof.trace.source import TraceFile, is_trace_name, read_head
+from tuiprof.trace.source import TraceFile, read_head, trace_entries
 
 SIDECAR_SUFFIX = ".tuiprof-summary"
 SIDECAR_FORMAT = 1
@@ -94,10 +94,17 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
     target = Path(path)
     if not target.exists():
         raise TraceError(str(target), "no such file or directory", "check the path")
-    files = [target] if target.is_file() else sorted(p for p in target.iterdir() if p.is_file() and is_trace_name(p))
+    problems: list[str] = []  # one line for each entry skipped or left out
+    if target.is_file():
+        files = [target]
+    elif target.is_dir():
+        entries, problems = trace_entries(target)
+        files = [path for path, _ in entries]
+    else:
+        raise TraceError(str(target), "is not a file or a directory", "pass a run directory")
     if not files:
-        raise TraceError(str(target), "no trace files (*.json, *.json.gz) in this directory", "pass a run directory")
-    problems: list[str] = []
+        skipped = f" ({len(problems)} skipped: {problems[0]})" if problems else ""
+        raise TraceError(str(target), f"no trace files (*.json, *.json.gz) in this directory{skipped}", "pass a run directory")
     found: list[_Identity] = []
     for file in files:
         identity = _identify(file, problems)

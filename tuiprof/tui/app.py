@@ -113,7 +113,7 @@ class ExplorerApp(TableApp):
         try:
             loaded = self.load_or_fail(lambda: self.source(self.report_progress, self._cancel.is_set))
         except LoadCancelled:
-            return  # only a quit cancels a load, and it has chosen the exit code (q: 0, a signal: 128+N)
+            return  # only a quit cancels a load, and it has set the exit code (q: 130, a signal: 128+N)
         if loaded is not None:
             model, log_lines = loaded
             self.post_message(LoadFinished(model, tuple(log_lines)))
@@ -213,7 +213,7 @@ class ExplorerApp(TableApp):
             self.query_one(LoadingPanel).stopping()
             return
         self._cancel.set()
-        self.exit(0)
+        self.exit(self.quit_code())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -16,7 +16,7 @@ from textual import on
 from textual.app import App
 
 from tuiprof.cleanup import clean_up
-from tuiprof.errors import EXIT_INTERNAL, TraceError
+from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import ExportOrigin, render_export
@@ -79,6 +79,14 @@ class TableApp(App[int]):
     def exit(self, *args, **kwargs) -> None:
         self.quitting = True
         super().exit(*args, **kwargs)
+
+    def quit_code(self) -> int:
+        """The exit code of a quit now: before anything is shown, "stopped by the user"
+        (130, as the README's exit codes and a live capture's q say); after a load error,
+        that error's code; else 0."""
+        if not self.loaded and not self.error_text:
+            return EXIT_INTERRUPTED
+        return self.exit_code
 
     def _quit_on_signal(self, signum: int) -> None:
         clean_up()  # temporary inflated traces and decode workers go now, not only at exit
