@@ -66,11 +66,17 @@ def test_break_cycles_cuts_one_link_per_loop(seed: int) -> None:
 def test_nearest_ancestor_never_spins_on_a_loop() -> None:
     parent = np.array([-1, 0, 3, 2], dtype=np.int64)  # 2 -> 3 -> 2
     wanted = np.array([True, False, False, False])
-    answer: list[list[int]] = []
-    walk = threading.Thread(target=lambda: answer.append(nearest_ancestor(parent, wanted).tolist()), daemon=True)
-    walk.start()
-    walk.join(10)  # main: spins forever (a daemon thread, so a regression fails instead of hanging the suite)
-    assert answer == [[-1, 0, -1, -1]]
+    assert _within(10, lambda: nearest_ancestor(parent, wanted).tolist()) == [-1, 0, -1, -1]  # main: spins forever
+
+
+def _within(seconds: float, work):
+    """``work()``'s answer, or None when it takes longer: it runs in a daemon thread,
+    so a regression that spins fails the test instead of hanging the suite."""
+    answer: list = []
+    thread = threading.Thread(target=lambda: answer.append(work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return answer[0] if answer else None
 
 
 def _looping_frames() -> bytes:
@@ -162,3 +168,75 @@ def test_diff_alignment_is_near_linear_in_distinct_names() -> None:
     # two 4.9 MB traces with 50,000 distinct names took 61 s, 5 s of CPU now (load included)
     small, big = _align_cpu_seconds(5_000), _align_cpu_seconds(20_000)
     assert big < 8 * max(small, 0.02), (small, big)
+
+
+# ---------------------------------------------------------------- timeline arguments
+
+
+def _far_apart(tmp_path) -> str:
+    """Two 1-second operators 1e15 us apart (1e18 ns: under 2**62, so valid times)."""
+    path = tmp_path / "far.json"
+    path.write_bytes(_compact([
+        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10**6}
+        for name, ts in (("first", 0), ("last", 10**15))
+    ]))
+    return str(path)
+
+
+@pytest.mark.parametrize("window", [["--to", "1e18"], ["--from", "1e16", "--to", "1.0000001e16"], ["--from=-1e12"]])
+def test_a_window_far_outside_the_trace_is_one_line(window: list[str]) -> None:
+    # main: --to 1e18 spun forever in the ruler; --from 1e16 overflowed int64 (exit 1)
+    result = tuiprof("timeline", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), *window, timeout=30)
+    line = one_line_exit_2(result, "far outside the trace, which lasts 2.973s", "pass --from/--to between -")
+    lower, upper = (int(word) for word in line.split("between ")[1].split()[:3:2])
+    assert lower == pytest.approx(-2_973_000, abs=1000) and upper == pytest.approx(-2 * lower, abs=2)
+
+
+def test_a_window_a_little_past_the_trace_is_drawn(tmp_path) -> None:
+    result = tuiprof("timeline", _far_apart(tmp_path), "--from=-1e15", "--to", "2e15", "--width", "30", "--lanes", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().splitlines()[-1] == "thread 1".ljust(16) + " " + " " * 10 + "▁" + " " * 9 + "▁"
+
+
+def test_events_1e15_us_apart_fill_only_their_own_columns(tmp_path) -> None:
+    result = tuiprof("timeline", _far_apart(tmp_path), "--width", "100", "--lanes", "cpu", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    lane = json.loads(result.stdout)["lanes"][0]
+    drawn = [(column, event) for column, (busy, event) in enumerate(zip(lane["busy"], lane["events"])) if busy or event]
+    assert drawn == [(0, "first"), (99, "last")]  # main: "first" also in columns 18, 36, 55, 73, 92; "last" lost
+
+
+def test_column_edges_are_exact_where_the_product_leaves_int64() -> None:
+    from tuiprof.analysis.timeline import Timeline
+
+    start, span, columns = 10**18, 4 * 10**18, 97
+    edges = Timeline.edges(start, start + span, columns)
+    assert edges.tolist() == [start + i * span // columns for i in range(columns + 1)]  # Python ints: no overflow
+
+
+def test_the_ruler_of_a_huge_window_has_few_ticks() -> None:
+    from types import SimpleNamespace
+
+    from tuiprof.report.timeline import ruler
+
+    drawn = _within(10, lambda: ruler(SimpleNamespace(begin_ns=0), 0, 10**24, 100))  # main: a loop turn per tick, 2e11 turns
+    assert drawn is not None
+    labels, marks = drawn
+    assert len(marks) == 100 and 2 <= marks.count("┬") <= 100 // 12 + 1 and labels.startswith("0s")
+
+
+@pytest.mark.parametrize("event", [
+    {"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 1, "tid": 1, "ts": 5, "s": "t"},
+    {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 0},
+], ids=["instant", "zero-duration"])
+def test_a_trace_that_spans_no_time_says_so(tmp_path, event: dict) -> None:
+    path = tmp_path / "instant.json"
+    path.write_bytes(_compact([event]))
+    line = one_line_exit_2(tuiprof("timeline", str(path)), "span no time", "tuiprof summary")
+    assert "--from" not in line  # main: "widen --from/--to" though none was given
+
+
+def test_a_trace_shorter_than_the_width_names_the_width(tmp_path) -> None:
+    path = tmp_path / "short.json"
+    path.write_bytes(_compact([{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 0.05}]))
+    one_line_exit_2(tuiprof("timeline", str(path), "--width", "80"), "the trace lasts 50 ns", "pass --width 50 or less")

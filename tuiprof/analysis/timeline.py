@@ -174,8 +174,13 @@ class Timeline:
 
     @staticmethod
     def edges(start_ns: int, end_ns: int, columns: int) -> np.ndarray:
-        """Cell borders: ``columns`` cells of (almost) equal integer width over [start, end)."""
-        return start_ns + (np.arange(columns + 1, dtype=np.int64) * (end_ns - start_ns)) // columns
+        """Cell borders: ``columns`` cells of (almost) equal integer width over [start, end).
+
+        ``i * span // columns`` as ``i * (span // columns) + i * (span % columns) // columns``:
+        the same integers, and no product leaves int64 (events 1e15 us apart overflowed it)."""
+        whole, rest = divmod(end_ns - start_ns, columns)
+        column = np.arange(columns + 1, dtype=np.int64)
+        return start_ns + column * whole + (column * rest) // columns
 
     def frame(self, start_ns: int, end_ns: int, columns: int, lanes: list[Lane]) -> list[LaneFrame]:
         """Busy fraction and fullest event per column of every lane: the whole cost of a frame."""
