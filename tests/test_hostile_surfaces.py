@@ -240,3 +240,55 @@ def test_a_trace_shorter_than_the_width_names_the_width(tmp_path) -> None:
     path = tmp_path / "short.json"
     path.write_bytes(_compact([{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 0.05}]))
     one_line_exit_2(tuiprof("timeline", str(path), "--width", "80"), "the trace lasts 50 ns", "pass --width 50 or less")
+
+
+# ---------------------------------------------------------------- timeline cost
+
+
+def _threads(tmp_path, count: int) -> str:
+    """``count`` threads, thread t busy for t + 1 us (so thread count - 1 is the busiest)."""
+    path = tmp_path / f"threads{count}.json"
+    path.write_bytes(_compact([
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": t, "ts": 0, "dur": t + 1} for t in range(count)
+    ]))
+    return str(path)
+
+
+def test_a_timeline_of_many_threads_draws_the_busiest_and_says_how_many_more(tmp_path) -> None:
+    from tuiprof.report.timeline import MAX_LANES
+
+    path = _threads(tmp_path, 3000)
+    started = time.monotonic()
+    result = tuiprof("timeline", path, "--width", "40", "--lanes", "cpu", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 30  # main: 10,000 threads 28 s of labelling alone (quadratic)
+    lines = result.stdout.decode().splitlines()
+    drawn = [int(line.split()[1]) for line in lines if line.startswith("thread ")]
+    assert sorted(drawn) == list(range(3000 - MAX_LANES, 3000))  # the busiest, by construction
+    assert lines[-1] == f"+{3000 - MAX_LANES:,} quieter threads/streams not drawn (max {MAX_LANES} lanes)"
+    assert max(map(len, lines)) <= 16 + 1 + 40
+
+
+def test_lane_labels_are_linear_in_threads(tmp_path) -> None:
+    from tuiprof.analysis import load_model
+    from tuiprof.analysis.timeline import build_timeline
+    from tuiprof.report.timeline import lane_labels
+
+    timeline = build_timeline(load_model(_threads(tmp_path, 10_000)))
+    lanes = timeline.select()
+    started = time.process_time()
+    labels = lane_labels(timeline, lanes)
+    assert time.process_time() - started < 2  # main: 3.9 s here, x4 per doubling (a scan of every lane per thread)
+    assert len(labels) == 10_000
+
+
+def test_json_timeline_memory_is_bounded_by_its_lanes_and_width(tmp_path) -> None:
+    from tuiprof.report.timeline import MAX_COLUMNS, MAX_LANES
+
+    path = _threads(tmp_path, 2000)
+    one_line_exit_2(tuiprof("timeline", path, "--width", "100000"), f"--width 100000", f"between 1 and {MAX_COLUMNS}")
+    result = tuiprof("timeline", path, "--format", "json", "--width", "50", "--lanes", "cpu", timeout=60)
+    assert result.returncode == 0, result.stderr
+    frame = json.loads(result.stdout)
+    assert len(frame["lanes"]) == MAX_LANES and frame["threads_left_out"] == 2000 - MAX_LANES
+    assert {lane["label"] for lane in frame["lanes"]} == {f"thread {t}" for t in range(2000 - MAX_LANES, 2000)}

@@ -238,6 +238,12 @@ def render_json(timeline: Timeline, start_ns: int, end_ns: int, columns: int, la
 
 
 DEFAULT_COLUMNS = 100  # when stdout is not a terminal
+# Output bounds (a frame holds a row of cells per lane): a wider line is no longer read as
+# a line, and past a few hundred lanes a text timeline is a wall (40,000 threads took
+# minutes; `--format json --width 100000` over them wanted 24 GB).  A frame holds at most
+# MAX_LANES x MAX_COLUMNS cells (~2.5 M: ~25 MB of JSON).
+MAX_COLUMNS = 10_000
+MAX_LANES = 256  # lanes drawn: the busiest threads and GPU streams in the window first
 
 
 def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespace) -> int:
@@ -249,16 +255,22 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
         raise TraceError(source, f"--depth {args.depth} shows no operators", "pass --depth 1 or more")
     start, end = _window(timeline, source, args)
     columns = args.width if args.width is not None else _terminal_columns()
-    if not 1 <= columns <= 100_000:
-        raise TraceError(source, f"--width {columns} is not a column count", "pass --width between 1 and 100000")
+    if not 1 <= columns <= MAX_COLUMNS:
+        raise TraceError(source, f"--width {columns} is not a column count up to {MAX_COLUMNS}", f"pass --width between 1 and {MAX_COLUMNS}")
     if end - start < columns:
         raise _too_short(timeline, source, args, end - start, columns)
-    lanes = timeline.select(groups, args.depth)
+    lanes, left_out = timeline.busiest(timeline.select(groups, args.depth), start, end, MAX_LANES)
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(render_json(timeline, start, end, columns, lanes), option=orjson.OPT_INDENT_2).decode() + "\n")
+        frame = render_json(timeline, start, end, columns, lanes)
+        frame["threads_left_out"] = left_out
+        sys.stdout.write(orjson.dumps(frame, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         step = next((s.name for s in timeline.steps if s.number == args.step), None) if args.step is not None else None
-        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step))
+        text = render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step)
+        if left_out:
+            note = f"+{left_out:,} quieter threads/streams not drawn (max {MAX_LANES} lanes)"
+            text += fit(note, LABEL_WIDTH + 1 + columns).rstrip() + "\n"
+        sys.stdout.write(text)
     return 0
 
 
