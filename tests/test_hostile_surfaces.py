@@ -292,3 +292,48 @@ def test_json_timeline_memory_is_bounded_by_its_lanes_and_width(tmp_path) -> Non
     frame = json.loads(result.stdout)
     assert len(frame["lanes"]) == MAX_LANES and frame["threads_left_out"] == 2000 - MAX_LANES
     assert {lane["label"] for lane in frame["lanes"]} == {f"thread {t}" for t in range(2000 - MAX_LANES, 2000)}
+
+
+# ---------------------------------------------------------------- diff text and CSV
+
+HOSTILE_NAMES = ["=cmd|'/C calc'!A0", "+1+1", "@SUM(A1)", "-2-2", "cr\rtab\tx", "big" + "x" * 5_000_000]
+
+
+def _hostile_pair(tmp_path) -> tuple[str, str]:
+    paths = []
+    for side, dur in (("a", 5), ("b", 9)):
+        path = tmp_path / f"{side}.json"
+        path.write_bytes(_compact([
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 20 * i, "dur": dur}
+            for i, name in enumerate(HOSTILE_NAMES)
+        ]))
+        paths.append(str(path))
+    return paths[0], paths[1]
+
+
+def test_diff_csv_neutralises_formulas_and_control_characters(tmp_path) -> None:
+    import csv
+    import io
+
+    result = tuiprof("diff", *_hostile_pair(tmp_path), "--format", "csv", "--view", "ops")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.decode()
+    assert "\r" not in text and "\t" not in text  # main: raw CR and TAB inside fields
+    limit = csv.field_size_limit(10_000_000)  # the 5 MB name
+    rows = list(csv.DictReader(io.StringIO(text)))
+    csv.field_size_limit(limit)
+    names = sorted(row["name"] for row in rows)
+    expected = sorted(["'=cmd|'/C calc'!A0", "'+1+1", "'@SUM(A1)", "'-2-2", "cr\\x0dtab\\x09x", "big" + "x" * 5_000_000])
+    assert names == expected  # main: =cmd|... as written, a formula
+    assert {row["delta"] for row in rows} == {"4.0"}  # numbers stay numbers
+
+
+def test_diff_text_cuts_names_as_the_summary_does(tmp_path) -> None:
+    from tuiprof.report.render import CELL_CHARS
+
+    result = tuiprof("diff", *_hostile_pair(tmp_path), "--view", "verdict")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert len(result.stdout) < 10_000  # main: 5 MB (the name whole in the contributors)
+    big = next(line for line in lines if line.startswith("  big"))
+    assert big == "  big" + "x" * (CELL_CHARS - 4) + "…: +4.000us (16.7 % of the delta)"

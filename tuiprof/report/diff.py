@@ -17,7 +17,8 @@ from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, Trace
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal, terminal_console
+from tuiprof.report.plain import plain
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, render_rows, stdout_is_terminal, terminal_console
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -184,8 +185,9 @@ def contributor_lines(diff: TraceDiff) -> list[str]:
     lines = []
     for row in diff.verdict.contributors:
         share = f" ({row.share_pct:.1f} % of the delta)" if row.share_pct is not None else ""
-        label = f"{row.name} [{row.status}]" if row.status != "changed" else row.name
-        where = f", {row.detail}" if row.status == "aligned" else ""
+        name = plain(row.name, CELL_CHARS)  # the tables' rule: a 5 MB name is cut at 500 characters
+        label = f"{name} [{row.status}]" if row.status != "changed" else name
+        where = f", {plain(row.detail, CELL_CHARS)}" if row.status == "aligned" else ""
         lines.append(f"{label}: {_signed_us(row.delta)}{share}{where}")
     return lines if lines else [f"no operator's {ops.metric} changed"]
 
@@ -433,7 +435,7 @@ def _csv(tables: list[DiffTable], limit: int | None) -> str:
     for table in tables:
         for row in table.rows[:limit]:
             values = {"table": table.name, "unit": table.unit, **diff_row(row)}
-            writer.writerow(["" if values[k] is None else values[k] for k in CSV_KEYS])
+            writer.writerow([csv_cell(values[k]) for k in CSV_KEYS])  # as every CSV export: no formula, no raw control
     return buffer.getvalue()
 
 
