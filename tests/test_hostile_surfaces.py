@@ -337,3 +337,23 @@ def test_diff_text_cuts_names_as_the_summary_does(tmp_path) -> None:
     assert len(result.stdout) < 10_000  # main: 5 MB (the name whole in the contributors)
     big = next(line for line in lines if line.startswith("  big"))
     assert big == "  big" + "x" * (CELL_CHARS - 4) + "…: +4.000us (16.7 % of the delta)"
+
+
+# ---------------------------------------------------------------- messages
+
+
+@pytest.mark.parametrize(("document", "says"), [
+    (b"null", "not a trace: it starts `null`"),
+    (b'"text"', 'not a trace: it starts `"text"`'),
+    (b"  5", "not a trace: it starts `5`"),
+    (b"{}", "this JSON has no traceEvents"),
+    (b'{"traceEvents": {}}', "JSON that is not a trace (Expected `array`, got `object` - at `$.traceEvents`)"),
+    (b"hello", "this is not JSON"),
+])
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_json_that_is_not_a_trace_says_what_it_is(tmp_path, document: bytes, says: str, how: str) -> None:
+    # main: "this is not JSON" for null, "text", 5 (and {} from a pipe); "not valid JSON" for traceEvents {}
+    path = tmp_path / "doc.json"
+    path.write_bytes(document)
+    result = tuiprof("summary", str(path)) if how == "file" else tuiprof("summary", "-", input=document)
+    one_line_exit_2(result, says)
