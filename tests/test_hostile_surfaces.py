@@ -18,6 +18,7 @@ from tests.conftest import SAMPLES
 from tests.test_hostile import PY, ROOT, one_line_exit_2, tuiprof
 from tuiprof.analysis.arrays import break_cycles, nearest_ancestor
 
+RESNET_SAMPLE = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
 GLOO_RANK1 = SAMPLES / "ddp_gloo_2ranks" / "train_ddp_gloo.rank1.pt.trace.json.gz"
 
 
@@ -357,3 +358,23 @@ def test_json_that_is_not_a_trace_says_what_it_is(tmp_path, document: bytes, say
     path.write_bytes(document)
     result = tuiprof("summary", str(path)) if how == "file" else tuiprof("summary", "-", input=document)
     one_line_exit_2(result, says)
+
+
+GLOO_RUN = SAMPLES / "ddp_gloo_2ranks"
+
+
+@pytest.mark.parametrize("ranks", ["0,999", "7"])
+def test_diff_ranks_that_the_run_lacks_are_named(ranks: str) -> None:
+    # main: --ranks 0,999 compared rank 0 alone, silently
+    result = tuiprof("diff", str(GLOO_RUN), str(GLOO_RUN), "--ranks", ranks, "--format", "csv")
+    one_line_exit_2(result, f"no trace of rank {ranks.split(',')[-1]} (its ranks: 0, 1)")
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--fail-if-slower", "-5%"), ("--fail-if-slower", "1e999%"), ("--fail-if-memory", "inf"),
+    ("--fail-if-memory", "-0.5"), ("--fail-if-slower", "nan%"),
+])
+def test_gate_percentages_that_are_no_percentage_are_one_line(option: str, value: str) -> None:
+    # main: 1e999% and inf accepted (a gate that can never fail); -5% printed 7 lines of usage
+    result = tuiprof("diff", str(RESNET_SAMPLE), str(RESNET_SAMPLE), option, value)
+    one_line_exit_2(result, f"{option} {value}: not a percentage", "write it like 5%")

@@ -844,9 +844,12 @@ def load_side(path: str, select: str | None = None, ranks: str | None = None) ->
             wanted = {int(part) for part in ranks.split(",")}
         except ValueError:
             raise TraceError(f"--ranks {ranks}", "not a list of ranks", "write all, or ranks like 0,1,3") from None
+        held = sorted(t.rank for t in traces if t.rank is not None)
+        missing = sorted(wanted.difference(held))
+        if missing:  # never a silent average over fewer ranks than asked
+            listed = ", ".join(map(str, held)) or "none"
+            raise TraceError(path, f"no trace of rank {', '.join(map(str, missing))} (its ranks: {listed})", "pass --ranks from those, or all")
         traces = [t for t in traces if t.rank in wanted]
-        if not traces:
-            raise TraceError(path, f"no trace of ranks {ranks}", "list the ranks its files hold (distributedInfo.rank)")
     return [analyze(load_trace_file(t)) for t in traces]
 
 

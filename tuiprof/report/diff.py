@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
@@ -454,14 +455,14 @@ def say_which_trace(path: str, select: str | None) -> None:
 
 
 def parse_percent(option: str, text: str | None) -> float | None:
-    """``5%`` or ``5`` -> 5.0; anything else is one line and exit 2."""
+    """``5%`` or ``5`` -> 5.0; anything else (negative, ``inf``, ``1e999%``, NaN) is one line and exit 2."""
     if text is None:
         return None
     try:
         value = float(text.strip().removesuffix("%"))
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not 0 <= value < math.inf:
         raise TraceError(f"{option} {text}", "not a percentage", "write it like 5%")
     return value
 
