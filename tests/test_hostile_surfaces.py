@@ -378,3 +378,13 @@ def test_gate_percentages_that_are_no_percentage_are_one_line(option: str, value
     # main: 1e999% and inf accepted (a gate that can never fail); -5% printed 7 lines of usage
     result = tuiprof("diff", str(RESNET_SAMPLE), str(RESNET_SAMPLE), option, value)
     one_line_exit_2(result, f"{option} {value}: not a percentage", "write it like 5%")
+
+
+def test_a_diff_of_device_events_without_any_operator(tmp_path) -> None:
+    # found by `fuzz.py --surface diff`; main: IndexError in the launchers table (exit 1)
+    kernel = {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "pid": 0, "tid": 7, "ts": 100, "dur": 50}
+    path = tmp_path / "kernel.json"
+    path.write_bytes(_compact([kernel]))
+    result = tuiprof("diff", str(path), str(path), "--format", "csv", "--view", "launchers")
+    assert result.returncode == 0, result.stderr
+    assert "launchers,us,ncclKernel_AllReduce,(no launcher),same,50.0,50.0,0.0,0.0,,1.0,1.0" in result.stdout.decode()

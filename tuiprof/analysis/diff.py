@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuiprof.analysis.arrays import nearest_ancestor
+from tuiprof.analysis.arrays import gather, nearest_ancestor
 from tuiprof.analysis.batch import Batch, detect_batch
 from tuiprof.analysis.build import analyze, load_model
 from tuiprof.analysis.calls import is_step_name
@@ -671,7 +671,7 @@ def _launcher_values(model: TraceModel) -> Values:
     activity = model.activity
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     name_id = model.calls.column("name_id")
-    launcher_code = np.where(launcher >= 0, name_id[np.maximum(launcher, 0)], -1)
+    launcher_code = gather(name_id, launcher, -1)  # safe when no operator at all
     width = len(activity.names) + 1
     keys = (launcher_code + 1) * width + activity.events.name
     unique, inverse = np.unique(keys, return_inverse=True)
