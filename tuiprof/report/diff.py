@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, Trace
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.plain import plain
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -185,8 +187,9 @@ def contributor_lines(diff: TraceDiff) -> list[str]:
     lines = []
     for row in diff.verdict.contributors:
         share = f" ({row.share_pct:.1f} % of the delta)" if row.share_pct is not None else ""
-        label = f"{row.name} [{row.status}]" if row.status != "changed" else row.name
-        where = f", {row.detail}" if row.status == "aligned" else ""
+        name = plain(row.name, CELL_CHARS)  # the tables' rule: a 5 MB name is cut at 500 characters
+        label = f"{name} [{row.status}]" if row.status != "changed" else name
+        where = f", {plain(row.detail, CELL_CHARS)}" if row.status == "aligned" else ""
         lines.append(f"{label}: {_signed_us(row.delta)}{share}{where}")
     return lines if lines else [f"no operator's {ops.metric} changed"]
 
@@ -439,7 +442,7 @@ def _csv(tables: list[DiffTable], limit: int | None) -> str:
     for table in tables:
         for row in table.rows[:limit]:
             values = {"table": table.name, "unit": table.unit, **diff_row(row)}
-            writer.writerow(["" if values[k] is None else values[k] for k in CSV_KEYS])
+            writer.writerow([csv_cell(values[k]) for k in CSV_KEYS])  # as every CSV export: no formula, no raw control
     return buffer.getvalue()
 
 
@@ -458,14 +461,14 @@ def say_which_trace(path: str, select: str | None) -> None:
 
 
 def parse_percent(option: str, text: str | None) -> float | None:
-    """``5%`` or ``5`` -> 5.0; anything else is one line and exit 2."""
+    """``5%`` or ``5`` -> 5.0; anything else (negative, ``inf``, ``1e999%``, NaN) is one line and exit 2."""
     if text is None:
         return None
     try:
         value = float(text.strip().removesuffix("%"))
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not 0 <= value < math.inf:
         raise TraceError(f"{option} {text}", "not a percentage", "write it like 5%")
     return value
 
