@@ -253,7 +253,7 @@ class _Side:
             for key, (value, calls) in values_of(model).items():
                 cell = result.setdefault(key, [0.0, 0.0])
                 cell[0] += value * scale
-                cell[1] += calls * scale
+                cell[1] += calls * scale * self.samples  # calls stay per step: 0.3 calls a sample means nothing
         return result
 
     def step_durations(self) -> list[float]:
