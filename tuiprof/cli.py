@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     install_signal_handlers()  # temporary files and decode workers go with us
     parser = build_parser()
+    argv = _attach_negative_values(list(argv) if argv is not None else sys.argv[1:])
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["open", *(argv if argv is not None else sys.argv[1:])])
@@ -54,6 +55,22 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+# Options whose value may be written negative by mistake (-5%): argparse would read it as an
+# option and print its usage (7 lines); attached, the value reaches the option's own check.
+_NEGATIVE_PRONE = ("--fail-if-slower", "--fail-if-memory")
+
+
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """``--fail-if-slower -5%`` -> ``--fail-if-slower=-5%`` (then refused in one line)."""
+    result: list[str] = []
+    for word in argv:
+        if result and result[-1] in _NEGATIVE_PRONE and word[:1] == "-" and word[1:2] in "0123456789.":
+            result[-1] += "=" + word
+        else:
+            result.append(word)
+    return result
 
 
 def build_parser() -> argparse.ArgumentParser:

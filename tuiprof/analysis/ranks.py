@@ -308,7 +308,8 @@ def summarise_run(
             else:
                 problems.append(f"{result} (rank {rank_file.rank} skipped)")
     if not summaries:
-        raise TraceError(str(run.path), "no rank could be read", "see the lines above")
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise TraceError(str(run.path), f"no rank could be read ({problems[0] if problems else 'none'}{more})", "pass traces written by torch.profiler")
     ordered = tuple(summaries[rank] for rank in sorted(summaries))
     problems.extend(damage_problem(s, s.damage) for s in ordered if s.damage is not None)
     base = min(s.base_time_ns for s in ordered)

@@ -111,7 +111,9 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
         if identity is not None:
             found.append(identity)
     if not found:
-        raise TraceError(str(target), "no readable trace file", "see the lines above")
+        first = problems[0] if problems else "none could be read"
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise TraceError(str(target), f"no readable trace file ({first}{more})", "pass traces written by torch.profiler")
     ranked = [f for f in found if f.rank is not None]
     if not ranked:  # a single process, or files without distributedInfo: numbered by name
         if len(found) > 1:
