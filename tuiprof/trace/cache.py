@@ -9,7 +9,7 @@ copied), the input-text blob a raw ``inputs.bin`` (memory-mapped; slicing an
 ``mmap`` gives ``bytes``), and the rest (tables, header, report, the few structs)
 in ``meta.json``, decoded by msgspec into typed structs.
 
-The key (:func:`file_key`) is a hash of the engine (the version and the trace
+The key (:func:`file_key`) is a hash of the engine (the cache format and the trace
 layer's own source, so a changed decoder never reads an old cache), the resolved
 path, the size, the mtime and the first and last MB of the file.  A ``.json.gz``
 on disk is keyed the same way: its last 8 bytes hold the CRC-32 and size of all
@@ -59,7 +59,6 @@ from typing import IO
 import msgspec
 import numpy as np
 
-from tuiprof import __version__
 from tuiprof.trace.columns import (
     ABSURD_NS,
     CPU_CATEGORIES,
@@ -208,10 +207,11 @@ _engine: str | None = None
 
 
 def engine_version() -> str:
-    """tuiprof's version, the cache format and a hash of the trace layer's source."""
+    """The cache format and a hash of the trace layer's source (whatever decodes, in any
+    version or checkout: the package's ``__version__`` would import the layers above)."""
     global _engine
     if _engine is None:
-        digest = hashlib.blake2b(f"{__version__}/{FORMAT}".encode(), digest_size=16)
+        digest = hashlib.blake2b(f"tuiprof-store/{FORMAT}".encode(), digest_size=16)
         here = Path(__file__).resolve().parent
         for name in _TRACE_SOURCES:
             try:
