@@ -10,11 +10,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -22,6 +24,7 @@ from tests.conftest import ROOT
 from tests.test_big_traces import _columns_equal
 from tuiprof.cli import main
 from tuiprof.trace import cache, load_trace
+from tuiprof.trace.schema import EventArgs, TimedEvent
 
 EVENTS = 50_000  # ~9.6 MB: over cache.MIN_BYTES, so the real threshold is exercised
 NAMES = [f"aten::op_{k}" for k in range(7)]
@@ -85,6 +88,23 @@ def test_a_reopen_reads_the_columns_the_first_open_decoded(cache_on, tmp_path, c
     _columns_equal(first, again)
     size_on_disk = sum(f.stat().st_size for f in entries(cache_on)[0].iterdir())
     assert size_on_disk <= 1.1 * (tmp_path / "trace.json").stat().st_size
+
+
+def test_structs_from_decode_workers_are_cached(cache_on, tmp_path) -> None:
+    """GPU annotations and collective records arrive from workers as unpickled copies, whose
+    absent input lists are copies of the empty default: they were written as invalid JSON."""
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    store = load_trace(path)
+    annotation = TimedEvent("ProfilerStep#3", 7, 10, 20, EventArgs(external_id=5))
+    record = EventArgs(collective_name="allreduce", in_nelems=1024, input_dims=msgspec.Raw(b"[[32, 32]]"))
+    store.gpu_annotations, store.comms_records = pickle.loads(pickle.dumps(([annotation], [record])))
+    store.event_count += 1  # the annotation
+    assert cache.save(store)
+    again = load_trace(path)
+    assert again.cache_key is None
+    assert again.gpu_annotations == [annotation] and again.comms_records[0].in_nelems == 1024
+    assert bytes(again.comms_records[0].input_dims) == b"[[32, 32]]" and not again.gpu_annotations[0].args.input_dims
 
 
 def test_a_file_changed_in_place_is_decoded_again(cache_on, tmp_path) -> None:

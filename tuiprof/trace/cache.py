@@ -72,7 +72,7 @@ from tuiprof.trace.columns import (
     FrameColumns,
 )
 from tuiprof.trace.decode import DecodeReport
-from tuiprof.trace.schema import EventArgs, TimedEvent, TraceHeader
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
 from tuiprof.trace.source import TraceFile
 from tuiprof.trace.store import TraceEvents
 
@@ -414,7 +414,7 @@ def save(store: TraceEvents) -> bool:
     try:
         _write_entry(temporary, store, key)
         os.rename(temporary, directory / key)  # fails if another process renamed its copy first
-    except OSError:
+    except Exception:  # noqa: BLE001 -- a cache is an optimisation: a failed write only costs the next open
         shutil.rmtree(temporary, ignore_errors=True)
         return False
     _evict(directory, limit, keep=key)
@@ -458,10 +458,25 @@ def _write_entry(folder: Path, store: TraceEvents, key: str) -> None:
         header=msgspec.structs.replace(store.header, live_facts=msgspec.Raw(b"null"), traceEvents=[]),
         live_facts=bytes(store.header.live_facts),
         report=_Report(report.repaired, report.skipped, report.damaged, list(report.problems)),
-        gpu_annotations=store.gpu_annotations, comms_records=store.comms_records,
+        gpu_annotations=[_encodable_event(event) for event in store.gpu_annotations],
+        comms_records=[_encodable_args(args) for args in store.comms_records],
         other_events=store.other_events, event_count=store.event_count, uncompressed_bytes=store.uncompressed_bytes,
     )
     (folder / "meta.json").write_bytes(msgspec.json.encode(meta))  # last: an entry without it is incomplete
+
+
+_RAW_MEMBERS = ("input_dims", "input_types", "concrete_inputs")
+
+
+def _encodable_args(args: EventArgs) -> EventArgs:
+    """An absent input list as the default object itself: msgspec omits a default by identity,
+    and an empty ``Raw`` written out is no JSON (decode workers send back copies of it)."""
+    empty = {name: NO_MEMBER for name in _RAW_MEMBERS if not getattr(args, name)}
+    return msgspec.structs.replace(args, **empty) if empty else args
+
+
+def _encodable_event(event: TimedEvent) -> TimedEvent:
+    return event if event.args is None else msgspec.structs.replace(event, args=_encodable_args(event.args))
 
 
 def _evict(directory: Path, limit: int, keep: str) -> None:
