@@ -250,3 +250,17 @@ def test_cache_sizes_parse() -> None:
     assert cache.parse_size("123") == 123
     with pytest.raises(ValueError):
         cache.parse_size("lots")
+
+
+def test_the_explorer_writes_the_cache_once_its_model_is_built(cache_on, tmp_path) -> None:
+    from tuiprof.tui.sources import FileSource
+
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    model, _ = FileSource(str(path))(lambda text, fraction: None, lambda: False)
+    cache.wait_for_writes()
+    assert {s.name: s.calls for s in model.operators()} == expected
+    assert len(entries(cache_on)) == 1
+    model, _ = FileSource(str(path))(lambda text, fraction: None, lambda: False)  # the reopen reads it
+    assert {s.name: s.calls for s in model.operators()} == expected
+    assert len(entries(cache_on)) == 1
