@@ -264,3 +264,16 @@ def test_the_explorer_writes_the_cache_once_its_model_is_built(cache_on, tmp_pat
     model, _ = FileSource(str(path))(lambda text, fraction: None, lambda: False)  # the reopen reads it
     assert {s.name: s.calls for s in model.operators()} == expected
     assert len(entries(cache_on)) == 1
+
+
+def test_timeline_and_diff_write_the_cache_after_their_output(cache_on, tmp_path, capsys) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(first)
+    write_trace(second, last_name="aten::tsal")
+    assert main(["timeline", str(first), "--width", "60"]) == 0
+    cache.wait_for_writes()
+    assert "thread 2" in capsys.readouterr().out
+    assert len(entries(cache_on)) == 1
+    assert main(["diff", str(first), str(second), "--format", "json"]) == 0
+    cache.wait_for_writes()
+    assert len(entries(cache_on)) == 2  # the first side read from the cache, the second written

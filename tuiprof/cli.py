@@ -268,6 +268,7 @@ def run_timeline(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
     from tuiprof.report.timeline import print_timeline
     from tuiprof.trace import load_trace
+    from tuiprof.trace.cache import save_in_background
 
     path = resolve_path(args)
     trace = choose_trace(path, args.trace)

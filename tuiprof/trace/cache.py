@@ -51,8 +51,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import fields
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import IO
 
@@ -73,7 +73,7 @@ from tuiprof.trace.columns import (
 )
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
-from tuiprof.trace.source import TraceFile
+from tuiprof.trace.source import TraceFile, inflated_size, is_gzip
 from tuiprof.trace.store import TraceEvents
 
 FORMAT = 1
@@ -247,8 +247,6 @@ def file_key(trace: TraceFile) -> str | None:
 
 
 def _inflates_past_minimum(trace: TraceFile, size: int) -> bool:
-    from tuiprof.trace.source import inflated_size, is_gzip
-
     return size >= 4096 and is_gzip(trace) and inflated_size(trace) >= MIN_BYTES
 
 
@@ -385,7 +383,7 @@ def _consistent(meta: _Meta, tables: dict[str, Columns]) -> bool:
         _within(memory.kind, NONE, 1 << 31), _within(memory.device_id, NONE, 1 << 31),
         meta.event_count >= sum(meta.rows.values()) + len(meta.gpu_annotations),
         min(meta.other_events, meta.uncompressed_bytes, meta.report.repaired, meta.report.skipped, meta.report.damaged) >= 0,
-        all(isinstance(t, int) or isinstance(t, str) for t in meta.threads),
+        all(isinstance(t, (int, str)) for t in meta.threads),
     ]
     for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len)):
         checks.append(_within(at, 0, blob + 1) and _within(length, 0, blob + 1) and _within(at + length, 0, blob + 1))
