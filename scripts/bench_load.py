@@ -253,10 +253,10 @@ def main() -> int:
         if count < len(available):
             modes.append(("tuiprof", ",".join(map(str, available[:count]))))
     print(HEADER, flush=True)
-    for path in args.files:
-        bench_file(path, modes, args.repeat, args.cache)
     made: list[Path] = []
     try:
+        for path in args.files:
+            bench_file(path, modes, args.repeat, args.cache)
         for shape in args.shapes.split(",") if args.shapes else []:
             paths = make_shape(shape, args.size_mb, args.dir, args.gzip)
             made += paths
