@@ -134,6 +134,10 @@ def _plant(entry: Path, damage: str) -> None:
         np.save(column, np.array([object()] * rows, dtype=object), allow_pickle=True)
     elif damage == "a truncated column":
         column.write_bytes(column.read_bytes()[:200])
+    elif damage == "an empty column file":
+        column.write_bytes(b"")
+    elif damage == "a missing column":
+        column.unlink()
     elif damage == "launches before operators":
         category = np.load(entry / "cpu.category.npy")
         category[0] = 3
@@ -153,7 +157,7 @@ def _plant(entry: Path, damage: str) -> None:
 @pytest.mark.parametrize(
     "damage",
     ["codes out of their table", "negative codes", "a float column", "a short column", "a pickled column",
-     "a truncated column", "launches before operators", "negative durations", "input texts outside the blob",
+     "a truncated column", "an empty column file", "a missing column", "launches before operators", "negative durations", "input texts outside the blob",
      "fewer names", "garbage meta"],
 )
 def test_a_planted_or_damaged_cache_is_ignored_and_rebuilt(cache_on, tmp_path, damage) -> None:
