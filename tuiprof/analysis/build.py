@@ -14,6 +14,7 @@ from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
+from tuiprof.trace.cache import save_in_background
 from tuiprof.trace.live import LiveFacts, decode_live_facts
 from tuiprof.trace.load import ProgressCallback
 
@@ -62,10 +63,16 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
 
 
 def load_model(
-    path: str | os.PathLike[str], select: str | None = None, progress: ProgressCallback | None = None
+    path: str | os.PathLike[str], select: str | None = None, progress: ProgressCallback | None = None,
+    save_to_cache: bool = False,
 ) -> TraceModel:
-    """Open a trace file or run directory and analyse it."""
-    return analyze(load_trace(path, select, progress))
+    """Open a trace file or run directory and analyse it; ``save_to_cache``: then hand the
+    decoded store to the cache's writer thread (:mod:`tuiprof.trace.cache`)."""
+    store = load_trace(path, select, progress)
+    model = analyze(store)
+    if save_to_cache:
+        save_in_background(store)
+    return model
 
 
 def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
