@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=run_script)
     for sub in (live, run):
         _add_capture_arguments(sub)
+    from tuiprof.capture.options import add_compile_arguments
+
+    add_compile_arguments(live)
     return parser
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.compiled_map import CompiledAttribution
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
@@ -44,6 +45,7 @@ class TraceModel:
     memory: list[MemoryTimeline]
     flops_source: str = "recomputed from Input Dims (torch's formulas)"
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
+    compiled: CompiledAttribution | None = None  # a compiled capture: compile time, share placed in modules
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 
     def operators(

@@ -64,6 +64,9 @@ class ModuleNode:
     qualified_name: str | None = None  # "layer1.0.conv1" (live capture)
     parameters: int | None = None  # live capture
     output_shape: str | None = None  # live capture
+    # Compiled runs (analysis/compiled_map.py): kernels fused across modules that this,
+    # their deepest common module, holds -- (kernel name, the modules' qualified paths).
+    fused_kernels: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def path(self) -> str:

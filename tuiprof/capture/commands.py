@@ -75,10 +75,13 @@ def _live_without_ui(live) -> int:
             result = live.capture(on_progress)
     model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
     _print_tables(model)
+    from tuiprof.report.compiled_summary import compiled_lines
+
     print(
         f"tuiprof: {result.steps_done} steps in {time.perf_counter() - live.started:.1f} s; "
         f"profiler log: {len(result.facts.log_lines)} lines",
-        file=sys.stderr,
+        *(f"\ntuiprof: {line}" for line in compiled_lines(model)),
+        file=sys.stderr, sep="",
     )
     return EXIT_INTERRUPTED if result.interrupted else 0
 

@@ -34,6 +34,13 @@ def add_capture_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-root", metavar="DIR", help="where a local CIFAR-10 copy lives (never downloaded)")
 
 
+def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``live`` only: ``run`` profiles scripts that call torch.compile themselves."""
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (compiled before profiling; see docs/compiled.md)")
+    parser.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"), default="default", help="torch.compile mode (with --compile)")
+    parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True) (with --compile)")
+
+
 def config_from_args(model: str, args: argparse.Namespace) -> CaptureConfig:
     return CaptureConfig(
         model=model,
@@ -52,6 +59,9 @@ def config_from_args(model: str, args: argparse.Namespace) -> CaptureConfig:
         with_flops=not args.no_flops,
         data=args.data,
         data_root=args.data_root,
+        compile=getattr(args, "compile", False),
+        compile_mode=getattr(args, "compile_mode", "default"),
+        dynamic=getattr(args, "dynamic", False),
     )
 
 

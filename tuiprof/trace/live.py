@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import msgspec
 
+from tuiprof.trace.compiled_map import CompiledMap
 from tuiprof.trace.decode import DecodeReport
 
 MEMBER = "tuiprofLive"
@@ -36,6 +37,8 @@ class LiveFacts(msgspec.Struct):
     modules: dict[str, ModuleFacts] = {}  # "Conv2d_1" -> facts
     flops_by_external_id: dict[int, int] = {}  # torch's with_flops count per operator call
     log_lines: list[str] = []  # what the profiler printed on fd 2
+    compile_s: float | None = None  # torch.compile's time in the unprofiled warm-up step (None: not compiled by tuiprof)
+    compiled: CompiledMap | None = None  # kernel -> module of the compiled graphs (tuiprof.trace.compiled_map)
 
 
 def encode_live_facts(facts: LiveFacts) -> bytes:
