@@ -14,10 +14,14 @@ qualified names.  The rules (docs/compiled.md):
   map's kernels of that graph by event name (a kernel the trace lacks is
   skipped, an event the map lacks stays unmatched).
 - A kernel whose nodes belong to one module goes to that module; a kernel
-  fused across modules goes to their deepest common module, which lists it
-  (kernel and modules) in ``fused_kernels``; a kernel with no module goes to
-  the compiled module itself.  Its time, device time and FLOPs (with
-  everything below it) move there, forward or backward by its graph.
+  fused across modules goes to their deepest common module, and when that is
+  the compiled module itself it is split between the compiled module's
+  direct parts it fused, in proportion to their nodes (:func:`kernel_targets`).
+  Every module a fused kernel computes is a row; the modules that receive it
+  list it (kernel and modules) in ``fused_kernels``.  A kernel with no module
+  stays the compiled module's own.  Its time, device time and FLOPs (with
+  everything below it) move there, forward or backward by its graph; its
+  calls (operator details, ``operator_rows``) go to its largest share.
 - What the matched kernels leave of a graph call's time (the wrapper's
   Python, unmatched operators) is its own child, ``(compiled, unattributed)``.
 - The compiled module keeps its totals; its self time loses what moved.
@@ -178,27 +182,36 @@ class _Placer:
         touched = set()
         for kid, index in pairs:
             kernel = graph.kernels[index]  # type: ignore[union-attr]
-            paths = sorted({self.cmap.modules[m].path for m in kernel.modules})
-            for path in paths:  # every module the kernel computes is a row, also those fused into an ancestor's
-                if path:
+            weights: dict[str, int] = {}
+            for module, count in zip(kernel.modules, kernel.nodes):
+                path = self.cmap.modules[module].path
+                weights[path] = weights.get(path, 0) + count
+                if path:  # every module the kernel computes is a row, also one fused into an ancestor's kernel
                     self._node(owner, path)
-            common = _common_module(paths)
-            node = self._node(owner, common) if common else owner
-            if len(paths) > 1:
-                fused = (kernel.kernel, tuple(paths))
-                if fused not in node.fused_kernels:
-                    node.fused_kernels.append(fused)
             values = self._values(kid)
             rest = [a - b for a, b in zip(rest, values)]
-            if node is owner:  # no module, or fused across the compiled module's direct parts: its own
-                self.result.root_ns[side] += self._cost(kid)
-                continue
-            self.result.below_root_ns[side] += self._cost(kid)
-            self._book(node, backward, values)
-            self.moved[kid] = (node, backward)
-            while node is not owner and node is not None:
-                touched.add(id(node))
-                node = node.parent
+            cost = self._cost(kid)
+            fused = (kernel.kernel, tuple(sorted(weights))) if len(weights) > 1 else None
+            holder, held = None, 0.0
+            targets = kernel_targets(weights)
+            if not targets:  # no module: the compiled module's own
+                self.result.root_ns[side] += cost
+            for path, share in targets:
+                if not path:  # the compiled module's own: it keeps the time as self time
+                    self.result.root_ns[side] += round(cost * share)
+                    continue
+                node = self._node(owner, path)
+                if fused and fused not in node.fused_kernels:
+                    node.fused_kernels.append(fused)
+                self.result.below_root_ns[side] += round(cost * share)
+                self._book(node, backward, [round(value * share) for value in values])
+                if share > held:
+                    holder, held = node, share
+                while node is not owner and node is not None:
+                    touched.add(id(node))
+                    node = node.parent
+            if holder is not None:  # the call's rows (and the operator details) go to its largest share
+                self.moved[kid] = (holder, backward)
         unattributed = self._node(owner, UNATTRIBUTED)
         self._book(unattributed, backward, rest)
         self.moved[row] = (unattributed, backward)
@@ -318,6 +331,29 @@ def _match(kids: list[int], names: list[str], graph: CompiledGraph) -> list[tupl
             pairs.append((kid, candidates[at]))
             cursor = candidates[at] + 1
     return pairs
+
+
+def kernel_targets(weights: dict[str, int]) -> list[tuple[str, float]]:
+    """Where a kernel's time goes, given its FX nodes per module path: (path, share) pairs.
+
+    All to the deepest module that contains every one of its modules; when
+    that is the compiled module itself (a fusion across its direct parts, such
+    as a stem's bn1 + relu + maxpool), split between those direct parts in
+    proportion to their nodes ("" is the compiled module's own nodes).  No
+    module at all: [] (the compiled module keeps it).
+    """
+    paths = [path for path in weights if path]
+    if not paths:
+        return []
+    common = _common_module(list(weights))
+    if common:
+        return [(common, 1.0)]
+    tops: dict[str, int] = {}
+    for path, count in weights.items():
+        top = path.split(".", 1)[0]
+        tops[top] = tops.get(top, 0) + count
+    total = sum(tops.values())
+    return [(top, count / total) for top, count in tops.items()]
 
 
 def _common_module(paths: list[str]) -> str:

@@ -52,8 +52,10 @@ def profile(
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
     from tuiprof.capture.session import TraceWindows, write_trace
+    from tuiprof.trace.live import LiveFacts
 
     if keep not in ("first", "last"):
         raise ValueError(f"keep must be 'first' or 'last', not {keep!r}")
@@ -64,8 +66,11 @@ def profile(
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     session: ProfileSession
 
+    compiled_graphs = KernelMapRecorder()  # graphs the block compiles (torch.compile) map their kernels here
+
     def save(prof: Any) -> None:
-        write(prof, target)
+        compiled, compile_s = compiled_graphs.taken()
+        write(prof, target, LiveFacts(compiled=compiled, compile_s=compile_s) if compiled else None)
         session.written = True
 
     windows = TraceWindows(save, keep_last=keep == "last")
@@ -80,11 +85,10 @@ def profile(
         **profiler_kwargs,
     )
     session = ProfileSession(profiler, target)
-    with windows.recording(profiler):
+    with compiled_graphs.recording(), windows.recording(profiler):
         yield session
     if schedule is None:
-        write(profiler, target)
-        session.written = True
+        save(profiler)
     elif not session.written:
         warnings.warn(
             f"tuiprof.profile: the block ended before an active step of the schedule finished; nothing was written to {target}",

@@ -75,10 +75,7 @@ def warm_up_compiled(
     finally:
         done.set()
         ticker.join()
-    seconds = time.perf_counter() - began
-    kernel_map = recorder.compiled_map()
-    kernel_map.cost_s = recorder.cost_s
-    return compiled, kernel_map, seconds
+    return compiled, recorder.compiled_map(), time.perf_counter() - began
 
 
 class KernelMapRecorder:
@@ -95,6 +92,7 @@ class KernelMapRecorder:
         self._graphs: dict[tuple[str, bool], CompiledGraph] = {}
         self.cost_s = 0.0  # time spent in the recorder (compile-time cost of the map)
         self.failures = 0  # kernels the recorder could not read (counted, never raised)
+        self._compile_s_before = 0.0
 
     @contextmanager
     def recording(self) -> Iterator[KernelMapRecorder]:
@@ -118,6 +116,7 @@ class KernelMapRecorder:
             (functorch_config, "enable_autograd_cache", False),
         ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in settings]
+        self._compile_s_before = _compile_seconds()
         try:
             for owner, name, value in settings:
                 setattr(owner, name, value)
@@ -131,7 +130,14 @@ class KernelMapRecorder:
                 setattr(owner, name, value)
 
     def compiled_map(self) -> CompiledMap:
-        return CompiledMap(root=self.root, modules=list(self.modules), graphs=list(self._graphs.values()))
+        return CompiledMap(root=self.root, modules=list(self.modules), graphs=list(self._graphs.values()), cost_s=self.cost_s)
+
+    def taken(self) -> tuple[CompiledMap | None, float | None]:
+        """For a script that compiles itself: the map and torch.compile's seconds since
+        recording began (Dynamo's own count), or (None, None) when nothing was compiled."""
+        if not self._graphs:
+            return None, None
+        return self.compiled_map(), _compile_seconds() - self._compile_s_before
 
     def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def provenance(node_schedule, kernel_name: str, is_extern: bool = False):
@@ -188,6 +194,13 @@ class KernelMapRecorder:
         return index
 
 
+def _compile_seconds() -> float:
+    """Dynamo's running total of compile time in this process (forward and backward graphs)."""
+    from torch._dynamo.utils import calculate_time_spent
+
+    return float(calculate_time_spent().get("total_wall_time", 0.0))
+
+
 def _entry(value: Any) -> tuple[str, str]:
     """An ``nn_module_stack`` value: ``(path, class)``, the class a type or its qualified name."""
     path, cls = value[0], value[1]
@@ -215,13 +228,28 @@ def module_path(path: str) -> str:
 
 
 def _fused_origins(node_schedule: Any) -> list[Any]:
-    """The FX nodes a fused (C++ or Triton) kernel computes, each once."""
+    """The FX nodes a fused (C++ or Triton) kernel computes, each once.
+
+    Constants (a node with no node among its inputs, such as the
+    ``full_default`` zero of every ReLU's backward) are left out: the graph
+    keeps one for all its uses, with the module of whichever use came first.
+    A kernel made for graph inputs only (the channels-last copy of the
+    convolution weights at a graph's start) takes the nodes that read them.
+    """
+    origins = [origin for snode in node_schedule for origin in getattr(getattr(snode, "node", None), "origins", ()) or ()]
+    computed = _computations(origins)
+    if computed:
+        return computed
+    # Made by Inductor for graph inputs only (a layout copy of the weights): the nodes that read them.
+    return _computations(user for origin in origins if origin.op == "placeholder" for user in origin.users)
+
+
+def _computations(nodes) -> list[Any]:
+    """The FX nodes that compute (not constants, not inputs), each once, in order."""
     seen: dict[int, Any] = {}
-    for snode in node_schedule:
-        ir_node = getattr(snode, "node", None)
-        for origin in getattr(ir_node, "origins", ()) or ():
-            if origin.op == "call_function":
-                seen.setdefault(id(origin), origin)
+    for node in nodes:
+        if node.op == "call_function" and node.all_input_nodes:
+            seen.setdefault(id(node), node)
     return list(seen.values())
 
 
