@@ -121,7 +121,14 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes))}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
+    for kernel, fused in module.fused_kernels[:FUSED_SHOWN]:
+        text.append(f"\nfused kernel {plain(kernel, DISPLAY_CHARS)}: {plain(', '.join(fused), 2 * DISPLAY_CHARS)}")
+    if len(module.fused_kernels) > FUSED_SHOWN:
+        text.append(f"\n(+{len(module.fused_kernels) - FUSED_SHOWN} more fused kernels)")
     return text
+
+
+FUSED_SHOWN = 4  # kernels fused across modules listed in a module's detail (compiled runs)
 
 
 def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
