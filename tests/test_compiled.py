@@ -291,3 +291,22 @@ def test_run_maps_a_script_that_compiles_itself(tmp_path) -> None:
     model = analyze(load_trace(trace))
     assert {"0", "2"} <= _names(model)  # the two Linear layers, below the compiled Sequential
     assert model.compiled.share_below_root() > 0.5
+
+
+@pytest.mark.parametrize(
+    "weights,expected",
+    [
+        ({"layer1.0.bn1": 20, "layer1.0.relu": 1}, [("layer1.0", 1.0)]),  # deepest common module
+        ({"layer1.0.conv1": 1}, [("layer1.0.conv1", 1.0)]),  # one module
+        ({"bn1": 20, "relu": 1, "maxpool": 3}, [("bn1", 20 / 24), ("relu", 1 / 24), ("maxpool", 3 / 24)]),  # at the root: split
+        ({"": 1, "fc": 3}, [("", 0.25), ("fc", 0.75)]),  # the compiled module's own nodes keep their share
+        ({"encoder.layers.0.norm1": 4, "encoder.layers.1.norm1": 4}, [("encoder", 1.0)]),  # a ModuleList ran no code
+        ({"": 2}, []),  # no module below the root: the compiled module's own
+    ],
+)
+def test_kernel_targets_follow_the_written_rules(weights: dict[str, int], expected: list) -> None:
+    from tuiprof.analysis.compiled_map import kernel_targets
+
+    ran = {"layer1.0", "layer1.0.bn1", "layer1.0.relu", "layer1.0.conv1", "bn1", "relu", "maxpool", "fc", "encoder",
+           "encoder.layers.0", "encoder.layers.1", "encoder.layers.0.norm1", "encoder.layers.1.norm1"}
+    assert kernel_targets(weights, ran) == pytest.approx(expected) if expected else kernel_targets(weights, ran) == []

@@ -30,6 +30,7 @@ qualified names.  The rules (docs/compiled.md):
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,7 +60,7 @@ class CompiledAttribution:
     compile_s: float | None = None
     graph_ns: list[int] = field(default_factory=lambda: [0, 0])  # [forward, backward]
     below_root_ns: list[int] = field(default_factory=lambda: [0, 0])  # kernels placed below the compiled module
-    root_ns: list[int] = field(default_factory=lambda: [0, 0])  # kernels with no module (the compiled module's own)
+    root_ns: list[int] = field(default_factory=lambda: [0, 0])  # kernels (or split shares) left to the compiled module itself
     on_device: bool = False
     kernels_missing: int = 0  # kernels of graphs that ran which no profiled call matched
     graph_calls_unmapped: int = 0  # graph calls the map has no graph for
@@ -193,7 +194,7 @@ class _Placer:
             cost = self._cost(kid)
             fused = (kernel.kernel, tuple(sorted(weights))) if len(weights) > 1 else None
             holder, held = None, 0.0
-            targets = kernel_targets(weights)
+            targets = kernel_targets(weights, self.class_of)
             if not targets:  # no module: the compiled module's own
                 self.result.root_ns[side] += cost
             for path, share in targets:
@@ -240,7 +241,7 @@ class _Placer:
         if path == UNATTRIBUTED:
             node = ModuleNode(UNATTRIBUTED, owner.depth + 1, parent=owner)
         else:
-            head, _, _ = path.rpartition(".")
+            head = self._enclosing_path(path)
             parent = self._node(owner, head) if head else owner
             qualified = ".".join(p for p in (self.cmap.root, path) if p)
             name = self.key_of.get(qualified) or self._fresh_name(self.class_of.get(path, "Module"))
@@ -251,6 +252,14 @@ class _Placer:
         node.parent.children.append(node)  # type: ignore[union-attr]
         self.synthetic[key] = node
         return node
+
+    def _enclosing_path(self, path: str) -> str:
+        """The nearest enclosing module that ran: a container that is only indexed
+        (``encoder.layers``, a ModuleList) is in no module stack, and no node, as in eager."""
+        head = path.rpartition(".")[0]
+        while head and head not in self.class_of:
+            head = head.rpartition(".")[0]
+        return head
 
     def _fresh_name(self, class_name: str) -> str:
         """``Class_k`` for a module no capture named: k counts this class's nodes made so far."""
@@ -333,10 +342,10 @@ def _match(kids: list[int], names: list[str], graph: CompiledGraph) -> list[tupl
     return pairs
 
 
-def kernel_targets(weights: dict[str, int]) -> list[tuple[str, float]]:
+def kernel_targets(weights: dict[str, int], modules: Collection[str]) -> list[tuple[str, float]]:
     """Where a kernel's time goes, given its FX nodes per module path: (path, share) pairs.
 
-    All to the deepest module that contains every one of its modules; when
+    All to the deepest module (of ``modules``, those that ran) that contains every one of its modules; when
     that is the compiled module itself (a fusion across its direct parts, such
     as a stem's bn1 + relu + maxpool), split between those direct parts in
     proportion to their nodes ("" is the compiled module's own nodes).  No
@@ -346,6 +355,8 @@ def kernel_targets(weights: dict[str, int]) -> list[tuple[str, float]]:
     if not paths:
         return []
     common = _common_module(list(weights))
+    while common and common not in modules:  # a container only indexed (a ModuleList) ran no code
+        common = common.rpartition(".")[0]
     if common:
         return [(common, 1.0)]
     tops: dict[str, int] = {}

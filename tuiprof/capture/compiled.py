@@ -233,15 +233,28 @@ def _fused_origins(node_schedule: Any) -> list[Any]:
     Constants (a node with no node among its inputs, such as the
     ``full_default`` zero of every ReLU's backward) are left out: the graph
     keeps one for all its uses, with the module of whichever use came first.
+    Views (``view``, ``transpose``...) are left out when the kernel computes
+    anything else: a Linear's output reshape is inlined into the next
+    module's kernel and would pull the Linear into it.
     A kernel made for graph inputs only (the channels-last copy of the
     convolution weights at a graph's start) takes the nodes that read them.
     """
     origins = [origin for snode in node_schedule for origin in getattr(getattr(snode, "node", None), "origins", ()) or ()]
     computed = _computations(origins)
+    work = [node for node in computed if not _is_view(node)]
+    if work:
+        return work
     if computed:
         return computed
     # Made by Inductor for graph inputs only (a layout copy of the weights): the nodes that read them.
     return _computations(user for origin in origins if origin.op == "placeholder" for user in origin.users)
+
+
+def _is_view(node: Any) -> bool:
+    """A node that only re-indexes its input (``view``, ``transpose``...): fused into a
+    kernel it costs nothing, and it often belongs to the module that produced the input."""
+    target = node.target
+    return bool(getattr(target, "is_view", False)) or getattr(target, "__name__", "").startswith("_unsafe_view")
 
 
 def _computations(nodes) -> list[Any]:
