@@ -17,8 +17,8 @@ qualified names.  The rules (docs/compiled.md):
   fused across modules goes to their deepest common module, and when that is
   the compiled module itself it is split between the compiled module's
   direct parts it fused, in proportion to their nodes (:func:`kernel_targets`).
-  Every module a fused kernel computes is a row; the modules that receive it
-  list it (kernel and modules) in ``fused_kernels``.  A kernel with no module
+  Every module a fused kernel computes is a row and lists the kernel in
+  ``fused_kernels`` (kernel, the modules it fused, where its time went).  A kernel with no module
   stays the compiled module's own.  Its time, device time and FLOPs (with
   everything below it) move there, forward or backward by its graph; its
   calls (operator details, ``operator_rows``) go to its largest share.
@@ -187,23 +187,26 @@ class _Placer:
             for module, count in zip(kernel.modules, kernel.nodes):
                 path = self.cmap.modules[module].path
                 weights[path] = weights.get(path, 0) + count
-                if path:  # every module the kernel computes is a row, also one fused into an ancestor's kernel
-                    self._node(owner, path)
+                if path:  # every module the kernel computes is a row (and ran), also one fused into an ancestor's kernel
+                    touched.add(id(self._node(owner, path)))
             values = self._values(kid)
             rest = [a - b for a, b in zip(rest, values)]
             cost = self._cost(kid)
-            fused = (kernel.kernel, tuple(sorted(weights))) if len(weights) > 1 else None
             holder, held = None, 0.0
             targets = kernel_targets(weights, self.class_of)
             if not targets:  # no module: the compiled module's own
                 self.result.root_ns[side] += cost
+            if len(weights) > 1:  # each module it fused lists it, with where its time went
+                fused = (kernel.kernel, tuple(sorted(weights)), tuple(path or "(compiled module)" for path, _ in targets))
+                for path in weights:
+                    listing = self._node(owner, path).fused_kernels if path else owner.fused_kernels
+                    if fused not in listing:
+                        listing.append(fused)
             for path, share in targets:
                 if not path:  # the compiled module's own: it keeps the time as self time
                     self.result.root_ns[side] += round(cost * share)
                     continue
                 node = self._node(owner, path)
-                if fused and fused not in node.fused_kernels:
-                    node.fused_kernels.append(fused)
                 self.result.below_root_ns[side] += round(cost * share)
                 self._book(node, backward, [round(value * share) for value in values])
                 if share > held:

@@ -10,11 +10,14 @@ from tuiprof.report.units import format_us
 
 
 def compile_time_text(model: TraceModel) -> str | None:
-    """``compile 31.2 s (unprofiled warm-up step) vs 84.1ms per profiled step``, None when not compiled by tuiprof."""
+    """``compile 31.2 s vs 84.1ms per profiled step``, None when no capture measured it.
+
+    ``tuiprof live --compile`` measures its unprofiled warm-up step; ``run`` and
+    ``profile()`` take Dynamo's own count over the run (docs/compiled.md)."""
     compiled = model.compiled
     if compiled is None or compiled.compile_s is None:
         return None
-    text = f"compile {compiled.compile_s:.1f} s (unprofiled warm-up step)"
+    text = f"compile {compiled.compile_s:.1f} s"
     if model.steps:
         mean_us = sum(step.duration_us for step in model.steps) / len(model.steps)
         text += f" vs {format_us(mean_us)} per profiled step"
