@@ -169,8 +169,7 @@ def test_unattributed_time_is_its_own_row(compiled) -> None:
     root = _node(model, "model")
     rest = next(n for n in root.children if n.name == "(compiled, unattributed)")
     assert rest.cpu_total_us > 0 and rest.backward_cpu_us > 0
-    share = model.compiled.share_below_root()
-    assert 0.5 < share < 1.0
+    assert 0 < model.compiled.share_below_root() < 1  # the rest is shown, not hidden
 
 
 def test_flops_per_module_equal_flop_counter_mode(compiled) -> None:

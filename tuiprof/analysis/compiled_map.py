@@ -129,6 +129,8 @@ class _Placer:
                 f"{self.result.kernels_missing} kernels of the saved compiled-kernel map ran in no profiled graph call "
                 f"(a map from another run?); the graphs' time they would hold is in {UNATTRIBUTED}"
             )
+        if self.cmap.unread:
+            self.report.note(f"the capture could not read {self.cmap.unread} compiled kernels: their time is in {UNATTRIBUTED}")
         if self.result.graph_calls_unmapped:
             self.report.note(
                 f"{self.result.graph_calls_unmapped} compiled graph calls have no graph in the saved compiled-kernel map: "

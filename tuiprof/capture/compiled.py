@@ -91,7 +91,7 @@ class KernelMapRecorder:
         self._module_index: dict[tuple[str, str], int] = {}
         self._graphs: dict[tuple[str, bool], CompiledGraph] = {}
         self.cost_s = 0.0  # time spent in the recorder (compile-time cost of the map)
-        self.failures = 0  # kernels the recorder could not read (counted, never raised)
+        self.unread = 0  # kernels the recorder could not read (counted, never raised)
         self._compile_s_before = 0.0
 
     @contextmanager
@@ -130,7 +130,9 @@ class KernelMapRecorder:
                 setattr(owner, name, value)
 
     def compiled_map(self) -> CompiledMap:
-        return CompiledMap(root=self.root, modules=list(self.modules), graphs=list(self._graphs.values()), cost_s=self.cost_s)
+        return CompiledMap(
+            root=self.root, modules=list(self.modules), graphs=list(self._graphs.values()), cost_s=self.cost_s, unread=self.unread
+        )
 
     def taken(self) -> tuple[CompiledMap | None, float | None]:
         """For a script that compiles itself: the map and torch.compile's seconds since
@@ -146,7 +148,7 @@ class KernelMapRecorder:
             try:
                 self._record(node_schedule, kernel_name, is_extern)
             except Exception:  # the map is a by-product: it never breaks the user's compile
-                self.failures += 1
+                self.unread += 1
             self.cost_s += time.perf_counter() - began
             return handle
 

@@ -50,3 +50,4 @@ class CompiledMap(msgspec.Struct):
     modules: list[CompiledModule] = []
     graphs: list[CompiledGraph] = []
     cost_s: float = 0.0  # time the capture spent taking the map (during compilation, outside the profiled steps)
+    unread: int = 0  # kernels the capture could not read (left out of the map; their time is unattributed)

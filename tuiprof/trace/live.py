@@ -1,8 +1,9 @@
 """What a live capture knew that its trace does not say, saved inside the trace.
 
 A capture (``tuiprof live``/``run``) knows each module instance's qualified
-name, parameter count and output shape, torch's own FLOPs per operator call
-and the profiler's log lines.  They are written into the saved trace as one
+name, parameter count and output shape, torch's own FLOPs per operator call,
+the profiler's log lines and, for a compiled model, the compile time and
+which module owns each kernel (:mod:`tuiprof.trace.compiled_map`).  They are written into the saved trace as one
 extra top-level member, :data:`MEMBER`, the document's last, after
 ``traceEvents``: Perfetto's JSON tokenizer stops reading at a top-level key
 it does not know (one before the events would hide them all), and
