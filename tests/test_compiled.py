@@ -310,3 +310,22 @@ def test_kernel_targets_follow_the_written_rules(weights: dict[str, int], expect
     ran = {"layer1.0", "layer1.0.bn1", "layer1.0.relu", "layer1.0.conv1", "bn1", "relu", "maxpool", "fc", "encoder",
            "encoder.layers.0", "encoder.layers.1", "encoder.layers.0.norm1", "encoder.layers.1.norm1"}
     assert kernel_targets(weights, ran) == pytest.approx(expected) if expected else kernel_targets(weights, ran) == []
+
+
+def test_profile_maps_a_block_that_compiles(tmp_path) -> None:
+    """``tuiprof.profile()``: a model compiled inside the block gets its map and compile time
+    (inference only: one graph keeps the test short; ``run`` above covers the backward)."""
+    import tuiprof
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 2))
+    step = torch.compile(model)
+    path = tmp_path / "block.json.gz"
+    with torch.no_grad(), tuiprof.profile(path, schedule=torch.profiler.schedule(wait=1, warmup=0, active=1)) as p:
+        for _ in range(2):
+            step(torch.randn(4, 16))
+            p.step()
+    with gzip.open(path, "rt") as file:
+        live = json.load(file)["tuiprofLive"]
+    assert live["compile_s"] > 0 and [g["backward"] for g in live["compiled"]["graphs"]] == [False]
+    assert {"0", "2"} <= _names(analyze(load_trace(path)))
