@@ -21,15 +21,25 @@ three mutations, drawn from these classes:
 - ``gzip``: compress the result, then maybe damage the compressed bytes
   (truncate, flip, garbage after it, a second member).
 
-Each case runs ``tuiprof summary FILE --view V --format F`` in a worker process
-(tuiprof imported once; the worker is killed and replaced on a timeout).
+Surfaces (``--surface``, each run ``--cases`` times):
+
+- ``trace``: one mutated trace, ``tuiprof summary FILE --view V --format F``
+  with V one of the single-trace views;
+- ``run``: a run directory (the 2-rank gloo sample; the first 4 ranks of
+  ``../shared/traces/dlrm_8ranks``) in which one rank's file is mutated,
+  ``tuiprof summary DIR --view V --format F`` with V one of the run views
+  (ranks analysed in the worker's own process: an exception is seen, not
+  swallowed by a rank worker).
+
+Each case runs in a worker process (tuiprof imported once; the worker is
+killed and replaced on a timeout).
 Outcome classes: ``clean`` (exit 0, or exit 2 with one ``tuiprof:`` line),
 ``crash`` (any other exit, a traceback, more than one line for an error, or a
 raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (exception type and place) gets a minimised reproducer in
 ``--out``.
 
-    python scripts/fuzz.py --cases 10000 [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface trace,run] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import multiprocessing
 import os
 import random
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -56,6 +67,9 @@ SHARED = ROOT.parent / "shared" / "traces"
 SEED_EVENTS = 1500  # big traces are cut to this many events
 SEED_BYTES = 2 << 20  # smaller documents are used byte for byte
 VIEWS = ("ops", "modules", "kernels", "steps", "memory")
+RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+SURFACES = ("trace", "run")
+RUN_SEED_RANKS = 4  # ranks kept of a bigger run: a case analyses each of them
 FORMATS = ("table", "csv", "json", "markdown")
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
@@ -108,6 +122,18 @@ def load_seed(path: Path) -> bytes:
         return kineto_layout({"traceEvents": document[:SEED_EVENTS]})
     document["traceEvents"] = document.get("traceEvents", [])[:SEED_EVENTS]
     return kineto_layout(document)
+
+
+def run_seeds() -> list[tuple[str, list[tuple[str, bytes]]]]:
+    """Run directories to damage one rank of: (label, [(file name, document)]), ranks in order."""
+    folders = [ROOT / "sample_traces" / "ddp_gloo_2ranks", SHARED / "dlrm_8ranks"]
+    seeds = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        files = sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))[:RUN_SEED_RANKS]
+        seeds.append((folder.name, [(p.name.removesuffix(".gz"), load_seed(p)) for p in files]))
+    return seeds
 
 
 def kineto_layout(document: dict) -> bytes:
@@ -292,6 +318,31 @@ def make_case(seed: bytes, rng: random.Random) -> tuple[bytes, str]:
     return data, ".json"
 
 
+@dataclass
+class Case:
+    """The files of one case (under a fresh folder), what to open, how, and the mutated file."""
+
+    files: list[tuple[str, bytes]]
+    target: str  # a file of ``files``, or "." for the folder (a run directory)
+    view: str
+    fmt: str
+    bad: int  # index in ``files`` of the mutated one
+
+
+def build_case(surface: str, seeds: dict[str, list], seed_index: int, case_seed: int) -> Case:
+    """The case ``case_seed`` of ``surface`` on its seed ``seed_index`` (the same every time)."""
+    rng = random.Random(case_seed)
+    if surface == "trace":
+        data, suffix = make_case(seeds["trace"][seed_index], rng)
+        return Case([(f"case{suffix}", data)], f"case{suffix}", rng.choice(VIEWS), rng.choice(FORMATS), 0)
+    _, ranks = seeds["run"][seed_index]
+    bad = rng.randrange(len(ranks))
+    data, suffix = make_case(ranks[bad][1], rng)
+    files = [(name if index != bad else name.removesuffix(".json") + suffix, document if index != bad else data)
+             for index, (name, document) in enumerate(ranks)]
+    return Case(files, ".", rng.choice(RUN_VIEWS), rng.choice(FORMATS), bad)
+
+
 # ---------------------------------------------------------------- running one case
 
 
@@ -325,33 +376,40 @@ def run_summary(path: str, view: str, fmt: str) -> Outcome:
     return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
 
 
-def _worker(conn: Connection, seeds: list[bytes], folder: str) -> None:
+def _worker(conn: Connection, seeds: dict[str, list], folder: str) -> None:
     os.environ["TUIPROF_DEBUG"] = "1"  # tracebacks, not "internal error" lines
+    sys.path.insert(0, str(ROOT))
+    from tuiprof.trace import parallel
+
+    parallel.usable_cores = lambda: 1  # a run's ranks analysed here, one after the other
     while True:
         try:
             job = conn.recv()
         except EOFError:
             return
         if job[0] == "case":
-            _, number, seed_index, case_seed = job
-            rng = random.Random(case_seed)
-            data, suffix = make_case(seeds[seed_index], rng)
-            view, fmt = rng.choice(VIEWS), rng.choice(FORMATS)
+            _, number, surface, seed_index, case_seed = job
+            case = build_case(surface, seeds, seed_index, case_seed)
         else:
             _, number, data, suffix, view, fmt = job
-        path = os.path.join(folder, f"case-{os.getpid()}-{number}{suffix}")
-        with open(path, "wb") as handle:
-            handle.write(data)
+            case = Case([(f"case{suffix}", data)], f"case{suffix}", view, fmt, 0)
+        directory = os.path.join(folder, f"case-{os.getpid()}-{number}")
+        os.mkdir(directory)
+        for name, data in case.files:
+            with open(os.path.join(directory, name), "wb") as handle:
+                handle.write(data)
         started = time.perf_counter()
-        outcome = run_summary(path, view, fmt)
-        os.unlink(path)
-        conn.send((number, outcome, time.perf_counter() - started, data if outcome.kind != "clean" else b"", suffix, view, fmt))
+        outcome = run_summary(os.path.normpath(os.path.join(directory, case.target)), case.view, case.fmt)
+        shutil.rmtree(directory)  # sidecars too
+        name, data = case.files[case.bad]
+        suffix = ".json.gz" if name.endswith(".gz") else ".json"
+        conn.send((number, outcome, time.perf_counter() - started, data if outcome.kind != "clean" else b"", suffix, case.view, case.fmt))
 
 
 class Pool:
     """Worker processes with a per-job timeout: a worker past it is killed and replaced."""
 
-    def __init__(self, jobs: int, seeds: list[bytes], folder: str, timeout: float) -> None:
+    def __init__(self, jobs: int, seeds: dict[str, list], folder: str, timeout: float) -> None:
         self.seeds, self.folder, self.timeout = seeds, folder, timeout
         self.context = multiprocessing.get_context("spawn")
         self.workers: dict[Connection, tuple[multiprocessing.Process, float, tuple]] = {}
@@ -443,81 +501,98 @@ def minimise(pool: Pool, data: bytes, suffix: str, view: str, fmt: str, signatur
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--cases", type=int, default=1000, help="cases per surface")
+    parser.add_argument("--surface", default=",".join(SURFACES), help=f"comma-separated, of: {', '.join(SURFACES)}")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="time budget per distinct crash")
     args = parser.parse_args()
+    surfaces = [name for name in args.surface.split(",") if name]
+    if unknown := set(surfaces) - set(SURFACES):
+        parser.error(f"unknown surface {', '.join(sorted(unknown))}; choose among {', '.join(SURFACES)}")
 
     sys.path.insert(0, str(ROOT))
     paths = seed_paths()
-    seeds = [load_seed(p) for p in paths]
-    print(f"{len(seeds)} seeds ({', '.join(p.name for p in paths[:4])}...), {args.cases} cases, {args.jobs} jobs",
-          file=sys.stderr)
+    seeds = {"trace": [load_seed(p) for p in paths], "run": run_seeds()}
+    labels = {"trace": [p.name for p in paths], "run": [label for label, _ in seeds["run"]]}
+    print(f"{len(seeds['trace'])} trace seeds ({', '.join(labels['trace'][:4])}...), run seeds {', '.join(labels['run'])}; "
+          f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs", file=sys.stderr)
     master = random.Random(args.seed)
-    jobs = [("case", n, master.randrange(len(seeds)), master.getrandbits(64)) for n in range(args.cases)]
-    counts = {"clean": 0, "crash": 0, "hang": 0}
+    jobs = [("case", index * args.cases + n, surface, master.randrange(len(seeds[surface])), master.getrandbits(64))
+            for index, surface in enumerate(surfaces) for n in range(args.cases)]
+    counts = {surface: {"clean": 0, "crash": 0, "hang": 0} for surface in surfaces}
+    elapsed = {surface: 0.0 for surface in surfaces}
+    slowest = {surface: 0.0 for surface in surfaces}
     crashes: dict[str, tuple] = {}
     per_signature: dict[str, int] = {}
     hangs: list[tuple] = []
-    slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="tuiprof-fuzz-") as folder:
         pool = Pool(args.jobs, seeds, folder, args.timeout)
         started = time.monotonic()
         try:
             for done, (job, result) in enumerate(pool.run(jobs), 1):
+                surface = job[2]
                 if result is None:
-                    counts["hang"] += 1
+                    counts[surface]["hang"] += 1
                     hangs.append(job)
                 elif isinstance(result[0], str):  # the worker died
-                    counts["crash"] += 1
-                    signature = f"worker died (exit {result[1]})"
+                    counts[surface]["crash"] += 1
+                    signature = f"{surface}: worker died (exit {result[1]})"
                     crashes.setdefault(signature, (job, None))
                     per_signature[signature] = per_signature.get(signature, 0) + 1
                 else:
                     _, outcome, seconds, data, suffix, view, fmt = result
-                    slowest = max(slowest, seconds)
-                    counts[outcome.kind] += 1
+                    slowest[surface] = max(slowest[surface], seconds)
+                    elapsed[surface] += seconds
+                    counts[surface][outcome.kind] += 1
                     if outcome.kind == "crash":
-                        crashes.setdefault(outcome.signature, (job, (outcome, data, suffix, view, fmt)))
-                        per_signature[outcome.signature] = per_signature.get(outcome.signature, 0) + 1
+                        signature = f"{surface}: {outcome.signature}"
+                        crashes.setdefault(signature, (job, (outcome, data, suffix, view, fmt)))
+                        per_signature[signature] = per_signature.get(signature, 0) + 1
                 if done % 500 == 0:
                     rate = done / (time.monotonic() - started)
                     print(f"  {done} cases, {counts}, {rate:.1f} cases/s", file=sys.stderr)
-            elapsed = time.monotonic() - started
+            wall = time.monotonic() - started
             args.out.mkdir(parents=True, exist_ok=True)
             for number, (signature, (job, found)) in enumerate(sorted(crashes.items())):
+                seed_label = labels[job[2]][job[3]]
                 if found is None:
-                    print(f"crash: {signature} x{per_signature[signature]}: case {job[1]} "
-                          f"(seed {paths[job[2]].name}, case seed {job[3]})")
+                    print(f"crash: {signature} x{per_signature[signature]}: case {job[1]} (seed {seed_label}, case seed {job[4]})")
                     continue
                 outcome, data, suffix, view, fmt = found
-                small = minimise(pool, data, suffix, view, fmt, signature, args.minimise_seconds)
+                if job[2] == "trace":
+                    small = minimise(pool, data, suffix, view, fmt, signature.split(": ", 1)[1], args.minimise_seconds)
+                    command = f"tuiprof summary crash-{number}{suffix} --view {view} --format {fmt}"
+                else:  # the mutated rank, as found: put it in place of its rank in a copy of the seed run
+                    small = data
+                    case = build_case(job[2], seeds, job[3], job[4])
+                    command = (f"run {seed_label} with {case.files[case.bad][0]} replaced by crash-{number}{suffix}: "
+                               f"tuiprof summary RUN_DIR --view {view} --format {fmt}")
                 target = args.out / f"crash-{number}{suffix}"
                 target.write_bytes(small)
-                (args.out / f"crash-{number}.txt").write_text(
-                    f"{signature}\ntuiprof summary {target.name} --view {view} --format {fmt}\n\n{outcome.detail}\n"
-                )
-                print(f"crash: {signature} x{per_signature[signature]}: {target} "
-                      f"({len(small):,} bytes; --view {view} --format {fmt})")
+                (args.out / f"crash-{number}.txt").write_text(f"{signature}\n{command}\n\n{outcome.detail}\n")
+                print(f"crash: {signature} x{per_signature[signature]}: {target} ({len(small):,} bytes; {command})")
         finally:
             pool.close()
     for job in hangs[:20]:
-        rng = random.Random(job[3])
-        data, suffix = make_case(seeds[job[2]], rng)
-        view, fmt = rng.choice(VIEWS), rng.choice(FORMATS)
-        target = args.out / f"hang-{job[1]}{suffix}"
+        case = build_case(job[2], seeds, job[3], job[4])
+        name, data = case.files[case.bad]
+        target = args.out / f"hang-{job[1]}-{name}"
         target.write_bytes(data)
-        print(f"hang: {target} ({len(data):,} bytes; --view {view} --format {fmt}; seed {paths[job[2]].name})")
-    total = sum(counts.values())
-    print(
-        f"fuzz: {total} cases in {elapsed:.0f} s ({total / elapsed:.1f} cases/s, {args.jobs} jobs): "
-        f"{counts['clean']} clean, {counts['crash']} crash ({len(crashes)} distinct), {counts['hang']} hang; "
-        f"slowest case {slowest:.1f} s"
-    )
-    return 1 if counts["crash"] or counts["hang"] else 0
+        print(f"hang: {job[2]}: {target} ({len(data):,} bytes; --view {case.view} --format {case.fmt}; seed {labels[job[2]][job[3]]})")
+    failed = False
+    for surface in surfaces:
+        tally = counts[surface]
+        total = sum(tally.values())
+        distinct = sum(1 for signature in crashes if signature.startswith(f"{surface}: "))
+        print(
+            f"fuzz {surface}: {total} cases ({elapsed[surface]:.0f} s of case time, {args.jobs} jobs, {wall:.0f} s wall for all): "
+            f"{tally['clean']} clean, {tally['crash']} crash ({distinct} distinct), {tally['hang']} hang; slowest case {slowest[surface]:.1f} s"
+        )
+        failed |= bool(tally["crash"] or tally["hang"])
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -56,3 +56,19 @@ def test_screens(snap_compare, size, keys) -> None:
 def test_gpu_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(H100))
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+
+
+COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # scripts/make_compiled_trace.py
+
+
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        ((80, 24), ["2", "down", "space", "down", "space", "down", "space", "down", "space"]),  # Modules: the regions unfolded
+        ((120, 40), ["3", "/", "c", "p", "p", "enter"]),  # Operators: the C++ kernels, what the first computes
+    ],
+    ids=["modules-80x24", "operators-120x40"],
+)
+def test_compiled_screens(snap_compare, size, keys) -> None:
+    app = ExplorerApp(FileSource(COMPILED))
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
+             "the least useful columns and saying which; a pipe always gets every column)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
     )
     run.set_defaults(handler=run_script)
-    for sub in (live, run):
-        _add_capture_arguments(sub)
+    for name, sub in (("live", live), ("run", run)):
+        _add_capture_arguments(sub, name)
     from tuiprof.capture.options import add_compile_arguments
 
     add_compile_arguments(live)
@@ -107,6 +109,10 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
     parser.add_argument(
         "--max-inflate-ratio", type=float, metavar="N", default=None,
         help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
+    )
+    parser.add_argument(
+        "--no-sidecars", action="store_true",
+        help="in a run directory: neither read nor write the .tuiprof-summary caches (also TUIPROF_NO_SIDECARS=1)",
     )
 
 
@@ -127,6 +133,7 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
     parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
 
 
 def _add_diff_parser(commands) -> None:
@@ -152,8 +159,13 @@ def _add_diff_parser(commands) -> None:
     diff.add_argument("--limit", type=int, default=None, metavar="N",
                       help="rows per table (default: 10 in table/markdown, all in csv/json)")
     diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
-    diff.add_argument("--fail-if-slower", metavar="PCT", help="exit 1 when B's median step is more than PCT slower, beyond noise (e.g. 5%%)")
-    diff.add_argument("--fail-if-memory", metavar="PCT", help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%)")
+    diff.add_argument("--wide", action="store_true", help=WIDE_HELP)
+    diff.add_argument("--fail-if-slower", metavar="PCT",
+                      help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
+                           "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs")
+    diff.add_argument("--fail-if-memory", metavar="PCT",
+                      help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%); "
+                           "exit 2 when A and B look like different programs")
     diff.set_defaults(handler=run_diff)
 
 
@@ -177,10 +189,10 @@ def _add_timeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_capture_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     from tuiprof.capture.options import add_capture_arguments
 
-    add_capture_arguments(parser)
+    add_capture_arguments(parser, command)
 
 
 def resolve_path(args: argparse.Namespace) -> str:
@@ -188,6 +200,10 @@ def resolve_path(args: argparse.Namespace) -> str:
         from tuiprof.trace.source import set_max_inflate_ratio
 
         set_max_inflate_ratio(max(0.0, args.max_inflate_ratio))
+    if args.no_sidecars:
+        from tuiprof.trace.run import set_sidecars
+
+        set_sidecars(False)
     if args.path is not None:  # "" is an error, not the sample
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
@@ -200,8 +216,10 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import load_model
     from tuiprof.report.summary import SummaryRequest, print_summary
 
+    if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
+        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
     path = resolve_path(args)
-    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
+    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
@@ -249,6 +267,8 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
 def run_open(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         return run_summary(args)
+    if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence
+        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
     path = resolve_path(args)
     trace = choose_trace(path, args.trace)
     if not trace.stream:

@@ -7,10 +7,11 @@ import os
 
 from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.compiled_map import attach_compiled
+from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
-from tuiprof.analysis.model import TraceInfo, TraceModel
+from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
@@ -33,11 +34,11 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         calls, activity, unattributed = build_calls(store)
         if calls.flops_damaged:
             store.report.note(f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them")
-        flops_source = TraceModel.flops_source
+        flops_source = RECOMPUTED_FLOPS
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
-        modules = build_module_tree(store, calls)
+        modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
         compiled = attach_compiled(modules, calls, live, store.report) if live is not None else None
@@ -54,6 +55,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
             compiled=compiled,
+            live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()
         return model

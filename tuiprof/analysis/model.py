@@ -7,6 +7,7 @@ from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
 from tuiprof.analysis.compiled_map import CompiledAttribution
+from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
@@ -32,8 +33,17 @@ class TraceInfo:
     duration_us: float  # first to last CPU or device activity
 
 
-@dataclass
+RECOMPUTED_FLOPS = "recomputed from Input Dims (torch's formulas)"
+
+
+@dataclass(frozen=True)
 class TraceModel:
+    """Everything the views show about one trace, built by ``analysis.build.analyze``.
+
+    Frozen: built once, then only read (from the UI thread and workers alike), so every
+    field is computed before the constructor.  The operator tables are computed on demand
+    into ``_tables`` (a cache, filled in place) and the totals are ``cached_property``."""
+
     info: TraceInfo
     report: DecodeReport
     calls: OperatorCalls
@@ -43,9 +53,10 @@ class TraceModel:
     kernels: list[KernelStats]
     steps: list[StepStats]
     memory: list[MemoryTimeline]
-    flops_source: str = "recomputed from Input Dims (torch's formulas)"
+    flops_source: str = RECOMPUTED_FLOPS
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
     compiled: CompiledAttribution | None = None  # a compiled capture: compile time, share placed in modules
+    live_batch_size: int | None = None  # the batch a live capture fed the model, when it saved it
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 
     def operators(
@@ -71,6 +82,11 @@ class TraceModel:
     ) -> bool:
         """Whether :meth:`operators` would answer from its cache."""
         return (group_by_shape, top_level_only, module.path if module else None) in self._tables
+
+    @cached_property
+    def has_inductor_kernels(self) -> bool:
+        """Whether the trace names Inductor kernels (a compiled model's): the tables then say what they compute."""
+        return has_inductor_kernels(self.calls.names)
 
     @cached_property
     def total_self_cpu_us(self) -> float:

@@ -49,6 +49,12 @@ class DecodeReport:
     skipped: int = 0
     damaged: int = 0  # decoded, but a ts or dur not finite, >= 2**62 ns, or a negative dur: left out
     problems: list[str] = field(default_factory=list)
+    truncated: bool = False  # the event array is not closed: the file ends early
+
+    @property
+    def intact(self) -> bool:
+        """Every event read as written: nothing repaired, skipped, left out or cut off."""
+        return not (self.repaired or self.skipped or self.damaged or self.problems or self.truncated)
 
     def note(self, problem: str) -> None:
         if problem not in self.problems and len(self.problems) < 20:
@@ -63,6 +69,7 @@ class DecodeReport:
         self.repaired += other.repaired
         self.skipped += other.skipped
         self.count_damaged(other.damaged)
+        self.truncated |= other.truncated
         for problem in other.problems:
             self.note(problem)
 
@@ -285,6 +292,7 @@ def _split_tail(view: memoryview, body_start: int, report: DecodeReport) -> tupl
     stripped = window.rstrip()
     if stripped.endswith(b"]"):  # a bare array
         return window_start + len(stripped) - 1, None
+    report.truncated = True
     report.note("the event array is not closed (truncated file?): read what is there")
     return len(view), None
 

@@ -8,6 +8,7 @@ rank; we never do).
 
 from __future__ import annotations
 
+import errno
 import gzip
 import mmap
 import os
@@ -54,22 +55,54 @@ def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
 
-def list_traces(directory: Path) -> list[TraceFile]:
-    """Every regular trace file directly inside ``directory``, ordered by rank then name."""
+def trace_entries(directory: Path) -> tuple[list[tuple[Path, os.stat_result]], list[str]]:
+    """The regular files with a trace's name directly inside ``directory`` (links followed),
+    in name order, and one line for every other entry with a trace's name: a link that
+    loops or points at nothing, a FIFO, a device, a socket, a folder.  Never read, never
+    waited on (a FIFO is only stat'ed)."""
     try:
-        entries = list(os.scandir(directory))
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError as exc:
         raise TraceError(str(directory), f"cannot be listed ({exc.strerror})", "check its permissions") from None
-    found = []
+    found: list[tuple[Path, os.stat_result]] = []
+    skipped: list[str] = []
     for entry in entries:
-        if not is_trace_name(Path(entry.name)):
+        path = Path(entry.path)
+        if not is_trace_name(path):
             continue
         try:
             info = entry.stat()
-        except OSError:
+        except OSError as exc:
+            skipped.append(f"{path}: {_unreadable_entry(entry, exc)}; skipped")
             continue
         if stat.S_ISREG(info.st_mode):
-            found.append(TraceFile(Path(entry.path), info.st_size, _peek_rank(Path(entry.path))))
+            found.append((path, info))
+        else:
+            link = " a symbolic link to" if entry.is_symlink() else ""
+            skipped.append(f"{path}:{link} {_kind(info.st_mode)}, not a trace file; skipped")
+    return found, skipped
+
+
+def _unreadable_entry(entry: os.DirEntry, exc: OSError) -> str:
+    if not entry.is_symlink():
+        return f"cannot be read ({exc.strerror})"
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link that loops"
+    try:
+        return f"a symbolic link to {os.readlink(entry.path)}, which does not exist"
+    except OSError:
+        return f"a symbolic link that cannot be followed ({exc.strerror})"
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def list_traces(directory: Path) -> list[TraceFile]:
+    """Every regular trace file directly inside ``directory``, ordered by rank then name."""
+    found = [TraceFile(path, info.st_size, _peek_rank(path)) for path, info in trace_entries(directory)[0]]
     return sorted(found, key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.name))
 
 
