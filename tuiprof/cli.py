@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=run_script)
     for name, sub in (("live", live), ("run", run)):
         _add_capture_arguments(sub, name)
+    from tuiprof.capture.options import add_compile_arguments
+
+    add_compile_arguments(live)
     return parser
 
 

@@ -6,6 +6,7 @@ import gc
 import os
 
 from tuiprof.analysis.calls import build_calls
+from tuiprof.analysis.compiled_map import attach_compiled
 from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
@@ -41,6 +42,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
+        compiled = attach_compiled(modules, calls, live, store.report) if live is not None else None
         model = TraceModel(
             info=_trace_info(store, calls, activity),
             report=store.report,
@@ -53,6 +55,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
+            compiled=compiled,
             live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()
