@@ -837,7 +837,7 @@ def load_side(path: str, select: str | None = None, ranks: str | None = None) ->
     directory (``select``: a rank or part of a name; default its lowest rank),
     or with ``ranks`` ("all" or "0,2,5") several ranks of a run directory."""
     if ranks is None or not Path(path).is_dir():
-        return [load_model(path, select)]
+        return [load_model(path, select, save_to_cache=True)]
     _, traces = resolve_trace(path)
     if ranks != "all":
         try:

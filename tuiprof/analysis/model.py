@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.compiled_map import CompiledAttribution
 from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
@@ -54,6 +55,7 @@ class TraceModel:
     memory: list[MemoryTimeline]
     flops_source: str = RECOMPUTED_FLOPS
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
+    compiled: CompiledAttribution | None = None  # a compiled capture: compile time, share placed in modules
     live_batch_size: int | None = None  # the batch a live capture fed the model, when it saved it
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 

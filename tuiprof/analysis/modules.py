@@ -64,6 +64,9 @@ class ModuleNode:
     qualified_name: str | None = None  # "layer1.0.conv1" (live capture)
     parameters: int | None = None  # live capture
     output_shape: str | None = None  # live capture
+    # Compiled runs (analysis/compiled_map.py): the kernels fused across modules that computed
+    # part of this one -- (kernel name, the modules it fused, the modules its time went to).
+    fused_kernels: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def path(self) -> str:

@@ -103,6 +103,18 @@ def profile_training(
         return result
     with _oom_as_error(config), _mismatch_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
+    if config.compile:
+        from tuiprof.capture.compiled import warm_up_compiled
+
+        if note(f"compiling {config.model} (torch.compile, mode {config.compile_mode})"):
+            return result
+        with _oom_as_error(config):
+            model, facts.compiled, facts.compile_s = warm_up_compiled(
+                model,
+                lambda compiled: _train_step(compiled, criterion, optimizer, first_inputs, first_targets, config.mode == "train", device),
+                config.compile_mode, config.dynamic,
+                on_tick=lambda seconds: note(f"compiling {config.model} (torch.compile): {seconds:.0f} s so far"),
+            )
 
     def save(prof: profile, window: SavedWindow) -> None:
         if config.with_flops:

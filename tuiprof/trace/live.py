@@ -2,7 +2,9 @@
 
 A capture (``tuiprof live``/``run``) knows each module instance's qualified
 name, parameter count and output shape, torch's own FLOPs per operator call,
-the profiler's log lines and (``live``) the batch it fed the model.  They are written into the saved trace as one
+the profiler's log lines, (``live``) the batch it fed the model and, for a
+compiled model, the compile time and which module owns each kernel
+(:mod:`tuiprof.trace.compiled_map`).  They are written into the saved trace as one
 extra top-level member, :data:`MEMBER`, the document's last, after
 ``traceEvents``: Perfetto's JSON tokenizer stops reading at a top-level key
 it does not know (one before the events would hide them all), and
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import msgspec
 
+from tuiprof.trace.compiled_map import CompiledMap
 from tuiprof.trace.decode import DecodeReport
 
 MEMBER = "tuiprofLive"
@@ -36,6 +39,8 @@ class LiveFacts(msgspec.Struct):
     modules: dict[str, ModuleFacts] = {}  # "Conv2d_1" -> facts
     flops_by_external_id: dict[int, int] = {}  # torch's with_flops count per operator call
     log_lines: list[str] = []  # what the profiler printed on fd 2
+    compile_s: float | None = None  # torch.compile's time in the unprofiled warm-up step (None: not compiled by tuiprof)
+    compiled: CompiledMap | None = None  # kernel -> module of the compiled graphs (tuiprof.trace.compiled_map)
     batch_size: int | None = None  # the length of the batch fed to the model (a diff compares per sample)
 
 

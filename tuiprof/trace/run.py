@@ -36,6 +36,7 @@ from pathlib import Path
 import orjson
 
 from tuiprof.errors import TraceError
+from tuiprof.trace.cache import cache_root
 from tuiprof.trace.source import TraceFile, read_head, trace_entries
 
 SIDECAR_SUFFIX = ".tuiprof-summary"
@@ -259,7 +260,7 @@ def sidecar_path(trace: Path) -> Path:
 
 def cached_sidecar_path(trace: Path) -> Path:
     """The sidecar of ``trace`` in the user's cache (for folders tuiprof must not write into)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof" / "sidecars"
+    cache = cache_root() / "sidecars"
     key = hashlib.sha256(str(trace.resolve()).encode(errors="surrogateescape")).hexdigest()[:32]
     return cache / f"{key}{SIDECAR_SUFFIX}"
 
