@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from itertools import chain, compress
-from typing import cast
+from typing import Any, ClassVar, cast
 
 import msgspec
 import numpy as np
@@ -45,22 +45,24 @@ _EMPTY_ARGS = EventArgs()
 class Columns:
     """A dataclass of equally long numpy columns, with concatenation and row selection."""
 
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on each subclass: dataclasses.fields() takes them
+
     def __len__(self) -> int:
-        first = fields(self)[0]  # type: ignore[arg-type]
+        first = fields(self)[0]
         return len(getattr(self, first.name))
 
     def take(self, rows: np.ndarray | slice):
-        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})  # type: ignore[arg-type]
+        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
     @classmethod
     def concat(cls, parts: list):
         if not parts:
             return cls.empty()
-        return cls(**{f.name: _joined([getattr(p, f.name) for p in parts]) for f in fields(cls)})  # type: ignore[arg-type]
+        return cls(**{f.name: _joined([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
     @classmethod
     def empty(cls):
-        return cls(**{f.name: np.empty(0, dtype=np.int64) for f in fields(cls)})  # type: ignore[arg-type]
+        return cls(**{f.name: np.empty(0, dtype=np.int64) for f in fields(cls)})
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
