@@ -9,11 +9,12 @@ from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
+from tuiprof.analysis.memory_categories import categorised_memory
 from tuiprof.analysis.model import TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
-from tuiprof.trace.live import LiveFacts, decode_live_facts
+from tuiprof.trace.live import LiveFacts, decode_live_facts, decode_memory_categories
 from tuiprof.trace.load import ProgressCallback
 
 
@@ -36,6 +37,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
+        saved_categories = decode_memory_categories(live, store.report)
         modules = build_module_tree(store, calls)
         if live is not None:
             name_modules(modules, live)
@@ -51,6 +53,8 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
+            memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
+            memory_categories_problem=saved_categories.problem if saved_categories else "",
         )
         model.operators()
         return model

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.trace.columns import NONE
+from tuiprof.trace.memory import MemoryRecords
 from tuiprof.trace.store import TraceEvents, as_thread_id
 
 
@@ -26,6 +28,8 @@ class MemoryTimeline:
     peak_operator_row: int  # call row running at the peak, -1 if none
     allocations: int
     frees: int
+    # (bytes, thread, start ns) of each allocation not freed by the peak (paired by Addr), largest first
+    live_at_peak: tuple[tuple[int, int | str, int], ...] = ()
 
     @property
     def is_cpu(self) -> bool:
@@ -50,10 +54,25 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
                 peak_operator_row=innermost_call_at(calls, records.tids[peak], int(records.start_ns[peak])),
                 allocations=int((records.bytes[mine] > 0).sum()),
                 frees=int((records.bytes[mine] < 0).sum()),
+                live_at_peak=live_at(records, mine[mine <= peak]),
             )
         )
     timelines.sort(key=lambda t: (t.is_cpu, t.device))
     return timelines
+
+
+def live_at(records: MemoryRecords, rows: np.ndarray) -> tuple[tuple[int, int | str, int], ...]:
+    """The allocations among ``rows`` (time order) whose address the rows do not free again after:
+    (bytes, thread, start ns), largest first.  Records without an ``Addr`` pair nothing."""
+    rows = rows[records.addr[rows] != NONE]
+    if not len(rows):
+        return ()
+    reverse = rows[::-1]
+    _, last = np.unique(records.addr[reverse], return_index=True)  # each address's last record
+    final = reverse[last]
+    final = final[records.bytes[final] > 0]
+    final = final[np.argsort(-records.bytes[final], kind="stable")]
+    return tuple((int(records.bytes[r]), records.tids[r], int(records.start_ns[r])) for r in final.tolist())
 
 
 def innermost_call_at(calls: OperatorCalls, tid: int | str, time_ns: int) -> int:

@@ -28,6 +28,7 @@ class LiveTensor:
     operator: str  # the outermost "::" operator that allocated it, "" when unknown
     module: str  # the trace's module name ("Conv2d_1"), "" outside every module
     tensor_id: int  # torch's tensor id, -1 for memory with no tensor
+    made_ns: int  # when it was allocated, on the trace's clock; -1: before the capture
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def _replay(saved: DeviceMemoryCategories, base_time_ns: int) -> CategorisedMemo
     states = running[last_of_point]
     peak = int(np.argmax(states.sum(axis=1)))
     times = absolute[last_of_point] - base_time_ns
+    made = absolute - base_time_ns
+    made[: saved.preexisting] = -1
     if saved.preexisting and bucket[last_of_point[0]] == -1 and len(times) > 1:
         times[0] = times[1]  # tensors from before the capture: shown at its start, as torch does
     return CategorisedMemory(
@@ -94,14 +97,19 @@ def _replay(saved: DeviceMemoryCategories, base_time_ns: int) -> CategorisedMemo
         times_ns=times,
         bytes=states,
         peak_index=peak,
-        live_at_peak=_live_tensors(saved, codes, sizes, int(last_of_point[peak]) + 1),
+        live_at_peak=_live_tensors(saved, codes, sizes, int(last_of_point[peak]) + 1, made),
     )
 
 
-def _live_tensors(saved: DeviceMemoryCategories, codes: np.ndarray, sizes: np.ndarray, upto: int) -> tuple[LiveTensor, ...]:
+def _live_tensors(
+    saved: DeviceMemoryCategories, codes: np.ndarray, sizes: np.ndarray, upto: int, change_ns: np.ndarray
+) -> tuple[LiveTensor, ...]:
     """What the first ``upto`` changes leave live, per tensor and category."""
     count = len(saved.categories)
-    slots = np.array(saved.tensor[:upto], dtype=np.int64) * count + codes[:upto]
+    tensor_of_change = np.array(saved.tensor[:upto], dtype=np.int64)
+    first_change = np.full(len(saved.tensor_id), -1, dtype=np.int64)
+    first_change[tensor_of_change[::-1]] = np.arange(upto)[::-1]  # the earliest change of each tensor wins
+    slots = tensor_of_change * count + codes[:upto]
     unique, inverse = np.unique(slots, return_inverse=True)
     live = np.zeros(len(unique), dtype=np.int64)
     np.add.at(live, inverse, sizes[:upto])
@@ -119,6 +127,7 @@ def _live_tensors(saved: DeviceMemoryCategories, codes: np.ndarray, sizes: np.nd
                 operator=saved.operators[operator] if operator >= 0 else "",
                 module=saved.modules[module] if module >= 0 else "",
                 tensor_id=saved.tensor_id[tensor],
+                made_ns=int(change_ns[first_change[tensor]]),
             )
         )
     return tuple(tensors)

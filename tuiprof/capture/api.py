@@ -53,7 +53,9 @@ def profile(
     from torch.profiler import profile as torch_profile
 
     from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
+    from tuiprof.capture.memory_categories import memory_categories_member
     from tuiprof.capture.session import TraceWindows, write_trace
+    from tuiprof.trace.live import LiveFacts
 
     if keep not in ("first", "last"):
         raise ValueError(f"keep must be 'first' or 'last', not {keep!r}")
@@ -65,7 +67,7 @@ def profile(
     session: ProfileSession
 
     def save(prof: Any) -> None:
-        write(prof, target)
+        write(prof, target, LiveFacts(memory_categories=memory_categories_member(prof)))
         session.written = True
 
     windows = TraceWindows(save, keep_last=keep == "last")
@@ -83,8 +85,7 @@ def profile(
     with windows.recording(profiler):
         yield session
     if schedule is None:
-        write(profiler, target)
-        session.written = True
+        save(profiler)
     elif not session.written:
         warnings.warn(
             f"tuiprof.profile: the block ended before an active step of the schedule finished; nothing was written to {target}",

@@ -31,11 +31,18 @@ from collections import defaultdict, deque
 from itertools import count
 from typing import Any
 
+import msgspec
 import torch
 from torch._C._profiler import _EventType
 from torch.profiler._memory_profiler import Action, Category, MemoryProfileTimeline, TensorKey
 
-from tuiprof.trace.live import CATEGORY_NAMES, DeviceMemoryCategories, MemoryCategories
+from tuiprof.trace.live import (
+    CATEGORY_NAMES,
+    NO_CATEGORIES,
+    DeviceMemoryCategories,
+    MemoryCategories,
+    encode_memory_categories,
+)
 
 _CODE = {category: CATEGORY_NAMES.index(category.name.lower()) for category in Category}
 UNKNOWN = CATEGORY_NAMES.index("unknown")
@@ -216,3 +223,10 @@ def _code(timeline: MemoryProfileTimeline, key: Any, version: int) -> int:
     if not isinstance(key, TensorKey):
         return UNKNOWN
     return _CODE.get(timeline.categories.get(key, version), UNKNOWN)
+
+
+def memory_categories_member(prof: Any) -> msgspec.Raw:
+    """What :attr:`LiveFacts.memory_categories` holds for a capture: null without profile_memory."""
+    if not getattr(prof, "profile_memory", False):
+        return NO_CATEGORIES
+    return encode_memory_categories(categorise_memory(prof))

@@ -49,6 +49,7 @@ def profile_script(
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from tuiprof.capture.distributed import ensure_distributed_info, torchrun_launch, write_rank_trace
+    from tuiprof.capture.memory_categories import memory_categories_member
     from tuiprof.capture.session import TraceWindows, make_profiler, torch_flops, write_trace
 
     result = ScriptResult(0, False, False)
@@ -63,6 +64,7 @@ def profile_script(
             result.facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             result.facts.log_lines = read_log()
+        result.facts.memory_categories = memory_categories_member(prof)
         (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts)
         result.written = True
 

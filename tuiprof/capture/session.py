@@ -24,6 +24,7 @@ from torch import nn
 from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
 from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
+from tuiprof.capture.memory_categories import memory_categories_member
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
 from tuiprof.trace.live import MEMBER, LiveFacts, ModuleFacts, encode_live_facts
 
@@ -102,6 +103,7 @@ def profile_training(
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             facts.log_lines = read_log()
+        facts.memory_categories = memory_categories_member(prof)
         write_trace(prof, trace_path, facts)
         result.trace_path = trace_path
         if want_key_averages:

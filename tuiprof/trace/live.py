@@ -30,6 +30,7 @@ VERSION = 1
 MEMORY_CATEGORIES_VERSION = 1
 # torch's Category names in lower case, and ``unknown`` for memory torch could not
 # tie to a tensor (its None); a file's ``categories`` list says what its codes mean.
+NO_CATEGORIES = msgspec.Raw(b"null")  # JSON null: an empty Raw would encode as nothing
 CATEGORY_NAMES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail", "unknown")
 
 
@@ -48,7 +49,7 @@ class LiveFacts(msgspec.Struct):
     modules: dict[str, ModuleFacts] = {}  # "Conv2d_1" -> facts
     flops_by_external_id: dict[int, int] = {}  # torch's with_flops count per operator call
     log_lines: list[str] = []  # what the profiler printed on fd 2
-    memory_categories: msgspec.Raw = msgspec.Raw()  # an encoded MemoryCategories; empty: none
+    memory_categories: msgspec.Raw = NO_CATEGORIES  # an encoded MemoryCategories
 
 
 class DeviceMemoryCategories(msgspec.Struct):
@@ -111,7 +112,7 @@ def encode_memory_categories(categories: MemoryCategories) -> msgspec.Raw:
 def decode_memory_categories(facts: LiveFacts | None, report: DecodeReport) -> MemoryCategories | None:
     """The categorisation a capture saved, checked like any input; None when absent,
     newer than this tuiprof, or inconsistent (noted in the report)."""
-    if facts is None or not facts.memory_categories:
+    if facts is None or bytes(facts.memory_categories) in (b"", b"null"):
         return None
     try:
         categories = msgspec.json.decode(facts.memory_categories, type=MemoryCategories)
