@@ -11,7 +11,8 @@ With torch's categories (a tuiprof capture, analysis/memory_categories.py):
 - a module's bytes include its submodules' (``layer4`` holds its blocks');
 - "the module holding the most activations" is the root's child (a
   top-level block) with the most activation bytes, followed down while one
-  child holds all of them: the block a user would checkpoint.
+  child with children of its own holds all of them: the block a user would
+  checkpoint (never a lone ReLU).
 
 Without them (another tool's trace), only what the JSON supports: the
 ``[memory]`` allocations still live at the allocator's peak (paired with
@@ -98,6 +99,7 @@ class MemoryBreakdown:
     allocations: list[PeakAllocation]  # largest first
     what_ifs: list[WhatIf]
     most_activations: ModuleMemory | None
+    phases: tuple[tuple[int, int, str], ...] = ()  # (start ns, end ns, phase) of every step, for the curve
 
     @property
     def by_category(self) -> list[tuple[str, int]]:
@@ -137,7 +139,7 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
     return MemoryBreakdown(
         device=memory.device, peak_bytes=memory.peak_bytes, peak_ns=memory.peak_ns, step=step, phase=phase,
         memory=memory, modules=modules, allocations=allocations,
-        what_ifs=_what_ifs(model, memory, step, most), most_activations=most,
+        what_ifs=_what_ifs(model, memory, step, most), most_activations=most, phases=_phases(model),
     )
 
 
@@ -175,22 +177,29 @@ def _module_rows(
 
 
 def _most_activations(modules: list[ModuleMemory]) -> ModuleMemory | None:
-    """The root's child with the most activation bytes, followed down while one child holds them all."""
-    with_activations = [m for m in modules if m.bytes.get("activation") and m.node is not None]
-    if not with_activations:
+    """The root's child with the most activation bytes, followed down while one child
+    that has children of its own holds all of them (a block, never a single ReLU)."""
+    by_node = {id(m.node): m for m in modules if m.node is not None and m.bytes.get("activation")}
+    if not by_node:
         return None
-    by_node = {id(m.node): m for m in with_activations}
-    top = [m for m in with_activations if m.depth == min(m.depth for m in with_activations)]
-    best = max(top, key=lambda m: m.bytes["activation"])
-    children = [by_node[id(c)] for c in best.node.children if id(c) in by_node] if best.node else []
-    if children:  # below the root: the block that holds the most
+
+    def activation_children(module: ModuleMemory) -> list[ModuleMemory]:
+        return [by_node[id(c)] for c in module.node.children if id(c) in by_node] if module.node else []
+
+    roots = [m for m in by_node.values() if m.node.parent is None]
+    best = max(roots, key=lambda m: m.bytes["activation"])
+    children = activation_children(best)
+    if children:  # below the whole model: its block that holds the most
         best = max(children, key=lambda m: m.bytes["activation"])
-    while best.node is not None:
-        whole = [by_node[id(c)] for c in best.node.children if id(c) in by_node and by_node[id(c)].bytes["activation"] == best.bytes["activation"]]
+    while True:
+        whole = [c for c in activation_children(best) if c.bytes["activation"] == best.bytes["activation"] and c.node.children]
         if not whole:
-            break
+            return best
         best = whole[0]
-    return best
+
+
+def _phases(model: TraceModel) -> tuple[tuple[int, int, str], ...]:
+    return tuple((start, end, PHASES[phase]) for start, end, phase in step_phases(model, profiler_step_rows(model)))
 
 
 def _place(model: TraceModel, time_ns: int) -> tuple[StepStats | None, str]:
@@ -198,10 +207,8 @@ def _place(model: TraceModel, time_ns: int) -> tuple[StepStats | None, str]:
     step = next((s for s in model.steps if s.start_ns <= time_ns < s.start_ns + round(s.duration_us * 1000)), None)
     if step is None:
         return None, ""
-    for start, end, phase in step_phases(model, profiler_step_rows(model)):
-        if start <= time_ns < end:
-            return step, PHASES[phase]
-    return step, ""
+    phase = next((name for start, end, name in _phases(model) if start <= time_ns < end), "")
+    return step, phase
 
 
 def _what_ifs(model: TraceModel, memory: CategorisedMemory, step: StepStats | None, most: ModuleMemory | None) -> list[WhatIf]:

@@ -3,7 +3,7 @@ help and the command palette are all derived from it (as harlequin and
 dolphie do), so a key is described once.
 
 ``scope`` says where a key is bound: ``app`` (anywhere), ``table`` (a
-:class:`RowTable`), ``tree`` (the module tree).  Views add their keys with
+:class:`RowTable`), ``tree`` (the module tree), ``memory`` (the Memory view).  Views add their keys with
 :meth:`Command` entries of their own and the same helpers.
 """
 
@@ -60,6 +60,14 @@ TABLE_COMMANDS: tuple[Command, ...] = (
     Command("enter", "select", "Open", "drill in: an operator's calls, a kernel's launches, a module's operator", scope="table", palette=False),
 )
 
+MEMORY_COMMANDS: tuple[Command, ...] = (
+    Command(
+        "m", "next_table", "Table",
+        "Memory view: the next table (at the peak: modules, allocations, what-ifs; operators)",
+        scope="memory", show=True, palette=False,
+    ),
+)
+
 TREE_COMMANDS: tuple[Command, ...] = (
     Command("j", "cursor_down", "Down", "move down", scope="tree", palette=False),
     Command("k", "cursor_up", "Up", "move up", scope="tree", palette=False),
@@ -92,7 +100,7 @@ def help_rows(view_titles: list[str], app_commands: Iterable[Command] = APP_COMM
             rows[command.key_display] = command.help
     rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)
     rows.update(NAVIGATION_HELP)
-    for command in (*TABLE_COMMANDS, *TREE_COMMANDS):
+    for command in (*TABLE_COMMANDS, *TREE_COMMANDS, *MEMORY_COMMANDS):
         if command.help not in rows.values():
             rows[command.key_display] = command.help
     return list(rows.items())
