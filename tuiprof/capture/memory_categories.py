@@ -15,7 +15,10 @@ Who owns a tensor (decided here, shown by the Memory view):
 
 - a parameter, its gradient and its optimizer state: the module whose
   ``named_parameters(recurse=False)`` holds the parameter (torch's Python
-  tracer records them at every module call and at ``optimizer.step``);
+  tracer records them at every module call and at ``optimizer.step``); a
+  parameter of a module that never runs its own forward (MultiheadAttention's
+  ``out_proj``) goes, when the capture knows the model (``tuiprof live``), to
+  the closest module above it that ran, else to none;
 - any other tensor: the innermost module (``nn.Module: Conv2d_1``) around
   the allocation, none for allocations outside every module's forward (the
   backward pass, the loss written as a function);
@@ -49,16 +52,18 @@ UNKNOWN = CATEGORY_NAMES.index("unknown")
 MODULE_PREFIX = "nn.Module: "
 
 
-def categorise_memory(prof: Any) -> MemoryCategories:
+def categorise_memory(prof: Any, model: Any = None, module_keys: dict[str, str] | None = None) -> MemoryCategories:
     """torch's categorised memory timeline of ``prof`` (a stopped ``torch.profiler.profile``),
-    one entry per device; ``problem`` says why there is none."""
+    one entry per device; ``problem`` says why there is none.  ``model`` and ``module_keys``
+    (qualified name -> the trace's module name), when known, place the parameters of
+    modules that never ran their own forward."""
     missing = [name for name in ("record_shapes", "profile_memory", "with_stack") if not getattr(prof, name, False)]
     if missing:
         return MemoryCategories(problem=f"categories need {', '.join(missing)}=True")
     try:
         memory_profile = prof._memory_profile()
         timeline = MemoryProfileTimeline(memory_profile)
-        owners = _Owners(memory_profile._op_tree)
+        owners = _Owners(memory_profile._op_tree, _closest_ran(model, module_keys or {}))
         return MemoryCategories(devices=[_device(timeline, owners, device) for device in _devices(timeline)])
     except Exception as exc:  # torch's categoriser is private and asserts: the trace must survive it
         return MemoryCategories(problem=f"torch's memory categorisation failed ({type(exc).__name__}: {exc})")
@@ -71,7 +76,8 @@ def _devices(timeline: MemoryProfileTimeline) -> list[torch.device]:
 class _Owners:
     """The operator and module of every allocation, and the module owning each parameter's tensors."""
 
-    def __init__(self, op_tree: Any) -> None:
+    def __init__(self, op_tree: Any, fallback: dict[int, str]) -> None:
+        self.fallback = fallback  # parameter storage address -> module name, for modules that never ran
         self.operators: dict[str, int] = {}
         self.modules: dict[str, int] = {}
         self.by_key: dict[TensorKey, tuple[int, int]] = {}  # tensor storage -> (operator, module) of its allocation
@@ -117,7 +123,12 @@ class _Owners:
         if fields.optimizer is not None:
             for parameter, gradient, state in fields.optimizer.parameters:
                 key = TensorKey.from_tensor(parameter)
-                module = self.module_of_tensor.get(key.id) if key is not None else None
+                if key is None:
+                    continue
+                module = self.module_of_tensor.get(key.id)
+                if module is None and parameter.storage_data_ptr in self.fallback:
+                    module = self._index(self.modules, self.fallback[parameter.storage_data_ptr])
+                    self.module_of_tensor[key.id] = module
                 if module is None:
                     continue
                 for tensor in (gradient, *(t for _, t in state)):
@@ -147,6 +158,25 @@ class _Owners:
     @staticmethod
     def _index(table: dict[str, int], name: str) -> int:
         return table.setdefault(name, len(table))
+
+
+def _closest_ran(model: Any, module_keys: dict[str, str]) -> dict[int, str]:
+    """Storage address of each parameter of a module that never ran -> the trace's name
+    of the closest module above it that did ({} without a model)."""
+    if model is None:
+        return {}
+    found: dict[int, str] = {}
+    for qualified, module in model.named_modules():
+        if (qualified or "model") in module_keys:
+            continue
+        parts = qualified.split(".")
+        while parts and ".".join(parts[:-1]) not in module_keys and parts[:-1]:
+            parts.pop()
+        above = module_keys.get(".".join(parts[:-1]) or "model")
+        if above is not None:
+            for parameter in module.parameters(recurse=False):
+                found[parameter.untyped_storage().data_ptr()] = above
+    return found
 
 
 def _device(timeline: MemoryProfileTimeline, owners: _Owners, device: torch.device) -> DeviceMemoryCategories:
@@ -225,8 +255,8 @@ def _code(timeline: MemoryProfileTimeline, key: Any, version: int) -> int:
     return _CODE.get(timeline.categories.get(key, version), UNKNOWN)
 
 
-def memory_categories_member(prof: Any) -> msgspec.Raw:
+def memory_categories_member(prof: Any, model: Any = None, module_keys: dict[str, str] | None = None) -> msgspec.Raw:
     """What :attr:`LiveFacts.memory_categories` holds for a capture: null without profile_memory."""
     if not getattr(prof, "profile_memory", False):
         return NO_CATEGORIES
-    return encode_memory_categories(categorise_memory(prof))
+    return encode_memory_categories(categorise_memory(prof, model, module_keys))

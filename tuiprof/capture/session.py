@@ -103,7 +103,8 @@ def profile_training(
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             facts.log_lines = read_log()
-        facts.memory_categories = memory_categories_member(prof)
+        keys = {known.qualified_name: key for key, known in facts.modules.items()}
+        facts.memory_categories = memory_categories_member(prof, model, keys)
         write_trace(prof, trace_path, facts)
         result.trace_path = trace_path
         if want_key_averages:
