@@ -262,3 +262,36 @@ def test_activation_bytes_per_module_are_the_saved_tensors(tmp_path) -> None:
     activations = {row.label: row.bytes.get("activation", 0) for row in breakdown.modules if row.bytes.get("activation")}
     assert activations == {"Sequential_0": 2 * 1024 * 256 * 4, "ReLU_0": 1024 * 256 * 4, "ReLU_1": 1024 * 256 * 4}
     assert breakdown.most_activations.label in ("ReLU_0", "ReLU_1")  # equal bytes: either
+
+
+# ------------------------------------------------------------------ the explorer
+
+
+async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_activations() -> None:
+    """The Overview says what the peak is made of; the Memory view opens on it with the
+    module holding the most activations selected (blocks.0: its ReLU keeps 256 x 512 floats),
+    and its what-ifs checkpoint that module."""
+    from tests.test_tui import _loaded, _text
+    from tuiprof.tui.app import ExplorerApp
+    from tuiprof.tui.sources import FileSource
+    from tuiprof.tui.widgets.row_table import RowTable
+
+    app = ExplorerApp(FileSource(str(SHIPPED)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        overview = _text(app.query_one("#overview-body"))
+        assert "in backward of step 1" in overview and "blocks.0 (Sequential) holds the most activations" in overview
+        await pilot.press("5")
+        await pilot.pause()
+        assert "peak" in _text(app.query_one("#memory-chart")) and "backward of step 1" in _text(app.query_one("#memory-chart"))
+        table = app.query_one("#memory-ops", RowTable)
+        assert table.current_row["_stats"].label == "blocks.0 (Sequential)"
+        assert table.current_row["activation_bytes"] == 256 * 512 * 4
+        assert table.scroll_offset.y <= table.cursor < table.scroll_offset.y + table.size.height - 1  # in view
+        detail = _text(app.query_one("#memory-detail"))
+        assert "Holds the most activations" in detail and "512.00 KB" in detail
+        await pilot.press("m", "m")  # allocations, then the what-ifs
+        await pilot.pause()
+        remedies = {row["remedy"]: row for row in table.rows}
+        assert "blocks.0 (Sequential)" in str(remedies["Activation checkpointing"]["how"])
+        assert remedies["Activation checkpointing"]["saves_bytes"] == 256 * 512 * 4

@@ -25,6 +25,7 @@ NEEDS_CAPTURE = (
     "profile_memory, record_shapes and with_stack; this file has only allocator events, "
     "so the peak is shown by operator and module."
 )
+NEEDS_CAPTURE_SHORT = "Categories need a tuiprof capture · m: allocations at peak"  # fits 60 columns
 REMEDIES = {
     "grads-to-none": "Gradients set to None between steps",
     "no-momentum": "SGD without momentum",
@@ -34,8 +35,11 @@ REMEDIES = {
 
 
 def share(part: int, whole: int) -> str:
-    """``28 %``: whole percents, the house style."""
-    return f"{round(100 * part / whole)} %" if whole else "--"
+    """``28 %``: whole percents, the house style (``<1 %`` for a little, never ``0 %``)."""
+    if not whole:
+        return "--"
+    percent = round(100 * part / whole)
+    return "<1 %" if part and not percent else f"{percent} %"
 
 
 def peak_place(breakdown: MemoryBreakdown) -> str:
@@ -48,18 +52,20 @@ def peak_place(breakdown: MemoryBreakdown) -> str:
 
 
 def memory_peak_sentence(model: TraceModel) -> str | None:
-    """The Overview's one line: ``Peak 159.7 MB in backward of step 3: 28 % parameters, ...;
-    layer4 holds most activations.``  None without categories."""
+    """The Overview's one line: ``Peak CPU memory 159.7 MB in backward of step 3: 28 %
+    parameters, ...; layer4 holds the most activations (Memory view, 5).``  None without
+    categories.  Short enough for the Overview's finding width (report/plain.py)."""
     breakdown = model.memory_breakdown
     if breakdown is None or breakdown.memory is None:
         return None
     peak = breakdown.peak_bytes
-    parts = [f"{share(size, peak)} {CATEGORY_WORDS[name]}" for name, size in breakdown.by_category if round(100 * size / peak) >= 1]
+    # The categories worth a remedy (5 % or more); the Memory view has them all.
+    parts = [f"{share(size, peak)} {CATEGORY_WORDS[name]}" for name, size in breakdown.by_category if 100 * size >= 5 * peak]
     place = peak_place(breakdown)
     text = f"Peak {breakdown.device} memory {format_bytes(peak)}{' ' + place if place else ''}: {', '.join(parts)}"
     most = breakdown.most_activations
     if most is not None:
-        text += f"; {most.label} holds the most activations ({format_bytes(most.bytes['activation'])})"
+        text += f"; {most.label} holds the most activations"
     return text + " (Memory view, 5)."
 
 

@@ -445,7 +445,7 @@ VIEWS: dict[str, View] = {
     # Tree order (parents first) unless a sort is asked for, as the Modules view.
     "memory-modules": View("memory-modules", "Memory at the peak by module", MEMORY_MODULE_COLUMNS, "", build_memory_module_rows),
     "memory-allocations": View("memory-allocations", "Allocations live at the peak", MEMORY_ALLOCATION_COLUMNS, "bytes", build_memory_allocation_rows),
-    "memory-what-ifs": View("memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "", build_memory_what_if_rows),
+    "memory-what-ifs": View("memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "saves_bytes", build_memory_what_if_rows),
 }
 
 

@@ -17,7 +17,7 @@ from textual.widgets import Static
 from tuiprof.analysis.memory_peak import ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.memory_chart import CategoryCurve, MemoryCurve
-from tuiprof.report.memory_texts import NEEDS_CAPTURE, allocation_detail, module_memory_detail, peak_title, what_if_text
+from tuiprof.report.memory_texts import NEEDS_CAPTURE_SHORT, allocation_detail, module_memory_detail, peak_title, what_if_text
 from tuiprof.report.views import VIEWS, Row, View
 from tuiprof.tui.commands import MEMORY_COMMANDS, bindings
 from tuiprof.tui.views.base import ExplorerView
@@ -111,7 +111,7 @@ class MemoryView(ExplorerView):
                 if node is not None:
                     label += f" ({node.label})"
             curves += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, origin, 4, label)]
-        curves.append(Text(model.memory_categories_problem or NEEDS_CAPTURE, style="dim"))
+        curves.append(Text(model.memory_categories_problem or NEEDS_CAPTURE_SHORT, style="dim", no_wrap=True, overflow="ellipsis"))
         chart.update(Group(*curves))
 
     def show_options(self, model: TraceModel) -> None:
@@ -119,6 +119,7 @@ class MemoryView(ExplorerView):
         title = Text(TABLE_TITLES[self._table], style="bold")
         title.append("  m: next table", style="dim")
         self.query_one("#memory-table-title", Static).update(title)
+        self.query_one("#memory-detail", Static).display = self._table != "ops"  # operator rows: the table needs the room
         if self._table != "ops":
             view = VIEWS[self._table]
             table.set_data(view.visible_columns(self.options, model), view.build(model, self.options), view.default_sort)
@@ -131,7 +132,6 @@ class MemoryView(ExplorerView):
         columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_COLUMNS if key in shown)
         sort = "self_device_mem_bytes" if any(not t.is_cpu for t in model.memory) else "self_cpu_mem_bytes"
         self.fill_table(table, view, self.options, columns=columns, default_sort=sort)
-        self.query_one("#memory-detail", Static).update("")
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
         breakdown = self.model.memory_breakdown if self.model is not None else None
