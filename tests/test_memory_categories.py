@@ -295,3 +295,23 @@ async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_ac
         remedies = {row["remedy"]: row for row in table.rows}
         assert "blocks.0 (Sequential)" in str(remedies["Activation checkpointing"]["how"])
         assert remedies["Activation checkpointing"]["saves_bytes"] == 256 * 512 * 4
+
+
+async def test_memory_view_with_categories_leaves_rows_for_its_table_at_60x20() -> None:
+    """The stacked curve, its phases and legend, the table's title and the detail pane would
+    take every row of a 60x20 terminal: the detail pane gives its rows to the table there."""
+    from tests.test_tui import _loaded
+    from tuiprof.tui.app import ExplorerApp
+    from tuiprof.tui.sources import FileSource
+    from tuiprof.tui.widgets.row_table import RowTable
+
+    app = ExplorerApp(FileSource(str(SHIPPED)))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("5")
+        await pilot.pause()
+        assert app.query_one("#memory-ops", RowTable).size.height >= 5
+        assert not app.query_one("#memory-detail").display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert app.query_one("#memory-detail").display

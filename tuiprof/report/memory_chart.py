@@ -144,11 +144,13 @@ class CategoryCurve:
         start = format_us((int(times[0]) - self.origin_ns) / 1000)
         end = format_us((int(times[-1]) - self.origin_ns) / 1000)
         yield Text(" " * (axis + 1) + start + end.rjust(width - len(start)), style="dim")
-        legend = Text(" " * (axis + 1))
+        legend = Text()
         shown = [c for c, total in zip(memory.categories, memory.bytes.max(axis=0).tolist()) if total > 0]
         for category in shown:
             legend.append("█", style=CATEGORY_STYLES.get(category, ""))
             legend.append(CATEGORY_SHORT.get(category, category) + " ")
+        if legend.cell_len + axis + 1 <= options.max_width:  # under the curve when it fits, else from the left
+            legend = Text(" " * (axis + 1)) + legend
         phase_names = sorted({name for *_, name in self.phases}, key=list(PHASE_MARKS).index)
         phases = " ".join(f"{PHASE_MARKS[p][0]}={p}" for p in phase_names)
         if phases and legend.cell_len + len(phases) + 1 <= options.max_width:  # else the letters speak for themselves

@@ -27,6 +27,7 @@ MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_me
 CHARTS = 2  # devices charted (the first when the terminal is short); the table covers all
 TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
 TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 lines, not 4
+DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
 NO_MEMORY = "No [memory] events: profile with profile_memory=True."
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
 CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "ops")
@@ -77,6 +78,12 @@ class MemoryView(ExplorerView):
     def on_resize(self) -> None:
         if self.model is not None and self._charts() != self._charted:
             self._draw_charts(self.model)  # the table stays as it is
+        self._show_detail_pane()
+
+    def _show_detail_pane(self) -> None:
+        """Operator rows have no detail; a short terminal needs every row for the table."""
+        pane = self.query_one("#memory-detail", Static)
+        pane.display = self._table != "ops" and self.app.size.height >= DETAIL_ROWS
 
     def show_model(self, model: TraceModel) -> None:
         self._table = self._tables(model)[0]
@@ -119,7 +126,7 @@ class MemoryView(ExplorerView):
         title = Text(TABLE_TITLES[self._table], style="bold")
         title.append("  m: next table", style="dim")
         self.query_one("#memory-table-title", Static).update(title)
-        self.query_one("#memory-detail", Static).display = self._table != "ops"  # operator rows: the table needs the room
+        self._show_detail_pane()
         if self._table != "ops":
             view = VIEWS[self._table]
             table.set_data(view.visible_columns(self.options, model), view.build(model, self.options), view.default_sort)
