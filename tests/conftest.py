@@ -21,6 +21,14 @@ def shared_trace_paths() -> list[Path]:
 needs_shared = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def resnet_model():
     from tuiprof.analysis import load_model

@@ -71,3 +71,24 @@ def test_capture_modules_import_no_cli_glue() -> None:
         "print('GLUE', [m for m in ('tuiprof.capture.commands', 'tuiprof.cli', 'textual') if m in sys.modules])"
     )
     assert "GLUE []" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("option", [["--batch-size", "4"], ["--input-shape", "8x64"], ["--device", "cpu"], ["--data", "cifar10"]])
+def test_run_refuses_live_only_options_in_one_line(option: list[str]) -> None:
+    """They would be silently ignored: the script builds its own model and data."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "run", *option, "--no-tui", "examples/train_ddp_gloo.py"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"tuiprof: run {option[0]}: an option of tuiprof live, not of run")
+    assert f"tuiprof run SCRIPT {option[0]} ..." in result.stderr
+
+
+def test_run_help_lists_no_live_only_option() -> None:
+    result = subprocess.run([sys.executable, "-m", "tuiprof", "run", "--help"], capture_output=True, text=True, cwd=ROOT)
+    live = subprocess.run([sys.executable, "-m", "tuiprof", "live", "--help"], capture_output=True, text=True, cwd=ROOT)
+    for flag in ("--batch-size", "--input-shape", "--num-classes", "--mode", "--device", "--data-root"):
+        assert flag not in result.stdout and flag in live.stdout
+    assert "--save" in result.stdout and "--active" in result.stdout

@@ -89,12 +89,15 @@ def test_a_trace_diffed_with_itself_is_all_zeros(tmp_path) -> None:
     model = load_model(gpu_trace(tmp_path / "a.json"))
     diff = diff_traces(model, model)
     assert diff.verdict.outcome == "no change"
-    assert verdict_text(diff.verdict).startswith("no change")
+    assert verdict_text(diff.verdict) == "batch unknown: no change: A and B take 1.000ms per step"
     for table in diff.tables:
         assert table.total_delta == 0
         assert all(r.delta == 0 and r.status == "same" for r in table.rows), table.name
     assert {t.name for t in diff.tables if t.rows} == set(TABLES)
-    assert not diff.notes and not diff.slower_than(0) and not diff.memory_grew_over(0)
+    assert diff.notes == (
+        "batch unknown (A and B: recorded without record_shapes=True): compared per step, as if the batches were equal",
+    )
+    assert not diff.slower_than(0) and not diff.memory_grew_over(0)
 
 
 def test_an_operator_twice_as_slow(tmp_path) -> None:
@@ -185,7 +188,7 @@ def test_operator_deltas_sum_to_the_step_delta_where_operators_cover_the_steps(t
     assert (first.name, first.delta, first.share_pct) == ("aten::first", 1200.0, 100.0)
     assert diff.verdict.outcome == "slower"
     assert verdict_text(diff.verdict) == (
-        "B is 1.60x slower per step (+600.000us, +60.0 %, beyond the 0.0 % step-to-step noise)"
+        "batch unknown: B is 1.60x slower per step (+60.0 %, 0.0 % noise)"
     )
 
 
@@ -215,7 +218,7 @@ def test_within_noise_is_no_change_and_the_gate_passes(tmp_path) -> None:
     assert (verdict.median_a_us, verdict.median_b_us) == (1050.0, 1065.0)
     assert verdict.spread_a_pct == pytest.approx(100 * 100 / 1050)
     assert verdict.outcome == "no change" and not diff.slower_than(1)
-    assert "within the 9.5 % step-to-step noise" in verdict_text(verdict)
+    assert verdict_text(verdict) == "batch unknown: no change per step: B +1.4 %, within the 9.5 % noise"
 
 
 def test_different_step_counts_are_compared_per_step(tmp_path) -> None:
@@ -233,13 +236,15 @@ def test_traces_of_different_kinds_say_what_they_cannot_compare(tmp_path) -> Non
     diff = diff_traces(gpu, cpu)
     assert diff.table("ops").metric == "self CPU time"
     assert list(diff.notes) == [
+        "batch unknown (A and B: recorded without record_shapes=True): compared per step, as if the batches were equal",
         "A ran on a device and B is CPU-only: operators are compared by CPU time",
-        "A and B share 11 % of their operator names: they look like different models, so deltas compare unlike work",
         "Modules: not compared: B has no module tree (recorded without with_stack=True)",
         "Kernels: not compared: B has no device activity (CPU-only)",
         "Memory: not compared: B has no memory records (recorded without profile_memory=True)",
     ]
     assert diff.table("kernels").rows == () and diff.table("steps").rows
+    # B's two operators are not A's: no time in shared operators on B's side.
+    assert diff.overlap.shared_b_pct == 0 and diff.overlap.different_programs
     text = render_diff(diff, "markdown")
     assert "not compared: B has no module tree" in text
 

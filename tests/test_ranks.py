@@ -331,14 +331,50 @@ def test_reopening_8_ranks_from_sidecars_takes_under_a_second(tmp_path):
     assert reopened.from_sidecars == 8 and reopened.ranks == fresh.ranks
 
 
-def test_read_only_folders_get_no_sidecar(tmp_path):
+def _sidecars_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.tuiprof-summary")) if folder.exists() else []
+
+
+def test_read_only_folders_get_their_sidecars_in_the_cache(tmp_path, monkeypatch):
+    """Never written into a folder without write permission (even as root): into $XDG_CACHE_HOME/tuiprof."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     directory = two_rank_run(tmp_path / "run")
     os.chmod(directory, 0o555)
     try:
-        summarise_run(open_run(directory), workers=1)
-        assert not list(directory.glob("*.tuiprof-summary"))
+        first = summarise_run(open_run(directory), workers=1)
+        assert _sidecars_in(directory) == [] and len(_sidecars_in(cache / "tuiprof")) == 2
+        again = summarise_run(open_run(directory))
+        assert again.from_sidecars == 2 and again.ranks == first.ranks
     finally:
         os.chmod(directory, 0o755)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a folder away needs root")
+def test_a_folder_of_another_user_gets_no_sidecar(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    directory = two_rank_run(tmp_path / "run")
+    os.chown(directory, 4321, 4321)  # writable by its owner, who is not us
+    summarise_run(open_run(directory), workers=1)
+    assert _sidecars_in(directory) == [] and len(_sidecars_in(cache)) == 2
+
+
+def test_no_sidecars_reads_and_writes_none(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    directory = two_rank_run(tmp_path / "run")
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(directory), "--view", "ranks", "--no-sidecars"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+    assert result.returncode == 0 and "Ranks" in result.stdout, result.stderr
+    assert _sidecars_in(directory) == [] and _sidecars_in(cache) == []
+    summarise_run(open_run(directory), workers=1)  # on: written next to the traces
+    assert len(_sidecars_in(directory)) == 2
+    monkeypatch.setenv("TUIPROF_NO_SIDECARS", "1")
+    assert summarise_run(open_run(directory), workers=1).from_sidecars == 0  # off: not read either
 
 
 # ------------------------------------------------------------------ the shared 8-rank run

@@ -6,7 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
+import re
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,16 +18,17 @@ from tests.conftest import ROOT, SAMPLES
 from tuiprof.analysis.ranks import summarise_run
 from tuiprof.trace.run import open_run
 
-TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or shutil.which("torchrun")
-needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun not installed")
+needs_torchrun = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
 DDP_SAMPLE = SAMPLES / "ddp_gloo_2ranks"
 
 
-def torchrun(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+def torchrun(args: list[str], tmp_path: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc-per-node 2 ARGS`` (as ``python -m torch.distributed.run``:
+    the ``torchrun`` script may not be on this venv's PATH)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path), OMP_NUM_THREADS="1")
     return subprocess.run(
-        [TORCHRUN, "--standalone", "--nproc-per-node", "2", *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *args],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
     )
 
 
@@ -37,11 +39,11 @@ def header(path: Path) -> dict:
 
 @needs_torchrun
 def test_torchrun_tuiprof_run_writes_every_rank_and_rank_0_names_the_straggler(tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    run_dir = tmp_path / "runs" / "ddp"  # --save creates the missing folders
     save = ["--save", str(run_dir / "train.pt.trace.json.gz")]
     result = torchrun(["-m", "tuiprof", "run", "--no-tui", *save, "examples/train_ddp_gloo.py"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"tuiprof: run saved: {run_dir}/ (reopen: tuiprof open {run_dir})" in result.stderr
     files = sorted(p.name for p in run_dir.iterdir())
     assert files == ["train.rank0.pt.trace.json.gz", "train.rank1.pt.trace.json.gz"]
     for rank, name in enumerate(files):
@@ -50,6 +52,25 @@ def test_torchrun_tuiprof_run_writes_every_rank_and_rank_0_names_the_straggler(t
     # only rank 0 printed the run: one ranks table, the straggler (rank 1 sleeps 20 ms loading data)
     assert result.stdout.count("Ranks - ") == 1 and result.stdout.count("Collectives - ") == 1
     assert "straggler: rank 1: " in result.stdout and "Data load" in result.stdout
+
+
+@needs_torchrun
+def test_torchrun_run_without_save_keeps_the_run_in_tuiprof_runs(tmp_path):
+    """The README's command leaves a run to open: ./tuiprof-runs/<when torchrun started>-<its pid>/."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = ROOT / "examples" / "train_ddp_gloo.py"
+    result = torchrun(["-m", "tuiprof", "run", "--no-tui", "--no-stack", str(script), "--steps", "6"], tmp_path, cwd=work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (work / "tuiprof-runs").iterdir()
+    assert re.fullmatch(r"\d{8}-\d{6}-\d+", run_dir.name)
+    files = sorted(p.name for p in run_dir.iterdir())
+    assert files == ["train_ddp_gloo.rank0.pt.trace.json.gz", "train_ddp_gloo.rank1.pt.trace.json.gz"]
+    relative = Path("tuiprof-runs") / run_dir.name
+    assert f"tuiprof: run saved: {relative}/ (reopen: tuiprof open {relative})" in result.stderr
+    run = summarise_run(open_run(run_dir), workers=1, use_sidecars=False)
+    assert [r.rank for r in run.ranks] == [0, 1] and run.problems == ()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("tuiprof-run")]  # nothing left in TMPDIR
 
 
 @needs_torchrun

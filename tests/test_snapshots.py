@@ -58,6 +58,22 @@ def test_gpu_screens(snap_compare, size, keys) -> None:
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
 
 
+COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # scripts/make_compiled_trace.py
+
+
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        ((80, 24), ["2", "down", "space", "down", "space", "down", "space", "down", "space"]),  # Modules: the regions unfolded
+        ((120, 40), ["3", "/", "c", "p", "p", "enter"]),  # Operators: the C++ kernels, what the first computes
+    ],
+    ids=["modules-80x24", "operators-120x40"],
+)
+def test_compiled_screens(snap_compare, size, keys) -> None:
+    app = ExplorerApp(FileSource(COMPILED))
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+
+
 MLP_CATEGORIES = str(Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz")  # scripts/make_memory_category_trace.py
 
 

@@ -24,6 +24,8 @@ DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
 # What fills memory at its peak (report/views.py); listed by hand: the CLI starts without importing the report.
 MEMORY_PEAK_VIEW_NAMES = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
+WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
+             "the least useful columns and saying which; a pipe always gets every column)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
     )
     run.set_defaults(handler=run_script)
-    for sub in (live, run):
-        _add_capture_arguments(sub)
+    for name, sub in (("live", live), ("run", run)):
+        _add_capture_arguments(sub, name)
     return parser
 
 
@@ -106,6 +108,10 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
     parser.add_argument(
         "--max-inflate-ratio", type=float, metavar="N", default=None,
         help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
+    )
+    parser.add_argument(
+        "--no-sidecars", action="store_true",
+        help="in a run directory: neither read nor write the .tuiprof-summary caches (also TUIPROF_NO_SIDECARS=1)",
     )
 
 
@@ -129,6 +135,7 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
     parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
 
 
 def _add_diff_parser(commands) -> None:
@@ -154,8 +161,13 @@ def _add_diff_parser(commands) -> None:
     diff.add_argument("--limit", type=int, default=None, metavar="N",
                       help="rows per table (default: 10 in table/markdown, all in csv/json)")
     diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
-    diff.add_argument("--fail-if-slower", metavar="PCT", help="exit 1 when B's median step is more than PCT slower, beyond noise (e.g. 5%%)")
-    diff.add_argument("--fail-if-memory", metavar="PCT", help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%)")
+    diff.add_argument("--wide", action="store_true", help=WIDE_HELP)
+    diff.add_argument("--fail-if-slower", metavar="PCT",
+                      help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
+                           "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs")
+    diff.add_argument("--fail-if-memory", metavar="PCT",
+                      help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%); "
+                           "exit 2 when A and B look like different programs")
     diff.set_defaults(handler=run_diff)
 
 
@@ -179,10 +191,10 @@ def _add_timeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def _add_capture_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_capture_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     from tuiprof.capture.options import add_capture_arguments
 
-    add_capture_arguments(parser)
+    add_capture_arguments(parser, command)
 
 
 def resolve_path(args: argparse.Namespace) -> str:
@@ -190,6 +202,10 @@ def resolve_path(args: argparse.Namespace) -> str:
         from tuiprof.trace.source import set_max_inflate_ratio
 
         set_max_inflate_ratio(max(0.0, args.max_inflate_ratio))
+    if args.no_sidecars:
+        from tuiprof.trace.run import set_sidecars
+
+        set_sidecars(False)
     if args.path is not None:  # "" is an error, not the sample
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
@@ -203,7 +219,7 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.report.summary import SummaryRequest, print_summary
 
     path = resolve_path(args)
-    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
+    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)

@@ -6,6 +6,7 @@ import gc
 import os
 
 from tuiprof.analysis.calls import build_calls
+from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
@@ -38,7 +39,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
         saved_categories = decode_memory_categories(live, store.report)
-        modules = build_module_tree(store, calls)
+        modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
         model = TraceModel(
@@ -55,6 +56,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             log_lines=tuple(live.log_lines) if live is not None else (),
             memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
             memory_categories_problem=saved_categories.problem if saved_categories else "",
+            live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()
         return model

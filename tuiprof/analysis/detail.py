@@ -37,7 +37,8 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     module_ns: Counter[tuple[str, bool]] = Counter()  # the operator's time in each module: the costliest first
     owners = tree.charged_node[rows] if len(tree.charged_node) else np.full(len(rows), -1)
     backward = owners >= 0
-    backward &= calls.column("module")[rows] < 0  # charged through autograd, not run inside the module
+    if len(tree.call_owner):  # charged through autograd, not run inside the module or compiled region
+        backward &= tree.call_owner[rows] < 0
     keys = 2 * owners + backward  # one code per (module, direction); -2: outside modules
     totals = calls.column("total_ns")[rows]
     for key, count in counts_first_seen(keys):

@@ -8,21 +8,27 @@ ranks are averaged) and returns a frozen :class:`TraceDiff`:
   difference inside the larger noise is "no change";
 - **tables** matched by key: operators by name and by name + input shapes,
   modules by path (by qualified name when both sides know them), kernels by
-  name and by (launching operator, kernel), steps by position, memory peaks by
+  their whole name (each template instance its own row) and by (launching
+  operator, kernel), steps by position, memory peaks by
   device.  Each row has A, B, delta, delta % and its share of the table's
   total delta; rows are sorted by absolute delta, rows only in A are
   ``removed`` and rows only in B ``added``;
 - **structural alignment**: an operator (or kernel) name that exists on one
   side only is placed under its nearest ancestor operator whose name both
   sides have (``aten::cudnn_convolution`` and ``aten::miopen_convolution``
-  both under ``aten::convolution``); names that meet under the same ancestor
-  become one ``aligned`` row, so the time is compared where it moved;
+  both under ``aten::convolution``); a few names that meet under the same
+  ancestor become one ``aligned`` row, so the time is compared where it moved;
+- **batch**: each side's batch (:mod:`tuiprof.analysis.batch`); when both are
+  known and differ, the verdict and every time table are per sample;
+- **overlap**: each side's share of operator time in operators both sides
+  run; below :data:`SAME_PROGRAM_SHARE_PCT` the traces look like different
+  programs (the report says so first and the gates refuse to judge);
 - **notes**: one line per thing that could not be compared (no steps, no
-  module tree, a CPU-only side, different models).
+  module tree, a CPU-only side, an unknown batch).
 
 Units follow the tables: operator, module and kernel times are totals over
 the trace (``_us``), divided by the step count when the two sides recorded a
-different number of steps, and by the rank count when a side has several
+different number of steps, by the batch when the batches differ, and by the rank count when a side has several
 ranks (a mean rank).  Steps take the slowest rank at each position (a
 synchronous step waits for it).  Pure Python and numpy: no torch, no Textual.
 """
@@ -31,12 +37,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from tuiprof.analysis.arrays import nearest_ancestor
+from tuiprof.analysis.batch import Batch, detect_batch
 from tuiprof.analysis.build import analyze, load_model
 from tuiprof.analysis.calls import is_step_name
 from tuiprof.analysis.model import TraceModel
@@ -48,10 +55,18 @@ from tuiprof.trace.columns import OPERATOR_CATEGORY_CODES
 
 # Operator deltas "cover" the step delta when they sum to it within this share.
 COVERAGE_TOLERANCE = 0.01
-# Below this share of shared operator names two traces look like different models.
-SAME_MODEL_NAME_SHARE = 0.5
+# Below this share of either side's operator time in operators both sides run
+# (matched by name, or aligned), two traces look like different programs.
+# Measured: two runs of one program share 99-100 %; ResNet training on an MI300
+# (torch 2.x) against ResNet-50 on a V100 (torch 1.9, other backward names)
+# 37-40 %; unrelated pairs (ResNet vs a transformer, DLRM vs ResNet, an HF
+# ViT vs ResNet) 4-17 % on the smaller side.
+SAME_PROGRAM_SHARE_PCT = 30.0
 CONTRIBUTORS = 5
 ALIGN_ARROW = " → "
+# An aligned row reads as a rename (cudnn -> miopen, a kernel split in two or
+# three): more names on a side under one ancestor are different work, not a rename.
+MAX_ALIGNED_NAMES = 3
 
 TABLES = ("ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
 
@@ -105,10 +120,14 @@ class DiffTable:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Median step of A against B, with each side's step-to-step spread."""
+    """Median step of A against B, with each side's step-to-step spread.
+
+    When both batches are known and differ (and both sides have steps), each
+    median is divided by its batch: the verdict, and the gate, compare time
+    per sample."""
 
     basis: str  # "steps" | "trace window" (a side without ProfilerStep spans)
-    median_a_us: float
+    median_a_us: float  # the median step (or the trace window), not divided by the batch
     median_b_us: float
     steps_a: int
     steps_b: int
@@ -116,14 +135,26 @@ class Verdict:
     spread_b_pct: float | None
     outcome: str  # "faster" | "slower" | "no change"
     contributors: tuple[DiffRow, ...]  # the operators that moved most
+    batch_a: Batch
+    batch_b: Batch
+    per_sample: bool
+
+    @property
+    def compared_a_us(self) -> float:
+        """What the verdict compares: A's median step, per sample when :attr:`per_sample`."""
+        return self.median_a_us / self.batch_a.size if self.per_sample and self.batch_a.size else self.median_a_us
+
+    @property
+    def compared_b_us(self) -> float:
+        return self.median_b_us / self.batch_b.size if self.per_sample and self.batch_b.size else self.median_b_us
 
     @property
     def delta_us(self) -> float:
-        return self.median_b_us - self.median_a_us
+        return self.compared_b_us - self.compared_a_us
 
     @property
     def delta_pct(self) -> float:
-        return 100 * self.delta_us / self.median_a_us if self.median_a_us else 0.0
+        return 100 * self.delta_us / self.compared_a_us if self.compared_a_us else 0.0
 
     @property
     def noise_pct(self) -> float:
@@ -133,8 +164,26 @@ class Verdict:
     @property
     def ratio(self) -> float:
         """How many times faster (or slower) B is: always >= 1."""
-        small, large = sorted((self.median_a_us, self.median_b_us))
+        small, large = sorted((self.compared_a_us, self.compared_b_us))
         return large / small if small else 1.0
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How much of each side's operator time is in operators both sides run
+    (same name, or aligned as a rename): the measure of "the same program"."""
+
+    shared_a_pct: float  # of A's operator time (the ops table's metric)
+    shared_b_pct: float
+
+    @property
+    def shared_pct(self) -> float:
+        """The smaller side's share: one program inside a bigger one is not the same program."""
+        return min(self.shared_a_pct, self.shared_b_pct)
+
+    @property
+    def different_programs(self) -> bool:
+        return self.shared_pct < SAME_PROGRAM_SHARE_PCT
 
 
 @dataclass(frozen=True)
@@ -161,6 +210,7 @@ class TraceDiff:
     coverage: Coverage
     peak_a_bytes: int | None
     peak_b_bytes: int | None
+    overlap: Overlap  # how much of each side is in operators both run
 
     def table(self, name: str) -> DiffTable:
         for table in self.tables:
@@ -169,7 +219,8 @@ class TraceDiff:
         raise KeyError(name)
 
     def slower_than(self, threshold_pct: float) -> bool:
-        """B's median step is more than ``threshold_pct`` slower, beyond the noise."""
+        """B's median step (per sample when the batches differ) is more than
+        ``threshold_pct`` slower, beyond the noise."""
         return self.verdict.outcome == "slower" and self.verdict.delta_pct > threshold_pct
 
     def memory_grew_over(self, threshold_pct: float) -> bool:
@@ -192,7 +243,8 @@ Values = dict[tuple[str, str], list[float]]  # (name, detail) -> [value, calls]
 @dataclass(frozen=True)
 class _Side:
     models: tuple[TraceModel, ...]  # one per rank
-    scale: tuple[float, ...]  # per model: 1 / (ranks x steps when normalising per step)
+    scale: tuple[float, ...]  # per model: 1 / (ranks x steps when normalising per step x batch per sample)
+    samples: int = 1  # what step times are divided by: the batch when comparing per sample
 
     def collect(self, values_of: Callable[[TraceModel], Values]) -> Values:
         """Per-model values, scaled and summed over ranks (a mean rank)."""
@@ -216,9 +268,9 @@ class _Side:
         return by_position
 
 
-def _side(group: tuple[TraceModel, ...], per_step: bool) -> _Side:
-    scale = tuple(1 / (len(group) * (len(m.steps) if per_step and m.steps else 1)) for m in group)
-    return _Side(group, scale)
+def _side(group: tuple[TraceModel, ...], per_step: bool, samples: int) -> _Side:
+    scale = tuple(1 / (len(group) * (len(m.steps) if per_step and m.steps else 1) * samples) for m in group)
+    return _Side(group, scale, samples)
 
 
 def _table_name(name: str) -> str:
@@ -252,7 +304,11 @@ def diff_traces(
         notes.append(
             f"A recorded {step_counts[0]} steps and B {step_counts[1]}: operator, module and kernel times are per step"
         )
-    side_a, side_b = _side(group_a, per_step), _side(group_b, per_step)
+    batch_a, batch_b = detect_batch(group_a[0]), detect_batch(group_b[0])
+    per_sample = _per_sample(batch_a, batch_b, all(step_counts))
+    notes.extend(_batch_notes(batch_a, batch_b, per_sample, all(step_counts)))
+    side_a = _side(group_a, per_step, (batch_a.size or 1) if per_sample else 1)
+    side_b = _side(group_b, per_step, (batch_b.size or 1) if per_sample else 1)
     device_a = all(m.has_device for m in group_a)
     device_b = all(m.has_device for m in group_b)
     if metric == "auto":
@@ -272,12 +328,14 @@ def diff_traces(
         _step_table(side_a, side_b),
         _memory_table(side_a, side_b),
     ]
+    if per_sample:  # say it in every table's metric (memory peaks are not divided)
+        tables = [t if t.name == "memory" else replace(t, metric=f"{t.metric} per sample") for t in tables]
     for table in tables:  # one line per missing thing (kernels and launchers miss the same)
         line = f"{table.title}: {table.note}"
         if table.note.startswith("not compared") and not any(table.note in n for n in notes):
             notes.append(line)
     steps = tables[TABLES.index("steps")]
-    verdict = _verdict(side_a, side_b, ops)
+    verdict = _verdict(side_a, side_b, ops, batch_a, batch_b, per_sample)
     return TraceDiff(
         label_a=label_a,
         label_b=label_b,
@@ -287,7 +345,27 @@ def diff_traces(
         coverage=_coverage(ops, steps, metric),
         peak_a_bytes=_peak(group_a),
         peak_b_bytes=_peak(group_b),
+        overlap=_overlap(ops),
     )
+
+
+def _per_sample(batch_a: Batch, batch_b: Batch, both_have_steps: bool) -> bool:
+    """Compare per sample when both batches are known and differ, and both sides
+    have steps (a trace window may hold any number of batches)."""
+    return both_have_steps and bool(batch_a.size and batch_b.size) and batch_a.size != batch_b.size
+
+
+def _batch_notes(batch_a: Batch, batch_b: Batch, per_sample: bool, both_have_steps: bool) -> list[str]:
+    """Where each side's batch was read, and what that means for the comparison."""
+    same = batch_a.source == batch_b.source
+    sources = f"A and B: {batch_a.source}" if same else f"A: {batch_a.source}; B: {batch_b.source}"
+    if per_sample:
+        return [f"batch {batch_a.size} -> {batch_b.size}: times are per sample, memory peaks are not ({sources})"]
+    if batch_a.size is None or batch_b.size is None:
+        return [f"batch unknown ({sources}): compared per step, as if the batches were equal"]
+    if batch_a.size != batch_b.size and not both_have_steps:
+        return [f"batch {batch_a.size} -> {batch_b.size}, but a side has no steps: not compared per sample ({sources})"]
+    return []
 
 
 def _kind_notes(group_a, group_b, device_a: bool, device_b: bool) -> list[str]:
@@ -302,18 +380,6 @@ def _kind_notes(group_a, group_b, device_a: bool, device_b: bool) -> list[str]:
     devices_b = sorted({d for m in group_b for d in m.info.devices})
     if devices_a and devices_b and devices_a != devices_b:
         notes.append(f"different devices: A on {', '.join(devices_a)}, B on {', '.join(devices_b)}")
-    names_a = {_table_name(s.name) for m in group_a for s in m.operators()}
-    names_b = {_table_name(s.name) for m in group_b for s in m.operators()}
-    union = names_a | names_b
-    shared = len(names_a & names_b) / len(union) if union else 1.0
-    roots_a = {r.name for m in group_a for r in m.modules.roots}
-    roots_b = {r.name for m in group_b for r in m.modules.roots}
-    if shared < SAME_MODEL_NAME_SHARE or (roots_a and roots_b and not roots_a & roots_b):
-        roots = f" (module roots {', '.join(sorted(roots_a))} vs {', '.join(sorted(roots_b))})" if roots_a and roots_b else ""
-        notes.append(
-            f"A and B share {100 * shared:.0f} % of their operator names{roots}: "
-            "they look like different models, so deltas compare unlike work"
-        )
     return notes
 
 
@@ -486,7 +552,12 @@ def _align(
     """Turn names found on one side only into aligned rows where both sides
     have such names of the same kind (operator or runtime call; kernel, memcpy
     or memset) under the same ancestor; take their time out of
-    ``values_a``/``values_b`` (which keep what stays removed or added)."""
+    ``values_a``/``values_b`` (which keep what stays removed or added).
+
+    Only a rename is aligned: at most :data:`MAX_ALIGNED_NAMES` names a side,
+    under an ancestor that is not a step span (everything of a step is under
+    it).  Two unrelated programs would otherwise meet as one row of dozens of
+    names under ``ProfilerStep*`` or a ``model_train`` annotation."""
 
     def groups(placed: Values) -> dict[tuple[str, str], dict[str, list[float]]]:
         result: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -499,6 +570,8 @@ def _align(
     aligned = []
     for up, kind in sorted(groups_a.keys() & groups_b.keys()):
         mine_a, mine_b = groups_a[(up, kind)], groups_b[(up, kind)]
+        if up == STEP_WILDCARD or max(len(mine_a), len(mine_b)) > MAX_ALIGNED_NAMES:
+            continue  # a step holds everything; many names are different work: left removed and added
         for names, values in ((mine_a, values_a), (mine_b, values_b)):
             for name, (time, calls) in names.items():
                 key = next(k for k in values if k[0] == name)
@@ -648,7 +721,8 @@ def _step_table(side_a: _Side, side_b: _Side) -> DiffTable:
     if missing:
         return _not_compared("steps", title, words, "us",
                              f"{_who(missing)} no ProfilerStep spans (recorded without a schedule)")
-    durations_a, durations_b = side_a.step_durations(), side_b.step_durations()
+    durations_a = [d / side_a.samples for d in side_a.step_durations()]
+    durations_b = [d / side_b.samples for d in side_b.step_durations()]
     names_a = [s.name for s in side_a.models[0].steps]
     names_b = [s.name for s in side_b.models[0].steps]
     total_a, total_b = sum(durations_a), sum(durations_b)
@@ -703,7 +777,7 @@ def _spread_pct(durations: list[float]) -> float | None:
     return 100 * (max(durations) - min(durations)) / middle if middle else None
 
 
-def _verdict(side_a: _Side, side_b: _Side, ops: DiffTable) -> Verdict:
+def _verdict(side_a: _Side, side_b: _Side, ops: DiffTable, batch_a: Batch, batch_b: Batch, per_sample: bool) -> Verdict:
     steps_a, steps_b = side_a.step_durations(), side_b.step_durations()
     basis = "steps" if steps_a and steps_b else "trace window"
     if basis == "trace window":  # compare like with like: both whole windows
@@ -712,13 +786,28 @@ def _verdict(side_a: _Side, side_b: _Side, ops: DiffTable) -> Verdict:
     median_a, median_b = statistics.median(steps_a), statistics.median(steps_b)
     spread_a, spread_b = _spread_pct(steps_a), _spread_pct(steps_b)
     noise = max(spread_a or 0.0, spread_b or 0.0)
-    delta = median_b - median_a
-    pct = 100 * delta / median_a if median_a else 0.0
+    compared_a, compared_b = median_a / side_a.samples, median_b / side_b.samples
+    delta = compared_b - compared_a
+    pct = 100 * delta / compared_a if compared_a else 0.0
     outcome = "no change" if delta == 0 or abs(pct) <= noise else "faster" if delta < 0 else "slower"
     contributors = tuple(r for r in ops.rows if r.delta)[:CONTRIBUTORS]
     counted = basis == "steps"
     return Verdict(basis, median_a, median_b, len(steps_a) if counted else 0, len(steps_b) if counted else 0,
-                   spread_a, spread_b, outcome, contributors)
+                   spread_a, spread_b, outcome, contributors, batch_a, batch_b, per_sample)
+
+
+def _overlap(ops: DiffTable) -> Overlap:
+    """Each side's share of operator time in rows both sides have (matched or
+    aligned); the steps' own time (gaps between operators) counts on neither side."""
+
+    rows = [r for r in ops.rows if r.name != STEP_WILDCARD]  # a step's own time is no operator's
+
+    def share(side: str) -> float:
+        total = sum(getattr(r, side) or 0.0 for r in rows)
+        shared = sum(getattr(r, side) or 0.0 for r in rows if r.status not in ("added", "removed"))
+        return 100 * shared / total if total else 100.0
+
+    return Overlap(share("a"), share("b"))
 
 
 def _coverage(ops: DiffTable, steps: DiffTable, metric: str) -> Coverage:

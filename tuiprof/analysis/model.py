@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
 from tuiprof.analysis.memory_categories import CategorisedMemory
@@ -45,6 +46,7 @@ class TraceModel:
     memory: list[MemoryTimeline]
     flops_source: str = "recomputed from Input Dims (torch's formulas)"
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
+    live_batch_size: int | None = None  # the batch a live capture fed the model, when it saved it
     # torch's memory categories per device, when a tuiprof capture saved them (analysis/memory_categories.py)
     memory_categories: tuple[CategorisedMemory, ...] = ()
     memory_categories_problem: str = ""  # why a capture saved none (torch's categoriser failed...)
@@ -73,6 +75,11 @@ class TraceModel:
     ) -> bool:
         """Whether :meth:`operators` would answer from its cache."""
         return (group_by_shape, top_level_only, module.path if module else None) in self._tables
+
+    @cached_property
+    def has_inductor_kernels(self) -> bool:
+        """Whether the trace names Inductor kernels (a compiled model's): the tables then say what they compute."""
+        return has_inductor_kernels(self.calls.names)
 
     @cached_property
     def total_self_cpu_us(self) -> float:

@@ -124,9 +124,11 @@ class ModuleTree:
     by_frame: dict[int, ModuleNode]  # python frame row -> node
     # For every call, the backward root (a node's backward_rows entry) it runs under, else -1.
     backward_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
-    # For every call, the node (an index into frame_index()'s list) its time is charged to, as the
-    # module rows charge it: the module it ran in, else for a backward call the module of its
-    # forward op (through backward_owner); -1: neither.  Operator details name modules by it.
+    # For every call, the node it counts in: an index into frame_index()'s nodes, -1: none.
+    call_owner: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
+    # For every call, the node its time is charged to, as the module rows charge it: its call_owner
+    # (the module or compiled region it ran in), else for a backward call the owner of its forward
+    # op (through backward_owner); -1: neither.  Operator details name modules by it.
     charged_node: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
     _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
     _cost_us: float | None = field(default=None, repr=False)
@@ -172,7 +174,7 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     if not modules:
         return ModuleTree([], {})
     frames = store.frames
-    module_above = _module_above(frames)
+    module_above = module_above_frames(frames)
 
     roots: list[ModuleNode] = []
     nodes: dict[tuple[int, str], ModuleNode] = {}  # (id of the parent node or 0, name)
@@ -217,7 +219,7 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     return tree
 
 
-def _module_above(frames: FrameColumns) -> np.ndarray:
+def module_above_frames(frames: FrameColumns) -> np.ndarray:
     """For every frame, the nearest ``nn.Module`` frame up its ``Python parent id``
     chain (-1 at the top).  A repeated Python id means its last frame."""
     parent = look_up(id_table(frames.python_id, NONE, last=True), frames.parent_id, NONE)
@@ -228,27 +230,35 @@ def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:
     """Each call to the module it ran in; each backward root to the module of its forward op."""
     node_of_frame, nodes = tree.frame_index()
     module = calls.column("module")
-    inside = np.flatnonzero(module >= 0)
-    for node, where in zip(*group_rows(node_of_frame[module[inside]])):
+    attribute_calls(calls, tree, np.where(module >= 0, node_of_frame[module], -1), nodes)
+
+
+def attribute_calls(calls: OperatorCalls, tree: ModuleTree, owner: np.ndarray, nodes: list[ModuleNode]) -> None:
+    """Each call to its ``owner`` (an index into ``nodes``, -1: none); each backward root
+    to the owner of its forward op.  Shared with the compiled regions (analysis/compiled.py),
+    which own calls no module frame tells."""
+    tree.call_owner = owner
+    inside = np.flatnonzero(owner >= 0)
+    for node, where in zip(*group_rows(owner[inside])):
         nodes[node].operator_rows = inside[where].tolist()  # in start order
 
     sequence = calls.column("sequence_number")
-    first_forward = id_table(np.where(module >= 0, sequence, NONE), NONE)  # sequence -> its first forward call
-    candidates = np.flatnonzero((module < 0) & (sequence >= 0))
+    first_forward = id_table(np.where(owner >= 0, sequence, NONE), NONE)  # sequence -> its first forward call
+    candidates = np.flatnonzero((owner < 0) & (sequence >= 0))
     forward = look_up(first_forward, sequence[candidates], NONE)
     known = forward >= 0
     candidates, forward = candidates[known], forward[known]
     parent = calls.column("parent")[candidates]
     parent_seq = np.where(parent >= 0, sequence[np.maximum(parent, 0)], NONE)
     roots = parent_seq != sequence[candidates]  # not the root of this backward node otherwise
-    for row, owner in zip(candidates[roots].tolist(), node_of_frame[module[forward[roots]]].tolist()):
-        nodes[owner].backward_rows.append(row)
+    for row, node in zip(candidates[roots].tolist(), owner[forward[roots]].tolist()):
+        nodes[node].backward_rows.append(row)
     is_root = np.zeros(len(calls), dtype=bool)
     is_root[candidates[roots]] = True
     tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(calls.column("parent"), is_root))
     root_node = np.full(len(calls) + 1, -1, dtype=np.int64)  # backward root -> node; index -1 (no root) lands on the extra slot
-    root_node[candidates[roots]] = node_of_frame[module[forward[roots]]]
-    tree.charged_node = np.where(module >= 0, node_of_frame[np.maximum(module, 0)], root_node[tree.backward_owner])
+    root_node[candidates[roots]] = owner[forward[roots]]
+    tree.charged_node = np.where(owner >= 0, owner, root_node[tree.backward_owner])
 
 
 def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:

@@ -324,6 +324,23 @@ class Timeline:
             up = calls.parent[up]
         return self._find(self.lane(f"cpu/{calls.tid(row)}/{depth}"), row, calls.start_ns[row])
 
+    def launched_span(self, row: int) -> tuple[int, int] | None:
+        """(first start, last end) of the device work call ``row`` launched, itself or through
+        the calls nested in it (``aten::linear`` launches its GEMM through ``aten::addmm``);
+        None when it launched none.  Nested calls are those starting inside it on its thread
+        (a thread's calls nest in time), found in one pass over the launches."""
+        calls, activity = self.model.calls, self.model.activity
+        launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+        launched = np.flatnonzero(launcher >= 0)
+        by = launcher[launched]
+        starts = calls.column("start_ns")[by]
+        inside = (calls.column("thread")[by] == calls.thread[row]) & (starts >= calls.start_ns[row]) & (starts < calls.end_ns[row])
+        chosen = launched[inside]
+        if not len(chosen):
+            return None
+        begins = activity.start_ns[chosen]
+        return int(begins.min()), int((begins + activity.dur_ns[chosen]).max())
+
     def device_slice(self, index: int) -> Slice | None:
         """The slice of device event ``index`` in its stream's lane."""
         activity = self.model.activity

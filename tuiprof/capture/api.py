@@ -16,6 +16,7 @@ class ProfileSession:
         self.profiler = profiler  # the torch.profiler.profile object
         self.path = path
         self.written = False  # whether ``path`` holds a trace yet
+        self.steps: list[int] = []  # with a schedule: N of each ProfilerStep#N written
 
     def step(self) -> None:
         self.profiler.step()
@@ -43,7 +44,9 @@ def profile(
     (``keep="last"``: each complete window replaces the one before, for a
     schedule with repeats); a window cut short by the end of the block is
     written only when no complete one was, and only if it holds a finished
-    active step.  ``open_explorer=True`` opens the explorer on the trace.
+    active step.  The step the block ends in (an exception, Ctrl-C, or the
+    empty step the last ``step()`` opened) did not finish: it is left out of
+    the trace, and ``session.steps`` lists the steps written.  ``open_explorer=True`` opens the explorer on the trace.
     Under torchrun each rank writes its own file, the rank in its name
     (``run.rank1.pt.trace.json.gz``), and only rank 0 opens the explorer, on
     the run directory, once every rank's file is written.
@@ -54,7 +57,7 @@ def profile(
 
     from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
     from tuiprof.capture.memory_categories import memory_categories_member
-    from tuiprof.capture.session import TraceWindows, write_trace
+    from tuiprof.capture.session import SavedWindow, TraceWindows, write_trace
     from tuiprof.trace.live import LiveFacts
 
     if keep not in ("first", "last"):
@@ -66,9 +69,10 @@ def profile(
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     session: ProfileSession
 
-    def save(prof: Any) -> None:
-        write(prof, target, LiveFacts(memory_categories=memory_categories_member(prof)))
+    def save(prof: Any, window: SavedWindow) -> None:
+        write(prof, target, LiveFacts(memory_categories=memory_categories_member(prof)), window.unfinished_step)
         session.written = True
+        session.steps = window.steps
 
     windows = TraceWindows(save, keep_last=keep == "last")
     profiler = torch_profile(
@@ -85,7 +89,8 @@ def profile(
     with windows.recording(profiler):
         yield session
     if schedule is None:
-        save(profiler)
+        write(profiler, target, LiveFacts(memory_categories=memory_categories_member(profiler)))
+        session.written = True
     elif not session.written:
         warnings.warn(
             f"tuiprof.profile: the block ended before an active step of the schedule finished; nothing was written to {target}",

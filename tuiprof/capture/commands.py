@@ -1,5 +1,9 @@
 """``tuiprof live`` and ``tuiprof run``: check, capture with progress, show,
-and say where the kept trace is.
+and say which steps the trace holds and where the kept trace is.
+
+Exit code 130 (:data:`EXIT_INTERRUPTED`) means stopped before there was
+anything to show: a capture that was shown (explorer or tables) or saved
+exits 0, stopped early or not.
 
 Scratch files (the trace when ``--save`` is not given, the profiler log)
 live in a private temporary directory that is removed on the way out,
@@ -19,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from tuiprof.capture.config import CaptureConfig, CaptureProgress, parse_shape
+from tuiprof.capture.config import CaptureConfig, CaptureProgress, describe_steps, parse_shape
 from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
-from tuiprof.capture.options import check_save_path, config_from_args, require_packages
+from tuiprof.capture.options import check_folder, check_save_path, config_from_args, refuse_model_options, require_packages
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
 
 
@@ -43,20 +47,25 @@ def run_live(args: Namespace) -> int:
         if args.no_tui or not sys.stdout.isatty():
             code = _live_without_ui(live)
         else:
-            code = _live_in_explorer(live)
-    _say_where_the_trace_is(args.save, live.result is not None and live.result.trace_path is not None)
+            code = _live_in_explorer(live, saved=bool(args.save))
+    result = live.result
+    if result is not None and result.trace_path is not None:
+        for line in describe_steps(result.steps_done, result.trace_steps, result.dropped_step, time.perf_counter() - started):
+            print(f"tuiprof: {line}", file=sys.stderr)
+    _say_where_the_trace_is(args.save, result is not None and result.trace_path is not None)
     return code
 
 
-def _live_in_explorer(live) -> int:
+def _live_in_explorer(live, saved: bool) -> int:
     from tuiprof.capture.terminal import drawing_on_terminal
     from tuiprof.tui.app import ExplorerApp, run_app
 
     app = ExplorerApp(live)
     with drawing_on_terminal(app):
         code = run_app(app)
-    stopped_early = live.result is None or live.result.interrupted
-    return EXIT_INTERRUPTED if stopped_early and code == 0 else code
+    kept = saved and live.result is not None and live.result.trace_path is not None
+    nothing_shown = app.model is None and not kept  # quit while the capture ran
+    return EXIT_INTERRUPTED if nothing_shown and code == 0 else code
 
 
 def _live_without_ui(live) -> int:
@@ -75,16 +84,13 @@ def _live_without_ui(live) -> int:
             result = live.capture(on_progress)
     model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
     _print_tables(model)
-    print(
-        f"tuiprof: {result.steps_done} steps in {time.perf_counter() - live.started:.1f} s; "
-        f"profiler log: {len(result.facts.log_lines)} lines",
-        file=sys.stderr,
-    )
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    print(f"tuiprof: profiler log: {len(result.facts.log_lines)} lines", file=sys.stderr)
+    return 0
 
 
 def run_script(args: Namespace) -> int:
     started = time.perf_counter()
+    refuse_model_options(args)
     script = Path(args.script)
     if not script.is_file():
         raise TraceError(str(script), "no such script", "check the path")
@@ -95,9 +101,11 @@ def run_script(args: Namespace) -> int:
     launch = torchrun_launch()
     with scratch_directory() as scratch:
         trace_path = Path(args.save) if args.save else scratch / f"{script.stem}.pt.trace.json.gz"
-        if launch:  # one run directory every rank agrees on, the rank in each file's name
-            folder = Path(args.save).parent if args.save else run_directory(launch)
-            trace_path = rank_trace_path(folder / (Path(args.save).name if args.save else trace_path.name), launch)
+        if launch:  # one run directory every rank agrees on, kept; the rank in each file's name
+            if not args.save:
+                trace_path = run_directory(launch) / trace_path.name
+                check_folder(trace_path.parent, f"tuiprof run under torchrun: {trace_path.parent}", "pass --save PATH")
+            trace_path = rank_trace_path(trace_path, launch)
         code = _run_script_in(scratch, script, args, config, trace_path, started)
     return code
 
@@ -137,10 +145,12 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED if result.interrupted else EXIT_BAD_INPUT
+    steps = describe_steps(result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started)
     launch = torchrun_launch()
     if launch:
-        code = finish_rank(trace_path, launch, args.no_tui, keep=bool(args.save))
-        return EXIT_INTERRUPTED if result.interrupted and code == 0 else code
+        for line in steps:
+            print(f"tuiprof: rank {launch.rank}: {line}", file=sys.stderr)
+        return finish_rank(trace_path, launch, args.no_tui)
     from tuiprof.analysis import analyze
     from tuiprof.trace import load_trace
 
@@ -154,9 +164,10 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
         from tuiprof.tui.sources import PreparedSource
 
         code = run_app(ExplorerApp(PreparedSource(model, f"run {script.name}", result.facts.log_lines)))
-    print(f"tuiprof: {result.steps} steps profiled in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    for line in steps:
+        print(f"tuiprof: {line}", file=sys.stderr)
     _say_where_the_trace_is(args.save, True)
-    return EXIT_INTERRUPTED if result.interrupted and code == 0 else code
+    return code
 
 
 def _print_tables(model) -> None:

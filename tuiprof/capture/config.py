@@ -48,6 +48,21 @@ class CaptureProgress:
     message: str = ""
 
 
+def describe_steps(steps_run: int, trace_steps: list[int], unfinished_step: int | None, elapsed_s: float) -> list[str]:
+    """The lines a capture ends with: the steps run, and exactly the steps its trace holds.
+
+    ``4 steps run in 3.0 s; the trace holds 2 (ProfilerStep#2-#3)``, then, when the
+    capture stopped inside a step, ``ProfilerStep#4 did not finish and was left out of
+    the trace`` (see :mod:`tuiprof.capture.unfinished_step`).  Each fits 80 columns."""
+    text = f"{steps_run} step{'' if steps_run == 1 else 's'} run in {elapsed_s:.1f} s; the trace holds {len(trace_steps)}"
+    if trace_steps:
+        last = f"-#{trace_steps[-1]}" if len(trace_steps) > 1 else ""
+        text += f" (ProfilerStep#{trace_steps[0]}{last})"
+    if unfinished_step is None:
+        return [text]
+    return [text, f"ProfilerStep#{unfinished_step} did not finish and was left out of the trace"]
+
+
 class CaptureError(TraceError):
     """A capture that cannot start: a bad model name, no CUDA, no dataset (exit code 2)."""
 

@@ -5,8 +5,9 @@ train.py``, or a DDP script calling ``tuiprof.profile()``), so each must find,
 without talking to the others, the same run directory and its own file name:
 
 - the run directory: the folder of ``--save``/``path`` when given (a shared
-  filesystem for several nodes), else ``$TMPDIR/tuiprof-run-<TORCHELASTIC_RUN_ID>``
-  (the same for every rank of one launch on a node);
+  filesystem for several nodes), else ``./tuiprof-runs/<when torchrun started>-<its pid>/``
+  (:func:`run_directory`: the same for every rank of one launch on a node, and
+  kept, so that the run can be opened again);
 - the file: the rank goes into the name (``train.rank1.pt.trace.json.gz``), and
   the profiler's ``distributedInfo`` (rank, world size, backend, groups) is in
   the header; a rank whose process group did not exist when the profiler
@@ -53,9 +54,32 @@ def torchrun_launch() -> Launch | None:
     return Launch(rank, world_size, run_id)
 
 
+RUNS_FOLDER = Path("tuiprof-runs")
+
+
 def run_directory(launch: Launch) -> Path:
-    """The default run directory every rank of this launch on this node agrees on."""
-    return Path(os.environ.get("TMPDIR", "/tmp")) / f"tuiprof-run-{launch.run_id}"
+    """The default run directory of this launch: ``./tuiprof-runs/20261204-224650-4127/``.
+
+    Every local rank is a child of the same torchrun agent, so its start time
+    and pid name the launch without the ranks talking to each other (the
+    rendezvous id is ``none`` unless ``--standalone`` or ``--rdzv-id`` is given).
+    Without ``/proc`` (not Linux): ``run-<rendezvous id>-<agent pid>``.
+    """
+    agent = os.getppid()
+    started = _process_start_time(agent)
+    if started is None:
+        return RUNS_FOLDER / f"run-{launch.run_id}-{agent}"
+    return RUNS_FOLDER / f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(started))}-{agent}"
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), from Linux's /proc; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return int(boot.split()[1]) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
 
 
 def rank_trace_path(path: Path, launch: Launch) -> Path:
@@ -130,23 +154,22 @@ def gather_run(own: Path, launch: Launch) -> Path:
     return own.parent
 
 
-def finish_rank(trace: Path, launch: Launch, no_tui: bool, keep: bool) -> int:
+def finish_rank(trace: Path, launch: Launch, no_tui: bool) -> int:
     """After this rank's capture: rank 0 shows the run once every rank wrote (the ranks and
-    collectives tables with ``no_tui``, else the explorer) and, unless ``keep``, removes it."""
+    collectives tables with ``no_tui``, else the explorer), then says where it is kept."""
     if launch.rank > 0:
         print(f"tuiprof: rank {launch.rank}: trace written: {trace}; rank 0 shows the run", file=sys.stderr)
         return 0
     run_dir = gather_run(trace, launch)
-    try:
-        if no_tui or not sys.stdout.isatty():
-            print_run_tables(run_dir)
-            return 0
+    if no_tui or not sys.stdout.isatty():
+        print_run_tables(run_dir)
+        code = 0
+    else:
         from tuiprof.tui.app import run_explorer
 
-        return run_explorer(str(run_dir))
-    finally:
-        if not keep:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        code = run_explorer(str(run_dir))
+    print(f"tuiprof: run saved: {run_dir}/ (reopen: tuiprof open {run_dir})", file=sys.stderr)
+    return code
 
 
 def print_run_tables(run_dir: Path) -> None:

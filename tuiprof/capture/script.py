@@ -5,7 +5,9 @@ its own ``sys.argv``) under ``torch.profiler``.  A global optimizer hook
 advances the schedule on every ``optimizer.step()``.  Once the schedule's
 steps are recorded the trace is written and, by default, the script is
 stopped there (a training run may last hours; ``keep_running`` lets it run
-to its end unprofiled).
+to its end unprofiled).  Ctrl-C stops the script where it is: the step it
+was in did not finish and is left out of the trace
+(:mod:`tuiprof.capture.unfinished_step`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class ScriptResult:
     steps: int  # optimizer steps seen while profiling
     interrupted: bool
     written: bool  # a window with a finished active step reached the trace
+    trace_steps: list[int] = field(default_factory=list)  # N of each ProfilerStep#N in the trace
+    dropped_step: int | None = None  # the unfinished step left out of the trace
     exit_note: str = ""  # "exited with 3" when the script stopped itself with an error code
     facts: LiveFacts = field(default_factory=LiveFacts)
 
@@ -50,7 +54,7 @@ def profile_script(
 
     from tuiprof.capture.distributed import ensure_distributed_info, torchrun_launch, write_rank_trace
     from tuiprof.capture.memory_categories import memory_categories_member
-    from tuiprof.capture.session import TraceWindows, make_profiler, torch_flops, write_trace
+    from tuiprof.capture.session import SavedWindow, TraceWindows, make_profiler, torch_flops, write_trace
 
     result = ScriptResult(0, False, False)
     launch = torchrun_launch()  # under torchrun: each rank's file written whole, with distributedInfo
@@ -59,14 +63,15 @@ def profile_script(
         step = result.steps
         on_progress(CaptureProgress(step, config.total_steps, phase, time.perf_counter() - started, None, message))
 
-    def save(prof) -> None:
+    def save(prof, window: SavedWindow) -> None:
         if config.with_flops:
             result.facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             result.facts.log_lines = read_log()
         result.facts.memory_categories = memory_categories_member(prof)
-        (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts)
+        (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts, window.unfinished_step)
         result.written = True
+        result.trace_steps, result.dropped_step = window.steps, window.unfinished_step
 
     windows = TraceWindows(save, keep_last=config.repeat != 1)
     prof = make_profiler(config, torch.cuda.is_available(), windows)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 import torch
 from torch import nn
 from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
@@ -26,6 +27,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_fun
 from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
 from tuiprof.capture.memory_categories import memory_categories_member
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
+from tuiprof.capture.unfinished_step import drop_unfinished_step
 from tuiprof.trace.live import MEMBER, LiveFacts, ModuleFacts, encode_live_facts
 
 
@@ -35,8 +37,10 @@ class CaptureResult:
     facts: LiveFacts
     key_averages: list[dict] = field(default_factory=list)
     interrupted: bool = False
-    steps_done: int = 0
+    steps_done: int = 0  # steps whose work finished (every phase)
     step_times_s: list[float] = field(default_factory=list)
+    trace_steps: list[int] = field(default_factory=list)  # N of each ProfilerStep#N in the trace
+    dropped_step: int | None = None  # the unfinished step left out of the trace (see unfinished_step)
 
 
 ProgressFn = Callable[[CaptureProgress], None]
@@ -62,9 +66,11 @@ def profile_training(
     ``trace_path`` receives the recorded window (``.json`` or ``.json.gz``,
     see :class:`TraceWindows`) with the run's :class:`LiveFacts` in it.
     KeyboardInterrupt or ``stopped()`` ends the loop early; finished active
-    steps are still written.  ``model``/``batches`` let callers (and tests)
-    pass their own; ``started`` is when the user's command began (progress
-    shows time since then); ``read_log`` gives the profiler's log lines so far.
+    steps are still written (``stopped()`` lets the running step finish; a
+    KeyboardInterrupt inside a step leaves that step out of the trace).
+    ``model``/``batches`` let callers (and tests) pass their own; ``started``
+    is when the user's command began (progress shows time since then);
+    ``read_log`` gives the profiler's log lines so far.
     """
     started = time.perf_counter() if started is None else started
     facts = LiveFacts()
@@ -93,20 +99,22 @@ def profile_training(
             batches = synthetic_batches(config.batch_size, input_shape, config.num_classes, device)
 
     first_inputs, first_targets = next(batches)
+    facts.batch_size = int(first_inputs.shape[0]) if first_inputs.dim() else None
     if note("one unprofiled forward to name the modules"):
         return result
     with _oom_as_error(config), _mismatch_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
 
-    def save(prof: profile) -> None:
+    def save(prof: profile, window: SavedWindow) -> None:
         if config.with_flops:
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             facts.log_lines = read_log()
         keys = {known.qualified_name: key for key, known in facts.modules.items()}
         facts.memory_categories = memory_categories_member(prof, model, keys)
-        write_trace(prof, trace_path, facts)
+        write_trace(prof, trace_path, facts, window.unfinished_step)
         result.trace_path = trace_path
+        result.trace_steps, result.dropped_step = window.steps, window.unfinished_step
         if want_key_averages:
             result.key_averages = key_average_records(prof)
 
@@ -143,8 +151,20 @@ def profile_training(
     return result
 
 
+@dataclass(frozen=True)
+class SavedWindow:
+    """The steps of a window being written: ``ProfilerStep#N`` of each finished one, and
+    the unfinished step recorded after them (None: none), which is left out of the trace."""
+
+    steps: list[int]
+    unfinished_step: int | None
+
+
+RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+
 class TraceWindows:
-    """Which of the profiler's windows reach the trace file.
+    """Which of the profiler's windows reach the trace file, and with which steps.
 
     torch calls ``on_trace_ready`` at the end of each complete window of the
     schedule, and again when the profiler stops inside one (a partial
@@ -152,12 +172,15 @@ class TraceWindows:
     complete window replaces the one before, for users who ask for repeats);
     a partial window only while no complete one was written, and only if it
     holds a finished active step -- stopped in warmup, or right as the first
-    active step began, it would open as an empty trace.  Once the first
-    complete window is kept, the schedule records nothing more (later cycles
-    would only slow the user's loop down).
+    active step began, it would open as an empty trace.  The step the
+    profiler is in when a partial window stops did not finish (unless the
+    loop said so, :attr:`current_step_finished`): it is left out of the
+    trace (:mod:`tuiprof.capture.unfinished_step`).  Once the first complete
+    window is kept, the schedule records nothing more (later cycles would
+    only slow the user's loop down).
     """
 
-    def __init__(self, save: Callable[[profile], None], keep_last: bool = False) -> None:
+    def __init__(self, save: Callable[[profile, SavedWindow], None], keep_last: bool = False) -> None:
         self.save = save
         self.keep_last = keep_last
         self.complete = 0  # complete windows written
@@ -176,12 +199,15 @@ class TraceWindows:
     def __call__(self, prof: profile) -> None:
         """The profiler's ``on_trace_ready``."""
         partial = self.stopping or prof.current_action == getattr(ProfilerAction, "DEVICE_STOPPED", None)
+        finished = finished_active_steps(prof, partial and self.current_step_finished)
         if partial:
-            if self.complete or finished_active_steps(prof, self.current_step_finished) == 0:
+            if self.complete or not finished:
                 return
         elif self.complete and not self.keep_last:
             return
-        self.save(prof)
+        unfinished = partial and not self.current_step_finished and prof.schedule(prof.step_num) in RECORDING
+        window = SavedWindow(finished, prof.step_num if unfinished else None)
+        self.save(prof, window)
         self.complete += not partial
 
     @contextmanager
@@ -195,15 +221,14 @@ class TraceWindows:
             prof.__exit__(None, None, None)
 
 
-def finished_active_steps(prof: profile, current_step_finished: bool) -> int:
-    """Recorded (active) steps of the window that ends now which did their work."""
-    recording = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
-    count = 0
+def finished_active_steps(prof: profile, current_step_finished: bool) -> list[int]:
+    """The recorded (active) steps of the window that ends now which did their work (N of ProfilerStep#N)."""
+    steps = []
     step = prof.step_num if current_step_finished else prof.step_num - 1
-    while step >= 0 and prof.schedule(step) in recording:
-        count += 1
+    while step >= 0 and prof.schedule(step) in RECORDING:
+        steps.append(step)
         step -= 1
-    return count
+    return steps[::-1]
 
 
 def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows) -> profile:
@@ -324,19 +349,42 @@ def _shape_text(output) -> str:
     return ""
 
 
-def write_trace(prof: profile, path: Path, facts: LiveFacts | None = None) -> None:
+def write_trace(prof: profile, path: Path, facts: LiveFacts | None = None, unfinished_step: int | None = None) -> None:
     """torch's Chrome trace at ``path`` (gzipped if it ends in .gz), with ``facts``
-    as the extra top-level member :data:`tuiprof.trace.live.MEMBER`."""
+    as the extra top-level member :data:`tuiprof.trace.live.MEMBER`, and without
+    ``ProfilerStep#unfinished_step`` (decoded and written again: only then)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tuiprof-") as scratch:
         plain = Path(scratch) / "trace.json"
         prof.export_chrome_trace(str(plain))
         opener = gzip.open(path, "wb", compresslevel=6) if path.name.endswith(".gz") else open(path, "wb")
         with open(plain, "rb") as source, opener as target:
-            if facts is None:
+            if unfinished_step is not None:
+                _copy_without_step(source, target, unfinished_step, facts)
+            elif facts is None:
                 shutil.copyfileobj(source, target)
             else:
                 _copy_with_member(source, target, encode_live_facts(facts))
+
+
+def _copy_without_step(source, target, step: int, facts: LiveFacts | None) -> None:
+    """Copy torch's trace without the unfinished ``ProfilerStep#step`` (and its FLOPs), adding ``facts``."""
+    try:
+        document = orjson.loads(source.read().decode("utf-8", "replace"))
+        events = document["traceEvents"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        raise CaptureError(
+            str(source.name), "torch wrote a trace that is not a JSON object with traceEvents", "report this as a bug"
+        ) from None
+    kept = drop_unfinished_step(events, step, os.getpid())
+    if kept is not None:
+        document["traceEvents"] = kept
+        if facts is not None and facts.flops_by_external_id:
+            present = {(e.get("args") or {}).get("External id") for e in kept}
+            facts.flops_by_external_id = {k: v for k, v in facts.flops_by_external_id.items() if k in present}
+    if facts is not None:
+        document[MEMBER] = orjson.loads(encode_live_facts(facts))
+    target.write(orjson.dumps(document))
 
 
 def _copy_with_member(source, target, member: bytes) -> None:

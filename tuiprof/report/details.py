@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tuiprof.analysis.compiled import describe_kernel, is_region_node
 from tuiprof.analysis.detail import operator_detail
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.model import TraceModel
@@ -21,6 +22,9 @@ from tuiprof.report.units import format_bytes, format_count, format_us, format_u
 
 DETAIL_MODULES = 3  # modules listed on the "in:" line, where the operator spent most time first
 DETAIL_KERNELS = 3
+
+
+UNRECORDED = "--"  # memory of a trace profiled without profile_memory=True: unknown, not 0 B
 
 
 def _glued(value: str) -> str:
@@ -40,12 +44,16 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
         text.append(f" · {detail.share_of_parent_pct:.0f}% of ")
         text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
     text.append("\n")
+    _append_computes(text, stats.name)
     text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
     if model.has_device:
         text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
-    text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
-    if stats.device_mem_bytes or model.has_device:
-        text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
+    if not model.info.profile_memory:
+        text.append(f" · mem {UNRECORDED}")
+    else:
+        text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
+        if stats.device_mem_bytes or model.has_device:
+            text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
     if stats.flops:
         text.append(f" · {_glued(format_count(stats.flops))}FLOP")
     text.append("\n")
@@ -74,6 +82,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
 def kernel_text(kernel: KernelStats) -> Text:
     text = Text(plain(kernel.name, 4 * DISPLAY_CHARS), style="bold")
     text.append("\n")
+    _append_computes(text, kernel.name)
     text.append(
         f"{kernel.kind} · {plural(kernel.calls, 'launch', 'launches')} · total {format_us(kernel.device_total_us)} · "
         f"avg {format_us(kernel.avg_us)} min {format_us(kernel.min_us)} max {format_us(kernel.max_us)}\n"
@@ -82,6 +91,15 @@ def kernel_text(kernel: KernelStats) -> Text:
     text.append(f"grid {kernel.grid or '--'} block {kernel.block or '--'} · occupancy {occupancy} · launched by ")
     text.append(plain(kernel.launcher, DISPLAY_CHARS) if kernel.launcher else "--")
     return text
+
+
+def _append_computes(text: Text, name: str) -> None:
+    """``computes: pointwise: _unsafe_view, mul, silu`` for an Inductor kernel (analysis/compiled.py)."""
+    computes = describe_kernel(name)
+    if computes:
+        text.append("computes: ", style="dim")
+        text.append(computes)
+        text.append("\n")
 
 
 def step_text(step: StepStats) -> Text:
@@ -104,6 +122,8 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     if module.qualified_name:
         text.append(f"  {plain(module.qualified_name, DISPLAY_CHARS)}", style="cyan")
     text.append(f"  {100 * module_share(model, module):.1f}% of module time\n")
+    if is_region_node(module):
+        text.append("compiled region: the calls in its spans and the kernels they launched\n", style="dim")
     text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
     if module.backward_cpu_us:
         text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")
@@ -118,7 +138,7 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
             text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s)")
     else:
         text.append("--")
-    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes))}")
+    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
     return text

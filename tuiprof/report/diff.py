@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+from rich.console import Console
 from rich.text import Text
 
 from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, render_rows, stdout_is_terminal, terminal_console
+from tuiprof.report.render import build_rich_table, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -99,23 +100,53 @@ def diff_row(row: DiffRow) -> Row:
 # ------------------------------------------------------------------ words
 
 
+# The verdict fits an 80-column line after "verdict: ".
+VERDICT_WIDTH = 80 - len("verdict: ")
+
+
 def verdict_text(verdict: Verdict) -> str:
-    """"B is 1.23x faster per step (-210.000ms, -18.7 %, beyond the 3.0 % step-to-step noise)"."""
+    """"B is 1.23x faster per step (-18.7 %, 3.0 % noise)", led by the batches
+    when they differ or are unknown ("batch 16 -> 32: ... per sample",
+    "batch unknown: ..."); the step line under it has the times.  Within
+    :data:`VERDICT_WIDTH`: the noise figure goes first when it would not fit
+    (the step line has each side's spread)."""
+    lead = batch_words(verdict)
+    lead = f"{lead}: " if lead else ""
     per = _per(verdict)
-    known = verdict.spread_a_pct is not None or verdict.spread_b_pct is not None
-    noise = f"the {verdict.noise_pct:.1f} % step-to-step noise" if known else "one step per side: noise unknown"
-    signed = ("+" if verdict.delta_us > 0 else "") + format_us(verdict.delta_us)
     if verdict.delta_us == 0:
-        return f"no change: A and B take {format_us(verdict.median_a_us)} {per}"
-    direction = "faster" if verdict.delta_us < 0 else "slower"
+        return f"{lead}no change: A and B take {format_us(verdict.compared_a_us)} {per}"
+    known = verdict.spread_a_pct is not None or verdict.spread_b_pct is not None
+    noise = f"{_figure(verdict.noise_pct)} % noise" if known else "noise unknown"
+    pct = f"{'+' if verdict.delta_pct > 0 else '-'}{_figure(abs(verdict.delta_pct))} %"
     if verdict.outcome == "no change":
-        return f"no change: B is {abs(verdict.delta_pct):.1f} % {direction} {per} ({signed}), within {noise}"
-    where = f"beyond {noise}" if known else noise
-    return f"B is {verdict.ratio:.2f}x {direction} {per} ({signed}, {verdict.delta_pct:+.1f} %, {where})"
+        text, short = f"{lead}no change {per}: B {pct}, within the {noise}", f"{lead}no change {per}: B {pct}, within noise"
+    else:
+        direction = "faster" if verdict.delta_us < 0 else "slower"
+        head = f"{lead}B is {_figure(verdict.ratio, 2)}x {direction} {per}"
+        text, short = f"{head} ({pct}, {noise})", f"{head} ({pct})"
+    return text if len(text) <= VERDICT_WIDTH else short
+
+
+def _figure(value: float, decimals: int = 1) -> str:
+    """A figure as short as its size allows: 1.08, 12.3, 123 (decimals below 10 only)."""
+    return f"{value:.{decimals}f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def batch_words(verdict: Verdict) -> str:
+    """"batch 16 -> 32" when the batches differ, "batch unknown" (or "batch ? -> 32")
+    when a side's cannot be read, "" when both are known and equal."""
+    a, b = verdict.batch_a.size, verdict.batch_b.size
+    if a is None and b is None:
+        return "batch unknown"
+    if a == b:
+        return ""
+    return f"batch {a or '?'} -> {b or '?'}"
 
 
 def _per(verdict: Verdict) -> str:
-    return "per step" if verdict.basis == "steps" else "over the trace window"
+    if verdict.basis != "steps":
+        return "per window"
+    return "per sample" if verdict.per_sample else "per step"
 
 
 def step_line(verdict: Verdict) -> str:
@@ -129,6 +160,24 @@ def step_line(verdict: Verdict) -> str:
 
     return (f"median step: A {side(verdict.median_a_us, verdict.steps_a, verdict.spread_a_pct)}, "
             f"B {side(verdict.median_b_us, verdict.steps_b, verdict.spread_b_pct)}")
+
+
+def sample_line(verdict: Verdict) -> str | None:
+    """Per sample, when the verdict compares per sample."""
+    if not verdict.per_sample:
+        return None
+    return (f"per sample: A {format_us(verdict.compared_a_us)} (batch {verdict.batch_a.size}), "
+            f"B {format_us(verdict.compared_b_us)} (batch {verdict.batch_b.size}), "
+            f"{_signed_us(verdict.delta_us)}")
+
+
+def overlap_line(diff: TraceDiff) -> str | None:
+    """The warning that leads the verdict when the two traces share little work."""
+    overlap = diff.overlap
+    if not overlap.different_programs:
+        return None
+    return (f"these look like different programs: shared operators take {overlap.shared_a_pct:.0f} % of A, "
+            f"{overlap.shared_b_pct:.0f} % of B")
 
 
 def contributor_lines(diff: TraceDiff) -> list[str]:
@@ -166,15 +215,37 @@ def _signed_us(value: float) -> str:
 
 
 def summary_lines(diff: TraceDiff) -> list[str]:
-    """The verdict block every text output starts with."""
-    lines = [f"A: {diff.label_a}", f"B: {diff.label_b}", f"verdict: {verdict_text(diff.verdict)}",
-             step_line(diff.verdict), memory_line(diff), coverage_line(diff)]
-    lines.append(f"biggest contributors ({diff.table('ops').metric} by operator):")
+    """The verdict block every text output starts with (a warning first when
+    the traces look like different programs)."""
+    warning = overlap_line(diff)
+    lines = [warning] if warning else []
+    lines += [f"A: {diff.label_a}", f"B: {diff.label_b}", f"verdict: {verdict_text(diff.verdict)}"]
+    lines += [line for line in _measure_lines(diff) if line]
+    lines.append(contributors_title(diff))
     lines.extend(f"  {line}" for line in contributor_lines(diff))
     if diff.notes:
         lines.append("notes:")
         lines.extend(f"  {note}" for note in diff.notes)
     return lines
+
+
+def _measure_lines(diff: TraceDiff) -> list[str | None]:
+    """The lines under the verdict: steps, per sample, memory, coverage."""
+    return [step_line(diff.verdict), sample_line(diff.verdict), memory_line(diff), coverage_line(diff)]
+
+
+def contributors_title(diff: TraceDiff) -> str:
+    return f"biggest contributors (by operator, {diff.table('ops').metric}):"
+
+
+def gate_refusal(diff: TraceDiff, slower_pct: float | None, memory_pct: float | None) -> str | None:
+    """Why a gate cannot judge B at all (the traces look like different programs), or None."""
+    gates = [name for name, pct in (("--fail-if-slower", slower_pct), ("--fail-if-memory", memory_pct)) if pct is not None]
+    if not gates or not diff.overlap.different_programs:
+        return None
+    return (f"{diff.label_b}: {' and '.join(gates)} refused: A and B look like different programs "
+            f"(shared operators take {diff.overlap.shared_a_pct:.0f} % of A, {diff.overlap.shared_b_pct:.0f} % of B); "
+            "compare two runs of one program")
 
 
 def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float | None) -> list[str]:
@@ -197,6 +268,16 @@ def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float |
     return failures
 
 
+def headline(diff: TraceDiff) -> Text:
+    """The explorer's one-line header: the verdict, after the different-programs
+    warning when there is one (a warning that comes second is not read)."""
+    text = Text()
+    if diff.overlap.different_programs:
+        text.append("these look like different programs; ", style=f"bold {WORSE}")
+    text.append(verdict_text(diff.verdict), style=verdict_style(diff.verdict))
+    return text
+
+
 def verdict_style(verdict: Verdict) -> str:
     return {"faster": f"bold {BETTER}", "slower": f"bold {WORSE}"}.get(verdict.outcome, "bold")
 
@@ -204,12 +285,16 @@ def verdict_style(verdict: Verdict) -> str:
 def overview_text(diff: TraceDiff) -> Text:
     """The explorer's Diff overview: the verdict block, coloured by direction."""
     text = Text()
+    warning = overlap_line(diff)
+    if warning:
+        text.append(warning + "\n", style=f"bold {WORSE}")
     text.append(f"A: {diff.label_a}\nB: {diff.label_b}\n\n")
     text.append("verdict: ", style="bold")
     text.append(verdict_text(diff.verdict) + "\n", style=verdict_style(diff.verdict))
-    for line in (step_line(diff.verdict), memory_line(diff), coverage_line(diff)):
-        text.append(line + "\n")
-    text.append(f"\nbiggest contributors ({diff.table('ops').metric} by operator):\n", style="bold")
+    for line in _measure_lines(diff):
+        if line:
+            text.append(line + "\n")
+    text.append(f"\n{contributors_title(diff)}\n", style="bold")
     contributors = diff.verdict.contributors
     for index, line in enumerate(contributor_lines(diff)):
         delta = contributors[index].delta if index < len(contributors) else 0
@@ -278,13 +363,18 @@ def _title(table: DiffTable, shown: int) -> str:
     return f"{table.title}: {table.metric}, by absolute delta{more}{note}"
 
 
-def rich_tables(diff: TraceDiff, views: tuple[str, ...], limit: int | None):
-    """Rich tables for a terminal (one per view; a line for a table not compared)."""
+def print_rich_tables(console: Console, diff: TraceDiff, views: tuple[str, ...], limit: int | None, wide: bool) -> None:
+    """Rich tables on a terminal (one per view; a line for a table not compared), each
+    fitted to its width unless ``wide`` (report.render.layout_table: the name stays, then Delta)."""
     for name in views:
         table = diff.table(name)
         rows = [diff_row(r) for r in table.rows[:limit]]
         title = _title(table, len(rows))
-        yield build_rich_table(rows, shown_columns(table, rows), title, ascii_rules=False) if rows else Text(title)
+        if not rows:
+            console.print(Text(title))
+            continue
+        layout = layout_table(rows, shown_columns(table, rows), None if wide else console.width, keep="delta")
+        print_layout(console, build_rich_table(rows, layout, title, ascii_rules=False), layout)
 
 
 def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: bool) -> str:
@@ -297,6 +387,13 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
             "basis": v.basis,
             "median_a_us": v.median_a_us,
             "median_b_us": v.median_b_us,
+            "batch_a": v.batch_a.size,
+            "batch_b": v.batch_b.size,
+            "batch_a_source": v.batch_a.source,
+            "batch_b_source": v.batch_b.source,
+            "per_sample": v.per_sample,
+            "compared_a_us": v.compared_a_us,
+            "compared_b_us": v.compared_b_us,
             "delta_us": v.delta_us,
             "delta_pct": v.delta_pct,
             "ratio": v.ratio,
@@ -314,6 +411,12 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
             "step_delta_us": diff.coverage.step_delta_us,
             "covered": diff.coverage.covered,
             "reason": diff.coverage.reason,
+        }
+        document["overlap"] = {
+            "shared_a_pct": diff.overlap.shared_a_pct,
+            "shared_b_pct": diff.overlap.shared_b_pct,
+            "different_programs": diff.overlap.different_programs,
+            "text": overlap_line(diff),
         }
         document["notes"] = list(diff.notes)
     document["tables"] = {
@@ -391,15 +494,17 @@ def print_diff(args: Namespace) -> int:
     show_verdict = args.view in ("all", "verdict")
     limit = args.limit if args.limit is not None else TEXT_ROWS if fmt in ("table", "markdown") else None
     if fmt == "table" and stdout_is_terminal():
-        tables = list(rich_tables(diff, views, limit))
-        console = terminal_console(*tables)
+        console = Console()
         if show_verdict:
             for line in summary_lines(diff):
                 console.print(Text(line))
-        for table in tables:
-            console.print(table)
+        print_rich_tables(console, diff, views, limit, args.wide)
     else:
         sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))
+    refusal = gate_refusal(diff, slower, memory)
+    if refusal:
+        print(f"tuiprof: {refusal}", file=sys.stderr)
+        return 2
     failures = gate_failures(diff, slower, memory)
     for failure in failures:
         print(f"tuiprof: {failure}", file=sys.stderr)

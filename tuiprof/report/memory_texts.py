@@ -27,7 +27,7 @@ NEEDS_CAPTURE = (
 )
 NEEDS_CAPTURE_SHORT = "Categories need a tuiprof capture · m: allocations at peak"  # fits 60 columns
 REMEDIES = {
-    "grads-to-none": "Gradients set to None between steps",
+    "grads-to-none": "Gradients to None",
     "no-momentum": "SGD without momentum",
     "checkpoint": "Activation checkpointing",
     "half-batch": "Half the batch",

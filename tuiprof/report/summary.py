@@ -31,6 +31,7 @@ class SummaryRequest:
     group_by_shape: bool = False
     top_level_only: bool = False
     format: str = "table"
+    wide: bool = False  # on a terminal: every column, however wide (else fitted to its width)
 
 
 def print_summary(model: TraceModel, request: SummaryRequest) -> int:
@@ -49,7 +50,11 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     columns = view.visible_columns(options, None if data_format else model)
     rows = _sorted_rows(view, view.build(model, options), request.sort or view.default_sort_for(model), request.limit)
     report_diagnostics(model)
-    _print_rows(view, rows, columns, request.format, f"{view.title} - {model.info.trace_name}")
+    sort = request.sort or view.default_sort_for(model)
+    _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
+    if view.name == "memory-what-ifs" and not data_format:  # the arithmetic, a sentence a line, under the table
+        width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+        sys.stdout.write("".join(f"{_wrap(str(row['how']), width) if width else row['how']}\n" for row in rows))
     return 0
 
 
@@ -99,10 +104,10 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     for problem in run.problems:
         print(f"tuiprof: {problem}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
-    _print_rows(view, rows, columns, request.format, title)
+    _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
-        _print_rows(spread, spread.build(run), spread.columns, request.format, spread.title)
+        _print_rows(spread, spread.build(run), spread.columns, request, spread.title)
         lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
         if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
             width = shutil.get_terminal_size().columns
@@ -126,11 +131,13 @@ def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) 
     return rows if limit is None else rows[: max(0, limit)]
 
 
-def _print_rows(view: View, rows: list[Row], columns, fmt: str, title: str) -> None:
-    if fmt == "table" and stdout_is_terminal():
-        print_rich_table(rows, columns, title)
+def _print_rows(view: View, rows: list[Row], columns, request: SummaryRequest, title: str, sort: str = "") -> None:
+    """A terminal gets a table fitted to its width (the sorted column kept) unless ``--wide``;
+    a pipe every column."""
+    if request.format == "table" and stdout_is_terminal():
+        print_rich_table(rows, columns, title, keep=sort, wide=request.wide)
     else:
-        sys.stdout.write(render_rows(rows, columns, fmt, title))
+        sys.stdout.write(render_rows(rows, columns, request.format, title))
     if not rows:
         print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
 

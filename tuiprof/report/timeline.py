@@ -26,6 +26,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
+from tuiprof.report.names import cut_end, fit_name, short_kernel_name
 from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
@@ -65,22 +66,28 @@ def block(fraction: float) -> str:
 
 
 def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis, padded to exactly ``width``."""
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…" if width > 0 else ""
-    return text.ljust(width)
+    """``text`` cut by the one rule for names (report.names.fit_name), padded to exactly ``width``."""
+    return fit_name(text, width).ljust(width)
 
 
 def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
-    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``)."""
+    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``),
+    and a depth shown without its thread's first lane (scrolled off the top of the explorer's
+    canvas) names the thread: ``thread 5617 d1``, not an orphan ``depth 1``."""
     shown_depth: dict[tuple[str, str], int] = {}
+    first_depth: dict[tuple[str, str], int] = {}
     for lane in lanes:
         if lane.group in ("cpu", "python"):
             key = (lane.group, lane.thread)
             shown_depth[key] = max(shown_depth.get(key, 0), lane.depth)
+            first_depth.setdefault(key, lane.depth)
+    heads = {(lane.group, lane.thread): lane.label for lane in timeline.lanes if lane.group in ("cpu", "python") and lane.depth == 0}
     labels = {}
     for lane in lanes:
         label = plain(lane.label)
+        key = (lane.group, lane.thread)
+        if lane.depth > 0 and first_depth.get(key) == lane.depth and key in heads:
+            label = f"{plain(heads[key])} d{lane.depth}"
         if lane.group in ("cpu", "python") and shown_depth[(lane.group, lane.thread)] == lane.depth:
             hidden = timeline.deeper(lane)
             if hidden:
@@ -105,16 +112,17 @@ def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: st
             last = int(np.searchsorted(edges, index.ends[row], side="right")) - 1  # columns ending inside
             if last - first < MIN_BOX:
                 continue
-            text = _box(plain(timeline.names[index.names[row]]), last - first)
+            name = plain(timeline.names[index.names[row]])
+            text = _box(short_kernel_name(name) if frame.lane.group == "gpu" else name, last - first)
             cells[first:last] = list(text)
             boxed[first:last] = [True] * (last - first)
     return LaneLine(frame.lane, label, "".join(cells), kinds, boxed)
 
 
 def _box(name: str, width: int) -> str:
+    """``[name───]`` in ``width`` cells (a kernel's name comes short: its template argument outlasts its namespaces)."""
     inner = width - 2
-    if len(name) > inner:
-        name = name[: max(0, inner - 1)] + "…"
+    name = fit_name(name, inner)
     return "[" + name + "─" * (inner - len(name)) + "]"
 
 
@@ -184,7 +192,7 @@ def render_text(
         if gap is not None:
             width = LABEL_WIDTH + 1 + columns
             where = f"longest idle gap {_duration(gap.duration_ns)} at {format_us((gap.start_ns - origin) / 1000)}, CPU in it:"
-            legend += [fit(where, width).rstrip(), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
+            legend += [cut_end(where, width), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
     return "\n".join(lines + legend) + "\n"
 
 
@@ -301,15 +309,37 @@ def _terminal_columns() -> int:
 RANGE_TOP = 3  # operators and kernels listed for a selected range
 
 
-def window_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None) -> Text:
-    """The status line above the ruler: window, cell size, cursor, lane."""
+MIN_STATUS_LABEL = 8  # cells of the lane's name kept before the cursor's time is dropped
+
+
+def window_text(
+    timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None, width: int | None = None
+) -> Text:
+    """The status line above the ruler: window, cell size, cursor, lane, in ``width`` cells.
+
+    Too wide, it gives up the cell size first, then cuts the lane's name (its row is
+    marked below), then the cursor's time; a number is dropped whole, never cut.
+    The window is always there.  A wrapped line pushed the last lane (device idle,
+    where ``g`` puts the cursor) below the canvas at 60 columns."""
     origin = timeline.begin_ns
-    text = Text()
-    text.append(f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}")
-    text.append(f" · cell {_duration((end_ns - start_ns) / max(1, columns))} · cursor {format_us((cursor_ns - origin) / 1000)}", style="dim")
-    if lane is not None:
-        text.append(" · ", style="dim")
-        text.append(plain(lane.label.strip()))
+    window = f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}"
+    cell = f" · cell {_duration((end_ns - start_ns) / max(1, columns))}"
+    cursor = f" · cursor {format_us((cursor_ns - origin) / 1000)}"
+    label = plain(lane.label.strip()) if lane is not None else ""
+    separator = " · " if label else ""
+    room = len(label)
+    # (the numbers kept, the least of the name they leave room for): the first that fits
+    for numbers, least in ((cell + cursor, len(label)), (cursor, len(label)), (cursor, MIN_STATUS_LABEL), ("", 0)):
+        if width is not None:
+            room = width - len(window) - len(numbers) - len(separator)
+        if room >= min(least, len(label)):
+            break
+    name = label if room >= len(label) else fit(label, room).rstrip() if room >= 2 else ""
+    text = Text(window)
+    text.append(numbers, style="dim")
+    if name:
+        text.append(separator, style="dim")
+        text.append(name)
     return text
 
 
@@ -357,9 +387,13 @@ def gap_cpu_lines(activities: list[GapActivity], width: int) -> list[str]:
     """One line per activity for the text output, time and cause first: a long name is
     what gets cut to ``width``."""
     if not activities:
-        return [fit("  " + NO_CPU, width).rstrip()]
+        return [cut_end("  " + NO_CPU, width)]
     causes = max(len(cause) for _, cause, _ in gap_cpu_rows(activities))
-    return [fit(f"  {time:>7} {cause:<{causes}} {name}", width).rstrip() for time, cause, name in gap_cpu_rows(activities)]
+    lines = []
+    for time, cause, name in gap_cpu_rows(activities):
+        head = f"  {time:>7} {cause:<{causes}} "
+        lines.append((head + fit_name(name, max(0, width - len(head)))).rstrip())
+    return lines
 
 
 def range_text(timeline: Timeline, stats: RangeStats) -> Text:

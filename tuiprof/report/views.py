@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 
+from tuiprof.analysis.compiled import describe_kernel
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import RunSummary, rank_means, spread
@@ -21,7 +22,7 @@ from tuiprof.trace.live import CATEGORY_NAMES
 from tuiprof.report.memory_texts import REMEDIES, peak_place, what_if_text
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
+from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
 
 Row = dict[str, object]
 
@@ -88,6 +89,8 @@ class View:
         if self.name == "ops" and not options.group_by_shape:
             hidden.add("input_shapes")
         if model is not None:
+            if self.name in ("ops", "kernels") and not model.has_inductor_kernels:
+                hidden.add("computes")
             if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
                 hidden |= {"qualified_name", "parameters", "output_shape"}
             if self.name == "modules" and not any(n.backward_cpu_us for n in model.modules.roots):
@@ -98,18 +101,39 @@ class View:
                 hidden |= {c.key for c in self.columns if c.key.removesuffix("_bytes") in CATEGORY_NAMES}
             if self.name == "memory-allocations" and not model.memory_categories:
                 hidden.add("category")
+            if self.name == "memory-what-ifs":  # a sentence: the detail pane, the lines under a summary, data formats
+                hidden.add("how")
             if not model.has_device:
                 hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
                 if self.name == "steps":  # columns of device activity, "--" on every row
                     hidden |= {"kernel_us", "memcpy_us", "memset_us", "communication_us", "idle_pct"}
             if not model.has_device and all(t.is_cpu for t in model.memory):
                 hidden |= {c.key for c in self.columns if "device_mem" in c.key}
-        return tuple(c for c in self.columns if c.key not in hidden)
+        shown = tuple(c for c in self.columns if c.key not in hidden)
+        if self.name == "kernels" and model is not None and "computes" not in hidden:
+            # A compiled model's kernel table: what a kernel computes takes the launcher's place at
+            # 80 columns (an Inductor kernel's launcher is an operator named after the kernel).
+            narrow = {"computes": True, "launcher": False}
+            shown = tuple(replace(c, narrow=narrow[c.key]) if c.key in narrow else c for c in shown)
+        return shown
 
     def default_sort_for(self, model: TraceModel) -> str:
         if self.name == "ops" and model.has_device:
             return "self_device_us"
         return self.default_sort
+
+
+MEMORY_KEYS = frozenset({"cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes"})
+
+
+def unrecorded_memory(model: TraceModel, rows: list[Row]) -> list[Row]:
+    """``rows`` with their memory columns None (``--``, JSON null, an empty CSV cell) when
+    the trace recorded no memory (profiled without profile_memory=True): unknown, not 0 B."""
+    if not model.info.profile_memory:
+        for row in rows:
+            for key in MEMORY_KEYS.intersection(row):
+                row[key] = None
+    return rows
 
 
 def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
@@ -129,8 +153,18 @@ def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
 
 # ------------------------------------------------------------------ operators
 
+# What an Inductor kernel computes, decoded from its name (analysis/compiled.py); shown only
+# in a table of a trace that holds such names (a compiled model's), beside the name.
+COMPUTES = Column(
+    "computes", "Computes", "text",
+    "What an Inductor kernel computes, read from its name: kind and the aten ops fused in it "
+    "(triton_poi_fused_mul_silu_2: pointwise: mul, silu). Empty for other names.",
+    narrow=False,
+)
+
 OPERATOR_COLUMNS = (
     Column("name", "Name", "text", "Operator or record_function name, as torch names it."),
+    COMPUTES,
     Column("self_cpu_pct", "Self CPU %", "pct", "Self CPU time as a share of all self CPU time.", narrow=False),
     Column("self_cpu_us", "Self CPU", "us", "CPU time in the operator itself, children (ops and Python frames) excluded."),
     Column("cpu_total_pct", "CPU total %", "pct", "CPU total as a share of all self CPU time.", narrow=False),
@@ -187,12 +221,13 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             "flops_per_s": stats.flops / (busy_us / 1e6) if stats.flops and busy_us else None,
             "executed_flops": stats.executed_flops,
             "executed_flops_per_s": stats.executed_flops / (busy_us / 1e6) if stats.executed_flops and busy_us else None,
+            "computes": describe_kernel(stats.name),
         }
         if options.group_by_shape:
             row["input_shapes"] = stats.input_shapes
         row["_stats"] = stats
         rows.append(row)
-    return rows
+    return unrecorded_memory(model, rows)
 
 
 # ------------------------------------------------------------------ modules
@@ -237,13 +272,14 @@ def module_row(node: ModuleNode) -> Row:
 
 def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     nodes = options.module.walk() if options.module else model.modules.walk()
-    return [module_row(node) for node in nodes]
+    return unrecorded_memory(model, [module_row(node) for node in nodes])
 
 
 # ------------------------------------------------------------------ kernels
 
 KERNEL_COLUMNS = (
     Column("name", "Kernel", "kernel", "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name."),
+    COMPUTES,
     Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
     Column("calls", "Calls", "int", "Launches."),
     Column("device_total_us", "Total", "us", "Sum of device durations."),
@@ -263,7 +299,10 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    return _attribute_rows(model.kernels, KERNEL_COLUMNS)
+    rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
+    for row in rows:
+        row["computes"] = describe_kernel(row["_stats"].name)
+    return rows
 
 
 # ------------------------------------------------------------------ steps
@@ -636,8 +675,9 @@ RUN_VIEWS: dict[str, View] = {
 
 
 def public_row(row: Row, columns: tuple[Column, ...]) -> Row:
-    """The row as exported: the view's column keys only, raw values."""
-    return {c.key: row.get(c.key) for c in columns}
+    """The row as exported: the view's column keys only, raw values without float noise
+    (units.data_value: microseconds to the nanosecond)."""
+    return {c.key: data_value(c.kind, row.get(c.key)) for c in columns}
 
 
 # ------------------------------------------------------------------ raw events (drill-down)
@@ -669,7 +709,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     for row in rows:
         owner = int(tree.charged_node[row]) if len(tree.charged_node) else -1
         module = nodes[owner].label if owner >= 0 else ""
-        if owner >= 0 and calls.module[row] < 0:
+        if owner >= 0 and tree.call_owner[row] < 0:  # charged through autograd
             module += " (backward)"
         result.append(
             {
@@ -684,7 +724,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
                 "input_shapes": input_shapes_key(calls, row, shapes),
             }
         )
-    return result
+    return unrecorded_memory(model, result)
 
 
 LAUNCH_COLUMNS = (

@@ -1,8 +1,8 @@
 """What a live capture knew that its trace does not say, saved inside the trace.
 
 A capture (``tuiprof live``/``run``) knows each module instance's qualified
-name, parameter count and output shape, torch's own FLOPs per operator call
-and the profiler's log lines.  They are written into the saved trace as one
+name, parameter count and output shape, torch's own FLOPs per operator call,
+the profiler's log lines and (``live``) the batch it fed the model.  They are written into the saved trace as one
 extra top-level member, :data:`MEMBER`, the document's last, after
 ``traceEvents``: Perfetto's JSON tokenizer stops reading at a top-level key
 it does not know (one before the events would hide them all), and
@@ -50,6 +50,7 @@ class LiveFacts(msgspec.Struct):
     flops_by_external_id: dict[int, int] = {}  # torch's with_flops count per operator call
     log_lines: list[str] = []  # what the profiler printed on fd 2
     memory_categories: msgspec.Raw = NO_CATEGORIES  # an encoded MemoryCategories
+    batch_size: int | None = None  # the length of the batch fed to the model (a diff compares per sample)
 
 
 class DeviceMemoryCategories(msgspec.Struct):

@@ -17,12 +17,14 @@ size, backend; 256 KB read, no decoding) or from its sidecar:
 
 The sidecar (``<trace>.tuiprof-summary``, JSON) caches what analysing a file
 found, keyed by the file's size and mtime, so re-opening a run reads only the
-sidecars.  This module owns its envelope; :mod:`tuiprof.analysis.ranks` owns
-the summary inside.
+sidecars (where they are written, and how to turn them off: the sidecars
+section below).  This module owns the envelope; :mod:`tuiprof.analysis.ranks`
+owns the summary inside.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -221,35 +223,73 @@ def _ranks_text(ranks: list[int]) -> str:
 
 
 # ------------------------------------------------------------------ sidecars
+#
+# Where a sidecar goes: next to its trace when the folder is the user's own and
+# writable (a run directory the user made); otherwise -- a shared or read-only
+# folder, someone else's -- under the user's cache, ``$XDG_CACHE_HOME/tuiprof/sidecars``
+# (default ``~/.cache/tuiprof/sidecars``), named by a hash of the trace's
+# absolute path, which the sidecar also records.  ``--no-sidecars`` or
+# ``TUIPROF_NO_SIDECARS=1`` turns them off: none read, none written.
+
+NO_SIDECARS_ENV = "TUIPROF_NO_SIDECARS"
+
+
+def sidecars_enabled() -> bool:
+    return os.environ.get(NO_SIDECARS_ENV, "") in ("", "0")
+
+
+def set_sidecars(enabled: bool) -> None:
+    """Turn sidecars on or off for this process and the workers it starts."""
+    os.environ[NO_SIDECARS_ENV] = "0" if enabled else "1"
 
 
 def sidecar_path(trace: Path) -> Path:
+    """The sidecar next to ``trace``."""
     return trace.with_name(trace.name + SIDECAR_SUFFIX)
 
 
+def cached_sidecar_path(trace: Path) -> Path:
+    """The sidecar of ``trace`` in the user's cache (for folders tuiprof must not write into)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof" / "sidecars"
+    key = hashlib.sha256(str(trace.resolve()).encode(errors="surrogateescape")).hexdigest()[:32]
+    return cache / f"{key}{SIDECAR_SUFFIX}"
+
+
 def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
-    """The sidecar's contents if it describes ``trace`` as it is now (same size and mtime)."""
-    try:
-        data = orjson.loads(sidecar_path(trace).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    """The sidecar's contents (next to the trace, else in the cache) if it describes ``trace``
+    as it is now (same size and mtime; a cached one: the same path)."""
+    if not sidecars_enabled():
         return None
-    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
-        return None
-    if data.get("size") != size or data.get("mtime_ns") != mtime_ns:
-        return None  # the trace changed since: analyse it again
-    return data
+    for path, cached in ((sidecar_path(trace), False), (cached_sidecar_path(trace), True)):
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+            continue
+        if cached and data.get("path") != str(trace.resolve()):
+            continue  # another trace with the same hash
+        if data.get("size") == size and data.get("mtime_ns") == mtime_ns:
+            return data
+    return None  # none, or the trace changed since: analyse it again
 
 
 def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
-    """Cache ``summary`` next to the trace (atomically); False where the folder is read-only."""
-    path = rank_file.path
-    try:
-        if not path.parent.stat().st_mode & 0o222:
-            return False  # a read-only folder stays untouched, even for root
-    except OSError:
+    """Cache ``summary`` (atomically) next to the trace, or in the user's cache where the trace's
+    folder is not the user's or not writable; False when sidecars are off or it cannot be written."""
+    if not sidecars_enabled():
         return False
+    trace = rank_file.path
+    target = sidecar_path(trace)
+    if not _own_writable_folder(trace.parent):
+        target = cached_sidecar_path(trace)
+        try:
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return False
     data = {
         "format": SIDECAR_FORMAT,
+        "path": str(trace.resolve()),
         "size": rank_file.trace.size_bytes,
         "mtime_ns": rank_file.mtime_ns,
         "rank": rank_file.recorded_rank,
@@ -258,14 +298,14 @@ def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
         "summary": summary,
     }
     try:
-        handle, temporary = tempfile.mkstemp(prefix=".tuiprof-", dir=path.parent)
+        handle, temporary = tempfile.mkstemp(prefix=".tuiprof-", dir=target.parent)
     except OSError:
         return False
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(orjson.dumps(data))
         os.chmod(temporary, 0o644)  # readable like the trace beside it (mkstemp makes 0600)
-        os.replace(temporary, sidecar_path(path))
+        os.replace(temporary, target)
         return True
     except OSError:
         try:
@@ -273,3 +313,13 @@ def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
         except OSError:
             pass
         return False
+
+
+def _own_writable_folder(folder: Path) -> bool:
+    """Whether ``folder`` belongs to this user and its owner may write (checked on the mode bits:
+    root may write anywhere, and must still leave a read-only folder untouched)."""
+    try:
+        status = folder.stat()
+    except OSError:
+        return False
+    return status.st_uid == os.geteuid() and bool(status.st_mode & 0o200) and os.access(folder, os.W_OK)

@@ -22,8 +22,9 @@ from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.header import trace_title
+from tuiprof.report.plain import plain
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands, pane_commands
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
@@ -98,7 +99,7 @@ class ExplorerApp(TableApp):
         try:
             loaded = self.load_or_fail(lambda: self.source(self.report_progress, self._cancel.is_set))
         except LoadCancelled:
-            return  # only a quit cancels a load, and it has set the exit code (q: 0, a signal: 128+N)
+            return  # only a quit cancels a load, and it has chosen the exit code (q: 0, a signal: 128+N)
         if loaded is not None:
             model, log_lines = loaded
             self.post_message(LoadFinished(model, tuple(log_lines)))
@@ -181,22 +182,25 @@ class ExplorerApp(TableApp):
         if self.model is None:
             return
         source = self.screen if isinstance(self.screen, EventListScreen) else self.view()
-        self.write_export(source.export_rows(), trace_title(self.model).split(".")[0] or "trace", fmt)
+        title = trace_title(self.model)
+        settings = (*(("grouped by input shape",) if self.options.group_by_shape else ()),
+                    *(("top-level only",) if self.options.top_level_only else ()))
+        self.write_export(source.export_rows(), title.split(".")[0] or "trace", fmt, title, settings)
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([v.title for v in VIEWS])
+        keys = help_rows([(key, v.title) for key, _, v in view_keys()], APP_COMMANDS, pane_commands(view))
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:
         """Quit; while a live capture runs, the first press stops it and shows what it has."""
         live = hasattr(self.source, "stop")
-        if self.model is None and live and not self._cancel.is_set() and not self.error_text:
+        if self.model is None and live and not self._cancel.is_set():
             self._cancel.set()
             self.query_one(LoadingPanel).stopping()
             return
         self._cancel.set()
-        self.exit(self.exit_code)
+        self.exit(0)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -209,8 +213,8 @@ def run_explorer(path: str, select: str | None = None) -> int:
 
 
 def run_app(app: TableApp) -> int:
-    """Run the explorer; a load error is also left on stderr, where scrollback keeps it."""
+    """Run the explorer; a load error ends it and is printed on stderr, once the terminal is restored."""
     result = app.run()
     if app.error_text:
-        print(f"tuiprof: {app.error_text}", file=sys.stderr)
+        print(f"tuiprof: {plain(app.error_text)}", file=sys.stderr)
     return int(result or 0)

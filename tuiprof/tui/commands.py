@@ -3,17 +3,21 @@ help and the command palette are all derived from it (as harlequin and
 dolphie do), so a key is described once.
 
 ``scope`` says where a key is bound: ``app`` (anywhere), ``table`` (a
-:class:`RowTable`), ``tree`` (the module tree), ``memory`` (the Memory view).  Views add their keys with
-:meth:`Command` entries of their own and the same helpers.
+:class:`RowTable`), ``tree`` (the module tree), ``timeline`` (its canvas),
+``page`` (the Overview), ``memory`` (the Memory view).  Views add their keys with
+:meth:`Command` entries of their own and the same helpers.  A pane widget names
+its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
+view holds (:func:`pane_commands`), never another view's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.widget import Widget
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
     Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
     Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
-    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's or kernel's longest; a step's window)", display="T"),
+    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )
@@ -91,19 +95,58 @@ def bindings(commands: Iterable[Command]) -> list[Binding]:
     ]
 
 
-def help_rows(view_titles: list[str], app_commands: Iterable[Command] = APP_COMMANDS) -> list[tuple[str, str]]:
-    """(keys, what) for the help screen: every command, one row per distinct help text
-    (``app_commands``: the app's own keys, diff mode has its own)."""
-    rows: dict[str, str] = {}
+def pane_commands(view: Widget) -> list[Command]:
+    """The keys of the view itself and of the panes inside it: each class's ``PANE_COMMANDS``,
+    once, in pane order (the Operators view has a table's keys, Modules a tree's and a table's,
+    Memory its own ``m`` and a table's)."""
+    found: list[Command] = []
+    for widget in (view, *view.query("*")):
+        found += [command for command in getattr(widget, "PANE_COMMANDS", ()) if command not in found]
+    return found
+
+
+def key_span(keys: Sequence[str]) -> str:
+    """The view keys as ``?`` names them: runs of consecutive digits joined, ``1-9 0``
+    for 1 to 9 then 0 (the tenth view's key), ``1-6`` for six pages."""
+    runs: list[list[str]] = []
+    for key in keys:
+        last = runs[-1][-1] if runs else ""
+        if key.isdigit() and last.isdigit() and int(key) == int(last) + 1:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    return " ".join(run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
+def help_rows(
+    views: Sequence[tuple[str, str]], app_commands: Iterable[Command] = APP_COMMANDS, panes: Iterable[Command] = ()
+) -> list[tuple[str, str]]:
+    """(keys, what) for the help screen: every app command, the view keys (``views``:
+    (key, title) each), then the keys of the current view's panes (``panes``), one row
+    per action: an action under two keys lists both (``↓ j``), a key two panes use says
+    both actions (``g home``: "first module / first row").
+    ``app_commands``: the app's own keys, diff mode has its own."""
+    rows: list[list[str]] = []
+
+    def add(key: str, what: str) -> None:
+        for row in rows:
+            if row[1] == what:
+                row[0] = " ".join(dict.fromkeys(row[0].split() + key.split()))
+                return
+            if row[0] == key:
+                row[1] = f"{row[1]} / {what}"
+                return
+        rows.append([key, what])
+
     for command in app_commands:
-        if command.help not in rows.values():
-            rows[command.key_display] = command.help
-    rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)
-    rows.update(NAVIGATION_HELP)
-    for command in (*TABLE_COMMANDS, *TREE_COMMANDS, *MEMORY_COMMANDS):
-        if command.help not in rows.values():
-            rows[command.key_display] = command.help
-    return list(rows.items())
+        add(command.key_display, command.help)
+    keyed = [(key, title) for key, title in views if key]
+    add(key_span([key for key, _ in keyed]), "views: " + ", ".join(f"{key} {title}" for key, title in keyed))
+    for key, what in NAVIGATION_HELP:
+        add(key, what)
+    for command in panes:
+        add(command.key_display, command.help)
+    return [(key, what) for key, what in rows]
 
 
 def palette_commands(

@@ -22,10 +22,10 @@ from textual.widgets import ContentSwitcher, Static
 
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.diff import verdict_style, verdict_text
+from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands, pane_commands
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -129,8 +129,8 @@ class DiffApp(TableApp):
     def _draw_header(self) -> None:
         if self.diff is None or not self.is_mounted:
             return
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(verdict_text(self.diff.verdict), style=verdict_style(self.diff.verdict))
+        line = headline(self.diff)
+        line.no_wrap, line.overflow = True, "ellipsis"
         tabs = Text(no_wrap=True, overflow="ellipsis")
         for key, page in enumerate(DIFF_PAGES, 1):
             tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
@@ -174,15 +174,15 @@ class DiffApp(TableApp):
 
     def action_export(self, fmt: str) -> None:
         if self.diff is not None:
-            self.write_export(self.view().export_rows(), "", fmt)
+            self.write_export(self.view().export_rows(), "", fmt, f"diff of A {self.diff.label_a} and B {self.diff.label_b}")
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
+        keys = help_rows([(str(key), page.title) for key, page in enumerate(DIFF_PAGES, 1)], DIFF_COMMANDS, pane_commands(view))
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
-        self.exit(self.exit_code)
+        self.exit(0)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -1,6 +1,8 @@
 """What the explorer and its diff mode share: quitting cleanly on signals, a
-load worker whose errors and progress show in the loading panel, the filter
-bar, esc clearing it, and writing an export of whatever view is current."""
+load worker whose progress shows in the loading panel and whose error ends the
+app (one line on stderr once the terminal is restored, as every other bad input
+gives), the filter bar, esc clearing it, and writing an export of whatever view
+is current."""
 
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from tuiprof.cleanup import clean_up
 from tuiprof.errors import EXIT_INTERNAL, TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
-from tuiprof.report.render import render_rows
+from tuiprof.report.render import ExportOrigin, render_export
 from tuiprof.report.views import Column, Row
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.sources import LoadCancelled
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+from tuiprof.tui.widgets.row_table import RowTable
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
 T = TypeVar("T")
@@ -36,7 +39,6 @@ class TableApp(App[int]):
     def __init__(self, export_dir: Path | None = None) -> None:
         super().__init__()
         self.export_dir = export_dir or Path.cwd()  # where e/E write
-        self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
 
@@ -75,7 +77,7 @@ class TableApp(App[int]):
 
     def load_or_fail(self, load: Callable[[], T]) -> T | None:
         """Run ``load`` (in the load worker): a bad input or a bug becomes a
-        ``LoadFailed`` shown in the loading panel (None), never a crash."""
+        ``LoadFailed`` that ends the app (None), never a crash."""
         try:
             return load()
         except LoadCancelled:
@@ -104,9 +106,12 @@ class TableApp(App[int]):
         self.query_one(LoadingPanel).advance(message.text, message.fraction)
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        self.exit_code = message.exit_code
+        """A trace that cannot be shown (a truncated gzip, damage found past the first bytes, a
+        capture that failed): quit at once with its exit code; ``run_app`` prints the one line
+        once the terminal is restored.  An error page that waited for q was the one bad input
+        that did not end with a line on stderr and exit 2 straight away."""
         self.error_text = message.text
-        self.query_one(LoadingPanel).fail(message.text)
+        self.exit(message.exit_code)
 
     # ------------------------------------------------------------ filter and export
 
@@ -125,16 +130,29 @@ class TableApp(App[int]):
         self.screen.set_focus(self.view().focus_target())
         return True
 
-    def write_export(self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str) -> None:
-        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder."""
+    def write_export(
+        self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str, source: str, settings: tuple[str, ...] = ()
+    ) -> None:
+        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder,
+        with where it came from (``source``, the sort and filter of the table that shows the
+        rows, the toggles in ``settings``: report.render.render_export)."""
         if exported is None:
             self.notify("Nothing to export in this view.", severity="warning")
             return
         what, rows, columns = exported
+        origin = self._export_origin(what, rows, source, settings)
         try:  # a new file, never through a planted symlink; a fresh name when one exists
-            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_rows(rows, columns, fmt))
+            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_export(rows, columns, fmt, origin))
         except ExportError as exc:
             self.notify(str(exc), title="Export failed", severity="error", markup=False)
             return
         message = f"Wrote {len(rows):,} rows to {plain(str(path))}"
         self.notify(message, title="Export", timeout=6, markup=False)
+
+    def _export_origin(self, what: str, rows: list[Row], source: str, settings: tuple[str, ...]) -> ExportOrigin:
+        """The sort and filter of the table showing ``rows`` (none: rows built for the export,
+        such as every module of the tree, come in the view's order, unfiltered)."""
+        table = next((t for t in self.screen.query(RowTable) if t.rows is rows), None)
+        if table is None:
+            return ExportOrigin(what, source, settings=settings)
+        return ExportOrigin(what, source, table.sort_key, table.descending, table.filter_text, settings, len(table.all_rows))

@@ -44,6 +44,7 @@ class MemoryView(ExplorerView):
     view_id = "memory"
     title = "Memory"
     BINDINGS = bindings(MEMORY_COMMANDS)
+    PANE_COMMANDS = MEMORY_COMMANDS  # what ? lists for this view, with its table's keys
     _charted: int | None = None  # charts drawn for the terminal's height
     _table: str = ""  # the VIEWS key of the table shown
 
