@@ -29,7 +29,6 @@ from tuiprof.trace.live import (
     LiveFacts,
     MemoryCategories,
     decode_memory_categories,
-    encode_memory_categories,
 )
 
 SHIPPED = ROOT / "tests" / "data" / "mlp_memory_categories.pt.trace.json.gz"
@@ -315,3 +314,21 @@ async def test_memory_view_with_categories_leaves_rows_for_its_table_at_60x20() 
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert app.query_one("#memory-detail").display
+
+
+def test_innermost_calls_at_many_times_equals_the_definition() -> None:
+    """The sweep against the definition written out: the latest-starting call on the thread
+    whose span holds the time (times inside, between and outside the resnet sample's calls)."""
+    import numpy as np
+
+    from tests.conftest import SAMPLES
+    from tuiprof.analysis.memory import innermost_calls_at
+
+    calls = load_model(SAMPLES / "resnet18_cpu.pt.trace.json.gz").calls
+    starts, ends, threads = calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")
+    times = np.random.default_rng(0).integers(int(starts.min()) - 10, int(ends.max()) + 10, 400).tolist()
+    queries = [(tid, t) for t in times for tid in calls.threads]
+    found = innermost_calls_at(calls, [tid for tid, _ in queries], [t for _, t in queries]).tolist()
+    for (tid, t), row in zip(queries, found):
+        holding = np.flatnonzero((starts <= t) & (ends >= t) & (threads == calls.threads.index(tid)))
+        assert row == (int(holding[-1]) if len(holding) else -1)

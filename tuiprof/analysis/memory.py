@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,13 +78,33 @@ def live_at(records: MemoryRecords, rows: np.ndarray) -> tuple[tuple[int, int | 
 
 def innermost_call_at(calls: OperatorCalls, tid: int | str, time_ns: int) -> int:
     """The latest-starting call on ``tid`` whose span holds ``time_ns``."""
-    tid = as_thread_id(tid)
-    if tid not in calls.threads:
-        return -1
-    thread = calls.threads.index(tid)
-    starts = calls.column("start_ns")
-    started = int(np.searchsorted(starts, time_ns, side="right"))  # rows are in start order
-    holding = np.flatnonzero(
-        (calls.column("thread")[:started] == thread) & (calls.column("end_ns")[:started] >= time_ns)
-    )
-    return int(holding[-1]) if len(holding) else -1
+    return int(innermost_calls_at(calls, [tid], [time_ns])[0])
+
+
+def innermost_calls_at(calls: OperatorCalls, tids: list[int | str], times_ns: list[int]) -> np.ndarray:
+    """:func:`innermost_call_at` for many (thread, time) queries at once, -1 where none holds:
+    per thread one sweep in time order, a heap of the calls started so far, latest start on
+    top, ended ones dropped for good (later queries come later)."""
+    found = np.full(len(times_ns), -1, dtype=np.int64)
+    starts, ends, threads = calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")
+    by_thread: dict[int | str, list[int]] = {}
+    for query, tid in enumerate(tids):
+        by_thread.setdefault(as_thread_id(tid), []).append(query)
+    for tid, queries in by_thread.items():
+        if tid not in calls.threads:
+            continue
+        queries.sort(key=lambda q: times_ns[q])
+        last = int(np.searchsorted(starts, times_ns[queries[-1]], side="right"))  # rows are in start order
+        rows = np.flatnonzero(threads[:last] == calls.threads.index(tid)).tolist()
+        open_calls: list[int] = []  # -row: rows are in start order, so the latest start is the largest row
+        next_row = 0
+        for query in queries:
+            time_ns = times_ns[query]
+            while next_row < len(rows) and starts[rows[next_row]] <= time_ns:
+                heapq.heappush(open_calls, -rows[next_row])
+                next_row += 1
+            while open_calls and ends[-open_calls[0]] < time_ns:
+                heapq.heappop(open_calls)
+            if open_calls:
+                found[query] = -open_calls[0]
+    return found

@@ -25,21 +25,18 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from tuiprof.analysis.calls import OperatorCalls
-from tuiprof.analysis.memory import MemoryTimeline, innermost_call_at
+from tuiprof.analysis.memory import MemoryTimeline, innermost_calls_at
 from tuiprof.analysis.memory_categories import CategorisedMemory
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.steps import StepStats
 from tuiprof.analysis.timeline import PHASES, profiler_step_rows, step_phases
-from tuiprof.trace.live import CATEGORY_NAMES
 
 # Categories that grow with the batch: halving it halves them (parameters, gradients
 # and optimizer state are per parameter; torch's "unknown" is left as it is).
 BATCH_CATEGORIES = ("input", "activation", "temporary", "autograd_detail")
-MAX_ATTRIBUTED = 500  # JSON-only: allocations live at the peak named one by one (each a search of the calls)
+MAX_ATTRIBUTED = 500  # JSON-only: allocations live at the peak named one by one, the rest in one row
 UNNAMED = "(smaller allocations, not named)"
 
 
@@ -245,16 +242,15 @@ class _JsonAllocation:
 def _json_allocations(model: TraceModel, timeline: MemoryTimeline) -> list[_JsonAllocation]:
     """The allocations live at ``timeline``'s peak, largest first (the largest
     MAX_ATTRIBUTED named after their operator and module, the rest together)."""
-    found = []
+    named = timeline.live_at_peak[:MAX_ATTRIBUTED]
+    calls = innermost_calls_at(model.calls, [tid for _, tid, _ in named], [start for *_, start in named]).tolist()
     _, nodes = model.modules.frame_index()
     charged = model.modules.charged_node
-    for rank, (size, tid, start_ns) in enumerate(timeline.live_at_peak):
-        if rank >= MAX_ATTRIBUTED:
-            found.append(_JsonAllocation(size, UNNAMED, None))
-            continue
-        call = innermost_call_at(model.calls, tid, start_ns)
+    found = []
+    for (size, _, _), call in zip(named, calls):
         node = nodes[int(charged[call])] if call >= 0 and len(charged) and charged[call] >= 0 else None
         found.append(_JsonAllocation(size, _outermost_operator(model.calls, call), node))
+    found += [_JsonAllocation(size, UNNAMED, None) for size, _, _ in timeline.live_at_peak[MAX_ATTRIBUTED:]]
     return found
 
 

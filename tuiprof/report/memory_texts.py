@@ -55,9 +55,9 @@ def memory_peak_sentence(model: TraceModel) -> str | None:
     """The Overview's one line: ``Peak CPU memory 159.7 MB in backward of step 3: 28 %
     parameters, ...; layer4 holds the most activations (Memory view, 5).``  None without
     categories.  Short enough for the Overview's finding width (report/plain.py)."""
-    breakdown = model.memory_breakdown
-    if breakdown is None or breakdown.memory is None:
+    if model.categorised_peak is None:  # before the breakdown: a file's costs a search per allocation
         return None
+    breakdown = model.memory_breakdown
     peak = breakdown.peak_bytes
     # The categories worth a remedy (5 % or more); the Memory view has them all.
     parts = [f"{share(size, peak)} {CATEGORY_WORDS[name]}" for name, size in breakdown.by_category if 100 * size >= 5 * peak]

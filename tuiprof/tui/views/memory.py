@@ -71,9 +71,10 @@ class MemoryView(ExplorerView):
         self._select_most_activations()
 
     def _select_most_activations(self) -> None:
-        breakdown = self.model.memory_breakdown if self.model is not None else None
-        if self._table == "memory-modules" and breakdown is not None and breakdown.most_activations is not None:
-            most = breakdown.most_activations  # the module a user checkpoints first
+        if self._table != "memory-modules" or self.model is None or self.model.memory_breakdown is None:
+            return
+        most = self.model.memory_breakdown.most_activations  # the module a user checkpoints first
+        if most is not None:
             self.query_one(RowTable).select_where(lambda row: row.get("_stats") is most)
 
     def on_resize(self) -> None:
@@ -105,8 +106,9 @@ class MemoryView(ExplorerView):
             chart.update(Text(NO_MEMORY))  # plain: "[memory]" is no markup
             return
         origin = model.calls.start_ns[0] if len(model.calls) else 0
-        breakdown = model.memory_breakdown
-        if breakdown is not None and breakdown.memory is not None:
+        # A file's breakdown (allocations searched in the calls) waits until its table is asked for.
+        breakdown = model.memory_breakdown if model.categorised_peak is not None else None
+        if breakdown is not None:
             height = 6 if self.app.size.height >= TALL_CURVE_ROWS else 4
             chart.update(Group(peak_title(breakdown), CategoryCurve(breakdown.memory, origin, height, breakdown.phases)))
             return
@@ -142,11 +144,10 @@ class MemoryView(ExplorerView):
         self.fill_table(table, view, self.options, columns=columns, default_sort=sort)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
-        breakdown = self.model.memory_breakdown if self.model is not None else None
         item = row.get("_stats") if row is not None else None
         text = Text()
-        if isinstance(item, ModuleMemory) and breakdown is not None:
-            text = module_memory_detail(breakdown, item)
+        if isinstance(item, ModuleMemory) and self.model is not None and self.model.memory_breakdown is not None:
+            text = module_memory_detail(self.model.memory_breakdown, item)
         elif isinstance(item, PeakAllocation):
             text = allocation_detail(item)
         elif isinstance(item, WhatIf):
