@@ -332,3 +332,26 @@ def test_innermost_calls_at_many_times_equals_the_definition() -> None:
     for (tid, t), row in zip(queries, found):
         holding = np.flatnonzero((starts <= t) & (ends >= t) & (threads == calls.threads.index(tid)))
         assert row == (int(holding[-1]) if len(holding) else -1)
+
+
+def test_a_step_left_out_of_the_trace_is_left_out_of_the_categories(tmp_path) -> None:
+    """A block that ends inside a step: the trace drops that step (capture/unfinished_step.py),
+    and so do the categories: the 64 MB the unfinished step allocated is not in the peak."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from torch.profiler import schedule
+
+    import tuiprof
+
+    layer = nn.Linear(8, 8)
+    path = tmp_path / "cut.json.gz"
+    with tuiprof.profile(path, schedule=schedule(wait=0, warmup=1, active=5), with_flops=False) as session:
+        for _ in range(3):  # the warmup step, then two recorded ones
+            layer(torch.randn(4, 8)).sum().backward()
+            session.step()
+        unfinished = torch.zeros(16 * 1024 * 1024)  # 64 MB, then the block ends inside step 3
+        del unfinished
+    model = load_model(path)
+    assert len(model.steps) == 2
+    [memory] = model.memory_categories
+    assert 0 < memory.peak_bytes < 1 << 20

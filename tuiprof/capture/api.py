@@ -70,7 +70,8 @@ def profile(
     session: ProfileSession
 
     def save(prof: Any, window: SavedWindow) -> None:
-        write(prof, target, LiveFacts(memory_categories=memory_categories_member(prof)), window.unfinished_step)
+        facts = LiveFacts(memory_categories=memory_categories_member(prof, unfinished_step=window.unfinished_step))
+        write(prof, target, facts, window.unfinished_step)
         session.written = True
         session.steps = window.steps
 

@@ -52,11 +52,14 @@ UNKNOWN = CATEGORY_NAMES.index("unknown")
 MODULE_PREFIX = "nn.Module: "
 
 
-def categorise_memory(prof: Any, model: Any = None, module_keys: dict[str, str] | None = None) -> MemoryCategories:
+def categorise_memory(
+    prof: Any, model: Any = None, module_keys: dict[str, str] | None = None, unfinished_step: int | None = None
+) -> MemoryCategories:
     """torch's categorised memory timeline of ``prof`` (a stopped ``torch.profiler.profile``),
     one entry per device; ``problem`` says why there is none.  ``model`` and ``module_keys``
     (qualified name -> the trace's module name), when known, place the parameters of
-    modules that never ran their own forward."""
+    modules that never ran their own forward.  ``unfinished_step``: the step the capture
+    leaves out of the trace (capture/unfinished_step.py); its changes are left out too."""
     missing = [name for name in ("record_shapes", "profile_memory", "with_stack") if not getattr(prof, name, False)]
     if missing:
         return MemoryCategories(problem=f"categories need {', '.join(missing)}=True")
@@ -64,7 +67,8 @@ def categorise_memory(prof: Any, model: Any = None, module_keys: dict[str, str] 
         memory_profile = prof._memory_profile()
         timeline = MemoryProfileTimeline(memory_profile)
         owners = _Owners(memory_profile._op_tree, _closest_ran(model, module_keys or {}))
-        return MemoryCategories(devices=[_device(timeline, owners, device) for device in _devices(timeline)])
+        cut = owners.step_starts.get(f"ProfilerStep#{unfinished_step}") if unfinished_step is not None else None
+        return MemoryCategories(devices=[_device(timeline, owners, device, cut) for device in _devices(timeline)])
     except Exception as exc:  # torch's categoriser is private and asserts: the trace must survive it
         return MemoryCategories(problem=f"torch's memory categorisation failed ({type(exc).__name__}: {exc})")
 
@@ -86,12 +90,15 @@ class _Owners:
         # a free and its allocation share the serial, so the replay pairs them.
         self.unknown: dict[tuple[int, int, bool], deque[tuple[int, tuple[int, int]]]] = defaultdict(deque)
         self.module_of_tensor: dict[int, int] = {}  # tensor id -> module, for parameters, gradients, optimizer state
+        self.step_starts: dict[str, int] = {}  # "ProfilerStep#3" -> its start, on the profiler's clock
         live_unknown: dict[tuple[int, torch.device], tuple[int, tuple[int, int]]] = {}
         serials = count()
         for event in op_tree.dfs():
             kind, fields = event.typed
             if kind == _EventType.PyCall:
                 self._note_parameters(event, fields)
+            elif kind == _EventType.TorchOp and event.name.startswith("ProfilerStep#"):
+                self.step_starts[event.name] = event.start_time_ns
             elif kind == _EventType.Allocation:
                 where = self._where(event)
                 key = TensorKey.from_allocation(fields)
@@ -179,7 +186,7 @@ def _closest_ran(model: Any, module_keys: dict[str, str]) -> dict[int, str]:
     return found
 
 
-def _device(timeline: MemoryProfileTimeline, owners: _Owners, device: torch.device) -> DeviceMemoryCategories:
+def _device(timeline: MemoryProfileTimeline, owners: _Owners, device: torch.device, cut_ns: int | None) -> DeviceMemoryCategories:
     tensor_rows: dict[Any, int] = {}
     tensor_id: list[int] = []
     tensor_operator: list[int] = []
@@ -216,7 +223,7 @@ def _device(timeline: MemoryProfileTimeline, owners: _Owners, device: torch.devi
         rows.append(row)
 
     for time, action, (key, version), size in timeline.timeline:
-        if key.device != device:
+        if key.device != device or (cut_ns is not None and time >= cut_ns):
             continue
         if isinstance(key, TensorKey):
             row = row_for(key, key.id, owners.by_key.get(key, (-1, -1)))
@@ -255,8 +262,10 @@ def _code(timeline: MemoryProfileTimeline, key: Any, version: int) -> int:
     return _CODE.get(timeline.categories.get(key, version), UNKNOWN)
 
 
-def memory_categories_member(prof: Any, model: Any = None, module_keys: dict[str, str] | None = None) -> msgspec.Raw:
+def memory_categories_member(
+    prof: Any, model: Any = None, module_keys: dict[str, str] | None = None, unfinished_step: int | None = None
+) -> msgspec.Raw:
     """What :attr:`LiveFacts.memory_categories` holds for a capture: null without profile_memory."""
     if not getattr(prof, "profile_memory", False):
         return NO_CATEGORIES
-    return encode_memory_categories(categorise_memory(prof, model, module_keys))
+    return encode_memory_categories(categorise_memory(prof, model, module_keys, unfinished_step))

@@ -68,7 +68,7 @@ def profile_script(
             result.facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             result.facts.log_lines = read_log()
-        result.facts.memory_categories = memory_categories_member(prof)
+        result.facts.memory_categories = memory_categories_member(prof, unfinished_step=window.unfinished_step)
         (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts, window.unfinished_step)
         result.written = True
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step

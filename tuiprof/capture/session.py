@@ -111,7 +111,7 @@ def profile_training(
         if read_log is not None:
             facts.log_lines = read_log()
         keys = {known.qualified_name: key for key, known in facts.modules.items()}
-        facts.memory_categories = memory_categories_member(prof, model, keys)
+        facts.memory_categories = memory_categories_member(prof, model, keys, window.unfinished_step)
         write_trace(prof, trace_path, facts, window.unfinished_step)
         result.trace_path = trace_path
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step
