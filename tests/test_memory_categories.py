@@ -184,8 +184,8 @@ def test_file_without_categories_gives_allocations_live_at_the_peak_by_operator_
 # ------------------------------------------------------------------ captures, against torch (needs torch)
 
 
-def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, model=None):
-    """A live capture (tuiprof's loop, SGD with momentum, one warmup and one active step) and
+def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, active: int):
+    """A live capture (tuiprof's loop, SGD with momentum, one warmup and ``active`` steps) and
     torch's own per-category bytes at the peak computed on the same profiler object."""
     torch = pytest.importorskip("torch")
     from torch.profiler._memory_profiler import MemoryProfileTimeline
@@ -206,25 +206,26 @@ def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, mod
 
     monkeypatch.setattr(session, "memory_categories_member", with_torch_oracle)
     torch.manual_seed(0)
-    config = CaptureConfig(model=model_name, device="cpu", batch_size=batch, input_shape=shape, wait=0, warmup=1,
-                           active=1, with_flops=False)
+    config = CaptureConfig(model=model_name, device="cpu", batch_size=batch, input_shape=shape, wait=1, warmup=1,
+                           active=active, with_flops=False)
     path = tmp_path / f"{batch}.pt.trace.json.gz"
-    built = model if model is not None else session.build_model(model_name, config.num_classes)
+    built = session.build_model(model_name, config.num_classes)
     result = session.profile_training(config, path, model=built)
     return load_model(result.trace_path), torch_peak, built
 
 
 @pytest.mark.parametrize(
-    ("model_name", "shape", "batch"),
+    ("model_name", "shape", "batch", "active"),
     [
-        ("resnet18", "3x32x32", 2),
-        ("resnet18", "3x32x32", 4),
-        ("tuiprof.capture.models:tiny_transformer", "32x64", 2),
-        ("tuiprof.capture.models:tiny_transformer", "32x64", 4),
+        ("resnet18", "3x32x32", 2, 1),
+        # tuiprof live's window: there torch takes a BatchNorm output for a parameter (no module's, so none's)
+        ("resnet18", "3x32x32", 4, 3),
+        ("tuiprof.capture.models:tiny_transformer", "32x64", 2, 1),
+        ("tuiprof.capture.models:tiny_transformer", "32x64", 4, 3),
     ],
 )
-def test_categories_at_the_peak_equal_torchs(tmp_path, monkeypatch, model_name, shape, batch) -> None:
-    model, torch_peak, built = _capture(tmp_path, monkeypatch, model_name, batch, shape)
+def test_categories_at_the_peak_equal_torchs(tmp_path, monkeypatch, model_name, shape, batch, active) -> None:
+    model, torch_peak, built = _capture(tmp_path, monkeypatch, model_name, batch, shape, active)
     [memory] = model.memory_categories
     assert memory.peak_by_category == torch_peak
     parameters = sum(p.numel() * p.element_size() for p in built.parameters())
@@ -355,3 +356,28 @@ def test_a_step_left_out_of_the_trace_is_left_out_of_the_categories(tmp_path) ->
     assert len(model.steps) == 2
     [memory] = model.memory_categories
     assert 0 < memory.peak_bytes < 1 << 20
+
+
+def test_a_tensor_torch_calls_a_parameter_that_no_module_holds_belongs_to_no_module() -> None:
+    """torch infers parameters from the data flow and at times takes a BatchNorm output for one
+    (seen in a tuiprof live capture of resnet18): it stays in torch's parameter total, under no
+    module, while a real parameter keeps its module.  A timeline built by hand."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from torch.profiler._memory_profiler import Action, Category, TensorKey, _Storage
+
+    from tuiprof.capture.memory_categories import _device
+
+    cpu = torch.device("cpu")
+    weight, output = TensorKey(cpu, 1, _Storage(0x10, 1)), TensorKey(cpu, 2, _Storage(0x20, 2))
+    timeline = SimpleNamespace(
+        timeline=[(-1, Action.PREEXISTING, (weight, 0), 512), (1000, Action.CREATE, (output, 0), 32768)],
+        categories=SimpleNamespace(get=lambda key, version: Category.PARAMETER),
+    )
+    owners = SimpleNamespace(
+        by_key={output: (0, 0)}, unknown={}, module_of_tensor={1: 0}, operators={"aten::batch_norm": 0},
+        modules={"BatchNorm2d_6": 0},
+    )
+    saved = _device(timeline, owners, cpu, None)
+    assert saved.tensor_module == [0, -1] and saved.category == [CODE["parameter"]] * 2

@@ -19,6 +19,10 @@ Who owns a tensor (decided here, shown by the Memory view):
   parameter of a module that never runs its own forward (MultiheadAttention's
   ``out_proj``) goes, when the capture knows the model (``tuiprof live``), to
   the closest module above it that ran, else to none;
+- a tensor torch calls a parameter or optimizer state that no module holds as
+  one (its data-flow guess: a BatchNorm output at times): no module, so a
+  module's parameter bytes are exactly its parameters (the category total
+  stays torch's);
 - any other tensor: the innermost module (``nn.Module: Conv2d_1``) around
   the allocation, none for allocations outside every module's forward (the
   backward pass, the loss written as a function);
@@ -238,6 +242,10 @@ def _device(timeline: MemoryProfileTimeline, owners: _Owners, device: torch.devi
             add(time, size, _code(timeline, key, version + 1), row)
         else:  # DESTROY
             add(time, -size, _code(timeline, key, version), row)
+    owned_kinds = {CATEGORY_NAMES.index("parameter"), CATEGORY_NAMES.index("optimizer_state")}
+    for row, code in zip(rows, codes):
+        if code in owned_kinds and tensor_id[row] not in owners.module_of_tensor:
+            tensor_module[row] = -1  # torch's guess, not a parameter (or its state) of any module
     return DeviceMemoryCategories(
         device=str(device),
         categories=list(CATEGORY_NAMES),
