@@ -184,7 +184,7 @@ def test_file_without_categories_gives_allocations_live_at_the_peak_by_operator_
 # ------------------------------------------------------------------ captures, against torch (needs torch)
 
 
-def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, active: int):
+def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, active: int, device: str = "cpu"):
     """A live capture (tuiprof's loop, SGD with momentum, one warmup and ``active`` steps) and
     torch's own per-category bytes at the peak computed on the same profiler object."""
     torch = pytest.importorskip("torch")
@@ -198,7 +198,7 @@ def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, act
 
     def with_torch_oracle(prof, *args):
         member = original(prof, *args)
-        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline("cpu")
+        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline("cuda:0" if device == "cuda" else "cpu")
         totals = [sum(point[1:]) for point in sizes]
         peak = sizes[totals.index(max(totals))]  # the first highest point, as numpy's argmax
         torch_peak.update(zip(CATEGORY_NAMES, peak[1:]))  # torch's column order is CATEGORY_NAMES'
@@ -206,7 +206,7 @@ def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, act
 
     monkeypatch.setattr(session, "memory_categories_member", with_torch_oracle)
     torch.manual_seed(0)
-    config = CaptureConfig(model=model_name, device="cpu", batch_size=batch, input_shape=shape, wait=1, warmup=1,
+    config = CaptureConfig(model=model_name, device=device, batch_size=batch, input_shape=shape, wait=1, warmup=1,
                            active=active, with_flops=False)
     path = tmp_path / f"{batch}.pt.trace.json.gz"
     built = session.build_model(model_name, config.num_classes)
@@ -239,6 +239,17 @@ def test_categories_at_the_peak_equal_torchs(tmp_path, monkeypatch, model_name, 
         assert row.bytes.get("parameter", 0) == sum(p.numel() * p.element_size() for p in module.parameters()), row.label
     root = next(row for row in breakdown.modules if row.node is not None and row.node.qualified_name == "model")
     assert root.bytes["parameter"] == parameters
+
+
+def test_categories_on_cuda_equal_torchs(tmp_path, monkeypatch) -> None:
+    """The same oracle on the GPU: the device's categories, torch's for ``cuda:0``."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    model, torch_peak, built = _capture(tmp_path, monkeypatch, "resnet18", 8, "3x32x32", 1, device="cuda")
+    memory = model.categorised_peak
+    assert memory.device == "CUDA:0" and memory.peak_by_category == torch_peak
+    assert memory.peak_by_category["optimizer_state"] == sum(p.numel() * p.element_size() for p in built.parameters())
 
 
 def test_activation_bytes_per_module_are_the_saved_tensors(tmp_path) -> None:
