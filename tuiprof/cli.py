@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+# What fills memory at its peak (report/views.py); listed by hand: the CLI starts without importing the report.
+MEMORY_PEAK_VIEW_NAMES = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
 WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
              "the least useful columns and saying which; a pipe always gets every column)")
 
@@ -167,8 +169,11 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", "findings", *RUN_VIEW_NAMES), default="ops",
+        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES),
+        default="ops",
         help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
+        "memory-categories, memory-modules, memory-allocations, memory-what-ifs: what fills memory at its peak "
+        "(torch's categories from a tuiprof capture); "
         "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
     )
     parser.add_argument(

@@ -11,12 +11,13 @@ from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
+from tuiprof.analysis.memory_categories import categorised_memory
 from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
 from tuiprof.trace.cache import save_in_background
-from tuiprof.trace.live import LiveFacts, decode_live_facts
+from tuiprof.trace.live import LiveFacts, decode_live_facts, decode_memory_categories
 from tuiprof.trace.load import ProgressCallback
 
 
@@ -39,6 +40,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
+        saved_categories = decode_memory_categories(live, store.report)
         modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
@@ -56,6 +58,8 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
             compiled=compiled,
+            memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
+            memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()

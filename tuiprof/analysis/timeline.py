@@ -589,14 +589,15 @@ def _memory_lanes(model: TraceModel) -> list[Lane]:
     ]
 
 
-def _step_rows(model: TraceModel) -> np.ndarray:
+def profiler_step_rows(model: TraceModel) -> np.ndarray:
+    """The call rows of the ``ProfilerStep#N`` spans."""
     calls = model.calls
     return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
 
 
 def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> tuple[list[Lane], list[StepWindow]]:
     calls = model.calls
-    step_rows = _step_rows(model)
+    step_rows = profiler_step_rows(model)
     if not len(step_rows):
         return [], []
     starts, ends = calls.column("start_ns"), calls.column("end_ns")
@@ -619,6 +620,20 @@ def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, in
 
 def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> Lane | None:
     """Data loading, forward, backward and optimizer spans of each step (see the module docstring)."""
+    pieces = step_phases(model, step_rows)
+    if not pieces:
+        return None
+    base = len(names)
+    names.extend(PHASES)
+    array = np.array(pieces, dtype=np.int64)
+    return Lane(
+        "phase", "step", "phases",
+        IntervalIndex(array[:, 0], array[:, 1], base + array[:, 2], refs=np.full(len(array), -1), kinds=array[:, 2]),
+    )
+
+
+def step_phases(model: TraceModel, step_rows: np.ndarray) -> list[tuple[int, int, int]]:
+    """(start ns, end ns, index into PHASES) of each step's phases (see the module docstring)."""
     calls = model.calls
     starts, ends = calls.column("start_ns"), calls.column("end_ns")
     name_id = calls.column("name_id")
@@ -648,15 +663,7 @@ def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> L
             begin = max(begin, b)
         if begin < first_backward:
             pieces.append((begin, first_backward, 1))
-    if not pieces:
-        return None
-    base = len(names)
-    names.extend(PHASES)
-    array = np.array(pieces, dtype=np.int64)
-    return Lane(
-        "phase", "step", "phases",
-        IntervalIndex(array[:, 0], array[:, 1], base + array[:, 2], refs=np.full(len(array), -1), kinds=array[:, 2]),
-    )
+    return pieces
 
 
 def _idle_lane(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> Lane | None:

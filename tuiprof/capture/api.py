@@ -57,6 +57,7 @@ def profile(
 
     from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
+    from tuiprof.capture.memory_categories import memory_categories_member
     from tuiprof.capture.session import SavedWindow, TraceWindows, write_trace
     from tuiprof.trace.live import LiveFacts
 
@@ -71,12 +72,17 @@ def profile(
 
     compiled_graphs = KernelMapRecorder()  # graphs the block compiles (torch.compile) map their kernels here
 
-    def compiled_facts() -> LiveFacts | None:
+    def facts(prof: Any, unfinished_step: int | None = None) -> LiveFacts:
+        """What only this process knows: the compiled graphs' kernel map, torch's memory categories."""
         compiled, compile_s = compiled_graphs.taken()
-        return LiveFacts(compiled=compiled, compile_s=compile_s) if compiled else None
+        return LiveFacts(
+            compiled=compiled,
+            compile_s=compile_s,
+            memory_categories=memory_categories_member(prof, unfinished_step=unfinished_step),
+        )
 
     def save(prof: Any, window: SavedWindow) -> None:
-        write(prof, target, compiled_facts(), window.unfinished_step)
+        write(prof, target, facts(prof, window.unfinished_step), window.unfinished_step)
         session.written = True
         session.steps = window.steps
 
@@ -95,7 +101,7 @@ def profile(
     with compiled_graphs.recording(), windows.recording(profiler):
         yield session
     if schedule is None:
-        write(profiler, target, compiled_facts())
+        write(profiler, target, facts(profiler))
         session.written = True
     elif not session.written:
         warnings.warn(

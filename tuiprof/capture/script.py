@@ -54,6 +54,7 @@ def profile_script(
 
     from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import ensure_distributed_info, torchrun_launch, write_rank_trace
+    from tuiprof.capture.memory_categories import memory_categories_member
     from tuiprof.capture.session import SavedWindow, TraceWindows, make_profiler, torch_flops, write_trace
 
     result = ScriptResult(0, False, False)
@@ -69,6 +70,7 @@ def profile_script(
         if read_log is not None:
             result.facts.log_lines = read_log()
         result.facts.compiled, result.facts.compile_s = compiled_graphs.taken()
+        result.facts.memory_categories = memory_categories_member(prof, unfinished_step=window.unfinished_step)
         (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts, window.unfinished_step)
         result.written = True
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step

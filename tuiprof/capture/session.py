@@ -25,6 +25,7 @@ from torch import nn
 from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
 from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
+from tuiprof.capture.memory_categories import memory_categories_member
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
 from tuiprof.capture.unfinished_step import drop_unfinished_step
 from tuiprof.trace.live import MEMBER, LiveFacts, ModuleFacts, encode_live_facts
@@ -121,6 +122,8 @@ def profile_training(
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             facts.log_lines = read_log()
+        keys = {known.qualified_name: key for key, known in facts.modules.items()}
+        facts.memory_categories = memory_categories_member(prof, model, keys, window.unfinished_step)
         write_trace(prof, trace_path, facts, window.unfinished_step)
         result.trace_path = trace_path
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step
