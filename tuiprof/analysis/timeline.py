@@ -689,5 +689,5 @@ def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
     activity = model.activity
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
     part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
-    part.launcher = launcher.copy()  # type: ignore[assignment]
+    part.launcher = launcher.copy()
     return [replace(k, rows=RowView(rows[np.asarray(k.rows)])) for k in aggregate_kernels(part, model.calls)]

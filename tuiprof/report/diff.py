@@ -322,7 +322,9 @@ def overview_text(diff: TraceDiff) -> Text:
 
 def row_detail(table: DiffTable, row: Row) -> Text:
     """The detail pane under a diff table: the row in words."""
-    unit_format = format_bytes if table.unit == "bytes" else format_us
+    def amount(value: float) -> str:  # bytes are whole: format_bytes takes an int
+        return format_bytes(int(value)) if table.unit == "bytes" else format_us(value)
+
     text = Text()
     text.append(str(row["name"]), style="bold")
     if row["detail"]:
@@ -330,11 +332,11 @@ def row_detail(table: DiffTable, row: Row) -> Text:
     text.append("\n")
 
     def side(value: object) -> str:
-        return unit_format(value) if isinstance(value, (int, float)) else "absent"  # type: ignore[arg-type]
+        return amount(value) if isinstance(value, (int, float)) else "absent"
 
     text.append(f"{table.metric}: A {side(row['a'])}, B {side(row['b'])}, ")
     delta = float(row["delta"])  # type: ignore[arg-type]
-    text.append(f"delta {'+' if delta > 0 else ''}{unit_format(delta if table.unit != 'bytes' else int(delta))}",
+    text.append(f"delta {'+' if delta > 0 else ''}{amount(delta)}",
                 style=WORSE if delta > 0 else BETTER if delta < 0 else "")
     if row["share_pct"] is not None:
         text.append(f" ({row['share_pct']:.1f} % of the table's delta)")
@@ -504,7 +506,7 @@ def print_diff(args: Namespace) -> int:
     for model in (*side_a, *side_b):
         report_diagnostics(model)
     diff = diff_traces(side_a, side_b, metric=args.metric, label_a=side_label(side_a), label_b=side_label(side_b))
-    views = TABLES if args.view in ("all", "verdict") else (args.view,)
+    views: tuple[str, ...] = TABLES if args.view in ("all", "verdict") else (args.view,)
     if args.view == "verdict":
         views = ()
     show_verdict = args.view in ("all", "verdict")

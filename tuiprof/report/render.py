@@ -181,8 +181,8 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
     (what the row is) and the sorted column ``keep`` always stay; numbers are never cut."""
     natural = []
     for column in columns:
-        widest = max([cell_len(column.header), *map(cell_len, _cell_texts(rows, column))])
-        natural.append(widest if column.numeric else min(widest, NAME_CELLS))
+        widest_cell = max([cell_len(column.header), *map(cell_len, _cell_texts(rows, column))])
+        natural.append(widest_cell if column.numeric else min(widest_cell, NAME_CELLS))
     widths = dict(zip((c.key for c in columns), natural))
     if width is None:
         return TableLayout(columns, tuple(natural))

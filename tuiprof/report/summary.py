@@ -110,14 +110,14 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     view = RUN_VIEWS[request.view]
     data_format = request.format in ("json", "csv")
     columns = view.columns if data_format else run_table_columns(view, run)
-    rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
+    rows = _sorted_rows(view, view.build(run, ViewOptions()), request.sort or view.default_sort, request.limit)
     for problem in run.problems:  # file names and decoder notes: from the run directory, escaped
         print(f"tuiprof: {plain(problem)}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
     _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
-        _print_rows(spread, spread.build(run), spread.columns, request, spread.title)
+        _print_rows(spread, spread.build(run, ViewOptions()), spread.columns, request, spread.title)
         lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
         if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
             width = shutil.get_terminal_size().columns

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -41,13 +42,13 @@ class Column:
         if self.kind == "us":
             return format_us_or_dash(float(value))  # type: ignore[arg-type]
         if self.kind == "bytes":
-            return format_bytes(int(value))  # type: ignore[arg-type]
+            return format_bytes(int(value))  # type: ignore[call-overload]
         if self.kind == "count":
             return format_count(float(value)) if value else "--"  # type: ignore[arg-type]
         if self.kind == "pct":
             return format_pct(float(value))  # type: ignore[arg-type]
         if self.kind == "int":
-            return f"{int(value):,}"  # type: ignore[arg-type]
+            return f"{int(value):,}"  # type: ignore[call-overload]
         if self.kind == "kernel":
             return short_kernel_name(plain(str(value), DISPLAY_CHARS))
         if self.kind == "ratio":
@@ -68,13 +69,16 @@ class ViewOptions:
     module: ModuleNode | None = None
 
 
+Source = TypeVar("Source")  # what a view's rows are built from: a TraceModel (VIEWS) or a RunSummary (RUN_VIEWS)
+
+
 @dataclass(frozen=True)
-class View:
+class View(Generic[Source]):
     name: str
     title: str
     columns: tuple[Column, ...]
     default_sort: str
-    build: Callable[[TraceModel, ViewOptions], list[Row]]
+    build: Callable[[Source, ViewOptions], list[Row]]
 
     def column(self, key: str) -> Column:
         for column in self.columns:
@@ -251,7 +255,7 @@ MODULE_COLUMNS = (
 
 
 # What a row of the explorer's module tree shows (a legend for ?, not a table).
-MODULE_TREE_LEGEND = View(
+MODULE_TREE_LEGEND: View[TraceModel] = View(
     "module-tree",
     "Module tree rows",
     (
@@ -300,8 +304,8 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
-    for row in rows:
-        row["computes"] = describe_kernel(row["_stats"].name)
+    for row, kernel in zip(rows, model.kernels):
+        row["computes"] = describe_kernel(kernel.name)
     return rows
 
 
@@ -336,8 +340,8 @@ STEP_COLUMNS = (
 
 def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     rows = _attribute_rows(model.steps, STEP_COLUMNS)
-    for row in rows:  # a CPU-only step has no device window: its idle share is unknown, not 0 %
-        if not row["_stats"].device_window_us:
+    for row, step in zip(rows, model.steps):  # a CPU-only step has no device window: its idle share is unknown, not 0 %
+        if not step.device_window_us:
             row["idle_pct"] = None
     return rows
 
@@ -473,7 +477,7 @@ def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[R
     ]
 
 
-VIEWS: dict[str, View] = {
+VIEWS: dict[str, View[TraceModel]] = {
     "ops": View("ops", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows),
     # Modules keep tree order (children by cost) unless a sort is asked for.
     "modules": View("modules", "Modules", MODULE_COLUMNS, "", build_module_rows),
@@ -578,7 +582,7 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
 
     stragglers = run.stragglers()
     last = run.collectives.last_arrivals()
-    rows = []
+    rows: list[Row] = []
     for summary in run.ranks:
         rows.append(
             {
@@ -620,7 +624,7 @@ def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) ->
 def build_spread_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
     rows = []
     for column, stats in spread(run.ranks).items():
-        top = max(run.ranks, key=lambda r: r.mean(column) if r.mean(column) is not None else float("-inf"))
+        top = max(run.ranks, key=lambda r: float("-inf") if (mean := r.mean(column)) is None else mean)
         rows.append(
             {
                 "column": column,
@@ -685,7 +689,7 @@ def build_collective_type_rows(run: RunSummary, options: ViewOptions | None = No
     return rows
 
 
-RUN_VIEWS: dict[str, View] = {
+RUN_VIEWS: dict[str, View[RunSummary]] = {
     "ranks": View("ranks", "Ranks", RANK_COLUMNS, "", build_rank_rows),  # rank order
     "rank-steps": View("rank-steps", "Ranks by step", RANK_STEP_COLUMNS, "", build_rank_step_rows),
     "spread": View("spread", "Spread over ranks", SPREAD_COLUMNS, "", build_spread_rows),
