@@ -388,3 +388,52 @@ def test_a_diff_of_device_events_without_any_operator(tmp_path) -> None:
     result = tuiprof("diff", str(path), str(path), "--format", "csv", "--view", "launchers")
     assert result.returncode == 0, result.stderr
     assert "launchers,us,ncclKernel_AllReduce,(no launcher),same,50.0,50.0,0.0,0.0,,1.0,1.0" in result.stdout.decode()
+
+
+@pytest.mark.parametrize("order", ["kernel-only first", "kernel-only second"])
+def test_a_diff_whose_side_has_kernels_but_no_operator(tmp_path, order: str) -> None:
+    # found by `fuzz.py --surface diff` (seed 31); main: IndexError in the kernels table
+    # (_kernels_under_matched_operator, then _placed) for the side without any operator
+    lone = tmp_path / "lone.json"
+    lone.write_bytes(_compact([{"ph": "X", "cat": "kernel", "name": "kernel_a", "pid": 0, "tid": 7, "ts": 100, "dur": 50}]))
+    launched = tmp_path / "launched.json"
+    launched.write_bytes(_compact([
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 20},
+        {"ph": "X", "cat": "kernel", "name": "kernel_b", "pid": 0, "tid": 7, "ts": 100, "dur": 30},
+    ]))
+    sides = (lone, launched) if order == "kernel-only first" else (launched, lone)
+    result = tuiprof("diff", str(sides[0]), str(sides[1]), "--format", "json", "--view", "kernels")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["tables"]["kernels"]["rows"]
+    durations = {"kernel_a": 50.0, "kernel_b": 30.0}  # by construction: nothing to align them under
+    first, second = ("kernel_a", "kernel_b") if order == "kernel-only first" else ("kernel_b", "kernel_a")
+    assert {(r["name"], r["status"], r["a"], r["b"]) for r in rows} == {
+        (first, "removed", durations[first], None), (second, "added", None, durations[second]),
+    }
+
+
+UNSAFE_IN_JSON = "del\x7f c1\x9b[2J bidi\u202e"  # valid raw in JSON, not on a terminal
+
+
+def _strings(value: object):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for member in value.values():
+            yield from _strings(member)
+    elif isinstance(value, list):
+        for member in value:
+            yield from _strings(member)
+
+
+@pytest.mark.parametrize("command", [["summary"], ["diff", "SAME"], ["timeline", "--width", "20"]])
+def test_json_outputs_escape_del_and_c1_controls_and_keep_the_name(tmp_path, command: list[str]) -> None:
+    # found by `fuzz.py --surface timeline` (seed 31): main wrote DEL raw in diff and timeline JSON
+    path = tmp_path / "del.json"
+    path.write_bytes(_compact([{"ph": "X", "cat": "cpu_op", "name": UNSAFE_IN_JSON, "pid": 1, "tid": 1, "ts": 0, "dur": 500}]))
+    args = [str(path) if a == "SAME" else a for a in command]
+    result = tuiprof(args[0], str(path), *args[1:], "--format", "json")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.decode()
+    assert not any(c in out for c in "\x7f\x9b\u202e"), out
+    assert UNSAFE_IN_JSON in set(_strings(json.loads(out)))  # \u escapes: the same data, not plain()'s text

@@ -498,7 +498,7 @@ def _placed(model: TraceModel, names: list[str], codes: np.ndarray, ancestors: n
     of a big trace has a million unmatched launches."""
     calls = model.calls
     width = len(calls.names) + 1
-    up_codes = np.where(ancestors >= 0, calls.column("name_id")[np.maximum(ancestors, 0)], -1)
+    up_codes = gather(calls.column("name_id"), ancestors, -1)  # safe when no operator at all
     pairs, inverse = np.unique(codes * width + up_codes + 1, return_inverse=True)
     totals = np.bincount(inverse, weights=times_ns, minlength=len(pairs))
     counts = np.bincount(inverse, minlength=len(pairs))
@@ -539,8 +539,8 @@ def _kernels_under_matched_operator(unmatched: set[str], matched: set[str]) -> C
         codes = [c for c, n in enumerate(activity.names) if n in unmatched]
         rows = np.flatnonzero(np.isin(activity.events.name, codes))
         who = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
-        safe = np.maximum(who, 0)
-        ancestors = np.where(who < 0, -1, np.where(is_matched[safe], safe, above[safe])) if len(rows) else who
+        # gather: safe when the side has device events but no operator at all
+        ancestors = np.where(gather(is_matched, who, False), who, gather(above, who, -1))
         return _placed(model, activity.names, activity.events.name[rows], ancestors, activity.dur_ns[rows])
 
     return values

@@ -11,7 +11,6 @@ from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 from rich.console import Console
 from rich.text import Text
 
@@ -20,7 +19,7 @@ from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import plain
-from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, json_text, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import data_value, format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -444,7 +443,7 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
         }
         for t in tables
     }
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return json_text(document)
 
 
 CSV_KEYS = ("table", "unit", "name", "detail", "status", "a", "b", "delta", "delta_pct", "share_pct", "calls_a", "calls_b")
