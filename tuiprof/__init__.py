@@ -1,6 +1,6 @@
 """tuiprof: a terminal explorer for PyTorch profiler traces.
 
-``import tuiprof`` is cheap: ``tuiprof.profile`` loads torch only when called.
+``import tuiprof`` is cheap: ``tuiprof.profile`` and ``tuiprof.watch`` load torch only when called.
 """
 
 from __future__ import annotations
@@ -15,4 +15,8 @@ def __getattr__(name: str) -> Any:
         from tuiprof.capture.api import profile
 
         return profile
+    if name == "watch":
+        from tuiprof.capture.watch import watch
+
+        return watch
     raise AttributeError(f"module 'tuiprof' has no attribute {name!r}")

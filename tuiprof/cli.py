@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=run_script)
     for name, sub in (("live", live), ("run", run)):
         _add_capture_arguments(sub, name)
+    from tuiprof.capture.watch_commands import add_capture_command, add_watch_arguments
+
+    add_watch_arguments(run)
+    add_capture_command(commands)
     return parser
 
 
