@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+WATCH_VIEW = "watch"  # a watch folder's captures (tuiprof run --watch DIR)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,9 +120,10 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", "findings", *RUN_VIEW_NAMES), default="ops",
+        "--view", choices=("ops", "modules", "kernels", "steps", "memory", "findings", *RUN_VIEW_NAMES, WATCH_VIEW), default="ops",
         help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
-        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
+        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once; "
+        "watch: the captures of a watch folder (run --watch DIR)",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -214,6 +216,8 @@ def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.report.summary import SummaryRequest, print_summary
 
     path = resolve_path(args)
+    if args.view == WATCH_VIEW:
+        return run_watch_summary(path, args.format, args.limit)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
@@ -229,6 +233,15 @@ def run_run_summary(path: str, request, cluster: str | None) -> int:
     from tuiprof.trace.run import open_run
 
     return print_run_summary(summarise_run(open_run(path), cluster=cluster), request)
+
+
+def run_watch_summary(path: str, fmt: str, limit: int | None) -> int:
+    """The captures of the watch folder at ``path`` (``--view watch``, and ``open DIR`` off a terminal)."""
+    from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.report.watch import print_watch_summary
+    from tuiprof.trace.watch import read_history
+
+    return print_watch_summary(summarise_watch(read_history(path)), fmt, limit)
 
 
 def run_timeline(args: argparse.Namespace) -> int:
@@ -260,6 +273,14 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
 
 
 def run_open(args: argparse.Namespace) -> int:
+    from tuiprof.trace.watch import is_watch_directory
+
+    if args.path and is_watch_directory(args.path):  # the step-time history and its captures
+        if not sys.stdout.isatty():
+            return run_watch_summary(args.path, args.format, args.limit)
+        from tuiprof.tui.watch_app import run_watch_explorer
+
+        return run_watch_explorer(args.path)
     if not sys.stdout.isatty():
         return run_summary(args)
     path = resolve_path(args)

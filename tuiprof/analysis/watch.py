@@ -22,6 +22,11 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
+from pathlib import Path
+
+from tuiprof.analysis.build import load_model
+from tuiprof.analysis.diff import TraceDiff, diff_traces
+from tuiprof.analysis.model import TraceModel
 from tuiprof.errors import TraceError
 from tuiprof.trace.watch import Capture, History
 
@@ -179,3 +184,57 @@ def step_chart(history: History, columns: int) -> list[ChartColumn]:
         chart.append(ChartColumn(first, last, statistics.median(walls) if walls else None,
                                  statistics.median(datas) if datas else None, marks))
     return chart
+
+
+# ------------------------------------------------------------------ a capture against the healthy one
+
+# The parts of a step a capture is split into, in the terms of the Steps view's columns.
+STEP_PARTS = (("data_loading_us", "data loading"), ("exposed_communication_us", "exposed communication"))
+REST_OF_STEP = "the rest of the step"
+
+
+@dataclass(frozen=True)
+class PartDelta:
+    """One part of the step: its median per step in the healthy capture and in the other one."""
+
+    part: str  # "data loading", "exposed communication", REST_OF_STEP
+    healthy_us: float
+    other_us: float
+
+    @property
+    def delta_us(self) -> float:
+        return self.other_us - self.healthy_us
+
+
+@dataclass(frozen=True)
+class CaptureComparison:
+    """A capture against the healthy one: where the step time went (largest growth first), then
+    the operator diff that ``tuiprof diff`` prints (A: healthy, B: the capture)."""
+
+    parts: tuple[PartDelta, ...]
+    diff: TraceDiff
+
+
+def step_parts(healthy: TraceModel, other: TraceModel) -> tuple[PartDelta, ...]:
+    """Median per step of each part in both captures, the part that grew most first.
+
+    Medians (not means): the first capture of a process carries one-off
+    profiler costs in a step or two, which a mean would spread over the
+    comparison.  "The rest of the step" is the step minus the named parts."""
+
+    def medians(model: TraceModel) -> dict[str, float]:
+        steps = model.steps
+        values = {label: statistics.median(getattr(s, key) for s in steps) if steps else 0.0 for key, label in STEP_PARTS}
+        rests = [s.duration_us - sum(getattr(s, key) for key, _ in STEP_PARTS) for s in steps]
+        values[REST_OF_STEP] = statistics.median(rests) if rests else 0.0
+        return values
+
+    a, b = medians(healthy), medians(other)
+    parts = [PartDelta(name, a[name], b[name]) for name in a if a[name] or b[name]]
+    return tuple(sorted(parts, key=lambda p: -p.delta_us))
+
+
+def compare_captures(healthy_path: str, other_path: str) -> CaptureComparison:
+    healthy, other = load_model(healthy_path), load_model(other_path)
+    diff = diff_traces([healthy], [other], label_a=f"healthy {Path(healthy_path).name}", label_b=Path(other_path).name)
+    return CaptureComparison(step_parts(healthy, other), diff)
