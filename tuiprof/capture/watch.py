@@ -273,6 +273,9 @@ class Watcher:
         path = self.directory / f"step{first_active:06d}-{trigger}.pt.trace.json.gz"
         config = replace(self.config, wait=0, warmup=settings.warmup, active=settings.active, repeat=1)
         windows = TraceWindows(lambda prof, window: self._save(prof, window, trigger, path))
+        if _another_profiler_records():
+            self._fail(f"no capture at step {step}: another profiler is recording (torch would hand it over to ours)")
+            return
         try:
             profiler = make_profiler(config, self._cuda.is_initialized(), windows, first_step=step + 1)
             with self._profiler_log():
@@ -355,6 +358,14 @@ class Watcher:
     def _fail(self, what: str) -> None:
         print(f"tuiprof: --watch: {what}; the job goes on", file=sys.stderr)
         self._write(event_line("failure", step=self.step_number, what=what))
+
+
+def _another_profiler_records() -> bool:
+    """Whether a torch profiler records now (the job's own ``torch.profiler.profile``): starting
+    ours would end its session.  One in its wait or warmup steps does not show here."""
+    import torch
+
+    return bool(torch._C._autograd._profiler_enabled())
 
 
 def watch(
