@@ -46,6 +46,12 @@ DROP_ORDER = ("slow", "every", "demand")
 # A capture is not started when the disk has less free space than this (bytes).
 MIN_FREE_BYTES = 64 * 1024 * 1024
 PROFILER_LOG = "profiler.log"
+# Step lines are written together at most this often (one write() per step would cost more than
+# the 1 % budget on sub-millisecond steps); events, and the end, are written at once.  A job
+# killed without a word (SIGKILL) loses at most this much of its history.
+FLUSH_SECONDS = 0.5
+# The capture request is looked for at most this often (a stat() per step would cost too much).
+REQUEST_CHECK_SECONDS = 0.2
 MAX_PENDING_DEVICE_STEPS = 256  # CUDA event pairs not yet complete; older ones are given up
 
 
@@ -131,6 +137,9 @@ class Watcher:
         self._device_events: deque = deque()
         self._previous_event: Any = None
         self._write_failed = False
+        self._pending: list[str] = []  # step lines not written yet
+        self._flush_at = 0.0
+        self._next_request_check = 0.0
 
     # ------------------------------------------------------------ life
 
@@ -194,8 +203,11 @@ class Watcher:
         step = self.step_number
         profiled = self._profiled or self._profiler is not None
         self._profiled = False
-        self._write(step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled))
+        self._pending.append(step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled))
         self._data_s = 0.0
+        if now >= self._flush_at:
+            self._flush()
+            self._flush_at = now + FLUSH_SECONDS
         if self._cuda.is_initialized():
             self._time_device(step)
         try:
@@ -203,7 +215,7 @@ class Watcher:
                 self._advance_profiler()
                 return
             fires = not profiled and self.detector.observe(wall)
-            trigger, why = self._trigger(step, fires)
+            trigger, why = self._trigger(step, fires, now)
             if trigger:
                 self._write(event_line("trigger", step=step, trigger=trigger, why=why))
                 self._start_capture(trigger, step)
@@ -211,9 +223,11 @@ class Watcher:
             self._fail(f"watcher error: {type(exc).__name__}: {exc}")
             self._profiler = None
 
-    def _trigger(self, step: int, slow: bool) -> tuple[str | None, str]:
-        if self._request_waiting():
-            return "demand", "tuiprof capture was run"
+    def _trigger(self, step: int, slow: bool, now: float) -> tuple[str | None, str]:
+        if now >= self._next_request_check:
+            self._next_request_check = now + REQUEST_CHECK_SECONDS
+            if self._request_waiting():
+                return "demand", "tuiprof capture was run"
         if not self._healthy_done and step >= self.settings.rule.warmup:
             self._healthy_done = True
             return "healthy", f"the healthy window, after {self.settings.rule.warmup} warm-up steps"
@@ -256,7 +270,7 @@ class Watcher:
         events = self._device_events
         while events and events[0][2].query():
             step, begin, end = events.popleft()
-            self._write(device_line(step, begin.elapsed_time(end) / 1000))
+            self._pending.append(device_line(step, begin.elapsed_time(end) / 1000))
 
     # ------------------------------------------------------------ captures
 
@@ -345,10 +359,20 @@ class Watcher:
     # ------------------------------------------------------------ writing
 
     def _write(self, line: bytes) -> None:
+        """Write ``line`` (an event) now, after the step lines before it."""
+        self._flush()
+        self._append(line)
+
+    def _flush(self) -> None:
+        if self._pending:
+            lines, self._pending = self._pending, []
+            self._append("".join(lines).encode())
+
+    def _append(self, data: bytes) -> None:
         if self._fd is None:
             return
         try:
-            os.write(self._fd, line)
+            os.write(self._fd, data)
         except OSError as exc:
             if not self._write_failed:
                 self._write_failed = True

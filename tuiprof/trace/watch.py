@@ -64,17 +64,16 @@ def header_line(pid: int, started: float, what: str, settings: dict[str, Any]) -
     return _line({"format": FORMAT, "version": VERSION, "pid": pid, "started": started, "what": what, "settings": settings})
 
 
-def step_line(step: int, ended_s: float, wall_s: float, data_s: float | None, profiled: bool) -> bytes:
-    record: dict[str, Any] = {"s": step, "t": round(ended_s, 6), "w": round(wall_s, 7)}
-    if data_s is not None:
-        record["d"] = round(data_s, 7)
-    if profiled:
-        record["p"] = 1
-    return _line(record)
+def step_line(step: int, ended_s: float, wall_s: float, data_s: float | None, profiled: bool) -> str:
+    """One step's line (formatted by hand: it is written at every step, and a dict through
+    a JSON encoder costs several microseconds more)."""
+    data = "" if data_s is None else f',"d":{data_s:.7f}'
+    mark = ',"p":1' if profiled else ""
+    return f'{{"s":{step},"t":{ended_s:.6f},"w":{wall_s:.7f}{data}{mark}}}\n'
 
 
-def device_line(step: int, device_s: float) -> bytes:
-    return _line({"g": step, "w": round(device_s, 7)})
+def device_line(step: int, device_s: float) -> str:
+    return f'{{"g":{step},"w":{device_s:.7f}}}\n'
 
 
 def event_line(kind: str, **fields: Any) -> bytes:
