@@ -334,3 +334,22 @@ def test_run_help_states_the_slow_rule() -> None:
     result = _tuiprof("run", "--help")
     text = " ".join(result.stdout.split())
     assert "K steps in a row over RATIO x the median of the last N unprofiled steps" in text
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_summary_view_watch_fits_the_terminal(stalled_run, monkeypatch, capsys, width: int) -> None:
+    import os as os_module
+
+    import tuiprof.report.render as render
+    import tuiprof.report.watch as report
+    from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.trace.watch import read_history
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    monkeypatch.setattr(report, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(render, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(report.shutil, "get_terminal_size", lambda: os_module.terminal_size((width, 24)))
+    report.print_watch_summary(summarise_watch(read_history(stalled_run[0])), "table", None)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("step000007-healthy" in line for line in lines)
+    assert max(len(line) for line in lines) <= width, lines

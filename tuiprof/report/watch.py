@@ -94,12 +94,27 @@ def print_watch_summary(summary: WatchSummary, fmt: str, limit: int | None) -> i
     columns = tuple(c for c in WATCH_COLUMNS if c.narrow)
     title = f"captures in {summary.history.directory}/ (NAME{TRACE_SUFFIX})" if fmt == "table" else ""
     if fmt == "table" and stdout_is_terminal():
-        if width < 80:  # the file name is what to open: the medians' detail goes first
-            columns = tuple(c for c in columns if c.key not in ("median_step_us", "median_data_us"))
-        print_rich_table(rows, columns, plain(title))
+        print_rich_table(rows, _fitting(columns, rows, width), plain(title))
     else:
         sys.stdout.write(render_rows(rows, columns, fmt, title))
     return 0
+
+
+# Left out, in this order, until the table fits the terminal (the file name is what to open).
+NARROW_DROPS = ("median_data_us", "median_step_us", "last_step")
+
+
+def _fitting(columns: tuple[Column, ...], rows: list[Row], width: int) -> tuple[Column, ...]:
+    """The columns whose cells fit ``width`` (each cell's text plus rich's 3 cells of padding and rule)."""
+
+    def needed(shown: tuple[Column, ...]) -> int:
+        return sum(max([len(c.header)] + [len(c.format(r.get(c.key))) for r in rows]) + 3 for c in shown) + 1
+
+    for key in NARROW_DROPS:
+        if needed(columns) <= width:
+            break
+        columns = tuple(c for c in columns if c.key != key)
+    return columns
 
 
 def capture_label(path: str) -> str:
