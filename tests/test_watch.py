@@ -353,3 +353,17 @@ def test_summary_view_watch_fits_the_terminal(stalled_run, monkeypatch, capsys, 
     lines = capsys.readouterr().out.splitlines()
     assert any("step000007-healthy" in line for line in lines)
     assert max(len(line) for line in lines) <= width, lines
+
+
+def test_watch_under_torchrun_is_refused_in_one_line(tmp_path) -> None:
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2")
+    result = subprocess.run([sys.executable, "-m", "tuiprof", "run", "--watch", str(tmp_path / "w"), SCRIPT, "5"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not supported under torchrun yet" in result.stderr
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("option", [["--save", "x.json.gz"], ["--continue"], ["--repeat", "2"], ["--wait", "0"]])
+def test_watch_refuses_one_off_capture_options(tmp_path, option: list[str]) -> None:
+    result = _tuiprof("run", "--watch", str(tmp_path / "w"), *option, SCRIPT, "5")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and f"run --watch {option[0]}: not used" in result.stderr

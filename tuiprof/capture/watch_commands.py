@@ -54,8 +54,13 @@ def run_watched(args: Namespace) -> int:
     from tuiprof.capture.options import config_from_args
     from tuiprof.capture.watch import prepare_directory
 
+    from tuiprof.capture.distributed import torchrun_launch
+
     script = Path(args.script)
     directory = Path(args.watch)
+    if torchrun_launch():
+        raise TraceError("run --watch", "not supported under torchrun yet (every rank must capture the same steps; "
+                         "see docs/watch.md)", "watch a single process, or profile the ranks without --watch")
     refuse_with_watch(args)
     settings = watch_settings_from_args(args)
     prepare_directory(directory)  # before the script starts: a bad DIR is exit 2, not an unwatched job
