@@ -38,6 +38,7 @@ from tuiprof.capture.models import build_model  # noqa: E402
 from tuiprof.capture.watch import Watcher, WatchSettings  # noqa: E402
 
 NEVER_SLOW = WatchSettings(rule=SlowRule(ratio=1e9, window=50, held=3, warmup=0), healthy=False)
+CATCH = WatchSettings(rule=SlowRule(ratio=1e9, window=50, held=3, warmup=0), healthy=False, catch=True)
 
 
 class Batches(torch.utils.data.Dataset):
@@ -57,11 +58,11 @@ def build(name: str, batch: int) -> tuple[nn.Module, tuple[int, ...], int]:
     return build_model("resnet18", 10), (batch, 3, 32, 32), 10
 
 
-def block(model: nn.Module, loader, watched_into: Path | None) -> list[float]:
+def block(model: nn.Module, loader, watched_into: Path | None, settings: WatchSettings = NEVER_SLOW) -> list[float]:
     """One block of steps; their wall times (measured around the whole step, the hook included)."""
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    watcher = Watcher(watched_into, NEVER_SLOW, CaptureConfig(), "bench").start() if watched_into else None
+    watcher = Watcher(watched_into, settings, CaptureConfig(), "bench").start() if watched_into else None
     times = []
     try:
         last = time.perf_counter()
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=6, help="blocks per side")
     parser.add_argument("--steps", type=int, default=50, help="steps per block")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--catch", action="store_true", help="watch with --catch (every step profiled, none kept)")
     args = parser.parse_args()
     torch.manual_seed(0)
     model, shape, classes = build(args.model, args.batch_size)
@@ -107,13 +109,13 @@ def main() -> None:
             order = ("watched", "unwatched") if index % 2 else ("unwatched", "watched")
             for name in order:
                 into = Path(scratch) / f"w{index}" if name == "watched" else None
-                side[name].append(statistics.median(block(model, loader, into)))
+                side[name].append(statistics.median(block(model, loader, into, CATCH if args.catch else NEVER_SLOW)))
         alone = watcher_cost_us(Path(scratch))
     watched, unwatched = statistics.median(side["watched"]), statistics.median(side["unwatched"])
-    print(f"model {args.model}, {args.blocks} blocks x {args.steps} steps per side, torch {torch.__version__}, "
+    print(f"model {args.model}{', --catch' if args.catch else ''}, {args.blocks} blocks x {args.steps} steps per side, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     print(f"median step: unwatched {unwatched * 1e3:.3f} ms, watched {watched * 1e3:.3f} ms, "
-          f"ratio {watched / unwatched:.4f} (target <= 1.01)")
+          f"ratio {watched / unwatched:.4f}" + ("" if args.catch else " (target <= 1.01)"))
     print(f"block medians, unwatched: {' '.join(f'{t * 1e3:.3f}' for t in side['unwatched'])} ms")
     print(f"block medians, watched:   {' '.join(f'{t * 1e3:.3f}' for t in side['watched'])} ms")
     print(f"Watcher.step alone: {alone:.2f} us per step = {alone / (unwatched * 1e6) * 100:.3g} % of the unwatched median step")

@@ -367,3 +367,18 @@ def test_watch_under_torchrun_is_refused_in_one_line(tmp_path) -> None:
 def test_watch_refuses_one_off_capture_options(tmp_path, option: list[str]) -> None:
     result = _tuiprof("run", "--watch", str(tmp_path / "w"), *option, SCRIPT, "5")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and f"run --watch {option[0]}: not used" in result.stderr
+
+
+def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
+    directory = tmp_path / "w"
+    result = _tuiprof("run", "--watch", str(directory), "--catch", "--watch-warmup", "5", "--watch-threshold", "3:20:1",
+                      "--watch-cooldown", "0", SCRIPT, "50", "--slow-step", "40", "--slow-ms", "200")
+    assert result.returncode == 0, result.stderr
+    captures = [line for line in _lines(directory) if line.get("e") == "capture"]
+    slow = [c for c in captures if c["trigger"] == "slow" and c["first_step"] == 40]
+    assert len(slow) == 1 and slow[0]["last_step"] == 40, captures
+    traced = _trace_steps(directory / slow[0]["path"])
+    assert list(traced) == [40] and traced[40]["step"] >= 200_000  # the step, with its 200 ms sleep
+    # Only the kept steps are on disk: every other step's trace was dropped.
+    assert sorted(p.name for p in directory.glob("*.gz")) == sorted(c["path"] for c in captures)
+    assert [c["trigger"] for c in captures].count("healthy") == 1

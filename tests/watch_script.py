@@ -1,7 +1,7 @@
 """A tiny MLP trained from a DataLoader whose loading stalls from a given step on.
 
 ``python tests/watch_script.py STEPS [--stall-from N] [--stall-ms MS] [--crash-at N]
-[--pause-at N --pause-s S] [--marker FILE]``
+[--pause-at N --pause-s S] [--marker FILE] [--slow-step N --slow-ms MS]``
 
 The dataset gives whole batches (``batch_size=None``): batch ``i`` is loaded
 in optimizer step ``i + 1`` (step 1 loads batch 0), so with ``--stall-from
@@ -9,7 +9,8 @@ in optimizer step ``i + 1`` (step 1 loads batch 0), so with ``--stall-from
 known by construction, the oracle of the watch tests.  ``--crash-at N``
 raises inside step N's forward; ``--pause-at N`` sleeps S s after step N's
 optimizer step while touching ``--marker`` (a test can act while the job is
-known to be between steps N and N+1).
+known to be between steps N and N+1); ``--slow-step N`` sleeps MS ms in
+step N's forward (one slow step).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def main() -> None:
     parser.add_argument("--pause-at", type=int, default=0)
     parser.add_argument("--pause-s", type=float, default=0.0)
     parser.add_argument("--marker")
+    parser.add_argument("--slow-step", type=int, default=0)
+    parser.add_argument("--slow-ms", type=float, default=50.0)
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -58,6 +61,8 @@ def main() -> None:
     for step, (inputs, targets) in enumerate(loader, 1):
         if step == args.crash_at:
             raise RuntimeError(f"crashed on purpose at step {step}")
+        if step == args.slow_step:
+            time.sleep(args.slow_ms / 1000)
         loss = nn.functional.cross_entropy(model(inputs), targets)
         optimizer.zero_grad()
         loss.backward()

@@ -72,6 +72,7 @@ class SlowDetector:
         self.rule = rule
         self.seen = 0
         self.over = 0  # slow steps in a row so far
+        self.last_over = False  # whether the last step observed was over the threshold (``--catch`` keeps it)
         self._arrived: deque[float] = deque()
         self._sorted: list[float] = []
 
@@ -88,10 +89,11 @@ class SlowDetector:
         self.seen += 1
         if self.seen <= self.rule.warmup:
             return False
-        fires = False
+        fires = self.last_over = False
         if len(self._arrived) == self.rule.window:
             median = self.median_s or 0.0
-            self.over = self.over + 1 if wall_s > self.rule.ratio * median else 0
+            self.last_over = wall_s > self.rule.ratio * median
+            self.over = self.over + 1 if self.last_over else 0
             fires = self.over >= self.rule.held
             if fires:
                 self.over = 0

@@ -67,12 +67,13 @@ class WatchSettings:
     disk_mb: float = 1024.0  # their total size at most
     cooldown: int = 100  # steps after a capture before a slow or every-N trigger
     healthy: bool = True  # capture a healthy window right after the warm-up
+    catch: bool = False  # profile every step; keep the trace of each step over the threshold (and the healthy one)
 
     def as_dict(self) -> dict[str, Any]:
         rule = self.rule
         return {"ratio": rule.ratio, "window": rule.window, "held": rule.held, "warmup_steps": rule.warmup,
                 "every": self.every, "profiler_warmup": self.warmup, "active": self.active, "keep": self.keep,
-                "disk_mb": self.disk_mb, "cooldown": self.cooldown}
+                "disk_mb": self.disk_mb, "cooldown": self.cooldown, "catch": self.catch}
 
 
 def prepare_directory(directory: Path) -> None:
@@ -128,8 +129,10 @@ class Watcher:
         self._loader_seen = False
         self._profiler: Any = None
         self._windows: Any = None
-        self._capture: tuple[str, int] | None = None  # trigger and first active step of the running capture
-        self._profiled = False  # the profiler ran (or wrote) in the current step
+        self._profiled = False  # a trace was written (or the profiler stopped) in the current step
+        self._caught: str | None = None  # --catch: the trigger the step being closed is kept for (None: dropped)
+        self._window_due = False  # --catch: a step ended; its window is closed at the next safe point
+        self._cuda: Any = None  # torch.cuda, once started
         self._cooldown_until = 0
         self._healthy_done = not settings.healthy
         self._request = directory / REQUEST_NAME
@@ -155,6 +158,8 @@ class Watcher:
         watcher = self
 
         def timed_next(iterator: Any) -> Any:
+            if watcher._window_due:
+                watcher._close_due_window()
             begin = time.perf_counter()
             try:
                 return original(iterator)
@@ -170,12 +175,21 @@ class Watcher:
             handle = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: self.step())
             self._hooks.append(handle.remove)
         self._cuda = torch.cuda
+        if self.settings.catch:
+            self._start_catching()
+            if self.on == "optimizer":  # the window closes before the next forward (or data loading)
+                from torch.nn.modules.module import register_module_forward_pre_hook
+
+                handle = register_module_forward_pre_hook(lambda module, args: self._close_due_window() if self._window_due else None)
+                self._hooks.append(handle.remove)
         return self
 
     def close(self, status: str = "finished") -> None:
         """Stop a running capture (its finished steps are written), unhook, write the end line."""
         if self._fd is None:
             return
+        if self._window_due:
+            self._close_due_window()
         if self._profiler is not None:
             self._stop_profiler()
         for undo in reversed(self._hooks):
@@ -201,7 +215,10 @@ class Watcher:
         self._last = now
         self.step_number += 1
         step = self.step_number
-        profiled = self._profiled or self._profiler is not None
+        capturing = self._profiler is not None
+        profiled = self._profiled or capturing
+        # Judged by the slow rule: steps like the others -- unprofiled, or (--catch) all profiled alike.
+        judged = not self._profiled and (self.settings.catch or not capturing)
         self._profiled = False
         self._pending.append(step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled))
         self._data_s = 0.0
@@ -211,10 +228,14 @@ class Watcher:
         if self._cuda.is_initialized():
             self._time_device(step)
         try:
-            if self._profiler is not None:
+            fires = judged and self.detector.observe(wall)
+            if self.settings.catch:
+                if capturing:
+                    self._catch(step, judged and self.detector.last_over, now)
+                return
+            if capturing:
                 self._advance_profiler()
                 return
-            fires = not profiled and self.detector.observe(wall)
             trigger, why = self._trigger(step, fires, now)
             if trigger:
                 self._write(event_line("trigger", step=step, trigger=trigger, why=why))
@@ -236,7 +257,8 @@ class Watcher:
         median = self.detector.median_s or 0.0
         if slow:
             rule = self.settings.rule
-            return "slow", f"{rule.held} steps in a row over {rule.ratio:g}x the median {median * 1000:.3g} ms"
+            held = "a step" if self.settings.catch else f"{rule.held} steps in a row"
+            return "slow", f"{held} over {rule.ratio:g}x the median {median * 1000:.3g} ms"
         if self.settings.every and step % self.settings.every == 0:
             return "every", f"every {self.settings.every} steps"
         return None, ""
@@ -297,7 +319,73 @@ class Watcher:
         except Exception as exc:  # another profiler is active, Kineto refused, ...
             self._fail(f"the profiler could not start at step {step}: {type(exc).__name__}: {exc}")
             return
-        self._profiler, self._windows, self._capture = profiler, windows, (trigger, first_active)
+        self._profiler, self._windows = profiler, windows
+
+    # ------------------------------------------------------------ --catch
+
+    def _start_catching(self) -> None:
+        """One profiler for the whole job, a window per step (wait 0, warmup 0, active 1, repeated):
+        each step's trace is ready at its boundary, written only when :meth:`_catch` says so."""
+        import warnings
+
+        from tuiprof.capture.session import TraceWindows, make_profiler
+
+        config = replace(self.config, wait=0, warmup=0, active=1, repeat=0)
+        windows = TraceWindows(self._save_caught, keep_last=True)
+        if _another_profiler_records():
+            self._fail("--catch: another profiler is recording (torch would hand it over to ours); watching only")
+            return
+        try:
+            with warnings.catch_warnings():  # "won't be using warmup": by design, every step is recorded
+                warnings.simplefilter("ignore")
+                profiler = make_profiler(config, self._cuda.is_initialized(), windows, first_step=1)
+            with self._profiler_log():
+                profiler.start()
+        except Exception as exc:
+            self._fail(f"--catch: the profiler could not start: {type(exc).__name__}: {exc}; watching only")
+            return
+        self._profiler, self._windows = profiler, windows
+
+    def _catch(self, step: int, over: bool, now: float) -> None:
+        """The step ended: its trace is kept for a trigger (healthy, a step over the threshold,
+        demand, every N), else dropped by the profiler at once.
+
+        Its window is closed at the next safe point, not here: closing a profiler session
+        and opening the next inside ``optimizer.step()`` (its ``record_function`` still
+        open) crashes Kineto after a few cycles (torch 2.14, seen: a segfault in
+        ``stop_trace``).  The safe point is the start of the next forward or data loading,
+        which in a training loop is right after the optimizer step."""
+        trigger, why = self._trigger(step, over, now)
+        if trigger:
+            self._write(event_line("trigger", step=step, trigger=trigger, why=why))
+            if trigger in ("slow", "every"):
+                self._cooldown_until = step + self.settings.cooldown
+        self._caught = trigger
+        self._window_due = True
+        if self.on == "manual":
+            self._close_due_window()
+
+    def _close_due_window(self) -> None:
+        self._window_due = False
+        try:
+            with self._profiler_log():
+                self._profiler.step()
+        except Exception as exc:  # the watcher never stops the job
+            self._fail(f"--catch: the profiler failed: {type(exc).__name__}: {exc}; watching only")
+            self._profiler = None
+        finally:
+            self._caught = None
+
+    def _save_caught(self, prof: Any, window: Any) -> None:
+        if self._caught is None or not window.steps:
+            return
+        if shutil.disk_usage(self.directory).free < MIN_FREE_BYTES:
+            self._fail(f"step {window.steps[-1]} not kept: under {MIN_FREE_BYTES // 2**20} MiB free on the disk of {self.directory}")
+            return
+        step = window.steps[-1]  # every step is its own window (the ones before it were dropped)
+        window = replace(window, steps=[step])
+        self._save(prof, window, self._caught, self.directory / f"step{step:06d}-{self._caught}.pt.trace.json.gz")
+        self._profiled = True  # writing the trace lands in the next step
 
     def _advance_profiler(self) -> None:
         with self._profiler_log():
@@ -404,6 +492,7 @@ def watch(
     disk_mb: float = 1024.0,
     cooldown: int = 100,
     healthy: bool = True,
+    catch: bool = False,
 ) -> Watcher:
     """Watch this process's training steps into ``directory`` (``tuiprof.watch``); already started.
 
@@ -416,7 +505,7 @@ def watch(
 
     from tuiprof.analysis.watch import parse_slow_rule
 
-    settings = WatchSettings(parse_slow_rule(threshold, warmup_steps), every, 1, active, keep, disk_mb, cooldown, healthy)
+    settings = WatchSettings(parse_slow_rule(threshold, warmup_steps), every, 1, active, keep, disk_mb, cooldown, healthy, catch)
     watcher = Watcher(Path(directory), settings, CaptureConfig(), Path(sys.argv[0]).name if sys.argv[0] else "python", on)
     watcher.start()
     atexit.register(watcher.close)

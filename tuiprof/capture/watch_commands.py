@@ -38,7 +38,8 @@ def watch_settings_from_args(args: Namespace):
     if not args.watch_disk_mb > 0:
         raise TraceError(f"--watch-disk-mb {args.watch_disk_mb}", "must be above 0", "pass a size in MB")
     rule = parse_slow_rule(args.watch_threshold, args.watch_warmup)
-    return WatchSettings(rule, args.every, args.warmup, args.active, args.watch_keep, args.watch_disk_mb, args.watch_cooldown)
+    return WatchSettings(rule, args.every, args.warmup, args.active, args.watch_keep, args.watch_disk_mb, args.watch_cooldown,
+                         catch=args.catch)
 
 
 def refuse_with_watch(args: Namespace) -> None:
@@ -71,7 +72,10 @@ def run_watched(args: Namespace) -> int:
     saved_argv = sys.argv
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
-    print(f"tuiprof: watching {script.name} into {directory}/ ({settings.rule.describe()} -> capture)", file=sys.stderr)
+    rule = settings.rule
+    what = (f"--catch: every step profiled; kept: a step over {rule.ratio:g}x the median of the last {rule.window}"
+            if settings.catch else f"{rule.describe()} -> capture")
+    print(f"tuiprof: watching {script.name} into {directory}/ ({what})", file=sys.stderr)
     watcher.start()
     status, code = "finished", 0
     try:
@@ -149,6 +153,10 @@ def add_watch_arguments(parser) -> None:
     group.add_argument("--watch-keep", type=int, default=10, metavar="C",
                        help="captures kept at most; the oldest slow ones are deleted first, the healthy one never (default 10)")
     group.add_argument("--watch-disk-mb", type=float, default=1024.0, metavar="MB", help="captures' total size at most (default 1024)")
+    group.add_argument("--catch", action="store_true",
+                       help="profile every step and keep the trace of each step over RATIO x the median (one step "
+                            "each; also the healthy, demand and every-N steps), dropping the others at once: catches "
+                            "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md)")
     group.add_argument("--watch-cooldown", type=int, default=100, metavar="STEPS",
                        help="steps after a capture before a slow or every-N trigger (default 100)")
 
