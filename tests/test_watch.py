@@ -355,12 +355,28 @@ def test_summary_view_watch_fits_the_terminal(stalled_run, monkeypatch, capsys, 
     assert max(len(line) for line in lines) <= width, lines
 
 
-def test_watch_under_torchrun_is_refused_in_one_line(tmp_path) -> None:
-    env = dict(os.environ, RANK="0", WORLD_SIZE="2")
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "run", "--watch", str(tmp_path / "w"), SCRIPT, "5"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not supported under torchrun yet" in result.stderr
-    assert not (tmp_path / "w").exists()
+def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_names_the_slowed_rank(tmp_path) -> None:
+    from tuiprof.analysis.ranks import summarise_run
+    from tuiprof.trace.run import open_run
+
+    directory = tmp_path / "w"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--watch",
+         str(directory), *FAST_RULE, str(ROOT / "tests" / "watch_ddp_script.py"), "150", "--stall-from", "70"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    captures = {}
+    for rank, name in ((0, "watch.jsonl"), (1, "watch.rank1.jsonl")):
+        lines = [json.loads(line) for line in (directory / name).read_text().splitlines()]
+        captures[rank] = [(c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"]
+    assert captures[0] == captures[1], captures  # the same steps on every rank
+    slow = [c for c in captures[0] if c[0] == "slow"]
+    assert slow and slow[0][1] >= 70 and captures[0][0][0] == "healthy" and captures[0][0][2] < 70, captures
+    run = summarise_run(open_run(directory / slow[0][3]), workers=1, use_sidecars=False)
+    assert [r.rank for r in run.ranks] == [0, 1] and list(run.stragglers()) == [1]
+    # rank 1 loads 40 ms slower per step (by construction); the others wait for it
+    assert run.ranks[1].steps[0].data_loading_us >= 40_000 > run.ranks[0].steps[0].data_loading_us
 
 
 @pytest.mark.parametrize("option", [["--save", "x.json.gz"], ["--continue"], ["--repeat", "2"], ["--wait", "0"]])

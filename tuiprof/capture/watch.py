@@ -39,7 +39,8 @@ from typing import Any
 from tuiprof.analysis.watch import SlowDetector, SlowRule
 from tuiprof.capture.config import CaptureConfig
 from tuiprof.errors import TraceError
-from tuiprof.trace.watch import HISTORY_NAME, REQUEST_NAME, device_line, event_line, header_line, history_path, step_line
+from tuiprof.capture.watch_ranks import lead_steps
+from tuiprof.trace.watch import REQUEST_NAME, TRIGGERS, device_line, event_line, header_line, history_path, step_line
 
 # Dropped first when over the limits: slow, then every-N, then on-demand captures (oldest first).
 DROP_ORDER = ("slow", "every", "demand")
@@ -76,7 +77,7 @@ class WatchSettings:
                 "disk_mb": self.disk_mb, "cooldown": self.cooldown, "catch": self.catch}
 
 
-def prepare_directory(directory: Path) -> None:
+def prepare_directory(directory: Path, rank: int = 0) -> None:
     """Create DIR (and missing parents) or check it: this user's, writable, without a history yet.
 
     Called before the job starts: a bad DIR is one line and exit 2, not a job
@@ -93,8 +94,9 @@ def prepare_directory(directory: Path) -> None:
                          "pick a folder of your own")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise TraceError(source, "cannot write into the folder", "pick a folder you can write")
-    if history_path(directory).exists():
-        raise TraceError(source, f"already holds a watch history ({HISTORY_NAME})", "pick an empty folder or remove the old one")
+    if history_path(directory, rank).exists():
+        raise TraceError(source, f"already holds a watch history ({history_path(directory, rank).name})",
+                         "pick an empty folder or remove the old one")
 
 
 @dataclass
@@ -119,6 +121,13 @@ class Watcher:
         self.config = config
         self.what = what
         self.on = on
+        from tuiprof.capture.distributed import torchrun_launch
+        from tuiprof.capture.watch_ranks import RankChannel
+
+        self.launch = torchrun_launch()  # under torchrun: rank 0 decides, the others follow
+        self.rank = self.launch.rank if self.launch else 0
+        self._channel = RankChannel() if self.launch else None
+        self._scheduled: tuple[int, str] | None = None  # the boundary a decided capture starts at, its trigger
         self.step_number = 0
         self.detector = SlowDetector(settings.rule)
         self.kept: list[_Kept] = []
@@ -150,8 +159,8 @@ class Watcher:
         import torch
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-        prepare_directory(self.directory)
-        self._fd = os.open(history_path(self.directory), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        prepare_directory(self.directory, self.rank)
+        self._fd = os.open(history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict()))
         self._started = self._last = time.perf_counter()
         original = _BaseDataLoaderIter.__next__
@@ -236,13 +245,42 @@ class Watcher:
             if capturing:
                 self._advance_profiler()
                 return
-            trigger, why = self._trigger(step, fires, now)
-            if trigger:
-                self._write(event_line("trigger", step=step, trigger=trigger, why=why))
+            if self._scheduled is None:
+                self._decide(step, fires, now, wall)
+            if self._scheduled is not None and step >= self._scheduled[0]:
+                trigger = self._scheduled[1]
+                self._scheduled = None
                 self._start_capture(trigger, step)
         except Exception as exc:  # the watcher never stops the job
             self._fail(f"watcher error: {type(exc).__name__}: {exc}")
             self._profiler = None
+
+    def _decide(self, step: int, slow: bool, now: float, wall: float) -> None:
+        """Schedule a capture: now, or (torchrun) at the boundary rank 0 picked for every rank."""
+        if self._channel is not None and self.rank != 0:
+            order = self._channel.poll(now)
+            if order is None:
+                return
+            boundary, trigger = order
+            if trigger not in TRIGGERS:
+                self._fail(f"rank 0 sent an unknown trigger {trigger[:20]!r}")
+            elif step > boundary:
+                self._fail(f"rank 0's {trigger} capture from step {boundary + 1} was heard at step {step}: skipped")
+            else:
+                self._write(event_line("trigger", step=step, trigger=trigger, why=f"rank 0: from step {boundary + 1}"))
+                self._scheduled = (boundary, trigger)
+            return
+        trigger, why = self._trigger(step, slow, now)
+        if not trigger:
+            return
+        boundary = step
+        if self._channel is not None:
+            ahead = step + lead_steps(self.detector.median_s or wall)
+            if self._channel.announce(ahead, trigger):  # no process group yet: this rank alone, now
+                boundary = ahead
+                why += f"; every rank from step {boundary + 1}"
+        self._write(event_line("trigger", step=step, trigger=trigger, why=why))
+        self._scheduled = (boundary, trigger)
 
     def _trigger(self, step: int, slow: bool, now: float) -> tuple[str | None, str]:
         if now >= self._next_request_check:
@@ -300,13 +338,20 @@ class Watcher:
         from tuiprof.capture.session import TraceWindows, make_profiler
 
         settings = self.settings
-        self._cooldown_until = step + settings.warmup + settings.active + settings.cooldown
+        if trigger != "healthy":  # the healthy window is taken once, early: no cooldown after it
+            self._cooldown_until = step + settings.warmup + settings.active + settings.cooldown
         free = shutil.disk_usage(self.directory).free
         if free < MIN_FREE_BYTES:
             self._fail(f"no capture at step {step}: {free // 2**20} MiB free on the disk of {self.directory}")
             return
         first_active = step + 1 + settings.warmup
-        path = self.directory / f"step{first_active:06d}-{trigger}.pt.trace.json.gz"
+        if self.launch:  # a run directory per capture, one file per rank: it opens in the ranks views
+            from tuiprof.capture.distributed import rank_trace_path
+
+            folder = self.directory / f"step{first_active:06d}-{trigger}"
+            path = rank_trace_path(folder / "trace.pt.trace.json.gz", self.launch)
+        else:
+            path = self.directory / f"step{first_active:06d}-{trigger}.pt.trace.json.gz"
         config = replace(self.config, wait=0, warmup=settings.warmup, active=settings.active, repeat=1)
         windows = TraceWindows(lambda prof, window: self._save(prof, window, trigger, path))
         if _another_profiler_records():
@@ -406,6 +451,7 @@ class Watcher:
 
     def _save(self, prof: Any, window: Any, trigger: str, path: Path) -> None:
         """The profiler's window is complete (or cut short): write it, then keep within the limits."""
+        from tuiprof.capture.distributed import write_rank_trace
         from tuiprof.capture.session import torch_flops, write_trace
         from tuiprof.trace.live import LiveFacts
 
@@ -415,14 +461,14 @@ class Watcher:
         try:
             if self.config.with_flops:
                 facts.flops_by_external_id = torch_flops(prof)
-            write_trace(prof, path, facts, window.unfinished_step)
+            (write_rank_trace if self.launch else write_trace)(prof, path, facts, window.unfinished_step)
             size = path.stat().st_size
         except Exception as exc:  # a full disk (ENOSPC), a quota, a failed export
             path.unlink(missing_ok=True)
             self._fail(f"capture {path.name} not written: {type(exc).__name__}: {exc}")
             return
         self._write(event_line("capture", trigger=trigger, first_step=window.steps[0], last_step=window.steps[-1],
-                               path=path.name, bytes=size))
+                               path=self._entry(path), bytes=size))
         self.kept.append(_Kept(trigger, path, size))
         self._keep_within_limits()
 
@@ -436,7 +482,16 @@ class Watcher:
             gone = self.kept.pop(index)
             why = f"over {self.settings.keep} captures" if len(self.kept) >= self.settings.keep else "over the disk budget"
             gone.path.unlink(missing_ok=True)
-            self._write(event_line("dropped", path=gone.path.name, why=why))
+            if self.launch:
+                try:
+                    gone.path.parent.rmdir()  # the last rank to drop its file removes the capture's folder
+                except OSError:
+                    pass
+            self._write(event_line("dropped", path=self._entry(gone.path), why=why))
+
+    def _entry(self, path: Path) -> str:
+        """A capture's path in the history: its file, or (torchrun) its run directory, relative to DIR."""
+        return path.relative_to(self.directory).parts[0]
 
     def _profiler_log(self):
         """Kineto's own lines (``profiler_start``, warnings) go to ``DIR/profiler.log``, not the job's stderr."""

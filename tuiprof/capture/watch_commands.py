@@ -59,12 +59,12 @@ def run_watched(args: Namespace) -> int:
 
     script = Path(args.script)
     directory = Path(args.watch)
-    if torchrun_launch():
-        raise TraceError("run --watch", "not supported under torchrun yet (every rank must capture the same steps; "
-                         "see docs/watch.md)", "watch a single process, or profile the ranks without --watch")
+    launch = torchrun_launch()
     refuse_with_watch(args)
     settings = watch_settings_from_args(args)
-    prepare_directory(directory)  # before the script starts: a bad DIR is exit 2, not an unwatched job
+    if launch and settings.catch:
+        raise TraceError("run --watch --catch", "not supported under torchrun yet (docs/watch.md)", "drop --catch")
+    prepare_directory(directory, launch.rank if launch else 0)  # before the script starts: exit 2, not an unwatched job
     config = config_from_args(str(script), args)
     from tuiprof.capture.watch import Watcher
 

@@ -21,7 +21,8 @@ Version 1, line by line (times in seconds; ``docs/watch.md`` is the reference):
 - a step's device time, read later from a CUDA event pair without a sync:
   ``{"g": 51, "w": 0.0198}``;
 - an event: ``{"e": "trigger", "step": 62, "trigger": "slow", "why": "..."}``,
-  ``{"e": "capture", "trigger": "slow", "first_step": 64, "last_step": 66, "path": "step000064-slow.pt.trace.json.gz", "bytes": 81234}``,
+  ``{"e": "capture", "trigger": "slow", "first_step": 64, "last_step": 66, "path": "step000064-slow.pt.trace.json.gz", "bytes": 81234}``
+  (under torchrun ``path`` is the capture's run directory, ``step000064-slow``, one trace per rank),
   ``{"e": "dropped", "path": "...", "why": "..."}``, ``{"e": "failure", "step": 64, "what": "..."}``,
   ``{"e": "end", "step": 80, "status": "finished"}`` (status: finished, crashed, interrupted).
 
@@ -48,8 +49,10 @@ END_STATUSES = ("finished", "crashed", "interrupted")
 MAX_LINE = 64 * 1024  # a longer line is not one tuiprof wrote
 
 
-def history_path(directory: str | os.PathLike[str]) -> Path:
-    return Path(directory) / HISTORY_NAME
+def history_path(directory: str | os.PathLike[str], rank: int = 0) -> Path:
+    """The history of ``directory``; under torchrun each rank writes its own, rank 0's is the one
+    ``open``/``summary`` read (rank 0 decides the captures, see :mod:`tuiprof.capture.watch_ranks`)."""
+    return Path(directory) / (HISTORY_NAME if rank == 0 else f"watch.rank{rank}.jsonl")
 
 
 def is_watch_directory(path: str | os.PathLike[str]) -> bool:
