@@ -156,22 +156,53 @@ def test_the_allocator_is_tuned_where_glibc_is() -> None:
     assert return_freed_memory() == sys.platform.startswith("linux")
 
 
-def test_a_table_wider_than_the_terminal_is_printed_whole(monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("sort", [None, "calls"])
+def test_a_table_on_a_terminal_fits_it_and_names_what_it_left_out(monkeypatch, capsys, width, sort) -> None:
     from tuiprof import cli
     from tuiprof.report import summary
+    from tuiprof.report.views import VIEWS
 
     sample = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
-    assert cli.main(["summary", sample, "--limit", "3", "--format", "csv"]) == 0
+    sorting = ["--sort", sort] if sort else []
+    assert cli.main(["summary", sample, "--limit", "3", "--format", "csv", *sorting]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    headers = {c.key: c.header for c in VIEWS["ops"].columns}
+    assert cli.main(["summary", sample, "--limit", "3", *sorting]) == 0  # a pipe: every column the text shows
+    piped = capsys.readouterr().out
+    every = [h for h in headers.values() if f" {h} " in piped]
     monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
-    monkeypatch.setenv("COLUMNS", "60")  # rich's terminal width
-    assert cli.main(["summary", sample, "--limit", "3"]) == 0
-    shown = capsys.readouterr().out
-    assert max(map(len, shown.splitlines())) > 60  # wider than the terminal: not cropped to it
-    for row in rows[1:]:
-        name, calls = row[0], row[rows[0].index("calls")]
-        line = next(line for line in shown.splitlines() if name[:20] in line)
-        assert re.search(rf"\b{calls}\b", line), (name, calls, line)  # the last columns are there
+    monkeypatch.setenv("COLUMNS", str(width))  # rich's terminal width
+    assert cli.main(["summary", sample, "--limit", "3", *sorting]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= width  # an 80-column SSH terminal does not wrap it
+    header = next(line for line in lines if line.strip().startswith("Name"))
+    said = lines[-1]
+    assert said.startswith("hidden to fit: ") and "--wide" in said
+    sort_header = headers[sort or "self_cpu_us"]
+    assert re.search(rf"\b{re.escape(sort_header)}\b", header)  # the sorted column always stays
+    shown = [h for h in every if re.search(rf"(^|  ){re.escape(h)}(  |$)", header.strip())]
+    hidden = [h for h in every if h not in shown]
+    assert hidden and said.startswith(f"hidden to fit: {hidden[0]}")  # named, in order, as many as the line holds
+    body = lines[lines.index(next(line for line in lines if "───" in line)) + 1:][: len(rows) - 1]
+    for row, line in zip(rows[1:], body):  # each row in order, its name's end kept, its calls beside it
+        assert row[0][-6:] in line, (row[0], line)
+        assert row[rows[0].index("calls")] in line.split() or "Calls" not in shown
+
+    assert cli.main(["summary", sample, "--limit", "3", "--wide", *sorting]) == 0
+    wide = capsys.readouterr().out
+    assert max(map(len, wide.splitlines())) > width and "hidden to fit" not in wide
+    assert all(f" {h} " in wide for h in every)  # the pipe's columns, all of them
+
+
+def test_a_pipe_gets_every_column(capsys) -> None:
+    from tuiprof import cli
+
+    assert cli.main(["summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--limit", "2"]) == 0
+    text = capsys.readouterr().out
+    for header in ("Self CPU %", "CPU total %", "CPU avg", "Calls", "Self CPU Mem", "FLOPs run", "Run FLOP/s"):
+        assert header in text
+    assert "hidden to fit" not in text
 
 
 @pytest.mark.parametrize(("content", "says"), [(b"root:x:0:0:root:/root:/bin/bash\n", "not JSON"), (b"", "empty"),

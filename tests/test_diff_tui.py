@@ -71,7 +71,9 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
         assert len(table.rows) == len(table.all_rows)
 
         await pilot.press("e")
-        exported = list(csv.DictReader(io.StringIO((tmp_path / "tuiprof-diff-ops.csv").read_text())))
+        comment, text = (tmp_path / "tuiprof-diff-ops.csv").read_text().split("\n", 1)
+        assert comment.startswith("# tuiprof export: diff-ops of diff of A ") and "no filter" in comment
+        exported = list(csv.DictReader(io.StringIO(text)))
         assert exported[0]["name"] == "aten::convolution_backward" and float(exported[0]["delta"]) > 0
 
         for key, view in (("3", "diff-modules"), ("4", "diff-kernels"), ("5", "diff-steps"), ("6", "diff-memory")):
@@ -83,13 +85,37 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
     assert app.return_value == 0
 
 
-async def test_a_missing_side_shows_the_error_and_exits_2(tmp_path) -> None:
+async def test_a_missing_side_ends_the_app_with_exit_2(tmp_path) -> None:
+    """No error page waiting for q: the app ends, run_app prints the line (as the explorer)."""
+    import asyncio
+
     app = DiffApp(DiffSource(BATCH_128, str(tmp_path / "missing.json")))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        assert "no such file or directory" in app.error_text
-        await pilot.press("q")
+    async with app.run_test(size=(80, 24)):
+        for _ in range(200):
+            if app.return_value is not None:
+                break
+            await asyncio.sleep(0.05)
     assert app.return_value == 2
+    assert "no such file or directory" in app.error_text
+
+
+async def test_q_before_the_diff_is_loaded_exits_130() -> None:
+    """Stopped by the user before there was anything to show (it exited 0)."""
+    import threading
+
+    released = threading.Event()
+
+    class SlowSource(DiffSource):
+        def __call__(self, report):
+            released.wait(10)  # loading until the test lets go, after q
+            return super().__call__(report)
+
+    app = DiffApp(SlowSource(BATCH_128, BATCH_64))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        await pilot.press("q")
+        released.set()
+    assert app.return_value == 130
 
 
 async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:

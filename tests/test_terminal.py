@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -70,3 +71,31 @@ def test_signal_restores_the_terminal(signum: int) -> None:
         os.close(leader)
     assert code == 128 + signum
     assert LEAVE_ALT_SCREEN in rest and SHOW_CURSOR in rest
+
+
+def test_a_truncated_gzip_ends_the_explorer_with_one_line_and_exit_2(tmp_path) -> None:
+    """Its first bytes pass the check made before the explorer starts, and the load found
+    the damage after the first frame: a full-screen error waited for q.  Now the explorer
+    ends by itself, restores the terminal, then prints one line and exits 2."""
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes((SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()[:100_000])
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuiprof", "open", str(truncated)],
+        stdin=follower, stdout=follower, stderr=follower, cwd=ROOT, env=env, start_new_session=True,
+    )
+    os.close(follower)
+    try:
+        seen = _drain_until_exit(leader, process, 60)  # no key is ever sent
+        code = process.wait(timeout=1)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)
+    assert code == 2
+    after = seen.rpartition(LEAVE_ALT_SCREEN)[2]  # what stays on the terminal once the app is gone
+    text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", after).decode()  # the terminal modes turned off
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"tuiprof: {truncated}: ") and "truncated" in lines[0].split(": ", 2)[2], lines

@@ -179,6 +179,52 @@ def test_text_output(synthetic) -> None:
     assert "peak 1.5KB" in result.stdout and "device idle 53.33% of the steps' device windows here" in result.stdout
 
 
+@pytest.mark.parametrize("width", [120, 80, 60, 50, 40, 30, 24])
+def test_the_status_line_fits_its_width_and_never_cuts_a_number(synthetic, width) -> None:
+    """At 60 columns the line (68 cells with the idle lane) wrapped and pushed the last lane
+    off the canvas.  Fitted, it drops the cell size, then cuts the lane's name, then drops
+    the cursor's time: a number is there whole or not at all."""
+    from tuiprof.report.timeline import window_text
+
+    _, _, timeline = synthetic
+    idle = timeline.idle
+    line = window_text(timeline, 100 * US, 1000 * US, 42, 700 * US, idle, width).plain
+    assert len(line) <= width, line
+    assert line.startswith("0.000us to 900.000us")  # the window, always
+    cell, cursor = "cell 21.4us", "cursor 600.000us"  # 900 us in 42 columns, 3 digits; 700 us from the start at 100
+    for number in (cell, cursor):
+        head = number.split()[0]
+        assert number in line or head not in line, line
+    if width >= 80:
+        assert line.endswith(f"{cell} · {cursor} · device idle")
+    if width >= 60:
+        assert line.endswith(f"{cursor} · device idle")
+
+
+def test_launched_span_is_the_device_work_of_a_call_and_the_calls_inside_it(tmp_path) -> None:
+    """aten::linear [10, 40) launches through aten::addmm (GEMM at [600, 680)) and a bias add
+    of its own ([700, 705)); a call on another thread at the same time launches [650, 900),
+    which is not linear's; aten::relu [50, 60) launches nothing."""
+    from tests.gpu_trace import EPOCH_US, GpuTrace
+
+    trace = GpuTrace()
+    trace.step(1, 0, 1000)
+    linear = trace.op("aten::linear", 10, 30)
+    addmm = trace.op("aten::addmm", 12, 20)
+    trace.launch(addmm, "gemm_kernel", 14, 5, 600, 80)
+    trace.launch(linear, "bias_kernel", 35, 2, 700, 5)
+    other = trace.op("aten::mul", 15, 10, tid=99)
+    trace.launch(other, "mul_kernel", 16, 2, 650, 250, tid=99, stream=8)
+    trace.op("aten::relu", 50, 10)
+    model = analyze(load_trace(trace.write(tmp_path / "launches.pt.trace.json")))
+    timeline = build_timeline(model)
+    row = {model.calls.name(r): r for r in range(len(model.calls))}
+    at = EPOCH_US * US
+    assert timeline.launched_span(row["aten::linear"]) == (at + 600 * US, at + 705 * US)
+    assert timeline.launched_span(row["aten::addmm"]) == (at + 600 * US, at + 680 * US)
+    assert timeline.launched_span(row["aten::relu"]) is None
+
+
 def test_names_in_boxes_and_escaped(synthetic) -> None:
     path = synthetic[0]
     result = tuiprof("timeline", str(path), "--width", "40", "--from", "300", "--to", "400", "--lanes", "cpu", "--depth", "1")
@@ -428,7 +474,7 @@ def test_an_idle_gap_says_what_the_cpu_did(tmp_path) -> None:
     assert result.stdout.splitlines()[-4:] == [
         "longest idle gap 2.2ms at 1.000ms, CPU in it:",
         "   1.20ms sync         aten::item",
-        "    800us data loading enumerate(DataLoader)#_SingleProcess…",
-        "    300us              autograd::engine::evaluate_function:…",
+        "    800us data loading enumerate(DataLoad…oaderIter.__next__",  # names cut by the one rule (report.names)
+        "    300us              …::evaluate_function: MmBackward0",
     ]
     assert all(len(line) <= 60 for line in result.stdout.splitlines())

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from tests.conftest import ROOT, needs_shared
-from tests.test_timeline import H100, _synthetic_events
+from tests.gpu_trace import GpuTrace
+from tests.test_timeline import H100, _event, _synthetic_events
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.views import view_keys
@@ -135,6 +136,99 @@ async def test_range_selection_statistics(synthetic_path) -> None:
         assert "operators:" in text and "kernels:" in text and "conv_kernel" in text
         await _press(app, pilot, "v")
         assert canvas.selected_range is None
+
+
+def _drawn(canvas: TimelineCanvas) -> list[str]:
+    """The canvas as the terminal shows it (a line too long for the widget wraps there, not in render())."""
+    return ["".join(segment.text for segment in canvas.render_line(y)) for y in range(canvas.size.height)]
+
+
+def _lanes_drawn(canvas: TimelineCanvas) -> list[str]:
+    """The labels of the lane rows on screen (below the status line and the ruler)."""
+    return [line[:16].strip() for line in _drawn(canvas)[3:] if line[:16].strip()]
+
+
+@pytest.fixture()
+def many_lanes_path(tmp_path):
+    """The synthetic trace, a second step (1000-1900 us) and three more threads: 14 lanes,
+    more than the 12 rows an 80x24 terminal has for them."""
+    extra = [
+        _event("user_annotation", "ProfilerStep#2", 1000, 900),
+        _event("cpu_op", "aten::relu", 1100, 200, **{"External id": 30}),
+        *(_event("cpu_op", f"aten::worker_{tid}", 300, 100, tid=tid, **{"External id": tid}) for tid in (12, 13, 14)),
+    ]
+    path = tmp_path / "many_lanes.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _synthetic_events() + extra}))
+    return str(path)
+
+
+async def test_jumps_keep_the_step_lanes_and_the_selected_lane_in_view(many_lanes_path) -> None:
+    """g put the cursor on device idle (the last lane) and scrolled the step lanes away;
+    n, p and f then fitted steps whose lane was out of view."""
+    app = ExplorerApp(FileSource(many_lanes_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        canvas = await _open_timeline(app, pilot)
+        rows = canvas.size.height - 3
+        assert len(canvas.lanes) == 14 > rows
+        assert _lanes_drawn(canvas)[:2] == ["steps", "phases"]
+        for keys in (["g"], ["n"], ["p"], ["f"]):
+            await _press(app, pilot, *keys)
+            drawn = _lanes_drawn(canvas)
+            assert canvas.lane.key == "idle" and drawn[:2] == ["steps", "phases"] and drawn[-1] == "device idle", (keys, drawn)
+            assert len(drawn) == rows  # every row holds a lane
+            assert drawn[2].startswith("thread ")  # a depth lane whose thread scrolled off says whose it is
+
+
+async def test_t_from_another_view_shows_the_step_lanes_and_the_calls_thread(many_lanes_path) -> None:
+    """T from Operators scrolled for a canvas not yet laid out (height 0): one lane at the
+    top, the call's, the step and thread lanes above it out of view, the rows below empty."""
+    app = ExplorerApp(FileSource(many_lanes_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        canvas = await _open_timeline(app, pilot)
+        rows = canvas.size.height - 3
+        await _press(app, pilot, "g", "3", "T")  # from the idle lane, at the bottom
+        assert app.current_view == "timeline"
+        drawn = _lanes_drawn(canvas)
+        assert drawn[:2] == ["steps", "phases"] and canvas.selected.lane.label.strip() in drawn, drawn
+        assert len(drawn) == rows and drawn[2] == "thread 10"  # the lanes above the call's, down from the top
+
+
+async def test_the_status_line_fits_60_columns_and_the_idle_lane_stays_in_view() -> None:
+    """At 60x20, after zooming in and g, the status line wrapped onto the ruler's row and
+    pushed the selected lane (device idle, the last) below the canvas."""
+    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
+    async with app.run_test(size=(60, 20)) as pilot:
+        canvas = await _open_timeline(app, pilot)
+        await _press(app, pilot, "plus", "plus", "plus", "g")
+        drawn = _drawn(canvas)
+        assert canvas.lane.key == "idle" and canvas.selected is not None
+        assert drawn[0].rstrip().endswith("· device idle") and drawn[0].startswith("0.000us to ")
+        assert drawn[1].strip().startswith("0us") and "┬" in drawn[2]  # the ruler, right below
+        assert "device idle" in _lanes_drawn(canvas) and _lanes_drawn(canvas)[0] == "steps"
+
+
+async def test_t_on_an_operator_shows_its_call_and_the_kernel_it_launched(tmp_path) -> None:
+    """The device runs behind the host: aten::linear [10, 40) us launches its GEMM through
+    aten::addmm, and the GEMM runs at [600, 680) us.  T zoomed to 3x the call, [-20, 70) us,
+    and left the kernel off-screen; the window now holds the call and the kernel."""
+    trace = GpuTrace()
+    trace.step(1, 0, 1000)
+    trace.op("aten::linear", 10, 30)
+    addmm = trace.op("aten::addmm", 12, 26)
+    trace.launch(addmm, "gemm_kernel", 14, 5, 600, 80, stream=7)
+    path = trace.write(tmp_path / "lagging.pt.trace.json")
+    app = ExplorerApp(FileSource(str(path)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await _press(app, pilot, "3", "slash", *"aten::linear", "enter", "T")
+        canvas = app.query_one(TimelineCanvas)
+        assert app.current_view == "timeline" and canvas.selected.name == "aten::linear"
+        origin = canvas.timeline.begin_ns  # the step's start, the trace's first event: 0 us
+        assert canvas.start_ns - origin <= 10 * US and canvas.end_ns - origin >= 680 * US
+        assert canvas.end_ns - canvas.start_ns <= 2 * 680 * US  # zoomed to them, not the whole step
+        stream = next(line for line in _drawn(canvas) if line.startswith("stream 7"))
+        assert stream[17:].strip(), stream  # the kernel's cells are on screen
 
 
 @needs_shared

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -146,6 +147,39 @@ async def test_sort_keys_change_row_order() -> None:
         assert values == sorted(values, reverse=table.descending)
 
 
+async def test_a_sort_shows_the_top_of_the_new_order() -> None:
+    """The cursor followed its row through a sort: after ``r`` on Calls it sat on row 60 and
+    the rows the sort was asked for were scrolled out of view.  Now s, r and a header click
+    put the cursor and the scroll on the first row, the extreme of the sorted column."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("3", "j", "j", "j", "j", "j")
+        table = app.query_one("#ops-table", RowTable)
+
+        def drawn(y: int) -> str:
+            return "".join(segment.text for segment in table.render_line(y))
+
+        async def sorted_and_at_top(*keys: str, click: str | None = None) -> None:
+            await pilot.press(*keys)
+            if click is not None:
+                header = drawn(0)
+                await pilot.click("#ops-table", offset=(header.index(click) + 1, 0))
+            await pilot.pause()
+            values = [row[table.sort_key] for row in table.all_rows if row[table.sort_key] is not None]
+            extreme = max(values) if table.descending else min(values)  # the oracle: the column's own values
+            assert (table.cursor, table.scroll_offset.y) == (0, 0)
+            assert table.current_row[table.sort_key] == extreme
+            assert drawn(1).startswith(str(table.current_row["name"])[:12])
+
+        await sorted_and_at_top("s")
+        await pilot.press("j", "j", "j", "j", "j")
+        await sorted_and_at_top("s", "r")  # the calls column, fewest first
+        await pilot.press("pagedown", "pagedown")
+        await sorted_and_at_top(click="Self CPU")
+        assert table.sort_key == "self_cpu_us"
+
+
 async def test_filter_narrows_rows_and_escape_restores() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -181,18 +215,34 @@ async def test_group_by_shape_and_top_level_toggles() -> None:
         assert "model_train" in names and "aten::conv2d" not in names
 
 
-async def test_export_writes_the_table_as_shown(tmp_path) -> None:
+def _exported_csv(path: Path) -> list[dict[str, str]]:
+    """An export's rows: its first line is the ``# tuiprof export:`` comment."""
+    lines = path.read_text().splitlines(keepends=True)
+    assert lines[0].startswith("# tuiprof export: ")
+    return list(csv.DictReader(lines[1:]))
+
+
+async def test_export_writes_the_table_as_shown_and_says_its_sort_and_filter(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
-        await pilot.press("3", "slash", *"batch", "enter", "e")
+        await pilot.press("3", "slash", *"batch", "enter", "r", "e")
         table = app.query_one("#ops-table", RowTable)
-        written = list(csv.DictReader((tmp_path / "tuiprof-operators-resnet18_cpu.csv").open()))
+        path = tmp_path / "tuiprof-operators-resnet18_cpu.csv"
+        written = _exported_csv(path)
         assert [r["name"] for r in written] == _names(table)
         assert float(written[0]["self_cpu_us"]) == pytest.approx(table.rows[0]["self_cpu_us"])
-        await pilot.press("E")
+        total = len(table.all_rows)
+        assert 0 < len(written) < total
+        assert path.read_text().splitlines()[0] == (
+            f"# tuiprof export: operators of resnet18_cpu; sorted by self_cpu_us, ascending; "
+            f"filter /batch: {len(written)} of {total} rows"
+        )
+        await pilot.press("t", "E")
         exported = json.loads((tmp_path / "tuiprof-operators-resnet18_cpu.json").read_text())
-        assert len(exported) == len(table.rows)
+        assert exported["export"] == {"view": "operators", "source": "resnet18_cpu", "sort": "self_cpu_us", "descending": False,
+                                      "filter": "batch", "settings": ["top-level only"], "rows": len(table.rows), "total": len(table.all_rows)}
+        assert [r["name"] for r in exported["rows"]] == _names(table)
 
 
 async def test_help_opens_with_column_definitions() -> None:
@@ -211,6 +261,44 @@ async def test_help_opens_with_column_definitions() -> None:
         assert app.screen.__class__.__name__ != "HelpScreen"
 
 
+async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound() -> None:
+    """? on Operators listed the module tree's keys (expand, collapse), and named the view
+    keys "1-10" where they are 1 to 9 and 0."""
+    app = ExplorerApp(FileSource(RESNET))
+    bound = {b.key: b.action for b in app.BINDINGS if b.action.startswith("show_view")}  # the oracle: the bindings
+
+    async def help_of(key: str) -> dict[str, str]:
+        await pilot.press(key, "question_mark")
+        await pilot.pause()
+        rows = dict(app.screen.keys)
+        await pilot.press("escape")
+        return rows
+
+    def expanded(label: str) -> set[str]:
+        keys = set()
+        for part in label.split():
+            first, _, last = part.partition("-")
+            keys |= {str(k) for k in range(int(first), int(last) + 1)} if last else {first}
+        return keys
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        operators = await help_of("3")
+        label, views = next((k, v) for k, v in operators.items() if v.startswith("views: "))
+        assert expanded(label) == set(bound), label
+        for key, action in bound.items():
+            view = next(v for v in VIEWS if f"'{v.view_id}'" in action)
+            assert f"{key} {view.title}" in views
+        assert "sort by the next column (or click a header)" in operators.values()
+        assert not [what for what in operators.values() if "module" in what and "expand" in what or "zoom" in what]
+        modules = await help_of("2")
+        assert "expand the module, or step into its first child" in modules.values()
+        assert "sort by the next column (or click a header)" in modules.values()  # its operators pane
+        timeline = await help_of("7")
+        assert "timeline: zoom in around the cursor" in timeline.values()
+        assert not [what for what in timeline.values() if "sort by the next" in what or "expand the module" in what]
+
+
 async def test_view_switching_keys() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -225,17 +313,28 @@ async def test_view_switching_keys() -> None:
         assert app.query_one("#kernels-table", RowTable).rows == []
 
 
-async def test_bad_file_shows_the_error_not_a_crash(tmp_path) -> None:
-    bad = tmp_path / "broken.json"
-    bad.write_text("this is not a trace")
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("broken.json", b"this is not a trace", "not a trace: it starts"),
+        ("truncated.json.gz", (SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()[:100_000], "truncated"),
+    ],
+)
+async def test_a_trace_that_cannot_load_ends_the_app_with_exit_2(tmp_path, name, content, says) -> None:
+    """A load error showed a full-screen page that waited for q; now the app ends by itself
+    with exit 2, its error kept for one line on stderr (run_app prints it; test_terminal.py)."""
+    import asyncio
+
+    bad = tmp_path / name
+    bad.write_bytes(content)
     app = ExplorerApp(FileSource(str(bad)))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        text = str(app.query_one("#loading-text").render())
-        assert "broken.json" in text and "not JSON" in text
-        await pilot.press("q")
-        await pilot.pause()
+    async with app.run_test(size=(80, 24)):
+        for _ in range(200):  # no key pressed
+            if app.return_value is not None:
+                break
+            await asyncio.sleep(0.05)
     assert app.return_value == 2
+    assert name in app.error_text and says in app.error_text
 
 
 @pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
@@ -330,10 +429,10 @@ async def test_export_names_what_the_view_shows_and_survives_an_unwritable_direc
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("e")  # Overview: its findings
-        findings = list(csv.DictReader((tmp_path / "tuiprof-overview-findings-resnet18_cpu.csv").open()))
+        findings = _exported_csv(tmp_path / "tuiprof-overview-findings-resnet18_cpu.csv")
         assert any(row["id"] == "memory-peak" for row in findings)
         await pilot.press("2", "e")  # Modules with the tree focused: every module
-        modules = list(csv.DictReader((tmp_path / "tuiprof-modules-resnet18_cpu.csv").open()))
+        modules = _exported_csv(tmp_path / "tuiprof-modules-resnet18_cpu.csv")
         assert modules[0]["path"] == "ResNet_0" and len(modules) > 50
         app.export_dir = tmp_path / "missing" / "dir"
         await pilot.press("e")
@@ -379,6 +478,30 @@ async def test_a_narrow_tree_keeps_the_index_that_tells_siblings_apart() -> None
         await pilot.press("slash", *"block", "enter")
         await pilot.pause()
         assert rows()[0].rstrip().endswith("_7") and "…/" in rows()[0]  # …/Sequential_5/BasicBlock_7
+
+
+async def test_tree_leaves_line_up_with_their_expandable_siblings() -> None:
+    """Tree gives a leaf no ``▶ `` slot: Conv2d_0's bar and share stood two columns left of
+    Sequential_5's.  Read from the drawn lines: siblings' "%" in one column."""
+    from rich.cells import cell_len
+
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        tree = app.query_one("#module-tree", ModuleTreeView)
+
+        def share_column(node) -> int:
+            line = "".join(segment.text for segment in tree.render_line(node.line - tree.scroll_offset.y))
+            return cell_len(line[: line.index("%")])
+
+        roots = tree.root.children
+        children = roots[0].children
+        assert {bool(node.allow_expand) for node in children} == {True, False}  # Sequential_N and Conv2d_0 ...
+        assert {bool(node.allow_expand) for node in roots} == {True, False}  # ResNet_0 and CrossEntropyLoss_0
+        assert len({share_column(node) for node in children}) == 1, [share_column(node) for node in children]
+        assert len({share_column(node) for node in roots}) == 1
 
 
 async def test_slash_filters_the_focused_pane_of_modules() -> None:
@@ -465,7 +588,10 @@ def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None
     assert f"+{detail.module_count - 3} more" in text and detail.modules[0][0] in text
 
 
-async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> None:
+async def test_q_during_a_load_quits_with_130_whatever_the_loader_does_next() -> None:
+    """Stopped by the user before there was anything to show: 130, as the README's exit codes say
+    (it exited 0; this test read ``return_code``, which is 0 whatever the result given to ``exit``,
+    not the result that ``run_app`` returns)."""
     import time as clock
 
     from tuiprof.tui.sources import LoadCancelled
@@ -474,6 +600,7 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
         """A load that reports progress until it is cancelled (as a big file's load does)."""
 
         title = "slow"
+        live = False
 
         def __call__(self, report, cancelled):
             while True:
@@ -488,7 +615,7 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
             await pilot.pause(0.1)
             await pilot.press("q")
             await pilot.pause(0.3)
-        assert app.return_code == 0  # the user quit: not "interrupted" (130), which signals give
+        assert app.return_value == 130  # run_app's exit status
 
 
 async def test_the_log_wraps_to_a_60_column_terminal() -> None:
@@ -511,6 +638,7 @@ async def test_the_loading_clock_runs_between_reports() -> None:
         """One report, then a long silence (as the analysis of a big trace)."""
 
         title = "quiet"
+        live = False
 
         def __call__(self, report, cancelled):
             report("analysing 4,742,000 events", None)
@@ -527,3 +655,41 @@ async def test_the_loading_clock_runs_between_reports() -> None:
         await pilot.press("q")
     assert first.startswith("analysing 4,742,000 events · ") and later.startswith("analysing 4,742,000 events · ")
     assert float(later.split("· ")[-1].split()[0]) >= float(first.split("· ")[-1].split()[0]) + 0.9
+
+
+async def test_a_source_says_it_is_live_with_a_field_and_the_first_q_stops_it() -> None:
+    """``live`` is the source's explicit field (no ``hasattr(source, "stop")``): a live
+    source without a ``stop`` attribute still gets the live hint, and q stops it first."""
+    import time as clock
+
+    from tuiprof.tui.sources import LoadCancelled
+
+    class CaptureLike:
+        title = "live capture"
+        live = True
+
+        def __call__(self, report, cancelled):
+            give_up = clock.monotonic() + 5  # never a thread left waiting when an assert fails
+            while not cancelled() and clock.monotonic() < give_up:
+                clock.sleep(0.01)
+            raise LoadCancelled
+
+    app = ExplorerApp(CaptureLike())
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        assert _text(app.query_one("#loading-hint")).strip() == "q: stop and show what was captured"
+        await pilot.press("q")
+        await pilot.pause(0.1)
+        assert app.is_running and "stopping after this step" in _text(app.query_one("#loading-hint"))
+        await pilot.press("q")
+
+
+def test_messages_are_dataclasses_of_what_they_carry() -> None:
+    from dataclasses import fields
+
+    from tuiprof.tui.messages import JumpTo, LoadAdvanced, ShowInTimeline
+
+    assert [f.name for f in fields(JumpTo)] == ["view", "name"]
+    assert JumpTo(view="operators", name="aten::mm") == JumpTo("operators", "aten::mm")
+    assert ShowInTimeline(("window", 0, 10)).target == ("window", 0, 10)
+    assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))

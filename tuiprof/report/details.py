@@ -24,6 +24,9 @@ DETAIL_MODULES = 3  # modules listed on the "in:" line, where the operator spent
 DETAIL_KERNELS = 3
 
 
+UNRECORDED = "--"  # memory of a trace profiled without profile_memory=True: unknown, not 0 B
+
+
 def _glued(value: str) -> str:
     """``125.70MB`` for ``125.70 MB``: the pane wraps at spaces, and a number must not be
     split from its unit (times are written that way already: ``35.116ms``)."""
@@ -45,9 +48,12 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
     if model.has_device:
         text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
-    text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
-    if stats.device_mem_bytes or model.has_device:
-        text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
+    if not model.info.profile_memory:
+        text.append(f" · mem {UNRECORDED}")
+    else:
+        text.append(f" · mem CPU {_glued(format_bytes(stats.cpu_mem_bytes))}")
+        if stats.device_mem_bytes or model.has_device:
+            text.append(f" dev {_glued(format_bytes(stats.device_mem_bytes))}")
     if stats.flops:
         text.append(f" · {_glued(format_count(stats.flops))}FLOP")
     text.append("\n")
@@ -132,10 +138,25 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
             text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s)")
     else:
         text.append("--")
-    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes))}")
+    text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
+    for kernel, fused, holders in module.fused_kernels[:FUSED_SHOWN]:
+        text.append(f"\nfused kernel {plain(kernel, DISPLAY_CHARS)}: {plain(_listed(fused), 2 * DISPLAY_CHARS)}")
+        text.append(f" -> time in {plain(_listed(holders), DISPLAY_CHARS)}")
+    if len(module.fused_kernels) > FUSED_SHOWN:
+        text.append(f"\n(+{len(module.fused_kernels) - FUSED_SHOWN} more fused kernels)")
     return text
+
+
+FUSED_SHOWN = 4  # kernels fused across modules listed in a module's detail (compiled runs)
+NAMES_SHOWN = 5  # modules named per fused kernel
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """``a, b, c, d, e +15 more``: a fused kernel's modules (one may fuse a whole model's batch norms)."""
+    more = len(names) - NAMES_SHOWN
+    return ", ".join(names[:NAMES_SHOWN]) + (f" +{more} more" if more > 0 else "")
 
 
 def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
@@ -144,13 +165,15 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
     text.append(f"rank {row['rank']}", style="bold")
     text.append(f"  {row['file']}\n")
     text.append(row["straggler_reason"] or "not a straggler", style="bold red" if row["straggler_reason"] else "")
+    if row.get("damaged"):
+        text.append(f"\ndamaged file ({row['damaged']}): this rank's numbers are partial", style="bold yellow")
     text.append(f"\nper step: {format_us_short(row['step_us'])}")
     for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading"),
                       ("cpu_bound_us", "CPU-bound")):
         if row.get(key) is not None:
             text.append(f" · {word} {format_us_short(row[key])}")
     for problem in problems:
-        text.append(f"\n{problem}", style="yellow")
+        text.append(f"\n{plain(problem)}", style="yellow")
     return text
 
 

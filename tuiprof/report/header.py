@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.report.names import fit_name
 from tuiprof.report.plain import plain
 from tuiprof.report.units import format_bytes_short, format_count, format_us_short, plural
 
@@ -44,7 +45,7 @@ def header_parts(model: TraceModel) -> dict[str, str]:
 def header_line(model: TraceModel, width: int = 10_000) -> Text:
     """The parts that fit in ``width`` cells, in display order.
 
-    The trace's name is cut (with "…") down to ``NAME_MIN`` cells before any other part is
+    The trace's name is cut in its middle (report.names.fit_name: the rank and suffix stay) down to ``NAME_MIN`` cells before any other part is
     dropped: a long file name (``tracelens__h100__Falconsai_nsfw_image...``) used to push the
     device and the peak memory off an 80-column header."""
     parts = header_parts(model)
@@ -58,6 +59,6 @@ def header_line(model: TraceModel, width: int = 10_000) -> Text:
             used += 3 + cell_len(parts[key])
     room = width - (used - name_floor)  # what the name may take
     if cell_len(name) > room:
-        parts["name"] = set_cell_size(name, max(1, room - 1)) + "…"
+        parts["name"] = fit_name(name, max(2, room))
     shown = [text for key, text in parts.items() if key in kept]
     return Text(" · ".join(shown), style="bold", overflow="ellipsis", no_wrap=True)

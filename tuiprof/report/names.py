@@ -1,4 +1,7 @@
-"""Short kernel names, as profilers show them: CUDA kernels are C++ template
+"""Names as tables show them: short kernel names, and the one rule that cuts a name
+to a width (:func:`fit_name`, :func:`fit_names`) so that rows stay apart.
+
+Short kernel names, as profilers show them: CUDA kernels are C++ template
 instances (``void at::native::vectorized_elementwise_kernel<4,
 at::native::CUDAFunctor_add<float>, ...>(int, ...)``) whose first 60
 characters are the same for dozens of kernels.
@@ -12,7 +15,9 @@ Full names stay in detail panes and exports.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
+from os.path import commonprefix
 
 from rich.cells import cell_len, set_cell_size
 
@@ -32,33 +37,181 @@ GENERIC = frozenset(
 
 
 MODULE_INDEX = re.compile(r"_\d+$")  # torch's module names end in their index: Sequential_5
+# Where a qualified name may be cut, keeping what follows: a path's levels, a namespace, a label.
+QUALIFIER = re.compile(r"/|::|: ")
+TEMPLATE = re.compile(r"(?P<base>[^<]+)<(?P<argument>.+)>")  # a short kernel name: base<argument>
+ALIGNED = " → "  # a diff row aligned across a rename: "a → b" (analysis.diff.ALIGN_ARROW)
+BASE_FLOOR = 8  # cells a kernel's base name keeps before its template argument is cut
 
 
-def fit_module_name(name: str, width: int) -> str:
-    """``name`` in ``width`` cells, cut in the middle so that the index that tells sibling
-    modules apart stays: ``Seque…_5``, not ``Sequenti…`` for both Sequential_3 and _5.
-    A path keeps its last module: ``…/Basi…_7`` for ``…/Sequential_5/BasicBlock_7``."""
-    if cell_len(name) <= width:
-        return name
-    above, slash, last = name.rpartition("/")
-    if slash and width >= 6:
-        return "…/" + _cut_keeping_index(last, width - 2)
-    return _cut_keeping_index(last if slash else name, width)
+def fit_name(name: str, width: int) -> str:
+    """``name`` in ``width`` cells, cut where rows that share a prefix still differ.
 
+    The one rule for every table, pane and text output that cuts a name:
 
-def _cut_keeping_index(name: str, width: int) -> str:
+    - a path or a qualified name keeps its tail, cut before a separator:
+      ``…/Sequential_5/BasicBlock_1/Conv2d_2``, ``…::convolution_backward``,
+      ``…: ConvolutionBackward0`` (torch numbers modules per class, so the last level
+      tells modules apart; a namespace is shared by most operators);
+    - a module keeps its index: ``Seque…_5``, not ``Sequenti…`` for Sequential_3 and _5;
+    - a kernel's template argument (the functor that tells instances apart, see
+      :func:`short_kernel_name`, applied before the name is cut) outlasts its base name:
+      ``vectoriz…<CUDAFunctor_add>``, ``vectori…<GeluCU…lImpl>``;
+    - a diff row aligned across a rename keeps both sides: ``…/Conv2d_3 → …/Conv2d_4``;
+    - any other name keeps its head and its tail: ``cutlass_80…_tn_align1``.
+    """
     if cell_len(name) <= width:
         return name
     if width < 2:
-        return "…"[:width]
+        return "…"[:max(0, width)]
+    if ALIGNED in name and width >= 2 * 4 + len(ALIGNED):
+        left, right = name.split(ALIGNED, 1)
+        room = width - len(ALIGNED)
+        left_room = min(cell_len(left), max(room // 2, room - cell_len(right)))
+        return fit_name(left, left_room) + ALIGNED + fit_name(right, room - left_room)
+    separators = [m for m in QUALIFIER.finditer(name) if _depth_at(name, m.start()) == 0]
+    for separator in separators:  # the longest tail that fits
+        tail = name[separator.start():]
+        if cell_len(tail) + 1 <= width:
+            return "…" + tail
+    if separators:
+        last = separators[-1]
+        level = name[last.end():]
+        if cell_len(level) + 1 <= width:  # the last level whole, its separator left out
+            return "…" + level
+        prefix = "…" + last.group()
+        if width - cell_len(prefix) >= 4:
+            return prefix + _cut_part(level, width - cell_len(prefix))
+        return _cut_part(level, width)
+    return _cut_part(name, width)
+
+
+def fit_names(names: Iterable[str], width: int) -> dict[str, str]:
+    """Each of ``names`` (a column's values) cut by :func:`fit_name`; where different names
+    would read the same (cuBLAS kernels that differ only in their tile size, in the middle:
+    ``sm90_xmma_gemm_…_tilesize128x128x64_…_cublas``), each shows its head, the place where
+    it differs from the others, and its tail: ``sm90_xm…e128x128x64…_5x_cublas``."""
+    distinct = set(names)
+    cut = {name: fit_name(name, width) for name in distinct}
+    for _ in range(3):  # names that still read the same differ further on: look again
+        groups: dict[str, list[str]] = {}
+        for name, shown in cut.items():
+            groups.setdefault(shown, []).append(name)
+        clashes = [group for group in groups.values() if len(group) > 1]
+        if not clashes:
+            break
+        for group in clashes:
+            start = len(commonprefix(group))
+            for name in group:
+                shown = _showing(name, start, width)
+                if cell_len(shown) <= width:
+                    cut[name] = shown
+    return cut
+
+
+def _showing(name: str, start: int, width: int) -> str:
+    """``name`` in ``width`` cells showing its characters from ``start`` on (a little before)."""
+    begin = max(0, start - 2)
+    quarter = max(1, (width - 2) // 4)
+    if begin <= quarter:
+        return name[:begin] + _middle_cut(name[begin:], width - begin)
+    return name[:quarter] + "…" + _middle_cut(name[begin:], width - quarter - 1)
+
+
+def _depth_at(text: str, position: int) -> int:
+    """Brackets open at ``position``: a separator inside a template argument is not a level."""
+    depth = 0
+    for char in text[:position]:
+        if char in OPEN:
+            depth += 1
+        elif char in CLOSE:
+            depth = max(0, depth - 1)
+    return depth
+
+
+def _cut_part(name: str, width: int) -> str:
+    """One level of a name (no separator left) in ``width`` cells."""
+    if cell_len(name) <= width:
+        return name
+    if width < 2:
+        return "…"[:max(0, width)]
+    template = TEMPLATE.fullmatch(name)
+    if template and width >= 4:
+        base, argument = template.group("base"), template.group("argument")
+        base_room = max(min(cell_len(base), BASE_FLOOR), width - 2 - cell_len(argument))
+        if width - 2 - base_room >= 3:
+            return cut_end(base, base_room) + "<" + _cut_part(argument, width - 2 - base_room) + ">"
+        return cut_end(name, width)
     index = MODULE_INDEX.search(name)
-    tail = index.group() if index and len(index.group()) <= width - 2 else ""
-    return set_cell_size(name, width - 1 - len(tail)) + "…" + tail
+    if index and len(index.group()) <= width - 2:
+        return set_cell_size(name, width - 1 - len(index.group())) + "…" + index.group()
+    if width < 4 or index:
+        return cut_end(name, width)
+    return _middle_cut(name, width)
+
+
+def _middle_cut(name: str, width: int) -> str:
+    """Head, ``…``, tail: names of one family share their start, and often their end."""
+    if cell_len(name) <= width:
+        return name
+    if width < 4:
+        return cut_end(name, width)
+    head = width // 2
+    return set_cell_size(name, head) + "…" + _tail(name, width - 1 - head)
+
+
+def cut_end(text: str, width: int) -> str:
+    """The first cells of ``text`` and an ellipsis, ``width`` cells in all: for a sentence or
+    a header, which reads from its start (a name goes through :func:`fit_name`)."""
+    return text if cell_len(text) <= width else set_cell_size(text, max(0, width - 1)) + "…"
+
+
+def _tail(text: str, width: int) -> str:
+    """The last ``width`` cells of ``text``."""
+    kept = ""
+    for char in reversed(text):
+        if cell_len(char + kept) > width:
+            break
+        kept = char + kept
+    return kept
 
 
 def short_kernel_name(name: str) -> str:
     """The kernel's short name (the name itself when it is not a C++ signature)."""
     return _shorten(name) if ("::" in name or "<" in name or re.match(r"\w+\(", name)) else name
+
+
+def short_kernel_names(names: Iterable[str]) -> dict[str, str]:
+    """Each kernel's short name; where kernels of one table would share one (template instances
+    that differ only in numbers or types: ``implicit_convolve_sgemm<float, float, 1024, 6, 7, ...>``
+    and ``<float, float, 128, 6, 7, ...>``), each shows the template arguments that differ,
+    namespaces dropped: ``implicit_convolve_sgemm<1024, 6, 7, 5>``."""
+    short = {name: short_kernel_name(name) for name in set(names)}
+    groups: dict[str, list[str]] = {}
+    for name, shown in short.items():
+        groups.setdefault(shown, []).append(name)
+    for shown, group in groups.items():
+        if len(group) < 2:
+            continue
+        arguments = {name: _template_arguments(name) for name in group}
+        longest = max(len(a) for a in arguments.values())
+        differing = [i for i in range(longest) if len({tuple(a[i:i + 1]) for a in arguments.values()}) > 1]
+        if not differing:
+            continue
+        base = shown.split("<", 1)[0]
+        for name, args in arguments.items():
+            kept = [NAMESPACE.sub("", args[i]) if i < len(args) else "" for i in differing]
+            short[name] = f"{base}<{', '.join(kept)}>"
+    return short
+
+
+NAMESPACE = re.compile(r"\b(?:\w+|anonymous_namespace)::")
+
+
+def _template_arguments(name: str) -> list[str]:
+    """The top-level template arguments of a kernel's signature (none: [])."""
+    _, arguments = _split_call(name.removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace").strip())
+    return [a.strip() for a in _top_level_split(arguments, ",")] if arguments else []
 
 
 @lru_cache(maxsize=65536)

@@ -12,9 +12,10 @@ from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import module_breakdown, module_time_us, operator_rank_key, top_operators
+from tuiprof.report.compiled_summary import compiled_lines
 from tuiprof.report.findings import Finding, findings
 from tuiprof.report.memory_chart import MemoryCurve
-from tuiprof.report.names import short_kernel_name
+from tuiprof.report.names import fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
@@ -60,8 +61,9 @@ class FittedTable:
         for i in shown:
             header, numeric = self.headers[i]
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
-        for row in self.rows:
-            table.add_row(*(row[i] for i in shown))
+        cut = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts}
+        for row in self.rows:  # names cut by the one rule (report.names), never by rich at their end
+            table.add_row(*(Text(cut[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in cut else row[i] for i in shown))
         yield table
 
 
@@ -83,6 +85,11 @@ def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
         blocks.append(Text())
     if model.steps:
         blocks += [_steps_table(model), Text()]
+    compiled = compiled_lines(model)
+    if compiled:
+        blocks.append(Text("Compiled", style="bold underline"))
+        blocks.extend(Text(f" • {line}") for line in compiled)
+        blocks.append(Text())
     if model.modules.roots:
         blocks += [_modules_table(model), Text()]
     blocks.append(_operators_table(model))
@@ -154,7 +161,9 @@ def _kernels_table(model: TraceModel) -> Table:
     for header in ("total", "calls"):
         table.add_column(header)
     table.add_column("launched by", numeric=False)
-    for kernel in model.kernels[:OVERVIEW_TOP]:
-        table.add_row(Text(short_kernel_name(plain(kernel.name, DISPLAY_CHARS))), format_us(kernel.device_total_us), f"{kernel.calls:,}",
+    top = model.kernels[:OVERVIEW_TOP]
+    short = short_kernel_names(plain(kernel.name, DISPLAY_CHARS) for kernel in top)  # instances that differ in numbers stay apart
+    for kernel in top:
+        table.add_row(Text(short[plain(kernel.name, DISPLAY_CHARS)]), format_us(kernel.device_total_us), f"{kernel.calls:,}",
                       Text(plain(kernel.launcher, DISPLAY_CHARS)))
     return table

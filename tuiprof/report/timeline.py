@@ -26,13 +26,13 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
+from tuiprof.report.names import cut_end, fit_name, short_kernel_name
 from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 MIN_BOX = 4  # whole columns an event needs before its name is written inside it
 LABEL_WIDTH = 16
-_TICK_STEPS = [m * 10**e for e in range(13) for m in (1, 2, 5)]  # nanoseconds
 _UNITS = (("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
 _MIN_TICK_GAP = 12  # columns between ruler labels
 
@@ -65,22 +65,28 @@ def block(fraction: float) -> str:
 
 
 def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis, padded to exactly ``width``."""
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…" if width > 0 else ""
-    return text.ljust(width)
+    """``text`` cut by the one rule for names (report.names.fit_name), padded to exactly ``width``."""
+    return fit_name(text, width).ljust(width)
 
 
 def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
-    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``)."""
+    """Labels; a thread's last shown depth says how many deeper sub-lanes are hidden (``+2``),
+    and a depth shown without its thread's first lane (scrolled off the top of the explorer's
+    canvas) names the thread: ``thread 5617 d1``, not an orphan ``depth 1``."""
     shown_depth: dict[tuple[str, str], int] = {}
+    first_depth: dict[tuple[str, str], int] = {}
     for lane in lanes:
         if lane.group in ("cpu", "python"):
             key = (lane.group, lane.thread)
             shown_depth[key] = max(shown_depth.get(key, 0), lane.depth)
+            first_depth.setdefault(key, lane.depth)
+    heads = {(lane.group, lane.thread): lane.label for lane in timeline.lanes if lane.group in ("cpu", "python") and lane.depth == 0}
     labels = {}
     for lane in lanes:
         label = plain(lane.label)
+        key = (lane.group, lane.thread)
+        if lane.depth > 0 and first_depth.get(key) == lane.depth and key in heads:
+            label = f"{plain(heads[key])} d{lane.depth}"
         if lane.group in ("cpu", "python") and shown_depth[(lane.group, lane.thread)] == lane.depth:
             hidden = timeline.deeper(lane)
             if hidden:
@@ -105,16 +111,17 @@ def draw_lane(timeline: Timeline, frame: LaneFrame, edges: np.ndarray, label: st
             last = int(np.searchsorted(edges, index.ends[row], side="right")) - 1  # columns ending inside
             if last - first < MIN_BOX:
                 continue
-            text = _box(plain(timeline.names[index.names[row]]), last - first)
+            name = plain(timeline.names[index.names[row]])
+            text = _box(short_kernel_name(name) if frame.lane.group == "gpu" else name, last - first)
             cells[first:last] = list(text)
             boxed[first:last] = [True] * (last - first)
     return LaneLine(frame.lane, label, "".join(cells), kinds, boxed)
 
 
 def _box(name: str, width: int) -> str:
+    """``[name───]`` in ``width`` cells (a kernel's name comes short: its template argument outlasts its namespaces)."""
     inner = width - 2
-    if len(name) > inner:
-        name = name[: max(0, inner - 1)] + "…"
+    name = fit_name(name, inner)
     return "[" + name + "─" * (inner - len(name)) + "]"
 
 
@@ -123,7 +130,12 @@ def tick_step(start_ns: int, end_ns: int, columns: int) -> int:
     (half the width on narrow frames, so that two ticks show)."""
     gap = min(_MIN_TICK_GAP, max(5, columns // 2))
     wanted = (end_ns - start_ns) * gap / max(1, columns)
-    return next((s for s in _TICK_STEPS if s >= wanted), _TICK_STEPS[-1])
+    power = 1
+    while True:  # no ceiling: a fixed list ran out at 5e12 ns, and a window of 1e18 us then had 1e11 ticks
+        for multiple in (1, 2, 5):
+            if multiple * power >= wanted:
+                return multiple * power
+        power *= 10
 
 
 def format_offset(ns: int, step: int) -> str:
@@ -184,7 +196,7 @@ def render_text(
         if gap is not None:
             width = LABEL_WIDTH + 1 + columns
             where = f"longest idle gap {_duration(gap.duration_ns)} at {format_us((gap.start_ns - origin) / 1000)}, CPU in it:"
-            legend += [fit(where, width).rstrip(), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
+            legend += [cut_end(where, width), *gap_cpu_lines(timeline.detail(gap).cpu, width)]
     return "\n".join(lines + legend) + "\n"
 
 
@@ -234,6 +246,12 @@ def render_json(timeline: Timeline, start_ns: int, end_ns: int, columns: int, la
 
 
 DEFAULT_COLUMNS = 100  # when stdout is not a terminal
+# Output bounds (a frame holds a row of cells per lane): a wider line is no longer read as
+# a line, and past a few hundred lanes a text timeline is a wall (40,000 threads took
+# minutes; `--format json --width 100000` over them wanted 24 GB).  A frame holds at most
+# MAX_LANES x MAX_COLUMNS cells (~2.5 M: ~25 MB of JSON).
+MAX_COLUMNS = 10_000
+MAX_LANES = 256  # lanes drawn: the busiest threads and GPU streams in the window first
 
 
 def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespace) -> int:
@@ -245,16 +263,22 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
         raise TraceError(source, f"--depth {args.depth} shows no operators", "pass --depth 1 or more")
     start, end = _window(timeline, source, args)
     columns = args.width if args.width is not None else _terminal_columns()
-    if not 1 <= columns <= 100_000:
-        raise TraceError(source, f"--width {columns} is not a column count", "pass --width between 1 and 100000")
+    if not 1 <= columns <= MAX_COLUMNS:
+        raise TraceError(source, f"--width {columns} is not a column count up to {MAX_COLUMNS}", f"pass --width between 1 and {MAX_COLUMNS}")
     if end - start < columns:
-        raise TraceError(source, f"the window is {end - start} ns, shorter than one ns per column", "widen --from/--to or lower --width")
-    lanes = timeline.select(groups, args.depth)
+        raise _too_short(timeline, source, args, end - start, columns)
+    lanes, left_out = timeline.busiest(timeline.select(groups, args.depth), start, end, MAX_LANES)
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(render_json(timeline, start, end, columns, lanes), option=orjson.OPT_INDENT_2).decode() + "\n")
+        frame = render_json(timeline, start, end, columns, lanes)
+        frame["threads_left_out"] = left_out
+        sys.stdout.write(orjson.dumps(frame, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         step = next((s.name for s in timeline.steps if s.number == args.step), None) if args.step is not None else None
-        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step))
+        text = render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step)
+        if left_out:
+            note = f"+{left_out:,} quieter threads/streams not drawn (max {MAX_LANES} lanes)"
+            text += fit(note, LABEL_WIDTH + 1 + columns).rstrip() + "\n"
+        sys.stdout.write(text)
     return 0
 
 
@@ -268,9 +292,26 @@ def _groups(source: str, text: str | None) -> tuple[str, ...] | None:
     return groups
 
 
+def _too_short(timeline: Timeline, source: str, args: argparse.Namespace, window_ns: int, columns: int) -> TraceError:
+    """The error for a window under one ns per column, in the terms of what the user chose."""
+    if args.from_us is not None or args.to_us is not None:
+        return TraceError(source, f"the window is {window_ns} ns, shorter than one ns per column", "widen --from/--to or lower --width")
+    if args.step is not None:
+        return TraceError(source, f"step {args.step} lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less")
+    if timeline.end_ns - timeline.begin_ns <= 1:  # _extent makes a trace at least 1 ns long
+        return TraceError(source, "the trace's events span no time (instants, or all at one moment)", "nothing to draw: list them with tuiprof summary")
+    return TraceError(source, f"the trace lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less")
+
+
 def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[int, int]:
-    """[start, end) in ns: the step's window, the whole trace, then --from/--to over either."""
+    """[start, end) in ns: the step's window, the whole trace, then --from/--to over either.
+
+    --from/--to may reach past the trace by at most its own length on either side
+    (a window a little wider than the trace is handy); further out is refused,
+    as the window's times must stay far inside int64 nanoseconds and its ruler
+    short (``--to 1e18`` ran forever, ``--from 1e16`` overflowed)."""
     start, end = timeline.begin_ns, timeline.end_ns
+    span = end - start
     if args.step is not None:
         chosen = [s for s in timeline.steps if s.number == args.step]
         if not chosen:
@@ -280,6 +321,11 @@ def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[
     for value, name in ((args.from_us, "--from"), (args.to_us, "--to")):
         if value is not None and not math.isfinite(value):
             raise TraceError(source, f"{name} {value} is not a time", "pass microseconds from the trace's first event")
+        if value is not None and not -span <= value * 1000 <= 2 * span:
+            raise TraceError(
+                source, f"{name} {value:g} is far outside the trace, which lasts {format_us(span / 1000)}",
+                f"pass --from/--to between {-span / 1000:.0f} and {2 * span / 1000:.0f} (microseconds from its first event)",
+            )
     if args.from_us is not None:
         start = timeline.begin_ns + round(args.from_us * 1000)
     if args.to_us is not None:
@@ -301,15 +347,37 @@ def _terminal_columns() -> int:
 RANGE_TOP = 3  # operators and kernels listed for a selected range
 
 
-def window_text(timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None) -> Text:
-    """The status line above the ruler: window, cell size, cursor, lane."""
+MIN_STATUS_LABEL = 8  # cells of the lane's name kept before the cursor's time is dropped
+
+
+def window_text(
+    timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None, width: int | None = None
+) -> Text:
+    """The status line above the ruler: window, cell size, cursor, lane, in ``width`` cells.
+
+    Too wide, it gives up the cell size first, then cuts the lane's name (its row is
+    marked below), then the cursor's time; a number is dropped whole, never cut.
+    The window is always there.  A wrapped line pushed the last lane (device idle,
+    where ``g`` puts the cursor) below the canvas at 60 columns."""
     origin = timeline.begin_ns
-    text = Text()
-    text.append(f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}")
-    text.append(f" · cell {_duration((end_ns - start_ns) / max(1, columns))} · cursor {format_us((cursor_ns - origin) / 1000)}", style="dim")
-    if lane is not None:
-        text.append(" · ", style="dim")
-        text.append(plain(lane.label.strip()))
+    window = f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}"
+    cell = f" · cell {_duration((end_ns - start_ns) / max(1, columns))}"
+    cursor = f" · cursor {format_us((cursor_ns - origin) / 1000)}"
+    label = plain(lane.label.strip()) if lane is not None else ""
+    separator = " · " if label else ""
+    room = len(label)
+    # (the numbers kept, the least of the name they leave room for): the first that fits
+    for numbers, least in ((cell + cursor, len(label)), (cursor, len(label)), (cursor, MIN_STATUS_LABEL), ("", 0)):
+        if width is not None:
+            room = width - len(window) - len(numbers) - len(separator)
+        if room >= min(least, len(label)):
+            break
+    name = label if room >= len(label) else fit(label, room).rstrip() if room >= 2 else ""
+    text = Text(window)
+    text.append(numbers, style="dim")
+    if name:
+        text.append(separator, style="dim")
+        text.append(name)
     return text
 
 
@@ -357,9 +425,13 @@ def gap_cpu_lines(activities: list[GapActivity], width: int) -> list[str]:
     """One line per activity for the text output, time and cause first: a long name is
     what gets cut to ``width``."""
     if not activities:
-        return [fit("  " + NO_CPU, width).rstrip()]
+        return [cut_end("  " + NO_CPU, width)]
     causes = max(len(cause) for _, cause, _ in gap_cpu_rows(activities))
-    return [fit(f"  {time:>7} {cause:<{causes}} {name}", width).rstrip() for time, cause, name in gap_cpu_rows(activities)]
+    lines = []
+    for time, cause, name in gap_cpu_rows(activities):
+        head = f"  {time:>7} {cause:<{causes}} "
+        lines.append((head + fit_name(name, max(0, width - len(head)))).rstrip())
+    return lines
 
 
 def range_text(timeline: Timeline, stats: RangeStats) -> Text:

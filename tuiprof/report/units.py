@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+DATA_DECIMALS = 3  # microseconds to the nanosecond; percentages, ratios and GB/s to a thousandth
+
 
 def format_us(value: float) -> str:
     """Microseconds as torch's tables show them: ``945.536us``, ``18.347ms``, ``1.204s``."""
@@ -63,3 +67,19 @@ def format_bytes_short(value: int) -> str:
 def plural(count: int, word: str, words: str | None = None) -> str:
     """``1 step``, ``3 steps``, ``12,345 calls``: a count with the word that agrees."""
     return f"{count:,} {word if count == 1 else (words or word + 's')}"
+
+
+def data_value(kind: str, value: object) -> object:
+    """``value`` as CSV and JSON write it, with no float noise (``2454793.5950000007``).
+
+    Times are whole nanoseconds inside, so microseconds to three decimals are exact
+    (``2454793.595``); means (``cpu_avg_us``) are rounded to the nanosecond.  Percentages,
+    ratios and bandwidths keep three decimals, rates (FLOP/s) whole units; counts, bytes and
+    text are written as they are, and an unknown value stays None."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return value
+    if kind == "count":
+        return round(value)
+    if kind in ("us", "pct", "ratio", "gbps"):
+        return round(value, DATA_DECIMALS) + 0.0  # + 0.0: no "-0.0"
+    return value

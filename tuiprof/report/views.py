@@ -17,10 +17,12 @@ import msgspec
 from tuiprof.analysis.compiled import describe_kernel
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
-from tuiprof.analysis.ranks import RunSummary, rank_means, spread
+from tuiprof.analysis.ranks import LoadDamage, RunSummary, rank_means, spread
+from tuiprof.trace.live import CATEGORY_NAMES
+from tuiprof.report.memory_texts import REMEDIES, peak_place, what_if_text
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.units import format_bytes, format_count, format_pct, format_us_or_dash
+from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
 
 Row = dict[str, object]
 
@@ -95,6 +97,12 @@ class View:
                 hidden |= {"backward_cpu_us", "backward_device_us"}  # inference: there is no backward
             if self.name == "memory" and not len(model.modules.by_frame):
                 hidden.add("peak_module")
+            if self.name == "memory-modules" and not model.memory_categories:  # the allocator's records only
+                hidden |= {c.key for c in self.columns if c.key.removesuffix("_bytes") in CATEGORY_NAMES}
+            if self.name == "memory-allocations" and not model.memory_categories:
+                hidden.add("category")
+            if self.name == "memory-what-ifs":  # a sentence: the detail pane, the lines under a summary, data formats
+                hidden.add("how")
             if not model.has_device:
                 hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
                 if self.name == "steps":  # columns of device activity, "--" on every row
@@ -113,6 +121,19 @@ class View:
         if self.name == "ops" and model.has_device:
             return "self_device_us"
         return self.default_sort
+
+
+MEMORY_KEYS = frozenset({"cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes"})
+
+
+def unrecorded_memory(model: TraceModel, rows: list[Row]) -> list[Row]:
+    """``rows`` with their memory columns None (``--``, JSON null, an empty CSV cell) when
+    the trace recorded no memory (profiled without profile_memory=True): unknown, not 0 B."""
+    if not model.info.profile_memory:
+        for row in rows:
+            for key in MEMORY_KEYS.intersection(row):
+                row[key] = None
+    return rows
 
 
 def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
@@ -206,7 +227,7 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             row["input_shapes"] = stats.input_shapes
         row["_stats"] = stats
         rows.append(row)
-    return rows
+    return unrecorded_memory(model, rows)
 
 
 # ------------------------------------------------------------------ modules
@@ -251,7 +272,7 @@ def module_row(node: ModuleNode) -> Row:
 
 def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     nodes = options.module.walk() if options.module else model.modules.walk()
-    return [module_row(node) for node in nodes]
+    return unrecorded_memory(model, [module_row(node) for node in nodes])
 
 
 # ------------------------------------------------------------------ kernels
@@ -355,6 +376,103 @@ def build_memory_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     return rows
 
 
+# ------------------------------------------------------------------ what fills memory at the peak
+# (analysis/memory_peak.py; torch's categories from a tuiprof capture, else the allocator's records)
+
+MEMORY_CATEGORY_COLUMNS = (
+    Column("category", "Category", "text", "torch's category (torch.profiler._memory_profiler.Category) in lower case; unknown: memory torch could not tie to a tensor."),
+    Column("bytes_at_peak", "At peak", "bytes", "Bytes of the category live at the peak of the categorised memory (torch's peak: the highest total of its export_memory_timeline)."),
+    Column("share", "Share", "pct", "Share of the peak."),
+    Column("peak_at_us", "Peak at", "us", "When the peak happened, from the trace start."),
+    Column("step", "Step", "text", "The profiler step and phase (forward, backward, optimizer) the peak falls in."),
+    Column("device", "Device", "text", "The device whose peak this is (a GPU's before the CPU's).", narrow=False),
+)
+MEMORY_MODULE_COLUMNS = (
+    Column("module", "Module", "text", "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'."),
+    Column("total_bytes", "At peak", "bytes", "Bytes live at the peak held by the module and its submodules."),
+    *(
+        Column(f"{name}_bytes", header, "bytes", help, narrow=narrow)
+        for name, header, help, narrow in (
+            ("activation", "Activations", "Tensors its forward made and kept for backward (to the layer that made them).", True),
+            ("parameter", "Params", "Its parameters (named_parameters(recurse=False) of it and its submodules).", True),
+            ("gradient", "Grads", "Gradients of its parameters.", True),
+            ("optimizer_state", "Opt state", "Optimizer state of its parameters (SGD's momentum, Adam's moments).", True),
+            ("input", "Inputs", "Inputs allocated in its forward.", False),
+            ("temporary", "Temps", "Temporaries allocated in its forward.", False),
+            ("autograd_detail", "Autograd", "Autograd detail allocated in its forward.", False),
+            ("unknown", "Unknown", "Memory torch could not tie to a tensor, allocated in its forward.", False),
+        )
+    ),
+    Column("path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False),
+)
+MEMORY_ALLOCATION_COLUMNS = (
+    Column("bytes", "Bytes", "bytes", "Bytes live at the peak."),
+    Column("category", "Category", "text", "torch's category (empty: the trace has no categories)."),
+    Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
+    Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
+    Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator and module)."),
+)
+MEMORY_WHAT_IF_COLUMNS = (
+    Column("remedy", "What if", "text", "A standard remedy for running out of memory."),
+    Column("saves_bytes", "Saves", "bytes", "Bytes it would take off the peak (checkpointing: at most)."),
+    Column("peak_after_bytes", "Peak after", "bytes", "The peak minus the saving."),
+    Column("how", "Arithmetic", "text", "Where the saving comes from, and what it costs."),
+)
+
+
+def build_memory_category_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None or breakdown.memory is None:
+        return []
+    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    peak = breakdown.peak_bytes
+    step = peak_place(breakdown).removeprefix("in ")
+    return [
+        {
+            "category": name, "bytes_at_peak": size, "share": 100 * size / peak if peak else 0.0,
+            "peak_at_us": (breakdown.peak_ns - origin) / 1000, "step": step, "device": breakdown.device,
+        }
+        for name, size in breakdown.memory.peak_by_category.items()
+    ]
+
+
+def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    categorised = breakdown.memory is not None
+    rows = []
+    for module in breakdown.modules:
+        row: Row = {"module": "  " * module.depth + module.label, "total_bytes": module.total, "path": module.path, "_stats": module}
+        for name in CATEGORY_NAMES:
+            row[f"{name}_bytes"] = module.bytes.get(name, 0) if categorised else None
+        rows.append(row)
+    return rows
+
+
+def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    return [
+        {"bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module, "count": a.count, "_stats": a}
+        for a in breakdown.allocations
+    ]
+
+
+def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    return [
+        {
+            "remedy": REMEDIES[w.remedy], "saves_bytes": w.saves_bytes, "peak_after_bytes": w.peak_after,
+            "how": what_if_text(w), "_stats": w,
+        }
+        for w in breakdown.what_ifs
+    ]
+
+
 VIEWS: dict[str, View] = {
     "ops": View("ops", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows),
     # Modules keep tree order (children by cost) unless a sort is asked for.
@@ -362,6 +480,11 @@ VIEWS: dict[str, View] = {
     "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
     "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
     "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
+    "memory-categories": View("memory-categories", "Memory at the peak by category", MEMORY_CATEGORY_COLUMNS, "bytes_at_peak", build_memory_category_rows),
+    # Tree order (parents first) unless a sort is asked for, as the Modules view.
+    "memory-modules": View("memory-modules", "Memory at the peak by module", MEMORY_MODULE_COLUMNS, "", build_memory_module_rows),
+    "memory-allocations": View("memory-allocations", "Allocations live at the peak", MEMORY_ALLOCATION_COLUMNS, "bytes", build_memory_allocation_rows),
+    "memory-what-ifs": View("memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "saves_bytes", build_memory_what_if_rows),
 }
 
 
@@ -387,6 +510,9 @@ RANK_COLUMNS = (
     Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
     Column("straggler", "Straggler", "text", "When this rank holds the others up: the column its extra work per step went to."),
     Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False),
+    Column("damaged", "Damaged", "text", "The rank's file is damaged (truncated, events lost or repaired): its numbers are partial. "
+           "Shown when a rank is; the line on stderr (the detail pane) says what was wrong."),
+    Column("damage", "Damage", "text", "What the load could not read as written (data formats only).", narrow=False),
     Column("file", "File", "text", "The rank's trace file.", narrow=False),
 )
 RANK_STEP_COLUMNS = (
@@ -432,15 +558,18 @@ COLLECTIVE_TYPE_COLUMNS = (
 
 
 # Columns too long for a table: in data formats (json, csv) and detail panes only.
-DATA_ONLY_RUN_COLUMNS = ("waits_us", "file", "straggler_reason")
+DATA_ONLY_RUN_COLUMNS = ("waits_us", "file", "straggler_reason", "damage")
 
 
 def run_table_columns(view: View, run: RunSummary) -> tuple[Column, ...]:
-    """The columns a run view's table shows: not the data-only ones, and no device
-    columns (Compute, Memcpy, ...: "--" on every rank) when no rank has a device."""
+    """The columns a run view's table shows: not the data-only ones, no device
+    columns (Compute, Memcpy, ...: "--" on every rank) when no rank has a device,
+    and Damaged only when a rank's file is damaged."""
     hidden = set(DATA_ONLY_RUN_COLUMNS)
     if not any(summary.has_device for summary in run.ranks):
         hidden |= {"compute_us", "memcpy_us", "memset_us", "device_idle_us", "cpu_bound_us"}
+    if all(summary.damage is None for summary in run.ranks):
+        hidden.add("damaged")
     return tuple(c for c in view.columns if c.key not in hidden)
 
 
@@ -460,10 +589,24 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
                 "last_arrivals": last.get(summary.rank, 0),
                 "straggler": straggler_cause(stragglers[summary.rank]) if summary.rank in stragglers else "",
                 "straggler_reason": straggler_sentence(stragglers[summary.rank]) if summary.rank in stragglers else "",
+                "damaged": damage_label(summary.damage),
+                "damage": "; ".join(summary.damage.problems) if summary.damage else "",
                 "file": summary.file,
             }
         )
     return rows
+
+
+def damage_label(damage: LoadDamage | None) -> str:
+    """A damaged rank in a table cell: how its numbers are partial, in two words ("" when intact)."""
+    if damage is None:
+        return ""
+    if damage.truncated:
+        return "truncated"
+    lost = damage.skipped + damage.left_out
+    if lost:
+        return f"{lost:,} event{'s' * (lost != 1)} lost"
+    return f"{damage.repaired:,} repaired" if damage.repaired else "partial"
 
 
 def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
@@ -552,8 +695,9 @@ RUN_VIEWS: dict[str, View] = {
 
 
 def public_row(row: Row, columns: tuple[Column, ...]) -> Row:
-    """The row as exported: the view's column keys only, raw values."""
-    return {c.key: row.get(c.key) for c in columns}
+    """The row as exported: the view's column keys only, raw values without float noise
+    (units.data_value: microseconds to the nanosecond)."""
+    return {c.key: data_value(c.kind, row.get(c.key)) for c in columns}
 
 
 # ------------------------------------------------------------------ raw events (drill-down)
@@ -600,7 +744,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
                 "input_shapes": input_shapes_key(calls, row, shapes),
             }
         )
-    return result
+    return unrecorded_memory(model, result)
 
 
 LAUNCH_COLUMNS = (

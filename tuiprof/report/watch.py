@@ -22,9 +22,9 @@ WATCH_COLUMNS = (
     Column("trigger", "Trigger", "text", "Why it was captured: healthy (once, after the warm-up), slow, demand, every."),
     Column("first_step", "First", "int", "Its first step (ProfilerStep#N in the trace)."),
     Column("last_step", "Last", "int", "Its last step."),
-    Column("median_step_us", "Median step", "us", "Median wall time of its steps (profiled) in the history."),
+    Column("median_step_us", "Median step", "us", "Median wall time of its steps (profiled) in the history.", narrow=False),
     Column("vs_healthy", "x healthy", "ratio", "That median over the healthy capture's (profiled too: like with like)."),
-    Column("median_data_us", "Data load", "us", "Median time in DataLoader.__next__ per step."),
+    Column("median_data_us", "Data load", "us", "Median time in DataLoader.__next__ per step.", narrow=False),
     Column("path", "Path", "text", "The capture's trace file (tuiprof open PATH); tables show its name without .pt.trace.json.gz."),
     Column("dropped", "Dropped", "text", "Why it was deleted to stay within the limits (empty: kept).", narrow=False),
 )
@@ -80,8 +80,10 @@ def header_lines(summary: WatchSummary) -> list[str]:
     return lines
 
 
-def print_watch_summary(summary: WatchSummary, fmt: str, limit: int | None) -> int:
-    """``summary DIR --view watch``: the job's line, then one row per kept capture (json/csv: every capture)."""
+def print_watch_summary(summary: WatchSummary, fmt: str, limit: int | None, wide: bool = False) -> int:
+    """``summary DIR --view watch``: the job's line, then one row per kept capture (json/csv: every
+    capture).  On a terminal the table fits its width (render's rule: the medians go first, the
+    path stays) unless ``wide``."""
     data_format = fmt in ("json", "csv")
     rows = watch_rows(summary, with_dropped=data_format, full_paths=fmt != "table")
     rows = rows if limit is None else rows[: max(0, limit)]
@@ -91,30 +93,13 @@ def print_watch_summary(summary: WatchSummary, fmt: str, limit: int | None) -> i
     width = shutil.get_terminal_size().columns if stdout_is_terminal() else 1000
     for line in header_lines(summary):
         sys.stdout.write(textwrap.fill(line, max(20, width), subsequent_indent="  ", break_on_hyphens=False) + "\n")
-    columns = tuple(c for c in WATCH_COLUMNS if c.narrow)
+    columns = tuple(c for c in WATCH_COLUMNS if c.key != "dropped")
     title = f"captures in {summary.history.directory}/ (NAME{TRACE_SUFFIX})" if fmt == "table" else ""
     if fmt == "table" and stdout_is_terminal():
-        print_rich_table(rows, _fitting(columns, rows, width), plain(title))
+        print_rich_table(rows, columns, plain(title), keep="path", wide=wide)
     else:
         sys.stdout.write(render_rows(rows, columns, fmt, title))
     return 0
-
-
-# Left out, in this order, until the table fits the terminal (the file name is what to open).
-NARROW_DROPS = ("median_data_us", "median_step_us", "last_step")
-
-
-def _fitting(columns: tuple[Column, ...], rows: list[Row], width: int) -> tuple[Column, ...]:
-    """The columns whose cells fit ``width`` (each cell's text plus rich's 3 cells of padding and rule)."""
-
-    def needed(shown: tuple[Column, ...]) -> int:
-        return sum(max([len(c.header)] + [len(c.format(r.get(c.key))) for r in rows]) + 3 for c in shown) + 1
-
-    for key in NARROW_DROPS:
-        if needed(columns) <= width:
-            break
-        columns = tuple(c for c in columns if c.key != key)
-    return columns
 
 
 def capture_label(path: str) -> str:

@@ -15,36 +15,46 @@ from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.header import trace_title
+from tuiprof.report.plain import plain
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    TREE_COMMANDS,
+    Command,
+    bindings,
+    help_rows,
+    palette_commands,
+    pane_commands,
+    shown_view_keys,
+    view_commands,
+)
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
-from tuiprof.tui.screens.events import EventListScreen
+from tuiprof.tui.screens.events import EVENT_LIST_COMMANDS, EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.overview import OVERVIEW_COMMANDS
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+from tuiprof.tui.widgets.timeline_canvas import TIMELINE_COMMANDS
 
 
 class ExplorerApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof"
-    BINDINGS = [
-        *bindings(APP_COMMANDS),
-        *[Binding(key, f"show_view('{view_id}')", view.title, show=False) for key, view_id, view in view_keys() if key],
-    ]
+    BINDINGS = [*bindings(APP_COMMANDS), *bindings(view_commands(view_keys()))]
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
@@ -59,9 +69,14 @@ class ExplorerApp(TableApp):
         self._asked_for: str | None = None  # a view key pressed while loading: shown once loaded
         self.ranks = RankModels()
 
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*APP_COMMANDS, *view_commands(view_keys()), *TABLE_COMMANDS, *TREE_COMMANDS, *TIMELINE_COMMANDS,
+                *OVERVIEW_COMMANDS, *EVENT_LIST_COMMANDS)
+
     def compose(self) -> ComposeResult:
-        yield ExplorerHeader(view_keys(), id="header").data_bind(*self._binds)
-        yield LoadingPanel(self.source.title, live=hasattr(self.source, "stop"), id="loading")
+        yield ExplorerHeader(shown_view_keys(view_keys(), self.keymap), id="header").data_bind(*self._binds)
+        yield LoadingPanel(self.source.title, live=self.source.live, id="loading")
         with ContentSwitcher(initial=VIEWS[0].view_id, id="views"):
             yield self._bound_view(VIEWS[0])  # the others: mounted after the first frame with the model
         yield FilterBar(id="filter")
@@ -98,7 +113,7 @@ class ExplorerApp(TableApp):
         try:
             loaded = self.load_or_fail(lambda: self.source(self.report_progress, self._cancel.is_set))
         except LoadCancelled:
-            return  # only a quit cancels a load, and it has set the exit code (q: 0, a signal: 128+N)
+            return  # only a quit cancels a load, and it has set the exit code (q: 130, a signal: 128+N)
         if loaded is not None:
             model, log_lines = loaded
             self.post_message(LoadFinished(model, tuple(log_lines)))
@@ -181,27 +196,29 @@ class ExplorerApp(TableApp):
         if self.model is None:
             return
         source = self.screen if isinstance(self.screen, EventListScreen) else self.view()
-        self.write_export(source.export_rows(), trace_title(self.model).split(".")[0] or "trace", fmt)
+        title = trace_title(self.model)
+        settings = (*(("grouped by input shape",) if self.options.group_by_shape else ()),
+                    *(("top-level only",) if self.options.top_level_only else ()))
+        self.write_export(source.export_rows(), title.split(".")[0] or "trace", fmt, title, settings)
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([v.title for v in VIEWS])
+        keys = help_rows(view_commands(view_keys()), APP_COMMANDS, pane_commands(view), self.keymap)
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:
         """Quit; while a live capture runs, the first press stops it and shows what it has."""
-        live = hasattr(self.source, "stop")
-        if self.model is None and live and not self._cancel.is_set() and not self.error_text:
+        if self.model is None and self.source.live and not self._cancel.is_set():
             self._cancel.set()
             self.query_one(LoadingPanel).stopping()
             return
         self._cancel.set()
-        self.exit(self.exit_code)
+        self.exit(self.quit_code())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         table = self.view().active_table() if self.model is not None else None
-        yield from palette_commands(self, view_keys(), table)
+        yield from palette_commands(self, view_keys(), table, keymap=self.keymap)
 
 
 def run_explorer(path: str, select: str | None = None) -> int:
@@ -209,8 +226,8 @@ def run_explorer(path: str, select: str | None = None) -> int:
 
 
 def run_app(app: TableApp) -> int:
-    """Run the explorer; a load error is also left on stderr, where scrollback keeps it."""
+    """Run the explorer; a load error ends it and is printed on stderr, once the terminal is restored."""
     result = app.run()
     if app.error_text:
-        print(f"tuiprof: {app.error_text}", file=sys.stderr)
+        print(f"tuiprof: {plain(app.error_text)}", file=sys.stderr)
     return int(result or 0)

@@ -2,18 +2,29 @@
 help and the command palette are all derived from it (as harlequin and
 dolphie do), so a key is described once.
 
-``scope`` says where a key is bound: ``app`` (anywhere), ``table`` (a
-:class:`RowTable`), ``tree`` (the module tree).  Views add their keys with
-:meth:`Command` entries of their own and the same helpers.
+``scope`` says where a key is bound: ``app`` (anywhere), ``view`` (the view
+keys, anywhere), ``table`` (a :class:`RowTable`), ``tree`` (the module tree),
+``timeline`` (its canvas), ``overview`` (the Overview page), ``memory`` (the Memory view).  Views add their keys
+with :meth:`Command` entries of their own and the same helpers.  A pane widget
+names its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
+view holds (:func:`pane_commands`), never another view's.
+
+Every binding has an id, ``scope.title`` in lower case with dashes
+(``app.filter``, ``table.down``, ``view.operators``): the names a user's keymap
+file remaps (tui/keymap.py, docs/views.md).  Renaming a command's title renames
+its id, so titles are unique within a scope (tests/test_keymap.py checks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.keys import format_key
+from textual.widget import Widget
 
 
 @dataclass(frozen=True)
@@ -32,10 +43,31 @@ class Command:
     def key_display(self) -> str:
         return self.display or self.keys.replace(",", " ")
 
+    @property
+    def id(self) -> str:
+        """The binding id a keymap names: ``scope.title-in-lower-case`` (``app.export-json``)."""
+        return f"{self.scope}.{re.sub(r'[^a-z0-9]+', '-', self.title.lower()).strip('-')}"
+
+    def shown_keys(self, keymap: Mapping[str, str]) -> str:
+        """How ``?``, the palette and the header show the keys: the keymap's when it remaps
+        this command (Textual's long key names, comma-separated), else :attr:`key_display`."""
+        keys = keymap.get(self.id)
+        return " ".join(display_key(key) for key in keys.split(",")) if keys else self.key_display
+
+
+def display_key(key: str) -> str:
+    """``question_mark`` -> ``?``, ``ctrl+n`` -> ``^n`` (as Textual's key bar shows keys)."""
+    *modifiers, name = key.strip().split("+")
+    shown = format_key(name)
+    if "ctrl" in modifiers:
+        modifiers.remove("ctrl")
+        shown = f"^{shown}"
+    return "+".join([*modifiers, shown])
+
 
 APP_COMMANDS: tuple[Command, ...] = (
     Command("q", "quit", "Quit", "quit (during a live capture: stop after this step and show what was recorded)", show=True, palette=False),
-    Command("ctrl+c", "quit", "Quit", "quit", priority=True, palette=False, display="ctrl+c"),
+    Command("ctrl+c", "quit", "Quit now", "quit", priority=True, palette=False, display="ctrl+c"),
     Command("question_mark,f1", "help", "Help", "help (also F1): every key and what each column of this view means", show=True, display="?"),
     Command("slash", "filter", "Filter", "filter the focused table by name; enter keeps it, esc clears", show=True, display="/"),
     Command("escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"),
@@ -43,7 +75,7 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
     Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
     Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
-    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's or kernel's longest; a step's window)", display="T"),
+    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )
@@ -60,6 +92,14 @@ TABLE_COMMANDS: tuple[Command, ...] = (
     Command("enter", "select", "Open", "drill in: an operator's calls, a kernel's launches, a module's operator", scope="table", palette=False),
 )
 
+MEMORY_COMMANDS: tuple[Command, ...] = (
+    Command(
+        "m", "next_table", "Table",
+        "Memory view: the next table (at the peak: modules, allocations, what-ifs; operators)",
+        scope="memory", show=True, palette=False,
+    ),
+)
+
 TREE_COMMANDS: tuple[Command, ...] = (
     Command("j", "cursor_down", "Down", "move down", scope="tree", palette=False),
     Command("k", "cursor_up", "Up", "move up", scope="tree", palette=False),
@@ -67,7 +107,7 @@ TREE_COMMANDS: tuple[Command, ...] = (
     Command("G,end", "scroll_end", "Bottom", "last module", scope="tree", palette=False),
     Command("right,l", "expand", "Expand", "expand the module, or step into its first child", scope="tree", display="→ l", palette=False),
     Command("left,h", "collapse", "Collapse", "collapse the module, or go to its parent", scope="tree", display="← h", palette=False),
-    Command("space", "toggle_node", "Expand", "expand / collapse", scope="tree", palette=False),
+    Command("space", "toggle_node", "Toggle", "expand / collapse", scope="tree", palette=False),
 )
 
 NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
@@ -76,38 +116,105 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
-def bindings(commands: Iterable[Command]) -> list[Binding]:
+def view_commands(views: Iterable[tuple[str, str, type]]) -> tuple[Command, ...]:
+    """The view keys (``1`` Overview...) as commands: ids ``view.<title>``, remappable like the others."""
+    return tuple(_view_command(key, view_id, view) for key, view_id, view in views if key)
+
+
+def _view_command(key: str, view_id: str, view: type) -> Command:
+    return Command(key, f"show_view('{view_id}')", view.title, f"the {view.title} view", scope="view", palette=False)
+
+
+def shown_view_keys(views: Iterable[tuple[str, str, type]], keymap: Mapping[str, str]) -> list[tuple[str, str, type]]:
+    """``views`` (key, view id, view) with each key as the header and palette show it: the keymap's."""
+    return [(_view_command(key, view_id, view).shown_keys(keymap) if key else "", view_id, view) for key, view_id, view in views]
+
+
+def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
+    """Textual bindings of ``commands``, each with its :attr:`Command.id`; ``namespace``
+    prefixes the actions (``app``: a screen's key that runs the app's action)."""
+    prefix = f"{namespace}." if namespace else ""
     return [
-        Binding(c.keys, c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help)
+        Binding(c.keys, prefix + c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help, id=c.id)
         for c in commands
     ]
 
 
-def help_rows(view_titles: list[str], app_commands: Iterable[Command] = APP_COMMANDS) -> list[tuple[str, str]]:
-    """(keys, what) for the help screen: every command, one row per distinct help text
-    (``app_commands``: the app's own keys, diff mode has its own)."""
-    rows: dict[str, str] = {}
+def pane_commands(view: Widget) -> list[Command]:
+    """The keys of the view itself and of the panes inside it: each class's ``PANE_COMMANDS``,
+    once, in pane order (the Operators view has a table's keys, Modules a tree's and a table's,
+    Memory its own ``m`` and a table's)."""
+    found: list[Command] = []
+    for widget in (view, *view.query("*")):
+        found += [command for command in getattr(widget, "PANE_COMMANDS", ()) if command not in found]
+    return found
+
+
+def key_span(keys: Sequence[str]) -> str:
+    """The view keys as ``?`` names them: runs of consecutive digits joined, ``1-9 0``
+    for 1 to 9 then 0 (the tenth view's key), ``1-6`` for six pages."""
+    runs: list[list[str]] = []
+    for key in keys:
+        last = runs[-1][-1] if runs else ""
+        if key.isdigit() and last.isdigit() and int(key) == int(last) + 1:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    return " ".join(run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
+def help_rows(
+    views: Sequence[Command],
+    app_commands: Iterable[Command] = APP_COMMANDS,
+    panes: Iterable[Command] = (),
+    keymap: Mapping[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """(keys, what) for the help screen: every app command, the view keys (``views``:
+    :func:`view_commands`), then the keys of the current view's panes (``panes``), one row
+    per action: an action under two keys lists both (``↓ j``), a key two panes use says
+    both actions (``g home``: "first module / first row").  ``app_commands``: the app's
+    own keys, diff mode has its own; ``keymap``: the user's, whose keys are shown."""
+    keymap = keymap or {}
+    rows: list[list[str]] = []
+
+    def add(key: str, what: str) -> None:
+        for row in rows:
+            if row[1] == what:
+                row[0] = " ".join(dict.fromkeys(row[0].split() + key.split()))
+                return
+            if row[0] == key:
+                row[1] = f"{row[1]} / {what}"
+                return
+        rows.append([key, what])
+
     for command in app_commands:
-        if command.help not in rows.values():
-            rows[command.key_display] = command.help
-    rows[f"1-{len(view_titles)}"] = "views: " + ", ".join(view_titles)
-    rows.update(NAVIGATION_HELP)
-    for command in (*TABLE_COMMANDS, *TREE_COMMANDS):
-        if command.help not in rows.values():
-            rows[command.key_display] = command.help
-    return list(rows.items())
+        add(command.shown_keys(keymap), command.help)
+    keyed = [(view.shown_keys(keymap), view.title) for view in views]
+    remapped = any(view.id in keymap for view in views)
+    span = " ".join(key for key, _ in keyed) if remapped else key_span([key for key, _ in keyed])
+    add(span, "views: " + ", ".join(f"{key} {title}" for key, title in keyed))
+    for key, what in NAVIGATION_HELP:
+        add(key, what)
+    for command in panes:
+        add(command.shown_keys(keymap), command.help)
+    return [(key, what) for key, what in rows]
 
 
 def palette_commands(
-    app, views: list[tuple[str, str, type]], table, app_commands: Iterable[Command] = APP_COMMANDS
+    app,
+    views: list[tuple[str, str, type]],
+    table,
+    app_commands: Iterable[Command] = APP_COMMANDS,
+    keymap: Mapping[str, str] | None = None,
 ) -> Iterator[SystemCommand]:
     """The command palette: every view, every app command, and sorting the
-    focused table by any of its columns (hidden ones too)."""
-    for key, view_id, view in views:
+    focused table by any of its columns (hidden ones too); keys as ``keymap`` has them."""
+    keymap = keymap or {}
+    for key, view_id, view in shown_view_keys(views, keymap):
         yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view" + (f" (key {key})" if key else ""), lambda v=view_id: app.action_show_view(v))
     for command in app_commands:
         if command.palette:
-            yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: app.run_action(a))
+            yield SystemCommand(f"{command.title} ({command.shown_keys(keymap)})", command.help, lambda a=command.action: app.run_action(a))
     if table is not None:
         for column in table.columns:
             yield SystemCommand(f"Sort: {column.header}", column.help, lambda k=column.key, t=table: t.sort_by(k))

@@ -15,7 +15,6 @@ from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
@@ -25,7 +24,17 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, palette_commands
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    Command,
+    bindings,
+    help_rows,
+    palette_commands,
+    pane_commands,
+    shown_view_keys,
+    view_commands,
+)
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -42,6 +51,10 @@ DIFF_COMMANDS: tuple[Command, ...] = (
     Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
     Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
 )
+
+
+# (key, view id, page) of each page, as the explorer's view_keys().
+DIFF_PAGE_KEYS = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
 
 
 class DiffSource:
@@ -65,10 +78,7 @@ class DiffSource:
 class DiffApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof diff"
-    BINDINGS = [
-        *bindings(DIFF_COMMANDS),
-        *[Binding(str(key), f"show_view('{page.view_id}')", page.title, show=False) for key, page in enumerate(DIFF_PAGES, 1)],
-    ]
+    BINDINGS = [*bindings(DIFF_COMMANDS), *bindings(view_commands(DIFF_PAGE_KEYS))]
 
     diff: reactive[TraceDiff | None] = reactive(None, init=False)
 
@@ -76,6 +86,10 @@ class DiffApp(TableApp):
         super().__init__(export_dir)
         self.source = source
         self.sides: tuple[list[TraceModel], list[TraceModel]] | None = None
+
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*DIFF_COMMANDS, *view_commands(DIFF_PAGE_KEYS), *TABLE_COMMANDS)
 
     def compose(self) -> ComposeResult:
         yield Static("tuiprof diff", id="header")
@@ -132,7 +146,7 @@ class DiffApp(TableApp):
         line = headline(self.diff)
         line.no_wrap, line.overflow = True, "ellipsis"
         tabs = Text(no_wrap=True, overflow="ellipsis")
-        for key, page in enumerate(DIFF_PAGES, 1):
+        for key, _, page in shown_view_keys(DIFF_PAGE_KEYS, self.keymap):
             tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
         view = self.view()
         if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
@@ -174,20 +188,20 @@ class DiffApp(TableApp):
 
     def action_export(self, fmt: str) -> None:
         if self.diff is not None:
-            self.write_export(self.view().export_rows(), "", fmt)
+            self.write_export(self.view().export_rows(), "", fmt, f"diff of A {self.diff.label_a} and B {self.diff.label_b}")
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([page.title for page in DIFF_PAGES], DIFF_COMMANDS)
+        keys = help_rows(view_commands(DIFF_PAGE_KEYS), DIFF_COMMANDS, pane_commands(view), self.keymap)
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
-        self.exit(self.exit_code)
+        self.exit(self.quit_code())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        pages = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
-        yield from palette_commands(self, pages, self.view().active_table() if self.loaded else None, DIFF_COMMANDS)
+        table = self.view().active_table() if self.loaded else None
+        yield from palette_commands(self, DIFF_PAGE_KEYS, table, DIFF_COMMANDS, self.keymap)
 
 
 def run_diff_explorer(source: DiffSource) -> int:

@@ -1,6 +1,8 @@
 """What the explorer and its diff mode share: quitting cleanly on signals, a
-load worker whose errors and progress show in the loading panel, the filter
-bar, esc clearing it, and writing an export of whatever view is current."""
+load worker whose progress shows in the loading panel and whose error ends the
+app (one line on stderr once the terminal is restored, as every other bad input
+gives), the filter bar, esc clearing it, and writing an export of whatever view
+is current."""
 
 from __future__ import annotations
 
@@ -14,15 +16,18 @@ from textual import on
 from textual.app import App
 
 from tuiprof.cleanup import clean_up
-from tuiprof.errors import EXIT_INTERNAL, TraceError
+from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
-from tuiprof.report.render import render_rows
+from tuiprof.report.render import ExportOrigin, render_export
 from tuiprof.report.views import Column, Row
+from tuiprof.tui.commands import Command
+from tuiprof.tui.keymap import load_keymap
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.sources import LoadCancelled
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+from tuiprof.tui.widgets.row_table import RowTable
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
 T = TypeVar("T")
@@ -36,15 +41,21 @@ class TableApp(App[int]):
     def __init__(self, export_dir: Path | None = None) -> None:
         super().__init__()
         self.export_dir = export_dir or Path.cwd()  # where e/E write
-        self.exit_code = 0
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
+        self.keymap, self.keymap_problem = load_keymap(self.keymap_commands())  # the user's keys, by binding id
+        self.set_keymap(self.keymap)
 
     # Actions on what is loaded: off the key bar (and inert) until it is there.
     ACTIONS_ON_LOADED = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"})
 
     @property
     def loaded(self) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        """Every command bound in the app, its screens and widgets: the ids its keymap may name."""
         raise NotImplementedError
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -58,6 +69,8 @@ class TableApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one("#views").display = False
+        if self.keymap_problem:
+            self.notify(self.keymap_problem, title="Keymap not applied", severity="warning", timeout=10, markup=False)
         loop = asyncio.get_running_loop()
         for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
             loop.add_signal_handler(signum, self._quit_on_signal, signum)
@@ -67,6 +80,12 @@ class TableApp(App[int]):
         self.quitting = True
         super().exit(*args, **kwargs)
 
+    def quit_code(self) -> int:
+        """The exit code of a quit now: before anything is shown, "stopped by the user"
+        (130, as the README's exit codes and a live capture's q say), else 0.  (A load error
+        ends the app by itself, with that error's code.)"""
+        return 0 if self.loaded else EXIT_INTERRUPTED
+
     def _quit_on_signal(self, signum: int) -> None:
         clean_up()  # temporary inflated traces and decode workers go now, not only at exit
         self.exit(128 + signum)
@@ -75,7 +94,7 @@ class TableApp(App[int]):
 
     def load_or_fail(self, load: Callable[[], T]) -> T | None:
         """Run ``load`` (in the load worker): a bad input or a bug becomes a
-        ``LoadFailed`` shown in the loading panel (None), never a crash."""
+        ``LoadFailed`` that ends the app (None), never a crash."""
         try:
             return load()
         except LoadCancelled:
@@ -104,9 +123,12 @@ class TableApp(App[int]):
         self.query_one(LoadingPanel).advance(message.text, message.fraction)
 
     def on_load_failed(self, message: LoadFailed) -> None:
-        self.exit_code = message.exit_code
+        """A trace that cannot be shown (a truncated gzip, damage found past the first bytes, a
+        capture that failed): quit at once with its exit code; ``run_app`` prints the one line
+        once the terminal is restored.  An error page that waited for q was the one bad input
+        that did not end with a line on stderr and exit 2 straight away."""
         self.error_text = message.text
-        self.query_one(LoadingPanel).fail(message.text)
+        self.exit(message.exit_code)
 
     # ------------------------------------------------------------ filter and export
 
@@ -125,16 +147,29 @@ class TableApp(App[int]):
         self.screen.set_focus(self.view().focus_target())
         return True
 
-    def write_export(self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str) -> None:
-        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder."""
+    def write_export(
+        self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str, source: str, settings: tuple[str, ...] = ()
+    ) -> None:
+        """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder,
+        with where it came from (``source``, the sort and filter of the table that shows the
+        rows, the toggles in ``settings``: report.render.render_export)."""
         if exported is None:
             self.notify("Nothing to export in this view.", severity="warning")
             return
         what, rows, columns = exported
+        origin = self._export_origin(what, rows, source, settings)
         try:  # a new file, never through a planted symlink; a fresh name when one exists
-            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_rows(rows, columns, fmt))
+            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_export(rows, columns, fmt, origin))
         except ExportError as exc:
             self.notify(str(exc), title="Export failed", severity="error", markup=False)
             return
         message = f"Wrote {len(rows):,} rows to {plain(str(path))}"
         self.notify(message, title="Export", timeout=6, markup=False)
+
+    def _export_origin(self, what: str, rows: list[Row], source: str, settings: tuple[str, ...]) -> ExportOrigin:
+        """The sort and filter of the table showing ``rows`` (none: rows built for the export,
+        such as every module of the tree, come in the view's order, unfiltered)."""
+        table = next((t for t in self.screen.query(RowTable) if t.rows is rows), None)
+        if table is None:
+            return ExportOrigin(what, source, settings=settings)
+        return ExportOrigin(what, source, table.sort_key, table.descending, table.filter_text, settings, len(table.all_rows))

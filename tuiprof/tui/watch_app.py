@@ -28,7 +28,7 @@ from tuiprof.report.watch import WATCH_COLUMNS, capture_label, chart_text, compa
 from tuiprof.trace.watch import HistoryReader
 
 FOLLOW_SECONDS = 1.0
-LIST_COLUMNS = tuple(c for c in WATCH_COLUMNS if c.narrow)
+LIST_COLUMNS = tuple(c for c in WATCH_COLUMNS if c.key != "dropped")  # the list shows kept captures only
 
 
 class CompareScreen(Screen):

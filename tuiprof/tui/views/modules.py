@@ -14,7 +14,7 @@ from textual.widgets import Static, Tree
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.details import module_text, operator_text
-from tuiprof.report.views import MODULE_TREE_LEGEND, VIEWS, Row, View, ViewOptions, module_row
+from tuiprof.report.views import MODULE_TREE_LEGEND, VIEWS, Row, View, ViewOptions
 from tuiprof.tui.messages import JumpTo
 from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
@@ -67,7 +67,8 @@ class ModulesView(ExplorerView):
         if self.model is None or not self.model.modules.roots:
             return None
         if self.screen.focused is self.query_one(ModuleTreeView):
-            return ("modules", [module_row(n) for n in self.model.modules.walk()], VIEWS["modules"].visible_columns(self.options, self.model))
+            modules = VIEWS["modules"]
+            return ("modules", modules.build(self.model, ViewOptions()), modules.visible_columns(self.options, self.model))
         return super().export_rows()
 
     def show_model(self, model: TraceModel) -> None:

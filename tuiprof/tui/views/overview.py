@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -11,19 +10,23 @@ from textual.worker import get_current_worker
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.findings import FINDING_COLUMNS, Finding, finding_rows, findings, straggler
 from tuiprof.report.overview import overview
+from tuiprof.tui.commands import Command, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.ranks import RunView, run_of
+
+OVERVIEW_COMMANDS: tuple[Command, ...] = (
+    Command("j", "scroll_down", "Down", "scroll down", scope="overview", palette=False),
+    Command("k", "scroll_up", "Up", "scroll up", scope="overview", palette=False),
+    Command("g", "scroll_home", "Top", "the first line", scope="overview", palette=False),
+    Command("G", "scroll_end", "Bottom", "the last line", scope="overview", palette=False),
+)
 
 
 class OverviewScroll(VerticalScroll):
     """The Overview page scrolls with the keys the tables use."""
 
-    BINDINGS = [
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
-        Binding("g", "scroll_home", "Top", show=False),
-        Binding("G", "scroll_end", "Bottom", show=False),
-    ]
+    PANE_COMMANDS = OVERVIEW_COMMANDS  # what ? lists in the Overview
+    BINDINGS = bindings(OVERVIEW_COMMANDS)
 
 
 class OverviewView(ExplorerView):

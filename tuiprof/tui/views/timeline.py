@@ -68,7 +68,8 @@ class TimelineView(ExplorerView):
         if item is None:
             self.app.bell()
             return
-        canvas.reveal(item)
+        # A call with the device work it launched: on a GPU the kernels run later, often off a window around the call.
+        canvas.reveal(item, timeline.launched_span(where[0]) if kind == "call" else None)
 
     @property
     def timeline(self) -> Timeline | None:

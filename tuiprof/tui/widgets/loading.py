@@ -52,12 +52,5 @@ class LoadingPanel(Vertical):
         elapsed = f"{time.monotonic() - self.started:.1f} s"
         self.query_one("#loading-text", Static).update(Text(f"{self.text} · {elapsed}" if self.text else elapsed))
 
-    def fail(self, text: str) -> None:
-        self.clock.stop()
-        self.query_one(ProgressBar).display = False
-        self.query_one("#loading-title", Static).update(Text("Cannot capture" if self.live else "Cannot open this trace", style="bold red"))
-        self.query_one("#loading-text", Static).update(Text(plain(text, 2 * DISPLAY_CHARS)))
-        self.query_one("#loading-hint", Static).update("q: quit")
-
     def stopping(self) -> None:
         self.query_one("#loading-hint", Static).update("stopping after this step… (q again: quit now)")

@@ -10,7 +10,7 @@ from textual.widgets.tree import NodeID, TreeNode
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranking import module_share
-from tuiprof.report.names import fit_module_name
+from tuiprof.report.names import fit_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
@@ -29,6 +29,7 @@ def share_bar(fraction: float, width: int = BAR_WIDTH) -> str:
 class ModuleTreeView(Tree[ModuleNode]):
     """Children are added when a node is first expanded (never expand_all)."""
 
+    PANE_COMMANDS = TREE_COMMANDS  # what ? lists in the Modules view
     BINDINGS = bindings(TREE_COMMANDS)
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -86,15 +87,19 @@ class ModuleTreeView(Tree[ModuleNode]):
         calls = f" ×{module.calls}" if module.calls > 1 else ""
         if cut > 0:
             cut, calls = cut - len(calls), ""
-            shown = fit_module_name(shown, cell_len(shown) - cut) if cut > 0 else shown
+            shown = fit_name(shown, cell_len(shown) - cut) if cut > 0 else shown
         text.append(shown)
         text.append(calls, style="dim")
         return text
 
     def render_label(self, node: TreeNode[ModuleNode], base_style, style) -> Text:
         """The label fitted to the pane (:meth:`_label`'s ``cut``): Tree crops a long module
-        name at the edge with no sign that there is more (the whole path is in the detail pane)."""
+        name at the edge with no sign that there is more (the whole path is in the detail pane).
+        A leaf gets blanks where its expandable siblings have ``▶ ``: Tree gives it no prefix,
+        and its bar and numbers stood two columns left of theirs."""
         label = super().render_label(node, base_style, style)
+        if not node.allow_expand:
+            label = Text.assemble((" " * cell_len(self.ICON_NODE), base_style), label)
         depth, above = 0, node.parent
         while above is not None and above is not self.root:
             depth, above = depth + 1, above.parent

@@ -18,20 +18,20 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tuiprof.report.names import cut_end, fit_name, fit_names
+from tuiprof.report.render import MIN_NAME, MIN_OTHER_TEXT, MIN_PANE_NAME, NAME_CELLS, told_apart  # the printed tables' limits
 from tuiprof.report.views import Column, Row, sort_rows
 from tuiprof.tui.commands import TABLE_COMMANDS, bindings
 
 GAP = 2
-MAX_TEXT_WIDTH = 60
 WIDTH_SAMPLE = 2000  # rows measured to size columns
-MIN_NAME = 22  # narrowest a name column gets before numeric columns are dropped
-MIN_OTHER_TEXT = 14  # narrowest a second text column (launcher, module) gets before the name shrinks
-MIN_PANE_NAME = 8  # narrowest a name gets in a pane too narrow for MIN_NAME and one number
+NAME_SAMPLE = 20_000  # rows whose names are cut so that no two read the same (the rest: each on its own)
 
 
 class RowTable(ScrollView, can_focus=True):
     """Rows of one view; line 0 is the header, the rest scroll under it."""
 
+    PANE_COMMANDS = TABLE_COMMANDS  # what ? lists for a view holding a table
     BINDINGS = bindings(TABLE_COMMANDS)
     COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim", "row-table--filter"}
     DEFAULT_CSS = """
@@ -73,6 +73,8 @@ class RowTable(ScrollView, can_focus=True):
         self._widths: dict[str, int] = {}
         self._sorted_as: tuple[str, bool] | None = None  # the order all_rows came in, when sorted elsewhere
         self._shown: tuple[Column, ...] = ()
+        self._cut_names: dict[tuple[str, int], dict[str, str]] = {}  # (column, width) -> name -> as shown
+        self._apart: dict[str, dict[object, str]] = {}  # column -> value -> its text, where format() alone reads the same
 
     # ------------------------------------------------------------ data
 
@@ -87,6 +89,9 @@ class RowTable(ScrollView, can_focus=True):
             self.sort_key = sort_key
             self.descending = descending
         self._sorted_as = (self.sort_key, self.descending) if presorted else None
+        self._cut_names = {}
+        sample = rows[:NAME_SAMPLE]
+        self._apart = {c.key: apart for c in columns if (apart := told_apart(c, (row.get(c.key) for row in sample)))}
         self._measure()
         self._apply()
 
@@ -95,12 +100,15 @@ class RowTable(ScrollView, can_focus=True):
         self._apply()
 
     def sort_by(self, key: str, descending: bool | None = None) -> None:
+        """Sort (s, r, a header click, the palette) and show the top of the new order: the
+        cursor and the scroll go to the first row.  Following the row under the cursor
+        (as a filter does) scrolled the rows the sort was asked for out of view."""
         column = next((c for c in self.columns if c.key == key), None)
         if column is None:
             return
         self.sort_key = key
         self.descending = column.numeric if descending is None else descending
-        self._apply()
+        self._apply(keep_row=False)
 
     def select_where(self, matches) -> bool:
         """Move the cursor to the first shown row for which ``matches(row)`` is true
@@ -116,8 +124,9 @@ class RowTable(ScrollView, can_focus=True):
     def current_row(self) -> Row | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def _apply(self) -> None:
-        previous = self.current_row
+    def _apply(self, keep_row: bool = True) -> None:
+        """Filter and sort ``all_rows``; the cursor stays on its row (``keep_row``) or goes to the first."""
+        previous = self.current_row if keep_row else None
         needle = self.filter_text.lower()
         rows = self.all_rows
         if needle:
@@ -142,8 +151,8 @@ class RowTable(ScrollView, can_focus=True):
         for column in self.columns:
             width = cell_len(column.header) + 2  # room for the sort arrow
             for row in sample:
-                width = max(width, cell_len(column.format(row.get(column.key))))
-            widths[column.key] = min(width, MAX_TEXT_WIDTH) if not column.numeric else width
+                width = max(width, cell_len(self._text(column, row.get(column.key))))
+            widths[column.key] = min(width, NAME_CELLS) if not column.numeric else width
         self._widths = widths
 
     def _layout_columns(self) -> None:
@@ -247,7 +256,7 @@ class RowTable(ScrollView, can_focus=True):
         segments = []
         for column, width in zip(self._shown, self._cell_widths()):
             value = row.get(column.key)
-            text = _fit(column.format(value), width, column.numeric)
+            text = _fit(self._cut(column, self._text(column, value), width), width, column.numeric)
             cell = sorted_style if column.key == self.sort_key else style
             colour = getattr(column, "cell_style", None)  # columns that colour their values (diff deltas)
             if colour is not None and (name := colour(value)):
@@ -256,6 +265,22 @@ class RowTable(ScrollView, can_focus=True):
             else:
                 segments.append(Segment(text + " " * GAP, cell))
         return Strip(segments)
+
+    def _text(self, column: Column, value: object) -> str:
+        """A cell's text before it is fitted: ``column.format``, told apart from rows that would read the same."""
+        apart = self._apart.get(column.key)
+        return apart[value] if apart and isinstance(value, str) and value in apart else column.format(value)
+
+    def _cut(self, column: Column, text: str, width: int) -> str:
+        """A text cell in ``width`` cells, cut by the one rule for names (report.names.fit_names):
+        rows whose names differ still differ on screen."""
+        if column.numeric or cell_len(text) <= width:
+            return text
+        key = (column.key, width)
+        if key not in self._cut_names:
+            texts = {self._text(column, row.get(column.key)) for row in self.all_rows[:NAME_SAMPLE]}
+            self._cut_names[key] = fit_names((t for t in texts if cell_len(t) > width), width)
+        return self._cut_names[key].get(text) or fit_name(text, width)
 
     # ------------------------------------------------------------ movement
 
@@ -325,7 +350,8 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _fit(text: str, width: int, right: bool) -> str:
-    """Pad to ``width``; text is cut with an ellipsis, a number never (it would lose its unit)."""
-    if cell_len(text) > width and not right:
-        text = text[: max(0, width - 1)] + "…"
+    """Pad to ``width``; a header or the filter line is cut at its end, a number never (it would
+    lose its unit; names are cut before, by :meth:`RowTable._cut`)."""
+    if not right:
+        text = cut_end(text, width)
     return text.rjust(width) if right else text.ljust(width)

@@ -29,8 +29,8 @@ HEADER_LINES = 3  # status line, ruler labels, ruler marks
 TIMELINE_COMMANDS: tuple[Command, ...] = (
     Command("plus,equals_sign", "zoom(0.5)", "Zoom in", "timeline: zoom in around the cursor", scope="timeline", show=True, display="+", palette=False),
     Command("minus", "zoom(2.0)", "Zoom out", "timeline: zoom out around the cursor", scope="timeline", show=True, display="-", palette=False),
-    Command("left,h", "pan(-1)", "Pan", "timeline: pan left (the cursor moves along)", scope="timeline", display="← h", palette=False),
-    Command("right,l", "pan(1)", "Pan", "timeline: pan right", scope="timeline", display="→ l", palette=False),
+    Command("left,h", "pan(-1)", "Pan left", "timeline: pan left (the cursor moves along)", scope="timeline", display="← h", palette=False),
+    Command("right,l", "pan(1)", "Pan right", "timeline: pan right", scope="timeline", display="→ l", palette=False),
     Command("up,k", "lane(-1)", "Lane up", "timeline: cursor to the lane above", scope="timeline", display="↑ k", palette=False),
     Command("down,j", "lane(1)", "Lane down", "timeline: cursor to the lane below", scope="timeline", display="↓ j", palette=False),
     Command("w", "slice(1)", "Next slice", "timeline: cursor to the next slice of the lane", scope="timeline", palette=False),
@@ -56,7 +56,8 @@ KIND_STYLES = {
 
 
 class TimelineCanvas(Widget, can_focus=True):
-    DEFAULT_CSS = "TimelineCanvas { height: 1fr; }"
+    DEFAULT_CSS = "TimelineCanvas { height: 1fr; text-wrap: nowrap; text-overflow: clip; }"  # a wrapped line pushes a lane out
+    PANE_COMMANDS = TIMELINE_COMMANDS  # what ? lists in the Timeline view
     BINDINGS = bindings(TIMELINE_COMMANDS)
 
     class Focused(Message):
@@ -72,7 +73,7 @@ class TimelineCanvas(Widget, can_focus=True):
         self.timeline: Timeline | None = None
         self.start_ns = self.end_ns = self.cursor_ns = 0
         self.lane_index = 0
-        self.top = 0  # first lane shown
+        self.top = 0  # first lane shown below the step lanes (set when drawn: _lanes_in_view)
         self.anchor_ns: int | None = None  # range selection start
         self.depths: dict[str, int] = {}
         self.selected: Slice | None = None
@@ -125,11 +126,6 @@ class TimelineCanvas(Widget, can_focus=True):
 
     def _moved(self) -> None:
         self.cursor_ns = min(max(self.cursor_ns, self.start_ns), self.end_ns - 1)
-        lanes_shown = max(1, self.size.height - HEADER_LINES)
-        if self.lane_index < self.top:
-            self.top = self.lane_index
-        elif self.lane_index >= self.top + lanes_shown:
-            self.top = self.lane_index - lanes_shown + 1
         self.refresh()
         if self.selected_range is not None:
             self.post_message(self.Focused(None, self.selected_range))
@@ -139,15 +135,23 @@ class TimelineCanvas(Widget, can_focus=True):
         self.linked = self.timeline.detail(item).links if item is not None and self.timeline else []
         self.post_message(self.Focused(item, self.selected_range))
 
-    def reveal(self, item: Slice) -> None:
+    def reveal(self, item: Slice, with_span: tuple[int, int] | None = None) -> None:
         """Select ``item`` and show it: its lane (every depth of its thread when it lies deep),
-        the window a few times its length around it, the cursor on its start."""
+        the window a few times its length around it, or around it and ``with_span`` (the
+        device work a call launched), the cursor on its start."""
         lane = item.lane
         if lane.group in ("cpu", "python") and lane.depth >= self.depths.get(lane.thread, DEFAULT_DEPTH):
             self.depths[lane.thread] = ALL_DEPTHS
         keys = [shown.key for shown in self.lanes]
         self.lane_index = keys.index(lane.key) if lane.key in keys else self.lane_index
-        self.show_window(item.start_ns - item.duration_ns, item.end_ns + item.duration_ns)
+        if lane.group in ("cpu", "python"):  # the thread's first lane on top, where room allows: it names the thread
+            scrolled = [shown for shown in self.lanes if shown.group != "step"]
+            self.top = next((i for i, shown in enumerate(scrolled) if (shown.group, shown.thread) == (lane.group, lane.thread)), self.top)
+        start, end = item.start_ns, item.end_ns
+        if with_span is not None:
+            start, end = min(start, with_span[0]), max(end, with_span[1])
+        margin = max(item.duration_ns, (end - start) // 16)
+        self.show_window(start - margin, end + margin)
         self.cursor_ns = item.start_ns
         self._select(item)
         self._moved()
@@ -294,11 +298,11 @@ class TimelineCanvas(Widget, can_focus=True):
         lanes = self.lanes
         lane = self.lane
         text = Text(no_wrap=True, overflow="crop")
-        text.append_text(window_text(timeline, self.start_ns, self.end_ns, columns, self.cursor_ns, lane))
+        text.append_text(window_text(timeline, self.start_ns, self.end_ns, columns, self.cursor_ns, lane, self.size.width))
         labels, marks = ruler(timeline, self.start_ns, self.end_ns, columns)
         pad = " " * (LABEL_WIDTH + 1)
         text.append("\n" + pad + labels + "\n" + pad + marks, style="dim")
-        shown = lanes[self.top : self.top + max(1, self.size.height - HEADER_LINES)]
+        shown = self._lanes_in_view(lanes, lane, self.size.height - HEADER_LINES)
         cursor_column = self._column(self.cursor_ns)
         chosen = self._chosen_columns(shown)
         in_range = self._range_columns()
@@ -307,6 +311,24 @@ class TimelineCanvas(Widget, can_focus=True):
             text.append(fit(line.label, LABEL_WIDTH) + " ", style="reverse" if line.lane is lane else "bold")
             self._append_cells(text, line, cursor_column, chosen.get(line.lane.key, set()), in_range)
         return text
+
+    def _lanes_in_view(self, lanes: list[Lane], current: Lane | None, rows: int) -> list[Lane]:
+        """The lanes drawn in ``rows`` lines: the step lanes always (a jump to a step, a gap or
+        a call is read against them), then the others from ``top``, moved just enough to show
+        the cursor's lane (``current``) and no further down than the last lane needs.
+
+        Worked out when drawn, with the canvas's height: a ``T`` from another view moves the
+        cursor before the canvas is laid out, and scrolling then, for a height of 0, left
+        one lane at the top (the call's) and the step and thread lanes above it out of view."""
+        pinned = [lane for lane in lanes if lane.group == "step"]
+        others = [lane for lane in lanes if lane.group != "step"]
+        room = max(1, rows - len(pinned))
+        top = min(self.top, max(0, len(others) - room))
+        if current is not None and current.group != "step":
+            at = next(i for i, lane in enumerate(others) if lane is current)
+            top = min(max(top, at - room + 1), at)
+        self.top = top
+        return pinned + others[top : top + room]
 
     def _column(self, time_ns: int) -> int:
         return (time_ns - self.start_ns) * self.columns // max(1, self.end_ns - self.start_ns)
