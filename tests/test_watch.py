@@ -377,6 +377,17 @@ def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_na
     assert [r.rank for r in run.ranks] == [0, 1] and list(run.stragglers()) == [1]
     # rank 1 loads 40 ms slower per step (by construction); the others wait for it
     assert run.ranks[1].steps[0].data_loading_us >= 40_000 > run.ranks[0].steps[0].data_loading_us
+    # d in the watch explorer: the verdict, then the straggler, before rank 0's own parts
+    from rich.console import Console
+
+    from tuiprof.analysis.watch import compare_captures
+    from tuiprof.report.watch import comparison_text
+
+    healthy = next(c for c in captures[0] if c[0] == "healthy")
+    console = Console(width=200, color_system=None, record=True, file=open(os.devnull, "w"))
+    console.print(comparison_text(compare_captures(str(directory / healthy[3]), str(directory / slow[0][3]))))
+    text = console.export_text().splitlines()
+    assert text[0].startswith("B is ") and text[1].startswith("straggler: rank 1: ") and "Data load" in text[1]
 
 
 @pytest.mark.parametrize("option", [["--save", "x.json.gz"], ["--continue"], ["--repeat", "2"], ["--wait", "0"]])

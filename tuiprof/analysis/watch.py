@@ -20,14 +20,16 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pathlib import Path
 
 from tuiprof.analysis.build import load_model
 from tuiprof.analysis.diff import TraceDiff, diff_traces
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranks import Straggler, summarise_run
 from tuiprof.errors import TraceError
+from tuiprof.trace.run import open_run
 from tuiprof.trace.watch import Capture, History
 
 
@@ -211,10 +213,14 @@ class PartDelta:
 @dataclass(frozen=True)
 class CaptureComparison:
     """A capture against the healthy one: where the step time went (largest growth first), then
-    the operator diff that ``tuiprof diff`` prints (A: healthy, B: the capture)."""
+    the operator diff that ``tuiprof diff`` prints (A: healthy, B: the capture).  Under torchrun
+    (a capture is a run directory) ``stragglers`` holds the capture's stragglers, by rank: the
+    parts are rank 0's, whose steps wait for the slow rank in communication."""
 
     parts: tuple[PartDelta, ...]
     diff: TraceDiff
+    stragglers: dict[int, Straggler] = field(default_factory=dict)
+    of_rank_0: bool = False  # the parts and the diff are rank 0's (the captures are run directories)
 
 
 def step_parts(healthy: TraceModel, other: TraceModel) -> tuple[PartDelta, ...]:
@@ -239,4 +245,6 @@ def step_parts(healthy: TraceModel, other: TraceModel) -> tuple[PartDelta, ...]:
 def compare_captures(healthy_path: str, other_path: str) -> CaptureComparison:
     healthy, other = load_model(healthy_path), load_model(other_path)
     diff = diff_traces([healthy], [other], label_a=f"healthy {Path(healthy_path).name}", label_b=Path(other_path).name)
-    return CaptureComparison(step_parts(healthy, other), diff)
+    ranks = Path(other_path).is_dir()
+    stragglers = summarise_run(open_run(other_path)).stragglers() if ranks else {}
+    return CaptureComparison(step_parts(healthy, other), diff, stragglers, ranks)

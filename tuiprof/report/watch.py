@@ -13,6 +13,7 @@ from tuiprof.analysis.watch import CaptureComparison, WatchSummary, step_chart
 from tuiprof.report.diff import WORSE, headline, overview_text
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
+from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.units import format_us
 from tuiprof.report.views import Column, Row
 from tuiprof.trace.watch import History
@@ -173,9 +174,13 @@ def comparison_text(comparison: CaptureComparison) -> Text:
     """The verdict first, then where the step time went, then the operator diff's overview."""
     text = Text()
     text.append_text(headline(comparison.diff))
-    text.append("\n\nwhere the step time went (median per step, healthy -> this capture):\n", style="bold")
+    for straggler in comparison.stragglers.values():  # under torchrun: the rank the others wait for, first
+        text.append(f"\nstraggler: {plain(straggler_sentence(straggler))}", style=f"bold {WORSE}")
+    ranks = " (rank 0)" if comparison.of_rank_0 else ""
+    text.append(f"\n\nwhere the step time went{ranks} (median per step, healthy -> this capture):\n", style="bold")
     for index, line in enumerate(part_lines(comparison)):
-        text.append(f"  {line}\n", style=f"bold {WORSE}" if index == 0 and comparison.parts[0].delta_us > 0 else "")
+        first = index == 0 and comparison.parts[0].delta_us > 0 and not comparison.stragglers
+        text.append(f"  {line}\n", style=f"bold {WORSE}" if first else "")
     text.append("\n")
     text.append_text(overview_text(comparison.diff))
     return text
