@@ -409,3 +409,28 @@ def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
     # Only the kept steps are on disk: every other step's trace was dropped.
     assert sorted(p.name for p in directory.glob("*.gz")) == sorted(c["path"] for c in captures)
     assert [c["trigger"] for c in captures].count("healthy") == 1
+
+
+def test_on_a_gpu_each_step_gets_its_device_time_without_a_sync(tmp_path) -> None:
+    import torch
+
+    import tuiprof
+    from tuiprof.trace.watch import read_history
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    a = torch.randn(2048, 2048, device="cuda")
+    with tuiprof.watch(tmp_path / "w", on="manual", healthy=False) as watcher:
+        for step in range(1, 21):
+            for _ in range(10):
+                a = (a @ a).tanh()
+            watcher.step()
+            if step == 1:
+                first_boundary = time.perf_counter()
+        torch.cuda.synchronize()  # every event done: close reads them all (the watcher itself never syncs)
+        all_done = time.perf_counter()
+    history = read_history(tmp_path / "w")
+    assert sorted(history.device_s) == list(range(2, 21))  # a pair per step from the second boundary on
+    assert all(t > 0 for t in history.device_s.values())
+    # the events span the device's work from the first boundary to the last: within that wall time
+    assert sum(history.device_s.values()) <= all_done - first_boundary + 0.001
