@@ -224,7 +224,7 @@ def test_a_full_disk_during_a_capture_is_written_down_and_the_job_goes_on(tmp_pa
     import errno
 
     import tuiprof
-    import tuiprof.capture.session as session
+    from tuiprof.capture import session
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -340,9 +340,9 @@ def test_run_help_states_the_slow_rule() -> None:
 def test_summary_view_watch_fits_the_terminal(stalled_run, monkeypatch, capsys, width: int) -> None:
     import os as os_module
 
-    import tuiprof.report.render as render
     import tuiprof.report.watch as report
     from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.report import render
     from tuiprof.trace.watch import read_history
 
     monkeypatch.setenv("COLUMNS", str(width))

@@ -21,7 +21,6 @@ import bisect
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
 from tuiprof.analysis.build import load_model

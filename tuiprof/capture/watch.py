@@ -23,6 +23,11 @@ stop the job: a profiler that cannot start (another one is active), a disk
 that fills up, a history that cannot be written -- each becomes a
 ``failure`` line in the history (when it can still be written) and a line
 on stderr, and the job goes on.
+
+``--catch`` (:meth:`Watcher._start_catching`) profiles every step instead and
+keeps the steps over the threshold; under torchrun rank 0 decides and the
+other ranks follow (:mod:`tuiprof.capture.watch_ranks`).  ``docs/watch.md``
+has the rules and the measured costs.
 """
 
 from __future__ import annotations
@@ -38,9 +43,17 @@ from typing import Any
 
 from tuiprof.analysis.watch import SlowDetector, SlowRule
 from tuiprof.capture.config import CaptureConfig
-from tuiprof.errors import TraceError
 from tuiprof.capture.watch_ranks import lead_steps
-from tuiprof.trace.watch import REQUEST_NAME, TRIGGERS, device_line, event_line, header_line, history_path, step_line
+from tuiprof.errors import TraceError
+from tuiprof.trace.watch import (
+    REQUEST_NAME,
+    TRIGGERS,
+    device_line,
+    event_line,
+    header_line,
+    history_path,
+    step_line,
+)
 
 # Dropped first when over the limits: slow, then every-N, then on-demand captures (oldest first).
 DROP_ORDER = ("slow", "every", "demand")
@@ -253,7 +266,8 @@ class Watcher:
                 self._start_capture(trigger, step)
         except Exception as exc:  # the watcher never stops the job
             self._fail(f"watcher error: {type(exc).__name__}: {exc}")
-            self._profiler = None
+            if self._profiler is not None:
+                self._stop_profiler()
 
     def _decide(self, step: int, slow: bool, now: float, wall: float) -> None:
         """Schedule a capture: now, or (torchrun) at the boundary rank 0 picked for every rank."""

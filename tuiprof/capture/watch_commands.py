@@ -52,10 +52,9 @@ def refuse_with_watch(args: Namespace) -> None:
 
 
 def run_watched(args: Namespace) -> int:
+    from tuiprof.capture.distributed import torchrun_launch
     from tuiprof.capture.options import config_from_args
     from tuiprof.capture.watch import prepare_directory
-
-    from tuiprof.capture.distributed import torchrun_launch
 
     script = Path(args.script)
     directory = Path(args.watch)

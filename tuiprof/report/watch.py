@@ -106,7 +106,7 @@ def print_watch_summary(summary: WatchSummary, fmt: str, limit: int | None, wide
 def capture_label(path: str) -> str:
     """A capture's file name without the common trace suffix (what fits a list's cell)."""
     name = path.rsplit("/", 1)[-1]
-    return name[: -len(TRACE_SUFFIX)] if name.endswith(TRACE_SUFFIX) else name
+    return name.removesuffix(TRACE_SUFFIX)
 
 
 # ------------------------------------------------------------------ the chart
