@@ -123,6 +123,11 @@ def test_summary_view_watch_lists_the_captures_against_the_healthy_median(stalle
     assert text.returncode == 0 and "80 steps, finished" in text.stdout and "step000007-healthy" in text.stdout
 
 
+def test_summary_view_watch_refuses_sort_in_one_line(stalled_run) -> None:
+    result = _tuiprof("summary", str(stalled_run[0]), "--view", "watch", "--sort", "trigger")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--sort trigger" in result.stderr
+
+
 def test_capture_on_demand_arrives_within_two_steps(tmp_path) -> None:
     directory, marker = tmp_path / "w", tmp_path / "paused"
     job = subprocess.Popen(

@@ -283,6 +283,8 @@ def run_summary(args: argparse.Namespace) -> int:
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
     path = resolve_path(args)
     if args.view == WATCH_VIEW:
+        if args.sort:  # never ignored in silence
+            raise TraceError(f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort")
         return run_watch_summary(path, args.format, args.limit, args.wide)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
