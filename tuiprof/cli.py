@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+WATCH_VIEW = "watch"  # a watch folder's captures (tuiprof run --watch DIR)
 # What fills memory at its peak (report/views.py); listed by hand: the CLI starts without importing the report.
 MEMORY_PEAK_VIEW_NAMES = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
 WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
@@ -112,8 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name, sub in (("live", live), ("run", run)):
         _add_capture_arguments(sub, name)
     from tuiprof.capture.options import add_compile_arguments
+    from tuiprof.capture.watch_commands import add_capture_command, add_watch_arguments
 
     add_compile_arguments(live)
+    add_watch_arguments(run)
+    add_capture_command(commands)
     return parser
 
 
@@ -169,12 +173,14 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES),
+        "--view",
+        choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES, WATCH_VIEW),
         default="ops",
         help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
         "memory-categories, memory-modules, memory-allocations, memory-what-ifs: what fills memory at its peak "
         "(torch's categories from a tuiprof capture); "
-        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
+        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once; "
+        "watch: the captures of a watch folder (run --watch DIR)",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -276,6 +282,10 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
     path = resolve_path(args)
+    if args.view == WATCH_VIEW:
+        if args.sort:  # never ignored in silence
+            raise TraceError(f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort")
+        return run_watch_summary(path, args.format, args.limit, args.wide)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
@@ -293,6 +303,15 @@ def run_run_summary(path: str, request, cluster: str | None) -> int:
     from tuiprof.trace.run import open_run
 
     return print_run_summary(summarise_run(open_run(path), cluster=cluster), request)
+
+
+def run_watch_summary(path: str, fmt: str, limit: int | None, wide: bool = False) -> int:
+    """The captures of the watch folder at ``path`` (``--view watch``, and ``open DIR`` off a terminal)."""
+    from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.report.watch import print_watch_summary
+    from tuiprof.trace.watch import read_history
+
+    return print_watch_summary(summarise_watch(read_history(path)), fmt, limit, wide)
 
 
 def run_timeline(args: argparse.Namespace) -> int:
@@ -327,6 +346,14 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
 
 
 def run_open(args: argparse.Namespace) -> int:
+    from tuiprof.trace.watch import is_watch_directory
+
+    if args.path and is_watch_directory(args.path):  # the step-time history and its captures
+        if not sys.stdout.isatty():
+            return run_watch_summary(args.path, args.format, args.limit, args.wide)
+        from tuiprof.tui.watch_app import run_watch_explorer
+
+        return run_watch_explorer(args.path)
     if not sys.stdout.isatty():
         return run_summary(args)
     if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence

@@ -99,6 +99,10 @@ def run_script(args: Namespace) -> int:
     if not script.is_file():
         raise TraceError(str(script), "no such script", "check the path")
     require_packages("run", ("torch",))
+    if args.watch:
+        from tuiprof.capture.watch_commands import run_watched
+
+        return run_watched(args)
     if args.save:
         check_save_path(args.save)
     config = config_from_args(str(script), args)
