@@ -181,7 +181,7 @@ def step_chart(history: History, columns: int) -> list[ChartColumn]:
     for start in range(0, count, per_column):
         stop = min(count, start + per_column)
         walls = [history.wall_s[i] for i in range(start, stop) if not history.profiled[i]]
-        datas = [history.data_s[i] for i in range(start, stop) if not history.profiled[i] and history.data_s[i] is not None]
+        datas = [d for i in range(start, stop) if not history.profiled[i] and (d := history.data_s[i]) is not None]
         first, last = history.steps[start], history.steps[stop - 1]
         marks = "".join(m for step, m in sorted(marks_at.items()) if first <= step <= last)
         chart.append(ChartColumn(first, last, statistics.median(walls) if walls else None,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -172,7 +172,7 @@ class HistoryReader:
         self._offset += len(complete)
         return True
 
-    def fail(self, number: int, problem: str) -> None:
+    def fail(self, number: int, problem: str) -> NoReturn:
         raise TraceError(
             f"{self.history.path}:{number}", problem, "it is not a history tuiprof wrote (or it was edited); remove the line or the file"
         )
