@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "traces"
 SEED_EVENTS = 1500  # big traces are cut to this many events
 SEED_BYTES = 2 << 20  # smaller documents are used byte for byte
-VIEWS = ("ops", "modules", "kernels", "steps", "memory")
+VIEWS = ("operators", "modules", "kernels", "steps", "memory")
 FORMATS = ("table", "csv", "json", "markdown")
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 

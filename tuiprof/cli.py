@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
-RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
 WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
              "the least useful columns and saying which; a pipe always gets every column)")
 
@@ -114,12 +113,15 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    from tuiprof.report.catalog import summary_views, view_name
+    from tuiprof.report.findings import FINDINGS_VIEW
     from tuiprof.report.formats import FORMATS
+    from tuiprof.report.views import RUN_VIEWS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", "findings", *RUN_VIEW_NAMES), default="ops",
-        help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
-        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
+        "--view", type=view_name, choices=tuple(summary_views()), default="operators",
+        help=f"{FINDINGS_VIEW.name}: the Overview's findings, one a line (--format json: id, severity, text); "
+        f"{', '.join(RUN_VIEWS)}: every rank of a run directory at once",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -215,7 +217,9 @@ def run_summary(args: argparse.Namespace) -> int:
 
     path = resolve_path(args)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
-    if args.view in RUN_VIEW_NAMES:
+    from tuiprof.report.catalog import is_run_view
+
+    if is_run_view(args.view):
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
     model = load_model(path if trace.stream else trace.path)

@@ -17,14 +17,14 @@ from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.findings import FINDINGS_VIEW
-from tuiprof.report.views import RUN_VIEWS, VIEWS, Row, View, ViewOptions, run_table_columns, sort_rows
+from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Row, View, ViewOptions, sort_rows
 
 
 @dataclass(frozen=True)
 class SummaryRequest:
     """Which table ``print_summary`` prints, and how (the ``summary`` options)."""
 
-    view: str = "ops"
+    view: str = "operators"  # a name of report/catalog.py
     sort: str | None = None  # a column key; None: the view's default
     limit: int | None = None
     group_by_shape: bool = False
@@ -37,7 +37,7 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     """Print the view the request asks for; diagnostics go to stderr."""
     if request.view == FINDINGS_VIEW.name:
         return print_findings(model, request)
-    view = VIEWS[request.view]
+    view = TRACE_VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
     data_format = request.format in ("json", "csv")
@@ -90,7 +90,7 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     """A view over every rank of a run (ranks, rank-steps, spread, collectives, collective-types)."""
     view = RUN_VIEWS[request.view]
     data_format = request.format in ("json", "csv")
-    columns = view.columns if data_format else run_table_columns(view, run)
+    columns = view.visible_columns(ViewOptions(), None if data_format else run)
     rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
     for problem in run.problems:
         print(f"tuiprof: {problem}", file=sys.stderr)

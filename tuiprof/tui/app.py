@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from textual import on, work
@@ -31,7 +31,8 @@ from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
-from tuiprof.tui.views import VIEWS, view_keys
+from tuiprof.tui.screens.views_palette import views_palette
+from tuiprof.tui.views import EXPLORER_VIEWS, VIEW_KEYS, view_keys
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
@@ -44,7 +45,7 @@ class ExplorerApp(TableApp):
     TITLE = "tuiprof"
     BINDINGS = [
         *bindings(APP_COMMANDS),
-        *[Binding(key, f"show_view('{view_id}')", view.title, show=False) for key, view_id, view in view_keys() if key],
+        *[Binding(key, f"show_view_key('{key}')", f"View {key}", show=False) for key in VIEW_KEYS],
     ]
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
@@ -52,19 +53,23 @@ class ExplorerApp(TableApp):
     log_lines: reactive[tuple[str, ...]] = reactive((), init=False)
     _binds = (model, options, log_lines)  # what the header and every view are bound to
 
-    def __init__(self, source: ModelSource, export_dir: Path | None = None) -> None:
+    def __init__(
+        self, source: ModelSource, export_dir: Path | None = None, views: Sequence[type[ExplorerView]] = EXPLORER_VIEWS
+    ) -> None:
         super().__init__(export_dir)
         self.source = source
+        self.views = tuple(views)  # tui/views: EXPLORER_VIEWS; a test may give others
+        self.view_keys = view_keys(self.views)
         self._cancel = threading.Event()
-        self._previous_view = VIEWS[0].view_id
+        self._previous_view = self.views[0].view_id
         self._asked_for: str | None = None  # a view key pressed while loading: shown once loaded
         self.ranks = RankModels()
 
     def compose(self) -> ComposeResult:
-        yield ExplorerHeader(view_keys(), id="header").data_bind(*self._binds)
+        yield ExplorerHeader(self.view_keys, id="header").data_bind(*self._binds)
         yield LoadingPanel(self.source.title, live=hasattr(self.source, "stop"), id="loading")
-        with ContentSwitcher(initial=VIEWS[0].view_id, id="views"):
-            yield self._bound_view(VIEWS[0])  # the others: mounted after the first frame with the model
+        with ContentSwitcher(initial=self.views[0].view_id, id="views"):
+            yield self._bound_view(self.views[0])  # the others: mounted after the first frame with the model
         yield FilterBar(id="filter")
         yield KeyBar()
 
@@ -80,7 +85,7 @@ class ExplorerApp(TableApp):
         if self.quitting:
             return
         switcher = self.query_one("#views", ContentSwitcher)
-        missing = [self._bound_view(view) for view in VIEWS[1:] if not switcher.query(f"#{view.view_id}")]
+        missing = [self._bound_view(view) for view in self.views[1:] if not switcher.query(f"#{view.view_id}")]
         for view in missing:
             view.display = False
         await switcher.mount_all(missing)
@@ -111,7 +116,7 @@ class ExplorerApp(TableApp):
         with self.batch_update():
             self.log_lines = message.log_lines
             self.model = message.model
-        self.action_show_view(VIEWS[0].view_id)  # always the Overview first: it names the top module and operator
+        self.action_show_view(self.views[0].view_id)  # always the Overview first: it names the top module and operator
         self.refresh_bindings()  # the keys that act on a trace, on the key bar now
         self.call_after_refresh(self._mount_other_views)
 
@@ -125,7 +130,7 @@ class ExplorerApp(TableApp):
 
     @property
     def current_view(self) -> str:
-        return self.query_one("#views", ContentSwitcher).current or VIEWS[0].view_id
+        return self.query_one("#views", ContentSwitcher).current or self.views[0].view_id
 
     def view(self, view_id: str | None = None) -> ExplorerView:
         return self.query_one(f"#{view_id or self.current_view}", ExplorerView)
@@ -139,6 +144,25 @@ class ExplorerApp(TableApp):
         self.query_one("#views", ContentSwitcher).current = view_id
         self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
         self.query_one(ExplorerHeader).current = view_id
+
+    def action_show_view_key(self, key: str) -> None:
+        """A view key: the view it names (1-9 then 0; nothing when there are fewer views)."""
+        view_id = next((view_id for k, view_id, _ in self.view_keys if k == key), None)
+        if view_id is not None:
+            self.action_show_view(view_id)
+
+    def action_cycle_view(self, step: int) -> None:
+        """< and >: the previous / next of the views the header lists (wrapping), so every
+        view is a few keys away, also those past the tenth, which have no key."""
+        if self.model is None:
+            return
+        listed = [view_id for _, view_id, view in self.view_keys
+                  if view_id == self.current_view or view.available(self.model, self.log_lines)]
+        self.action_show_view(listed[(listed.index(self.current_view) + step) % len(listed)])
+
+    def action_views(self) -> None:
+        """V: the views palette, every view named with its key."""
+        self.push_screen(views_palette())
 
     def action_show_in_timeline(self) -> None:
         target = self.view().timeline_target() if self.model is not None else None
@@ -167,8 +191,9 @@ class ExplorerApp(TableApp):
         """esc: clear the filter if there is one, else back to the previous view."""
         if self.model is None or self.clear_filter():
             return
-        if self.current_view != VIEWS[0].view_id:
-            self.action_show_view(self._previous_view if self._previous_view != self.current_view else VIEWS[0].view_id)
+        first = self.views[0].view_id
+        if self.current_view != first:
+            self.action_show_view(self._previous_view if self._previous_view != self.current_view else first)
 
     # ------------------------------------------------------------ toggles, export, help, quit
 
@@ -189,7 +214,7 @@ class ExplorerApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([(key, v.title) for key, _, v in view_keys()], APP_COMMANDS, pane_commands(view))
+        keys = help_rows([(key, v.title) for key, _, v in self.view_keys], APP_COMMANDS, pane_commands(view))
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:
@@ -205,7 +230,7 @@ class ExplorerApp(TableApp):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         table = self.view().active_table() if self.model is not None else None
-        yield from palette_commands(self, view_keys(), table)
+        yield from palette_commands(self, self.view_keys, table)
 
 
 def run_explorer(path: str, select: str | None = None) -> int:

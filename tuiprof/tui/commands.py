@@ -47,6 +47,9 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
     Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
     Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
+    Command("less_than_sign", "cycle_view(-1)", "Prev view", "the previous view (every view, also those past the tenth, which have no key)", display="<", palette=False),
+    Command("greater_than_sign", "cycle_view(1)", "Next view", "the next view", display=">", palette=False),
+    Command("V", "views", "Views", "the views palette: every view by name, with its key (type to narrow, enter to go)", display="V", palette=False),
     Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
@@ -132,7 +135,11 @@ def help_rows(
     for command in app_commands:
         add(command.key_display, command.help)
     keyed = [(key, title) for key, title in views if key]
-    add(key_span([key for key, _ in keyed]), "views: " + ", ".join(f"{key} {title}" for key, title in keyed))
+    unkeyed = [title for key, title in views if not key]
+    add(
+        key_span([key for key, _ in keyed]),
+        "views: " + ", ".join(f"{key} {title}" for key, title in keyed) + (f"; then {', '.join(unkeyed)} (< > or V)" if unkeyed else ""),
+    )
     for key, what in NAVIGATION_HELP:
         add(key, what)
     for command in panes:

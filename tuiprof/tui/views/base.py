@@ -109,7 +109,7 @@ class ExplorerView(Vertical):
         columns = columns or view.visible_columns(options, model)
         sort = table.sort_key if table.sort_key in {c.key for c in columns} else (default_sort or view.default_sort_for(model))
         descending = table.descending if table.sort_key == sort else True
-        if view.name == "ops" and len(model.calls) > ASYNC_CALLS:  # even a cached table has rows to build
+        if view.walks_calls and len(model.calls) > ASYNC_CALLS:  # even a cached table has rows to build
             table.empty_message = "computing…"
             table.set_data(columns, [], sort, descending)
             # A closure, not arguments: a worker's description holds the repr() of its arguments,

@@ -10,7 +10,7 @@ from textual.widgets import Static
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import longest_launch
 from tuiprof.report.details import kernel_text
-from tuiprof.report.views import LAUNCH_COLUMNS, VIEWS, Row, View, build_launch_rows
+from tuiprof.report.views import LAUNCH_COLUMNS, TRACE_VIEWS, Row, View, build_launch_rows
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -32,12 +32,12 @@ class KernelsView(ExplorerView):
         return ("device", launch) if launch is not None else None
 
     def help_columns(self) -> View:
-        return VIEWS["kernels"]
+        return TRACE_VIEWS["kernels"]
 
     def show_model(self, model: TraceModel) -> None:
         table = self.query_one(RowTable)
         table.empty_message = CPU_ONLY
-        self.fill_table(table, VIEWS["kernels"], self.options)
+        self.fill_table(table, TRACE_VIEWS["kernels"], self.options)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
         self.query_one("#kernel-detail", Static).update(kernel_text(row["_stats"]) if row is not None else Text())

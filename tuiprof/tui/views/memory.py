@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.memory_chart import MemoryCurve
-from tuiprof.report.views import VIEWS, View
+from tuiprof.report.views import TRACE_VIEWS, View
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -35,7 +35,7 @@ class MemoryView(ExplorerView):
         return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def help_columns(self) -> View:
-        return VIEWS["ops"]
+        return TRACE_VIEWS["operators"]
 
     def _charts(self) -> int:
         return CHARTS if self.app.size.height >= TWO_CHARTS_ROWS else 1
@@ -67,7 +67,7 @@ class MemoryView(ExplorerView):
             chart.update(Group(*curves))
 
     def show_options(self, model: TraceModel) -> None:
-        view = VIEWS["ops"]
+        view = TRACE_VIEWS["operators"]
         shown = {c.key for c in view.visible_columns(self.options, model)}
         # Every memory column is what this view is for: none is dropped at 80 columns.
         columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_COLUMNS if key in shown)

@@ -11,7 +11,7 @@ from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.details import operator_text
-from tuiprof.report.views import CALL_COLUMNS, VIEWS, Row, View, build_call_rows
+from tuiprof.report.views import CALL_COLUMNS, TRACE_VIEWS, Row, View, build_call_rows
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -29,15 +29,15 @@ class OperatorsView(ExplorerView):
         return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def help_columns(self) -> View:
-        return VIEWS["ops"]
+        return TRACE_VIEWS["operators"]
 
     def show_model(self, model: TraceModel) -> None:
-        self.fill_table(self.query_one(RowTable), VIEWS["ops"], self.options)
+        self.fill_table(self.query_one(RowTable), TRACE_VIEWS["operators"], self.options)
         if len(model.calls) > ASYNC_CALLS:
             self.run_worker(self._prepare_toggled_tables, thread=True, group="prepare")
 
     def show_options(self, model: TraceModel) -> None:
-        self.fill_table(self.query_one(RowTable), VIEWS["ops"], self.options)
+        self.fill_table(self.query_one(RowTable), TRACE_VIEWS["operators"], self.options)
 
     def _prepare_toggled_tables(self) -> None:
         """Big traces: build the i and t groupings ahead, so the toggles answer from cache."""

@@ -19,7 +19,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary, summarise_run
 from tuiprof.errors import TraceError
 from tuiprof.report.details import rank_text
-from tuiprof.report.views import RUN_VIEWS, Row, View, run_table_columns
+from tuiprof.report.views import RUN_VIEWS, Row, View, ViewOptions
 from tuiprof.trace.run import open_run
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -81,7 +81,7 @@ class RunView(ExplorerView):
             table.set_data(view.columns, [])
             return
         self.run = run
-        table.set_data(run_table_columns(view, run), view.build(run), view.default_sort)
+        table.set_data(view.visible_columns(ViewOptions(), run), view.build(run), view.default_sort)
 
 
 class RanksView(RunView):

@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.details import step_text
-from tuiprof.report.views import VIEWS, Row, View
+from tuiprof.report.views import TRACE_VIEWS, Row, View
 from tuiprof.tui.messages import ShowInTimeline
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -31,12 +31,12 @@ class StepsView(ExplorerView):
         return ("window", step.start_ns, step.start_ns + round(step.duration_us * 1000)) if step else None
 
     def help_columns(self) -> View:
-        return VIEWS["steps"]
+        return TRACE_VIEWS["steps"]
 
     def show_model(self, model: TraceModel) -> None:
         table = self.query_one(RowTable)
         table.empty_message = NO_STEPS
-        self.fill_table(table, VIEWS["steps"], self.options)
+        self.fill_table(table, TRACE_VIEWS["steps"], self.options)
 
     @on(RowTable.Selected, "#steps-table")
     def _step_selected(self, event: RowTable.Selected) -> None:

@@ -1,0 +1,37 @@
+"""Every view name in one home: what ``summary --view`` accepts, and what the explorer's
+views are called.
+
+The names are the keys of report/views.py's ``TRACE_VIEWS`` (the tables of one trace) and
+``RUN_VIEWS`` (every rank of a run directory), plus the Overview's findings.  The CLI reads
+its ``--view`` choices from :func:`summary_views`, so a new table is one line in one of those
+registries and nothing else.  The explorer's registry (tui/views: ``EXPLORER_VIEWS``) maps
+onto these names: an explorer view whose ``view_id`` is a name here shows that view (same
+title); its other views (overview, timeline, log) have no table to print.
+tests/test_catalog.py checks that the CLI, this module and the explorer agree.
+"""
+
+from __future__ import annotations
+
+from tuiprof.report.findings import FINDINGS_VIEW
+from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, View
+
+
+def summary_views() -> dict[str, View]:
+    """What ``summary --view NAME`` prints, by name: a table of one trace, the findings (one
+    a line), or a table of every rank of a run; in that order (--help lists them so)."""
+    return {**TRACE_VIEWS, FINDINGS_VIEW.name: FINDINGS_VIEW, **RUN_VIEWS}
+
+
+# Older spellings still accepted on the command line (``ops``: the operators view's name
+# until the explorer's name won); not listed in --help.
+ALIASES: dict[str, str] = {"ops": "operators"}
+
+
+def view_name(name: str) -> str:
+    """``name`` as the registries spell it (an alias resolved; anything else unchanged)."""
+    return ALIASES.get(name, name)
+
+
+def is_run_view(name: str) -> bool:
+    """Whether ``summary --view name`` reads every rank of a run directory (not one trace)."""
+    return view_name(name) in RUN_VIEWS
