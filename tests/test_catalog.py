@@ -13,7 +13,8 @@ import tuiprof.report.views as report_views
 import tuiprof.tui.views as explorer_views
 from tests.conftest import SAMPLES
 from tuiprof.cli import build_parser, main
-from tuiprof.report.catalog import summary_views
+from tuiprof.report.catalog import summary_view_names
+from tuiprof.report.findings import FINDINGS_VIEW
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, View
 
 RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
@@ -27,12 +28,12 @@ def _view_choices() -> tuple[str, ...]:
 
 
 def test_the_cli_offers_every_registered_view_and_nothing_else() -> None:
-    assert _view_choices() == (*TRACE_VIEWS, "findings", *RUN_VIEWS)
-    assert _view_choices() == tuple(summary_views())
+    assert _view_choices() == (*TRACE_VIEWS, FINDINGS_VIEW.name, *RUN_VIEWS)
+    assert _view_choices() == summary_view_names()
 
 
 def test_explorer_views_named_like_summary_views_are_those_views() -> None:
-    names = summary_views()
+    names = {**TRACE_VIEWS, FINDINGS_VIEW.name: FINDINGS_VIEW, **RUN_VIEWS}
     explorer = {view.view_id: view for view in explorer_views.EXPLORER_VIEWS}
     for name in TRACE_VIEWS:  # every table of a trace has its explorer view, same name, same title
         assert explorer[name].title == names[name].title, name

@@ -113,14 +113,13 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    from tuiprof.report.catalog import summary_views, view_name
-    from tuiprof.report.findings import FINDINGS_VIEW
+    from tuiprof.report.catalog import FINDINGS, summary_view_names, view_name
     from tuiprof.report.formats import FORMATS
     from tuiprof.report.views import RUN_VIEWS
 
     parser.add_argument(
-        "--view", type=view_name, choices=tuple(summary_views()), default="operators",
-        help=f"{FINDINGS_VIEW.name}: the Overview's findings, one a line (--format json: id, severity, text); "
+        "--view", type=view_name, choices=summary_view_names(), default="operators",
+        help=f"{FINDINGS}: the Overview's findings, one a line (--format json: id, severity, text); "
         f"{', '.join(RUN_VIEWS)}: every rank of a run directory at once",
     )
     parser.add_argument(

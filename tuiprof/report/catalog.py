@@ -3,7 +3,7 @@ views are called.
 
 The names are the keys of report/views.py's ``TRACE_VIEWS`` (the tables of one trace) and
 ``RUN_VIEWS`` (every rank of a run directory), plus the Overview's findings.  The CLI reads
-its ``--view`` choices from :func:`summary_views`, so a new table is one line in one of those
+its ``--view`` choices from :func:`summary_view_names`, so a new table is one line in one of those
 registries and nothing else.  The explorer's registry (tui/views: ``EXPLORER_VIEWS``) maps
 onto these names: an explorer view whose ``view_id`` is a name here shows that view (same
 title); its other views (overview, timeline, log) have no table to print.
@@ -12,14 +12,17 @@ tests/test_catalog.py checks that the CLI, this module and the explorer agree.
 
 from __future__ import annotations
 
-from tuiprof.report.findings import FINDINGS_VIEW
-from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, View
+from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS
+
+# The Overview's findings, one a line (report/findings.py: FINDINGS_VIEW, named from here).
+FINDINGS = "findings"
 
 
-def summary_views() -> dict[str, View]:
-    """What ``summary --view NAME`` prints, by name: a table of one trace, the findings (one
-    a line), or a table of every rank of a run; in that order (--help lists them so)."""
-    return {**TRACE_VIEWS, FINDINGS_VIEW.name: FINDINGS_VIEW, **RUN_VIEWS}
+def summary_view_names() -> tuple[str, ...]:
+    """What ``summary --view NAME`` accepts: the tables of one trace, the findings, the tables
+    of every rank of a run; in that order (--help lists them so).  Light to import: the
+    CLI's --help reads it."""
+    return (*TRACE_VIEWS, FINDINGS, *RUN_VIEWS)
 
 
 # Older spellings still accepted on the command line (``ops``: the operators view's name

@@ -11,17 +11,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from tuiprof.analysis.compiled import describe_kernel
-from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import ModuleNode
-from tuiprof.analysis.ranks import RunSummary, rank_means, spread
-from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
+
+if TYPE_CHECKING:
+    from tuiprof.analysis.model import TraceModel
+    from tuiprof.analysis.modules import ModuleNode
+    from tuiprof.analysis.ranks import RunSummary
+
+# The registries' names are read by ``tuiprof summary --help`` (report/catalog.py), which loads
+# no heavy module (tests/test_capture_cli.py): numpy, msgspec, rich and the analysis layer are
+# imported by the functions that use them.
 
 Row = dict[str, object]
 
@@ -93,6 +95,8 @@ class Column:
         if self.kind == "int":
             return f"{int(value):,}"  # type: ignore[arg-type]
         if self.kind == "kernel":
+            from tuiprof.report.names import short_kernel_name
+
             return short_kernel_name(plain(str(value), DISPLAY_CHARS))
         if self.kind == "ratio":
             return f"{float(value):.2f}x"  # type: ignore[arg-type]
@@ -203,6 +207,8 @@ OPERATOR_COLUMNS = (
 
 
 def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.analysis.compiled import describe_kernel
+
     table = model.operators(
         group_by_shape=options.group_by_shape, top_level_only=options.top_level_only, module=options.module
     )
@@ -307,6 +313,8 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.analysis.compiled import describe_kernel
+
     rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
     for row in rows:
         row["computes"] = describe_kernel(row["_stats"].name)
@@ -468,6 +476,7 @@ COLLECTIVE_TYPE_COLUMNS = (
 
 
 def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    from tuiprof.analysis.ranks import rank_means
     from tuiprof.report.stragglers import straggler_cause, straggler_sentence  # it reads RANK_COLUMNS' headers
 
     stragglers = run.stragglers()
@@ -490,6 +499,8 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
 
 
 def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    import msgspec
+
     return [
         {"rank": summary.rank, "step": step.name, **msgspec.structs.asdict(step)}
         for summary in run.ranks
@@ -498,6 +509,8 @@ def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) ->
 
 
 def build_spread_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    from tuiprof.analysis.ranks import spread
+
     rows = []
     for column, stats in spread(run.ranks).items():
         top = max(run.ranks, key=lambda r: r.mean(column) if r.mean(column) is not None else float("-inf"))

@@ -1,7 +1,7 @@
 """Diff mode's views (``tuiprof diff A B`` on a terminal): the Diff overview and
 one A/B/delta table per level.
 
-They are not in :data:`tuiprof.tui.views.VIEWS`: those draw one TraceModel,
+They are not in :data:`tuiprof.tui.views.EXPLORER_VIEWS`: those draw one TraceModel,
 these draw a :class:`TraceDiff` (two runs), which the diff app assigns to
 their ``diff`` reactive.  Like every view they compute nothing: the diff
 comes from analysis/diff.py, its texts and columns from report/diff.py.
