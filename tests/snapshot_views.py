@@ -1,4 +1,5 @@
-"""The views the snapshot tests draw: the registry as the screens were drawn.
+"""The views the snapshot tests (and the tests that read the header's tabs) draw: the
+registry as the screens were drawn.
 
 A view added to tui/views' EXPLORER_VIEWS later adds a tab to every header; pinning the
 list here keeps these screens as they are (the new view's own tests draw it), so adding a

@@ -226,7 +226,7 @@ async def test_explorer_tables_keep_rows_apart_at_80x24(traces) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
-        for key, table_id in (("4", "#kernels-table"), ("3", "#ops-table"), ("5", "#memory-ops")):
+        for key, table_id in (("4", "#kernels-table"), ("3", "#operators-table"), ("5", "#memory-ops")):
             await pilot.press(key)
             await pilot.pause()
             table = app.query_one(table_id, RowTable)

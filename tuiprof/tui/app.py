@@ -10,29 +10,26 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from textual import on, work
-from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.app import ComposeResult
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.header import trace_title
 from tuiprof.report.plain import plain
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, palette_commands, pane_commands
+from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, pane_commands
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
-from tuiprof.tui.screens.views_palette import views_palette
-from tuiprof.tui.views import EXPLORER_VIEWS, VIEW_KEYS, view_keys
+from tuiprof.tui.views import EXPLORER_VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
@@ -43,10 +40,8 @@ from tuiprof.tui.widgets.loading import LoadingPanel
 class ExplorerApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof"
-    BINDINGS = [
-        *bindings(APP_COMMANDS),
-        *[Binding(key, f"show_view_key('{key}')", f"View {key}", show=False) for key in VIEW_KEYS],
-    ]
+    BINDINGS = bindings(APP_COMMANDS)  # and the view keys (TableApp)
+    commands = APP_COMMANDS
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
@@ -61,8 +56,7 @@ class ExplorerApp(TableApp):
         self.views = tuple(views)  # tui/views: EXPLORER_VIEWS; a test may give others
         self.view_keys = view_keys(self.views)
         self._cancel = threading.Event()
-        self._previous_view = self.views[0].view_id
-        self._asked_for: str | None = None  # a view key pressed while loading: shown once loaded
+        self.previous_view = self.views[0].view_id
         self.ranks = RankModels()
 
     def compose(self) -> ComposeResult:
@@ -89,9 +83,9 @@ class ExplorerApp(TableApp):
         for view in missing:
             view.display = False
         await switcher.mount_all(missing)
-        if self._asked_for is not None:
-            self.action_show_view(self._asked_for)
-            self._asked_for = None
+        if self.asked_for is not None:
+            self.action_show_view(self.asked_for)
+            self.asked_for = None
 
     def _quit_on_signal(self, signum: int) -> None:
         self._cancel.set()
@@ -128,41 +122,11 @@ class ExplorerApp(TableApp):
 
     # ------------------------------------------------------------ views
 
-    @property
-    def current_view(self) -> str:
-        return self.query_one("#views", ContentSwitcher).current or self.views[0].view_id
+    def shows(self, view: type[ExplorerView]) -> bool:
+        return self.model is not None and view.available(self.model, self.log_lines)
 
-    def view(self, view_id: str | None = None) -> ExplorerView:
-        return self.query_one(f"#{view_id or self.current_view}", ExplorerView)
-
-    def action_show_view(self, view_id: str) -> None:
-        if self.model is None:
-            self._asked_for = view_id  # typed ahead: shown once the trace is loaded
-            return
-        if view_id != self.current_view:
-            self._previous_view = self.current_view
-        self.query_one("#views", ContentSwitcher).current = view_id
-        self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
-        self.query_one(ExplorerHeader).current = view_id
-
-    def action_show_view_key(self, key: str) -> None:
-        """A view key: the view it names (1-9 then 0; nothing when there are fewer views)."""
-        view_id = next((view_id for k, view_id, _ in self.view_keys if k == key), None)
-        if view_id is not None:
-            self.action_show_view(view_id)
-
-    def action_cycle_view(self, step: int) -> None:
-        """< and >: the previous / next of the views the header lists (wrapping), so every
-        view is a few keys away, also those past the tenth, which have no key."""
-        if self.model is None:
-            return
-        listed = [view_id for _, view_id, view in self.view_keys
-                  if view_id == self.current_view or view.available(self.model, self.log_lines)]
-        self.action_show_view(listed[(listed.index(self.current_view) + step) % len(listed)])
-
-    def action_views(self) -> None:
-        """V: the views palette, every view named with its key."""
-        self.push_screen(views_palette())
+    def draw_tabs(self) -> None:
+        self.query_one(ExplorerHeader).current = self.current_view
 
     def action_show_in_timeline(self) -> None:
         target = self.view().timeline_target() if self.model is not None else None
@@ -193,7 +157,7 @@ class ExplorerApp(TableApp):
             return
         first = self.views[0].view_id
         if self.current_view != first:
-            self.action_show_view(self._previous_view if self._previous_view != self.current_view else first)
+            self.action_show_view(self.previous_view if self.previous_view != self.current_view else first)
 
     # ------------------------------------------------------------ toggles, export, help, quit
 
@@ -226,11 +190,6 @@ class ExplorerApp(TableApp):
             return
         self._cancel.set()
         self.exit(0)
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        table = self.view().active_table() if self.model is not None else None
-        yield from palette_commands(self, self.view_keys, table)
 
 
 def run_explorer(path: str, select: str | None = None) -> int:
