@@ -614,7 +614,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     from tuiprof.analysis.operators import input_shapes_key
 
     calls = model.calls
-    origin = calls.start_ns[0] if len(calls) else 0
+    origin = calls.origin_ns
     shapes: dict[bytes, str] = {}
     tree = model.modules
     _, nodes = tree.frame_index()
@@ -653,7 +653,7 @@ LAUNCH_COLUMNS = (
 def build_launch_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     """One row per launch of a kernel (its KernelStats.rows)."""
     activity = model.activity
-    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    origin = model.calls.origin_ns
     result = []
     for index in rows:
         launcher = activity.launcher[index]
