@@ -212,12 +212,11 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import load_model
+    from tuiprof.report.catalog import is_run_view
     from tuiprof.report.summary import SummaryRequest, print_summary
 
     path = resolve_path(args)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
-    from tuiprof.report.catalog import is_run_view
-
     if is_run_view(args.view):
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
