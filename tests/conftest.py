@@ -21,11 +21,20 @@ def shared_trace_paths() -> list[Path]:
 needs_shared = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
 
 
+@pytest.fixture(autouse=True)
+def _no_user_keymap(monkeypatch, tmp_path_factory):
+    """The explorer reads $XDG_CONFIG_HOME/tuiprof/keymap.toml: no test sees the developer's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
-    """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here."""
+    """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here.
+    The decoded-trace cache is off, so every other test decodes what it opens
+    (tests/test_cache.py turns it on)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        patch.setenv("TUIPROF_NO_CACHE", "1")
         yield
 
 

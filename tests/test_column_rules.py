@@ -115,12 +115,14 @@ def test_backward_columns_show_for_training_and_live_columns_for_live_captures()
 
 
 def test_run_device_columns_and_data_only_columns() -> None:
-    def run(device: bool) -> SimpleNamespace:
-        return SimpleNamespace(ranks=[SimpleNamespace(has_device=device)])
+    def run(device: bool, damage: object = None) -> SimpleNamespace:
+        return SimpleNamespace(ranks=[SimpleNamespace(has_device=device, damage=None), SimpleNamespace(has_device=device, damage=damage)])
 
     device = {"compute_us", "memcpy_us", "memset_us", "device_idle_us", "cpu_bound_us"}
     shown = {c.key for c in RUN_VIEWS["ranks"].visible_columns(ViewOptions(), run(True))}
-    assert device <= shown and not {"file", "straggler_reason"} & shown
+    assert device <= shown and not {"file", "straggler_reason", "damage", "damaged"} & shown
+    damaged = {c.key for c in RUN_VIEWS["ranks"].visible_columns(ViewOptions(), run(True, damage="truncated"))}
+    assert "damaged" in damaged and "damage" not in damaged  # Damaged when one rank is; the long text in data formats
     assert not device & {c.key for c in RUN_VIEWS["ranks"].visible_columns(ViewOptions(), run(False))}
     assert "waits_us" not in {c.key for c in RUN_VIEWS["collectives"].visible_columns(ViewOptions(), run(True))}
 
@@ -129,3 +131,17 @@ def test_data_formats_keep_every_column_the_rows_hold() -> None:
     for view in (*TRACE_VIEWS.values(), *RUN_VIEWS.values()):
         kept = {c.key for c in view.visible_columns(ViewOptions(group_by_shape=True), None)}
         assert kept == {c.key for c in view.columns}, view.name
+
+
+def test_memory_category_columns_show_when_torch_categorised_the_memory() -> None:
+    """The memory-* tables (h/memcat, merged): a category's column or cell needs torch's categories,
+    which only a tuiprof capture saves; the what-ifs' arithmetic is a sentence, data formats only."""
+    categories = ("activation", "parameter", "gradient", "optimizer_state", "input", "temporary", "autograd_detail", "unknown")
+    by_category = {f"{name}_bytes" for name in categories}
+    categorised, allocator_only = SimpleNamespace(memory_categories=object()), SimpleNamespace(memory_categories=None)
+    assert by_category <= _shown("memory-modules", categorised)
+    assert not by_category & _shown("memory-modules", allocator_only)
+    assert "category" in _shown("memory-allocations", categorised)
+    assert "category" not in _shown("memory-allocations", allocator_only)
+    assert "how" not in _shown("memory-what-ifs", categorised)
+    assert "how" in {c.key for c in TRACE_VIEWS["memory-what-ifs"].visible_columns(ViewOptions(), None)}

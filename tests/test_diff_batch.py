@@ -170,3 +170,25 @@ def test_every_verdict_fits_80_columns(basis, batches, medians) -> None:
     verdict = Verdict(basis, median_a, median_b, 2, 2, spread, spread, "slower", (),
                       Batch(size_a, "test"), Batch(size_b, "test"), per_sample)
     assert len(f"verdict: {verdict_text(verdict)}") <= 80
+
+
+def test_diff_exports_are_exact_and_calls_stay_per_step(tmp_path) -> None:
+    """CSV and JSON of a per-sample diff: times exact to the nanosecond (the trace's own
+    decimals over the batch, no float noise such as ``2454793.5950000007``), and calls per
+    step, not per sample (40 conv2d calls a step are not 0.312 a sample)."""
+    import csv as csv_module
+    from decimal import Decimal
+
+    a_path = batch_trace(tmp_path / "a.json", 16, step_us=1000.123)
+    b_path = batch_trace(tmp_path / "b.json", 32, step_us=1846.457)
+    rows = list(csv_module.DictReader(tuiprof("diff", str(a_path), str(b_path), "--format", "csv").stdout.splitlines()))
+    linear = next(r for r in rows if r["table"] == "ops" and r["name"] == "aten::linear")
+    # aten::linear lasts step_us - 50 in each of 2 steps; per sample, from the file's decimals
+    expected_a = 2 * (Decimal("1000.123") - 50) / 16
+    assert Decimal(linear["a"]) == expected_a.quantize(Decimal("0.001"), rounding="ROUND_HALF_EVEN")
+    assert linear["calls_a"] == "2.0" and linear["calls_b"] == "2.0"
+    document = json.loads(tuiprof("diff", str(a_path), str(b_path), "--format", "json").stdout)
+    for value in (document["verdict"]["median_a_us"], document["verdict"]["compared_a_us"], document["verdict"]["delta_pct"]):
+        assert len(repr(value).split(".")[-1]) <= 3, value
+    ops = document["tables"]["ops"]["rows"]
+    assert next(r for r in ops if r["name"] == "aten::linear")["calls_b"] == 2.0

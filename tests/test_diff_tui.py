@@ -99,6 +99,25 @@ async def test_a_missing_side_ends_the_app_with_exit_2(tmp_path) -> None:
     assert "no such file or directory" in app.error_text
 
 
+async def test_q_before_the_diff_is_loaded_exits_130() -> None:
+    """Stopped by the user before there was anything to show (it exited 0)."""
+    import threading
+
+    released = threading.Event()
+
+    class SlowSource(DiffSource):
+        def __call__(self, report):
+            released.wait(10)  # loading until the test lets go, after q
+            return super().__call__(report)
+
+    app = DiffApp(SlowSource(BATCH_128, BATCH_64))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        await pilot.press("q")
+        released.set()
+    assert app.return_value == 130
+
+
 async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
     from tuiprof.tui.screens.help import HelpScreen
 

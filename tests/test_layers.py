@@ -51,3 +51,17 @@ def test_the_tui_is_not_headless() -> None:
     code = "import sys, tuiprof.tui.app; print('textual' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.stdout.strip() == "True"
+
+
+def test_the_read_api_loads_no_tui_and_no_torch() -> None:
+    """``tuiprof.load`` and its tables, in a fresh interpreter: ``-X importtime`` lists every
+    module imported, and none is Textual's or torch's."""
+    sample = ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz"
+    code = f"import tuiprof; print(len(tuiprof.load({str(sample)!r}).table('modules')))"
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert result.returncode == 0 and int(result.stdout) > 0, result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "tuiprof.report.api" in imported  # the probe can fail: it sees what was loaded
+    assert sorted(m for m in imported if m.split(".")[0] in FORBIDDEN) == []

@@ -266,9 +266,10 @@ async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound(
     """? on Operators listed the module tree's keys (expand, collapse), and named the view
     keys "1-10" where they are 1 to 9 and 0."""
     app = ExplorerApp(FileSource(RESNET))
-    # The oracle: the bindings, the n-th digit key for the n-th view of the registry
-    keys = [b.key for cls in type(app).__mro__ for b in getattr(cls, "BINDINGS", ()) if b.action.startswith("show_view_key")]
-    bound = {key: EXPLORER_VIEWS["1234567890".index(key)] for key in keys if "1234567890".index(key) < len(EXPLORER_VIEWS)}
+    # The oracle: the view bindings the app holds (TableApp.host_views binds them per app)
+    by_id = {view.view_id: view for view in EXPLORER_VIEWS}
+    bound = {b.key: by_id[b.action.removeprefix("show_view('").removesuffix("')")] for _, b in app._bindings if b.action.startswith("show_view(")}
+    assert len(bound) == min(10, len(EXPLORER_VIEWS))
 
     async def help_of(key: str) -> dict[str, str]:
         await pilot.press(key, "question_mark")
@@ -318,7 +319,7 @@ async def test_view_switching_keys() -> None:
 @pytest.mark.parametrize(
     ("name", "content", "says"),
     [
-        ("broken.json", b"this is not a trace", "not JSON"),
+        ("broken.json", b"this is not a trace", "not a trace: it starts"),
         ("truncated.json.gz", (SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()[:100_000], "truncated"),
     ],
 )
@@ -590,7 +591,10 @@ def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None
     assert f"+{detail.module_count - 3} more" in text and detail.modules[0][0] in text
 
 
-async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> None:
+async def test_q_during_a_load_quits_with_130_whatever_the_loader_does_next() -> None:
+    """Stopped by the user before there was anything to show: 130, as the README's exit codes say
+    (it exited 0; this test read ``return_code``, which is 0 whatever the result given to ``exit``,
+    not the result that ``run_app`` returns)."""
     import time as clock
 
     from tuiprof.tui.sources import LoadCancelled
@@ -599,6 +603,7 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
         """A load that reports progress until it is cancelled (as a big file's load does)."""
 
         title = "slow"
+        live = False
 
         def __call__(self, report, cancelled):
             while True:
@@ -613,7 +618,7 @@ async def test_q_during_a_load_quits_with_0_whatever_the_loader_does_next() -> N
             await pilot.pause(0.1)
             await pilot.press("q")
             await pilot.pause(0.3)
-        assert app.return_code == 0  # the user quit: not "interrupted" (130), which signals give
+        assert app.return_value == 130  # run_app's exit status
 
 
 async def test_the_log_wraps_to_a_60_column_terminal() -> None:
@@ -636,6 +641,7 @@ async def test_the_loading_clock_runs_between_reports() -> None:
         """One report, then a long silence (as the analysis of a big trace)."""
 
         title = "quiet"
+        live = False
 
         def __call__(self, report, cancelled):
             report("analysing 4,742,000 events", None)
@@ -652,3 +658,41 @@ async def test_the_loading_clock_runs_between_reports() -> None:
         await pilot.press("q")
     assert first.startswith("analysing 4,742,000 events · ") and later.startswith("analysing 4,742,000 events · ")
     assert float(later.split("· ")[-1].split()[0]) >= float(first.split("· ")[-1].split()[0]) + 0.9
+
+
+async def test_a_source_says_it_is_live_with_a_field_and_the_first_q_stops_it() -> None:
+    """``live`` is the source's explicit field (no ``hasattr(source, "stop")``): a live
+    source without a ``stop`` attribute still gets the live hint, and q stops it first."""
+    import time as clock
+
+    from tuiprof.tui.sources import LoadCancelled
+
+    class CaptureLike:
+        title = "live capture"
+        live = True
+
+        def __call__(self, report, cancelled):
+            give_up = clock.monotonic() + 5  # never a thread left waiting when an assert fails
+            while not cancelled() and clock.monotonic() < give_up:
+                clock.sleep(0.01)
+            raise LoadCancelled
+
+    app = ExplorerApp(CaptureLike())
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        assert _text(app.query_one("#loading-hint")).strip() == "q: stop and show what was captured"
+        await pilot.press("q")
+        await pilot.pause(0.1)
+        assert app.is_running and "stopping after this step" in _text(app.query_one("#loading-hint"))
+        await pilot.press("q")
+
+
+def test_messages_are_dataclasses_of_what_they_carry() -> None:
+    from dataclasses import fields
+
+    from tuiprof.tui.messages import JumpTo, LoadAdvanced, ShowInTimeline
+
+    assert [f.name for f in fields(JumpTo)] == ["view", "name"]
+    assert JumpTo(view="operators", name="aten::mm") == JumpTo("operators", "aten::mm")
+    assert ShowInTimeline(("window", 0, 10)).target == ("window", 0, 10)
+    assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))

@@ -1,18 +1,36 @@
 """tuiprof: a terminal explorer for PyTorch profiler traces.
 
-``import tuiprof`` is cheap: ``tuiprof.profile`` loads torch only when called.
+The Python API (docs/api.md):
+
+- ``tuiprof.profile(...)``: profile a block of your code into a trace (loads torch when called);
+- ``tuiprof.load(path)``: read a trace and get its tables as rows (never loads torch or Textual);
+- ``tuiprof.TraceError``: what ``load`` raises for a path or trace it cannot use.
+
+``import tuiprof`` is cheap: ``profile`` and ``load`` are imported on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tuiprof.errors import TraceError
+
+if TYPE_CHECKING:
+    from tuiprof.capture.api import profile
+    from tuiprof.report.api import LoadedTrace, load
 
 __version__ = "0.1.0"
+__all__ = ["LoadedTrace", "TraceError", "load", "profile"]
 
 
 def __getattr__(name: str) -> Any:
+    # Import statements, not importlib: import-linter and ``python -X importtime`` see them.
     if name == "profile":
         from tuiprof.capture.api import profile
 
         return profile
+    if name in ("load", "LoadedTrace"):
+        from tuiprof.report import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'tuiprof' has no attribute {name!r}")

@@ -1,13 +1,14 @@
-"""Nothing left behind: temporary trace files and decode workers end with us.
+"""Nothing left behind: temporary files and folders, and worker processes, end with us.
 
 A big ``.json.gz`` (or a trace read from a pipe) is inflated into a
 temporary file of hundreds of MB.  An SSH drop (SIGHUP), a ``kill`` (SIGTERM)
-or Ctrl-C must not leave it in ``TMPDIR``, nor leave decode workers running.
-Whatever creates such a file or process registers it here; the handlers
-installed by :func:`install_signal_handlers` (from the main thread, at start)
-remove the files and kill the processes, then let the signal do what it did
-before (the previous handler, or the default: exit 128+N).  ``atexit`` does
-the same on a normal exit.  SIGKILL cannot be caught: workers exit when their
+or Ctrl-C must not leave it in ``TMPDIR``, nor leave decode or rank workers
+running.  Whatever creates such a file (or a folder: Dask's scratch space) or
+process registers it here; the handlers installed by
+:func:`install_signal_handlers` (from the main thread, at start) remove the
+files and kill the processes, then let the signal do what it did before (the
+previous handler, or the default: exit 128+N).  ``atexit`` does the same on a
+normal exit.  SIGKILL cannot be caught: workers exit when their
 pipe closes (:mod:`tuiprof.trace.parallel`).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -54,9 +56,25 @@ def temporary_file(prefix: str = "tuiprof-", suffix: str = ".json", directory: s
         _remove(handle.name)
 
 
+@contextlib.contextmanager
+def temporary_directory(prefix: str = "tuiprof-") -> Iterator[str]:
+    """A private (0700) directory in ``TMPDIR``, removed with all it holds when the block
+    ends, at exit and on a signal."""
+    name = tempfile.mkdtemp(prefix=prefix)
+    with _lock:
+        _files.add(name)
+    try:
+        yield name
+    finally:
+        _remove(name)
+
+
 def _remove(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name)
+    if os.path.isdir(name) and not os.path.islink(name):
+        shutil.rmtree(name, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
     with _lock:
         _files.discard(name)
 

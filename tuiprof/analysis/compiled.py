@@ -298,7 +298,7 @@ def _move_eager_modules(
     inner = np.flatnonzero((region_of >= 0) & ~owned)
     if not len(inner):
         return
-    above = module_above_frames(frames)
+    above, _ = module_above_frames(frames)  # loops cut and counted by build_module_tree
     pairs = np.unique(np.stack((region_of[inner], module[inner]), axis=1), axis=0)
     moved: set[int] = set()
     for span, frame in pairs.tolist():

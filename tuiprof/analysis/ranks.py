@@ -49,10 +49,11 @@ from tuiprof.analysis.collectives import CollectiveMatch, CollectiveRecord, extr
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.steps import StepStats, union_ns, whole_trace_step
 from tuiprof.errors import TraceError
+from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.run import RankFile, RunDirectory, read_sidecar, write_sidecar
 from tuiprof.trace.store import TraceEvents
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: LoadDamage (a summary of version 1 cannot say its file was damaged)
 STEP_COLUMNS = (
     "step_us",
     "compute_us",
@@ -86,6 +87,22 @@ class StepSummary(msgspec.Struct, frozen=True):
     cpu_bound_us: float | None
 
 
+class LoadDamage(msgspec.Struct, frozen=True):
+    """What loading a rank's file could not read as written: the rank's numbers are partial."""
+
+    truncated: bool  # the event array is not closed: the file ends early
+    repaired: int
+    skipped: int
+    left_out: int  # decoded, but with times no nanosecond count holds
+    problems: tuple[str, ...]  # the decoder's one-line notes
+
+    @classmethod
+    def of(cls, report: DecodeReport) -> LoadDamage | None:
+        if report.intact:
+            return None
+        return cls(report.truncated, report.repaired, report.skipped, report.damaged, tuple(report.problems))
+
+
 class RankSummary(msgspec.Struct, frozen=True):
     """What a run view needs of one rank: versioned, plain, a few KB."""
 
@@ -100,6 +117,7 @@ class RankSummary(msgspec.Struct, frozen=True):
     peak_memory_device: str | None
     steps: tuple[StepSummary, ...]
     collectives: tuple[CollectiveRecord, ...]
+    damage: LoadDamage | None = None  # None: every event was read as written
 
     def mean(self, column: str) -> float | None:
         values = [getattr(s, column) for s in self.steps]
@@ -132,6 +150,7 @@ def summarise_model(store: TraceEvents, model: TraceModel, rank: int, size_bytes
         peak_memory_device=peak.device if peak else None,
         steps=rows,
         collectives=tuple(collectives),
+        damage=LoadDamage.of(store.report),
     )
 
 
@@ -258,6 +277,10 @@ def summarise_run(
     Dask workers (:mod:`tuiprof.analysis.cluster`); otherwise up to ``workers``
     local processes (default: one per core).
     """
+    if cluster is not None:  # a bad address is refused even when every rank has a sidecar
+        from tuiprof.analysis.cluster import parse_cluster
+
+        parse_cluster(cluster)
     summaries: dict[int, RankSummary] = {}
     problems = list(run.problems)
     pending: list[RankFile] = []
@@ -270,10 +293,11 @@ def summarise_run(
             pending.append(rank_file)
     from_sidecars = len(summaries)
     if pending:
-        if cluster:
+        if cluster is not None:
             from tuiprof.analysis.cluster import summarise_on_cluster
 
-            results = summarise_on_cluster(pending, cluster, progress)
+            results, notes = summarise_on_cluster(pending, cluster, progress)
+            problems.extend(notes)
         else:
             results = summarise_locally(pending, workers, progress)
         for rank_file, result in zip(pending, results):
@@ -284,13 +308,23 @@ def summarise_run(
             else:
                 problems.append(f"{result} (rank {rank_file.rank} skipped)")
     if not summaries:
-        raise TraceError(str(run.path), "no rank could be read", "see the lines above")
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise TraceError(str(run.path), f"no rank could be read ({problems[0] if problems else 'none'}{more})", "pass traces written by torch.profiler")
     ordered = tuple(summaries[rank] for rank in sorted(summaries))
+    problems.extend(damage_problem(s, s.damage) for s in ordered if s.damage is not None)
     base = min(s.base_time_ns for s in ordered)
     match = match_collectives(
         {s.rank: list(s.collectives) for s in ordered}, {s.rank: s.base_time_ns - base for s in ordered}
     )
     return RunSummary(run.path, run.world_size, ordered, match, tuple(problems) + match.problems, from_sidecars)
+
+
+def damage_problem(summary: RankSummary, damage: LoadDamage) -> str:
+    """One line for a rank whose file was damaged: its numbers are partial (also when read from a sidecar)."""
+    counts = [f"{n:,} event{'s' * (n != 1)} {word}" for n, word in
+              ((damage.repaired, "repaired"), (damage.skipped, "skipped"), (damage.left_out, "left out")) if n]
+    what = "; ".join((*damage.problems, *counts))
+    return f"{summary.file}: rank {summary.rank} is damaged ({what}): its numbers are partial; copy or export the trace again"
 
 
 def summarise_one(rank_file: RankFile) -> RankSummary | str:
@@ -304,13 +338,19 @@ def summarise_one(rank_file: RankFile) -> RankSummary | str:
 
 
 def summarise_locally(pending: list[RankFile], workers: int | None, progress: Progress | None) -> list[RankSummary | str]:
-    """Each file in a worker process (``python -m tuiprof.analysis.ranks``), the next file to whichever is free.
+    """Each file in a worker process (this module's ``_serve``), the next file to whichever is free.
 
     Plain processes over pipes, not ``multiprocessing`` (see
-    :mod:`tuiprof.trace.parallel`: a user's unguarded script would be re-run).
-    A worker decodes in its own process (no workers inside workers).
+    :mod:`tuiprof.trace.parallel`: a user's unguarded script would be re-run),
+    started like the decode workers (``python -I`` with tuiprof's own
+    ``sys.path``: nothing planted in the current directory is imported).
+    A worker decodes in its own process (no workers inside workers).  Workers
+    are registered with :mod:`tuiprof.cleanup` (killed on SIGTERM, SIGHUP,
+    SIGINT and at exit, even in the middle of a file), killed when this
+    function ends, and end themselves when this process dies (SIGKILL).
     """
-    from tuiprof.trace.parallel import WORKERS_ENV, usable_cores
+    from tuiprof.cleanup import forget_process, register_process
+    from tuiprof.trace.parallel import WORKERS_ENV, usable_cores, worker_command
 
     count = max(1, min(workers or usable_cores(), len(pending)))
     results: list[RankSummary | str | None] = [None] * len(pending)
@@ -321,15 +361,12 @@ def summarise_locally(pending: list[RankFile], workers: int | None, progress: Pr
                 progress(index + 1, len(pending))
         return results  # type: ignore[return-value]
     env = dict(os.environ, **{WORKERS_ENV: "1"})
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tuiprof.analysis.ranks"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-        )
-        for _ in range(count)
-    ]
+    command = worker_command(__name__)
+    processes: list[subprocess.Popen] = []
+    for _ in range(count):
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        register_process(process)
+        processes.append(process)
     selector = selectors.DefaultSelector()
     queue = list(enumerate(pending))
     busy: dict[int, int] = {}  # process index -> task index
@@ -369,19 +406,24 @@ def summarise_locally(pending: list[RankFile], workers: int | None, progress: Pr
             results[index] = summarise_one(rank_file)
     finally:
         selector.close()
-        for process in processes:
+        for process in processes:  # idle once every answer is in; mid-file when interrupted
+            process.kill()
+            process.wait()
+            forget_process(process)
             for pipe in (process.stdin, process.stdout):
                 try:
                     pipe.close()  # type: ignore[union-attr]
                 except OSError:
                     pass
-            process.wait()
     return results  # type: ignore[return-value]
 
 
 def _serve() -> None:
     """Worker loop: summarise each file asked for, answer with the summary or the problem."""
+    from tuiprof.trace.parallel import watch_parent
+
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    watch_parent()
     while True:
         try:
             rank_file = pickle.load(requests)
@@ -480,9 +522,3 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
             rank, working[rank], others_working, cause, excess[cause] if cause else 0.0, last.get(rank, 0), matched
         )
     return result
-
-
-if __name__ == "__main__":  # run as a worker: import by name, so answers pickle as tuiprof.analysis.ranks.*
-    from tuiprof.analysis import ranks
-
-    ranks._serve()

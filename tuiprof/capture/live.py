@@ -52,6 +52,8 @@ class LiveCapture:
     caller, who removes it.
     """
 
+    live = True  # the explorer's source protocol: q stops the capture and shows what it recorded
+
     def __init__(
         self, config: CaptureConfig, scratch: Path, trace_path: Path | None = None, started: float | None = None
     ) -> None:

@@ -6,7 +6,9 @@ The names are the keys of report/views.py's ``TRACE_VIEWS`` (the tables of one t
 its ``--view`` choices from :func:`summary_view_names`, so a new table is one line in one of those
 registries and nothing else.  The explorer's registry (tui/views: ``EXPLORER_VIEWS``) maps
 onto these names: an explorer view whose ``view_id`` is a name here shows that view (same
-title); its other views (overview, timeline, log) have no table to print.
+title); a table with no view of its own is shown inside one that names it in its
+``summary_views`` (the memory-* tables: the Memory view); the other explorer views (overview,
+timeline, log) have no table to print.
 tests/test_catalog.py checks that the CLI, this module and the explorer agree.
 """
 

@@ -141,7 +141,22 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
+    for kernel, fused, holders in module.fused_kernels[:FUSED_SHOWN]:
+        text.append(f"\nfused kernel {plain(kernel, DISPLAY_CHARS)}: {plain(_listed(fused), 2 * DISPLAY_CHARS)}")
+        text.append(f" -> time in {plain(_listed(holders), DISPLAY_CHARS)}")
+    if len(module.fused_kernels) > FUSED_SHOWN:
+        text.append(f"\n(+{len(module.fused_kernels) - FUSED_SHOWN} more fused kernels)")
     return text
+
+
+FUSED_SHOWN = 4  # kernels fused across modules listed in a module's detail (compiled runs)
+NAMES_SHOWN = 5  # modules named per fused kernel
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """``a, b, c, d, e +15 more``: a fused kernel's modules (one may fuse a whole model's batch norms)."""
+    more = len(names) - NAMES_SHOWN
+    return ", ".join(names[:NAMES_SHOWN]) + (f" +{more} more" if more > 0 else "")
 
 
 def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
@@ -150,13 +165,15 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
     text.append(f"rank {row['rank']}", style="bold")
     text.append(f"  {row['file']}\n")
     text.append(row["straggler_reason"] or "not a straggler", style="bold red" if row["straggler_reason"] else "")
+    if row.get("damaged"):
+        text.append(f"\ndamaged file ({row['damaged']}): this rank's numbers are partial", style="bold yellow")
     text.append(f"\nper step: {format_us_short(row['step_us'])}")
     for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading"),
                       ("cpu_bound_us", "CPU-bound")):
         if row.get(key) is not None:
             text.append(f" · {word} {format_us_short(row[key])}")
     for problem in problems:
-        text.append(f"\n{problem}", style="yellow")
+        text.append(f"\n{plain(problem)}", style="yellow")
     return text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
@@ -18,9 +19,10 @@ from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, Trace
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.plain import plain
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
-from tuiprof.report.units import format_bytes, format_us
+from tuiprof.report.units import data_value, format_bytes, format_us
 from tuiprof.report.views import Column, Row
 
 # Text formats show this many rows per table unless --limit says otherwise.
@@ -79,6 +81,17 @@ def shown_columns(table: DiffTable, rows: list[Row], hidden: tuple[str, ...] = (
     also leaves out |Delta| (its order is the table's order)."""
     hidden = (*hidden, *(() if any(r["detail"] for r in rows) else ("detail",)))
     return tuple(c for c in diff_columns(table) if c.key not in hidden)
+
+
+# What each number of a diff row is, for data_value: CSV and JSON without float noise.
+_ROW_KINDS = {"delta_pct": "pct", "share_pct": "pct", "abs_delta": "us"}
+
+
+def diff_data_row(row: DiffRow, unit: str) -> Row:
+    """``diff_row`` as CSV and JSON write it: times exact to the nanosecond, percentages to
+    three decimals (``units.data_value``, the rule of every other export); bytes as they are."""
+    value_kind = "us" if unit == "us" else "count"
+    return {key: data_value(_ROW_KINDS.get(key, value_kind), value) for key, value in diff_row(row).items()}
 
 
 def diff_row(row: DiffRow) -> Row:
@@ -185,8 +198,9 @@ def contributor_lines(diff: TraceDiff) -> list[str]:
     lines = []
     for row in diff.verdict.contributors:
         share = f" ({row.share_pct:.1f} % of the delta)" if row.share_pct is not None else ""
-        label = f"{row.name} [{row.status}]" if row.status != "changed" else row.name
-        where = f", {row.detail}" if row.status == "aligned" else ""
+        name = plain(row.name, CELL_CHARS)  # the tables' rule: a 5 MB name is cut at 500 characters
+        label = f"{name} [{row.status}]" if row.status != "changed" else name
+        where = f", {plain(row.detail, CELL_CHARS)}" if row.status == "aligned" else ""
         lines.append(f"{label}: {_signed_us(row.delta)}{share}{where}")
     return lines if lines else [f"no operator's {ops.metric} changed"]
 
@@ -385,44 +399,46 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
             "outcome": v.outcome,
             "text": verdict_text(v),
             "basis": v.basis,
-            "median_a_us": v.median_a_us,
-            "median_b_us": v.median_b_us,
+            "median_a_us": data_value("us", v.median_a_us),
+            "median_b_us": data_value("us", v.median_b_us),
             "batch_a": v.batch_a.size,
             "batch_b": v.batch_b.size,
             "batch_a_source": v.batch_a.source,
             "batch_b_source": v.batch_b.source,
             "per_sample": v.per_sample,
-            "compared_a_us": v.compared_a_us,
-            "compared_b_us": v.compared_b_us,
-            "delta_us": v.delta_us,
-            "delta_pct": v.delta_pct,
-            "ratio": v.ratio,
+            "compared_a_us": data_value("us", v.compared_a_us),
+            "compared_b_us": data_value("us", v.compared_b_us),
+            "delta_us": data_value("us", v.delta_us),
+            "delta_pct": data_value("pct", v.delta_pct),
+            "ratio": data_value("ratio", v.ratio),
             "steps_a": v.steps_a,
             "steps_b": v.steps_b,
-            "spread_a_pct": v.spread_a_pct,
-            "spread_b_pct": v.spread_b_pct,
-            "noise_pct": v.noise_pct,
-            "contributors": [diff_row(r) for r in v.contributors],
+            "spread_a_pct": data_value("pct", v.spread_a_pct),
+            "spread_b_pct": data_value("pct", v.spread_b_pct),
+            "noise_pct": data_value("pct", v.noise_pct),
+            "contributors": [diff_data_row(r, "us") for r in v.contributors],
         }
         document["peak_a_bytes"] = diff.peak_a_bytes
         document["peak_b_bytes"] = diff.peak_b_bytes
         document["coverage"] = {
-            "operator_delta_us": diff.coverage.operator_delta_us,
-            "step_delta_us": diff.coverage.step_delta_us,
+            "operator_delta_us": data_value("us", diff.coverage.operator_delta_us),
+            "step_delta_us": data_value("us", diff.coverage.step_delta_us),
             "covered": diff.coverage.covered,
             "reason": diff.coverage.reason,
         }
         document["overlap"] = {
-            "shared_a_pct": diff.overlap.shared_a_pct,
-            "shared_b_pct": diff.overlap.shared_b_pct,
+            "shared_a_pct": data_value("pct", diff.overlap.shared_a_pct),
+            "shared_b_pct": data_value("pct", diff.overlap.shared_b_pct),
             "different_programs": diff.overlap.different_programs,
             "text": overlap_line(diff),
         }
         document["notes"] = list(diff.notes)
     document["tables"] = {
         t.name: {
-            "title": t.title, "metric": t.metric, "unit": t.unit, "total_a": t.total_a, "total_b": t.total_b,
-            "note": t.note, "rows": [diff_row(r) for r in t.rows[:limit]],
+            "title": t.title, "metric": t.metric, "unit": t.unit,
+            "total_a": data_value("us" if t.unit == "us" else "count", t.total_a),
+            "total_b": data_value("us" if t.unit == "us" else "count", t.total_b),
+            "note": t.note, "rows": [diff_data_row(r, t.unit) for r in t.rows[:limit]],
         }
         for t in tables
     }
@@ -438,8 +454,8 @@ def _csv(tables: list[DiffTable], limit: int | None) -> str:
     writer.writerow(CSV_KEYS)
     for table in tables:
         for row in table.rows[:limit]:
-            values = {"table": table.name, "unit": table.unit, **diff_row(row)}
-            writer.writerow(["" if values[k] is None else values[k] for k in CSV_KEYS])
+            values = {"table": table.name, "unit": table.unit, **diff_data_row(row, table.unit)}
+            writer.writerow([csv_cell(values[k]) for k in CSV_KEYS])  # as every CSV export: no formula, no raw control
     return buffer.getvalue()
 
 
@@ -458,14 +474,14 @@ def say_which_trace(path: str, select: str | None) -> None:
 
 
 def parse_percent(option: str, text: str | None) -> float | None:
-    """``5%`` or ``5`` -> 5.0; anything else is one line and exit 2."""
+    """``5%`` or ``5`` -> 5.0; anything else (negative, ``inf``, ``1e999%``, NaN) is one line and exit 2."""
     if text is None:
         return None
     try:
         value = float(text.strip().removesuffix("%"))
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not 0 <= value < math.inf:
         raise TraceError(f"{option} {text}", "not a percentage", "write it like 5%")
     return value
 

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import module_breakdown, module_time_us, operator_rank_key, top_operators
+from tuiprof.report.compiled_summary import compiled_lines
 from tuiprof.report.findings import Finding, findings
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.names import fit_names, short_kernel_names
@@ -84,6 +85,11 @@ def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
         blocks.append(Text())
     if model.steps:
         blocks += [_steps_table(model), Text()]
+    compiled = compiled_lines(model)
+    if compiled:
+        blocks.append(Text("Compiled", style="bold underline"))
+        blocks.extend(Text(f" • {line}") for line in compiled)
+        blocks.append(Text())
     if model.modules.roots:
         blocks += [_modules_table(model), Text()]
     blocks.append(_operators_table(model))

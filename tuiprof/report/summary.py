@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.text import Text
@@ -17,7 +17,8 @@ from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.findings import FINDINGS_VIEW
-from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Row, View, ViewOptions, sort_rows
+from tuiprof.report.memory_texts import NEEDS_CAPTURE
+from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 
 
 @dataclass(frozen=True)
@@ -37,16 +38,35 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     """Print the view the request asks for; diagnostics go to stderr."""
     if request.view == FINDINGS_VIEW.name:
         return print_findings(model, request)
+    if request.view.startswith("memory-") and not model.memory_categories:
+        if request.view == "memory-categories":  # what the JSON supports instead: allocations by operator and module
+            request = replace(request, view="memory-allocations")
+        if request.view in ("memory-allocations", "memory-modules"):
+            print(f"tuiprof: {model.memory_categories_problem or NEEDS_CAPTURE}", file=sys.stderr)
+    view, columns, rows = summary_table(model, request)
+    report_diagnostics(model)
+    sort = request.sort or view.default_sort_for(model)
+    _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
+    if view.name == "memory-what-ifs" and request.format not in ("json", "csv"):  # the arithmetic, a sentence a line
+        width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+        sys.stdout.write("".join(f"{_wrap(str(row['how']), width) if width else row['how']}\n" for row in rows))
+    return 0
+
+
+def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tuple[Column, ...], list[Row]]:
+    """The view, columns and sorted rows ``summary`` prints for ``request`` (and
+    ``tuiprof.load(...).table`` returns, as the JSON format's rows)."""
+    if request.view == FINDINGS_VIEW.name:
+        view = FINDINGS_VIEW
+        rows = _sorted_rows(view, view.build(model, ViewOptions()), request.sort or view.default_sort, request.limit)
+        return view, view.columns, rows
     view = TRACE_VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
     data_format = request.format in ("json", "csv")
     columns = view.visible_columns(options, None if data_format else model)
     rows = _sorted_rows(view, view.build(model, options), request.sort or view.default_sort_for(model), request.limit)
-    report_diagnostics(model)
-    sort = request.sort or view.default_sort_for(model)
-    _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
-    return 0
+    return view, columns, rows
 
 
 def print_findings(model: TraceModel, request: SummaryRequest) -> int:
@@ -54,8 +74,7 @@ def print_findings(model: TraceModel, request: SummaryRequest) -> int:
     ``severity: text``; on a terminal a finding longer than its width wraps under
     its own text (every line fits), on a pipe it stays on one line for grep.
     The data formats (json, csv, markdown) carry id, severity and text."""
-    view = FINDINGS_VIEW
-    rows = _sorted_rows(view, view.build(model, ViewOptions()), request.sort or view.default_sort, request.limit)
+    view, _, rows = summary_table(model, request)
     report_diagnostics(model)
     if request.format != "table":
         sys.stdout.write(render_rows(rows, view.columns, request.format, f"{view.title} - {model.info.trace_name}"))
@@ -92,8 +111,8 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     data_format = request.format in ("json", "csv")
     columns = view.visible_columns(ViewOptions(), None if data_format else run)
     rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
-    for problem in run.problems:
-        print(f"tuiprof: {problem}", file=sys.stderr)
+    for problem in run.problems:  # file names and decoder notes: from the run directory, escaped
+        print(f"tuiprof: {plain(problem)}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
     _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table

@@ -19,7 +19,7 @@ from tuiprof.report.units import data_value, format_bytes, format_count, format_
 if TYPE_CHECKING:
     from tuiprof.analysis.model import TraceModel
     from tuiprof.analysis.modules import ModuleNode
-    from tuiprof.analysis.ranks import RunSummary
+    from tuiprof.analysis.ranks import LoadDamage, RunSummary
 
 # The registries' names are read by ``tuiprof summary --help`` (report/catalog.py), which loads
 # no heavy module (tests/test_capture_cli.py): numpy, msgspec, rich and the analysis layer are
@@ -67,7 +67,9 @@ HAS_BACKWARD = recorded(lambda model: any(n.backward_cpu_us for n in model.modul
 IS_LIVE_CAPTURE = recorded(lambda model: any(n.qualified_name for n in model.modules.walk()))  # names, parameters, shapes
 HAS_MODULE_FRAMES = recorded(lambda model: bool(len(model.modules.by_frame)))  # with_stack=True
 GROUPED_BY_SHAPE = toggled(lambda options: options.group_by_shape)
+HAS_MEMORY_CATEGORIES = recorded(lambda model: bool(model.memory_categories))  # torch's, saved by a tuiprof capture
 RUN_HAS_DEVICE = recorded(lambda run: any(rank.has_device for rank in run.ranks))
+RUN_HAS_DAMAGE = recorded(lambda run: any(rank.damage is not None for rank in run.ranks))  # a truncated or repaired file
 DATA_FORMATS_ONLY = recorded(lambda source: False)  # too long for a table: json, csv and detail panes
 
 
@@ -395,6 +397,110 @@ def build_memory_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     return rows
 
 
+# ------------------------------------------------------------------ what fills memory at the peak
+# (analysis/memory_peak.py; torch's categories from a tuiprof capture, else the allocator's records)
+
+MEMORY_CATEGORY_COLUMNS = (
+    Column("category", "Category", "text", "torch's category (torch.profiler._memory_profiler.Category) in lower case; unknown: memory torch could not tie to a tensor."),
+    Column("bytes_at_peak", "At peak", "bytes", "Bytes of the category live at the peak of the categorised memory (torch's peak: the highest total of its export_memory_timeline)."),
+    Column("share", "Share", "pct", "Share of the peak."),
+    Column("peak_at_us", "Peak at", "us", "When the peak happened, from the trace start."),
+    Column("step", "Step", "text", "The profiler step and phase (forward, backward, optimizer) the peak falls in."),
+    Column("device", "Device", "text", "The device whose peak this is (a GPU's before the CPU's).", narrow=False),
+)
+MEMORY_MODULE_COLUMNS = (
+    Column("module", "Module", "text", "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'."),
+    Column("total_bytes", "At peak", "bytes", "Bytes live at the peak held by the module and its submodules."),
+    *(
+        Column(f"{name}_bytes", header, "bytes", help, narrow=narrow, shown_when=HAS_MEMORY_CATEGORIES)
+        for name, header, help, narrow in (
+            ("activation", "Activations", "Tensors its forward made and kept for backward (to the layer that made them).", True),
+            ("parameter", "Params", "Its parameters (named_parameters(recurse=False) of it and its submodules).", True),
+            ("gradient", "Grads", "Gradients of its parameters.", True),
+            ("optimizer_state", "Opt state", "Optimizer state of its parameters (SGD's momentum, Adam's moments).", True),
+            ("input", "Inputs", "Inputs allocated in its forward.", False),
+            ("temporary", "Temps", "Temporaries allocated in its forward.", False),
+            ("autograd_detail", "Autograd", "Autograd detail allocated in its forward.", False),
+            ("unknown", "Unknown", "Memory torch could not tie to a tensor, allocated in its forward.", False),
+        )
+    ),
+    Column("path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False),
+)
+MEMORY_ALLOCATION_COLUMNS = (
+    Column("bytes", "Bytes", "bytes", "Bytes live at the peak."),
+    Column("category", "Category", "text", "torch's category (empty: the trace has no categories).", shown_when=HAS_MEMORY_CATEGORIES),
+    Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
+    Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
+    Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator and module)."),
+)
+MEMORY_WHAT_IF_COLUMNS = (
+    Column("remedy", "What if", "text", "A standard remedy for running out of memory."),
+    Column("saves_bytes", "Saves", "bytes", "Bytes it would take off the peak (checkpointing: at most)."),
+    Column("peak_after_bytes", "Peak after", "bytes", "The peak minus the saving."),
+    # A sentence: the detail pane, the lines under a summary table, data formats.
+    Column("how", "Arithmetic", "text", "Where the saving comes from, and what it costs.", shown_when=DATA_FORMATS_ONLY),
+)
+
+
+def build_memory_category_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.report.memory_texts import peak_place
+
+    breakdown = model.memory_breakdown
+    if breakdown is None or breakdown.memory is None:
+        return []
+    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    peak = breakdown.peak_bytes
+    step = peak_place(breakdown).removeprefix("in ")
+    return [
+        {
+            "category": name, "bytes_at_peak": size, "share": 100 * size / peak if peak else 0.0,
+            "peak_at_us": (breakdown.peak_ns - origin) / 1000, "step": step, "device": breakdown.device,
+        }
+        for name, size in breakdown.memory.peak_by_category.items()
+    ]
+
+
+def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.trace.live import CATEGORY_NAMES
+
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    categorised = breakdown.memory is not None
+    rows = []
+    for module in breakdown.modules:
+        row: Row = {"module": "  " * module.depth + module.label, "total_bytes": module.total, "path": module.path, "_stats": module}
+        for name in CATEGORY_NAMES:
+            row[f"{name}_bytes"] = module.bytes.get(name, 0) if categorised else None
+        rows.append(row)
+    return rows
+
+
+def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    return [
+        {"bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module, "count": a.count, "_stats": a}
+        for a in breakdown.allocations
+    ]
+
+
+def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.report.memory_texts import REMEDIES, what_if_text
+
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    return [
+        {
+            "remedy": REMEDIES[w.remedy], "saves_bytes": w.saves_bytes, "peak_after_bytes": w.peak_after,
+            "how": what_if_text(w), "_stats": w,
+        }
+        for w in breakdown.what_ifs
+    ]
+
+
 # The tables of one trace (summary --view NAME; report/catalog.py has every view name).
 TRACE_VIEWS: dict[str, View] = {
     "operators": View(
@@ -406,6 +512,11 @@ TRACE_VIEWS: dict[str, View] = {
     "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
     "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
     "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
+    "memory-categories": View("memory-categories", "Memory at the peak by category", MEMORY_CATEGORY_COLUMNS, "bytes_at_peak", build_memory_category_rows),
+    # Tree order (parents first) unless a sort is asked for, as the Modules view.
+    "memory-modules": View("memory-modules", "Memory at the peak by module", MEMORY_MODULE_COLUMNS, "", build_memory_module_rows),
+    "memory-allocations": View("memory-allocations", "Allocations live at the peak", MEMORY_ALLOCATION_COLUMNS, "bytes", build_memory_allocation_rows),
+    "memory-what-ifs": View("memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "saves_bytes", build_memory_what_if_rows),
 }
 
 
@@ -431,6 +542,9 @@ RANK_COLUMNS = (
     Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
     Column("straggler", "Straggler", "text", "When this rank holds the others up: the column its extra work per step went to."),
     Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
+    Column("damaged", "Damaged", "text", "The rank's file is damaged (truncated, events lost or repaired): its numbers are partial. "
+           "Shown when a rank is; the line on stderr (the detail pane) says what was wrong.", shown_when=RUN_HAS_DAMAGE),
+    Column("damage", "Damage", "text", "What the load could not read as written (data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
     Column("file", "File", "text", "The rank's trace file.", narrow=False, shown_when=DATA_FORMATS_ONLY),
 )
 RANK_STEP_COLUMNS = (
@@ -492,10 +606,24 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
                 "last_arrivals": last.get(summary.rank, 0),
                 "straggler": straggler_cause(stragglers[summary.rank]) if summary.rank in stragglers else "",
                 "straggler_reason": straggler_sentence(stragglers[summary.rank]) if summary.rank in stragglers else "",
+                "damaged": damage_label(summary.damage),
+                "damage": "; ".join(summary.damage.problems) if summary.damage else "",
                 "file": summary.file,
             }
         )
     return rows
+
+
+def damage_label(damage: LoadDamage | None) -> str:
+    """A damaged rank in a table cell: how its numbers are partial, in two words ("" when intact)."""
+    if damage is None:
+        return ""
+    if damage.truncated:
+        return "truncated"
+    lost = damage.skipped + damage.left_out
+    if lost:
+        return f"{lost:,} event{'s' * (lost != 1)} lost"
+    return f"{damage.repaired:,} repaired" if damage.repaired else "partial"
 
 
 def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:

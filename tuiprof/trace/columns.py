@@ -159,6 +159,7 @@ class AllocatorColumns(Columns):
     total_reserved: np.ndarray
     kind: np.ndarray
     device_id: np.ndarray
+    addr: np.ndarray  # the allocation's address (an allocation and its free share it); NONE when absent
 
 
 @dataclass
@@ -440,6 +441,7 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     reserved, reserved_fits = _int64([a.total_reserved or 0 for a in args])
     kind, kind_fits = _int64([NONE if a.device_type is None else a.device_type for a in args])
     device_id, device_fits = _int64([NONE if a.device_id is None else a.device_id for a in args])
+    addr, _ = _int64([NONE if a.addr is None else a.addr for a in args])
     tids = [e.tid for e in events]
     if not set(map(type, tids)) <= {int}:  # "123" from some writers: a number; other texts: NONE
         tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
@@ -455,6 +457,7 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
         total_reserved=reserved,
         kind=kind,
         device_id=device_id,
+        addr=addr,  # an address beyond int64 is NONE: it pairs nothing
     )
 
 

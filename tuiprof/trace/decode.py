@@ -49,6 +49,12 @@ class DecodeReport:
     skipped: int = 0
     damaged: int = 0  # decoded, but a ts or dur not finite, >= 2**62 ns, or a negative dur: left out
     problems: list[str] = field(default_factory=list)
+    truncated: bool = False  # the event array is not closed: the file ends early
+
+    @property
+    def intact(self) -> bool:
+        """Every event read as written: nothing repaired, skipped, left out or cut off."""
+        return not (self.repaired or self.skipped or self.damaged or self.problems or self.truncated)
 
     def note(self, problem: str) -> None:
         if problem not in self.problems and len(self.problems) < 20:
@@ -63,8 +69,24 @@ class DecodeReport:
         self.repaired += other.repaired
         self.skipped += other.skipped
         self.count_damaged(other.damaged)
+        self.truncated |= other.truncated
         for problem in other.problems:
             self.note(problem)
+
+
+# The first byte of a JSON document that is a number, a string, true, false or null.
+_JSON_SCALAR_STARTS = b'"-0123456789tfn'
+NOT_A_TRACE_FIX = "pass a .json or .json.gz written by torch.profiler"
+
+
+def not_a_trace(source: str, head: bytes) -> TraceError:
+    """The error for a document whose first bytes cannot start a trace (``head``: from
+    its first token on).  JSON that is not a trace (``null``, ``"text"``, ``5``, ``[[``)
+    is told by what it starts with, so the user sees it is valid but something else."""
+    if head[:1] and head[:1] in b"[{" + _JSON_SCALAR_STARTS:
+        shown = "".join(c if c.isprintable() else "?" for c in head[:16].decode("utf-8", "replace")).rstrip()
+        return TraceError(source, f"not a trace: it starts `{shown}`, where a trace starts `{{\"` or `[{{`", NOT_A_TRACE_FIX)
+    return TraceError(source, "this is not JSON", NOT_A_TRACE_FIX)
 
 
 @dataclass
@@ -108,7 +130,7 @@ def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "
         body_start = match.end()
         header = _decode_header_prefix(view[:body_start], source, report)
     else:
-        raise TraceError(source, "this is not JSON", "pass a .json or .json.gz written by torch.profiler")
+        raise not_a_trace(source, bytes(view[start : start + 16]))
 
     return DocumentPlan(header, _plan_to_the_end(view, header, body_start, report))
 
@@ -244,10 +266,10 @@ def _decode_small_document(view: memoryview, source: str) -> TraceHeader:
         return _decode_header(view)
     except RecursionError:
         raise TraceError(source, "JSON nested too deeply to be a trace", "pass a trace written by torch.profiler") from None
+    except msgspec.ValidationError as exc:  # a DecodeError too: caught first
+        raise TraceError(source, f"JSON that is not a trace ({exc})", "pass a trace written by torch.profiler") from None
     except msgspec.DecodeError as exc:
         raise TraceError(source, f"not valid JSON ({exc})", "pass a trace written by torch.profiler") from None
-    except msgspec.ValidationError as exc:
-        raise TraceError(source, f"JSON that is not a trace ({exc})", "pass a trace written by torch.profiler") from None
 
 
 def _decode_header_prefix(prefix: memoryview, source: str, report: DecodeReport) -> TraceHeader:
@@ -285,6 +307,7 @@ def _split_tail(view: memoryview, body_start: int, report: DecodeReport) -> tupl
     stripped = window.rstrip()
     if stripped.endswith(b"]"):  # a bare array
         return window_start + len(stripped) - 1, None
+    report.truncated = True
     report.note("the event array is not closed (truncated file?): read what is there")
     return len(view), None
 

@@ -240,14 +240,23 @@ class DecodeWorkers:
                         pass
 
 
-def worker_command() -> list[str]:
-    """An isolated interpreter whose ``sys.path`` holds no directory a user's
-    current directory could plant a module in."""
+def worker_command(module: str = __name__) -> list[str]:
+    """An isolated interpreter that runs ``module``'s ``_serve()``, with a ``sys.path``
+    holding no directory a user's current directory could plant a module in.
+
+    Every worker process tuiprof starts is started with this command (decode
+    workers here, rank workers in :mod:`tuiprof.analysis.ranks`).
+    """
     cwd = os.getcwd()
     paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(cwd)]
     paths = [p for p in paths if p != _PACKAGE_ROOT] + [_PACKAGE_ROOT]
-    code = f"import sys; sys.path[:] = {paths!r}; from tuiprof.trace.parallel import _serve; _serve()"
+    code = f"import sys; sys.path[:] = {paths!r}; from {module} import _serve; _serve()"
     return [sys.executable, "-I", "-c", code]
+
+
+def watch_parent() -> None:
+    """In a worker: end this process as soon as its parent is gone (SIGKILLed), even mid-task."""
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -260,7 +269,7 @@ def _exit_with_parent(parent: int) -> None:
 def _serve() -> None:
     """Worker loop: decode each requested span, answer with its columns (or an error text)."""
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    watch_parent()
     # glibc's allocator is left as it is here (not allocator.return_freed_memory()): a worker
     # reuses the same ~100 MB span after span, and fresh mappings for each span's buffers
     # cost it ~10 % more CPU in page faults for no smaller peak (scripts/bench_load.py).

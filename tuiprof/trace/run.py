@@ -36,7 +36,8 @@ from pathlib import Path
 import orjson
 
 from tuiprof.errors import TraceError
-from tuiprof.trace.source import TraceFile, is_trace_name, read_head
+from tuiprof.trace.cache import cache_root
+from tuiprof.trace.source import TraceFile, read_head, trace_entries
 
 SIDECAR_SUFFIX = ".tuiprof-summary"
 SIDECAR_FORMAT = 1
@@ -94,17 +95,26 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
     target = Path(path)
     if not target.exists():
         raise TraceError(str(target), "no such file or directory", "check the path")
-    files = [target] if target.is_file() else sorted(p for p in target.iterdir() if p.is_file() and is_trace_name(p))
+    problems: list[str] = []  # one line for each entry skipped or left out
+    if target.is_file():
+        files = [target]
+    elif target.is_dir():
+        entries, problems = trace_entries(target)
+        files = [path for path, _ in entries]
+    else:
+        raise TraceError(str(target), "is not a file or a directory", "pass a run directory")
     if not files:
-        raise TraceError(str(target), "no trace files (*.json, *.json.gz) in this directory", "pass a run directory")
-    problems: list[str] = []
+        skipped = f" ({len(problems)} skipped: {problems[0]})" if problems else ""
+        raise TraceError(str(target), f"no trace files (*.json, *.json.gz) in this directory{skipped}", "pass a run directory")
     found: list[_Identity] = []
     for file in files:
         identity = _identify(file, problems)
         if identity is not None:
             found.append(identity)
     if not found:
-        raise TraceError(str(target), "no readable trace file", "see the lines above")
+        first = problems[0] if problems else "none could be read"
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise TraceError(str(target), f"no readable trace file ({first}{more})", "pass traces written by torch.profiler")
     ranked = [f for f in found if f.rank is not None]
     if not ranked:  # a single process, or files without distributedInfo: numbered by name
         if len(found) > 1:
@@ -250,7 +260,7 @@ def sidecar_path(trace: Path) -> Path:
 
 def cached_sidecar_path(trace: Path) -> Path:
     """The sidecar of ``trace`` in the user's cache (for folders tuiprof must not write into)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof" / "sidecars"
+    cache = cache_root() / "sidecars"
     key = hashlib.sha256(str(trace.resolve()).encode(errors="surrogateescape")).hexdigest()[:32]
     return cache / f"{key}{SIDECAR_SUFFIX}"
 

@@ -51,6 +51,7 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    addr: int | None = msgspec.field(default=None, name="Addr")
     # record_param_comms (collectives; analysis/collectives.py)
     collective_name: str | None = msgspec.field(default=None, name="Collective name")
     process_group: Loose = msgspec.field(default=None, name="Process Group Name")

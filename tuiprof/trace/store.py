@@ -57,6 +57,7 @@ class TraceEvents:
     other_events: int = 0
     event_count: int = 0
     uncompressed_bytes: int = 0
+    cache_key: str | None = None  # set when decoded and cacheable: trace/cache.py saves it under this
 
     @cached_property
     def memory_records(self) -> MemoryRecords:

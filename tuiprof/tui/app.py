@@ -22,25 +22,36 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.header import trace_title
 from tuiprof.report.plain import plain
 from tuiprof.report.views import ViewOptions
-from tuiprof.tui.commands import APP_COMMANDS, bindings, help_rows, pane_commands
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    TREE_COMMANDS,
+    Command,
+    bindings,
+    pane_commands,
+    shown_view_keys,
+    view_commands,
+)
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
-from tuiprof.tui.screens.events import EventListScreen
+from tuiprof.tui.screens.events import EVENT_LIST_COMMANDS, EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import EXPLORER_VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.overview import OVERVIEW_COMMANDS
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
+from tuiprof.tui.widgets.timeline_canvas import TIMELINE_COMMANDS
 
 
 class ExplorerApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof"
-    BINDINGS = bindings(APP_COMMANDS)  # and the view keys (TableApp)
+    BINDINGS = bindings(APP_COMMANDS)  # and the view keys (TableApp.host_views)
     commands = APP_COMMANDS
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
@@ -54,14 +65,19 @@ class ExplorerApp(TableApp):
         super().__init__(export_dir)
         self.source = source
         self.views = tuple(views)  # tui/views: EXPLORER_VIEWS; a test may give others
-        self.view_keys = view_keys(self.views)
+        self.host_views(view_keys(self.views))
         self._cancel = threading.Event()
         self.previous_view = self.views[0].view_id
         self.ranks = RankModels()
 
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*APP_COMMANDS, *view_commands(view_keys()), *TABLE_COMMANDS, *TREE_COMMANDS, *TIMELINE_COMMANDS,
+                *OVERVIEW_COMMANDS, *EVENT_LIST_COMMANDS)
+
     def compose(self) -> ComposeResult:
-        yield ExplorerHeader(self.view_keys, id="header").data_bind(*self._binds)
-        yield LoadingPanel(self.source.title, live=hasattr(self.source, "stop"), id="loading")
+        yield ExplorerHeader(shown_view_keys(self.view_keys, self.keymap), id="header").data_bind(*self._binds)
+        yield LoadingPanel(self.source.title, live=self.source.live, id="loading")
         with ContentSwitcher(initial=self.views[0].view_id, id="views"):
             yield self._bound_view(self.views[0])  # the others: mounted after the first frame with the model
         yield FilterBar(id="filter")
@@ -98,7 +114,7 @@ class ExplorerApp(TableApp):
         try:
             loaded = self.load_or_fail(lambda: self.source(self.report_progress, self._cancel.is_set))
         except LoadCancelled:
-            return  # only a quit cancels a load, and it has chosen the exit code (q: 0, a signal: 128+N)
+            return  # only a quit cancels a load, and it has set the exit code (q: 130, a signal: 128+N)
         if loaded is not None:
             model, log_lines = loaded
             self.post_message(LoadFinished(model, tuple(log_lines)))
@@ -178,18 +194,17 @@ class ExplorerApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([(key, v.title) for key, _, v in self.view_keys], APP_COMMANDS, pane_commands(view))
+        keys = self.help_keys(pane_commands(view))
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:
         """Quit; while a live capture runs, the first press stops it and shows what it has."""
-        live = hasattr(self.source, "stop")
-        if self.model is None and live and not self._cancel.is_set():
+        if self.model is None and self.source.live and not self._cancel.is_set():
             self._cancel.set()
             self.query_one(LoadingPanel).stopping()
             return
         self._cancel.set()
-        self.exit(0)
+        self.exit(self.quit_code())
 
 
 def run_explorer(path: str, select: str | None = None) -> int:

@@ -2,21 +2,28 @@
 help and the command palette are all derived from it (as harlequin and
 dolphie do), so a key is described once.
 
-``scope`` says where a key is bound: ``app`` (anywhere), ``table`` (a
-:class:`RowTable`), ``tree`` (the module tree), ``timeline`` (its canvas),
-``page`` (the Overview).  Views add their keys with
-:meth:`Command` entries of their own and the same helpers.  A pane widget names
-its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
+``scope`` says where a key is bound: ``app`` (anywhere), ``view`` (the view
+keys, anywhere), ``table`` (a :class:`RowTable`), ``tree`` (the module tree),
+``timeline`` (its canvas), ``overview`` (the Overview page), ``memory`` (the Memory view).  Views add their keys
+with :meth:`Command` entries of their own and the same helpers.  A pane widget
+names its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
 view holds (:func:`pane_commands`), never another view's.
+
+Every binding has an id, ``scope.title`` in lower case with dashes
+(``app.filter``, ``table.down``, ``view.operators``): the names a user's keymap
+file remaps (tui/keymap.py, docs/views.md).  Renaming a command's title renames
+its id, so titles are unique within a scope (tests/test_keymap.py checks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.keys import format_key
 from textual.widget import Widget
 
 
@@ -36,10 +43,31 @@ class Command:
     def key_display(self) -> str:
         return self.display or self.keys.replace(",", " ")
 
+    @property
+    def id(self) -> str:
+        """The binding id a keymap names: ``scope.title-in-lower-case`` (``app.export-json``)."""
+        return f"{self.scope}.{re.sub(r'[^a-z0-9]+', '-', self.title.lower()).strip('-')}"
+
+    def shown_keys(self, keymap: Mapping[str, str]) -> str:
+        """How ``?``, the palette and the header show the keys: the keymap's when it remaps
+        this command (Textual's long key names, comma-separated), else :attr:`key_display`."""
+        keys = keymap.get(self.id)
+        return " ".join(display_key(key) for key in keys.split(",")) if keys else self.key_display
+
+
+def display_key(key: str) -> str:
+    """``question_mark`` -> ``?``, ``ctrl+n`` -> ``^n`` (as Textual's key bar shows keys)."""
+    *modifiers, name = key.strip().split("+")
+    shown = format_key(name)
+    if "ctrl" in modifiers:
+        modifiers.remove("ctrl")
+        shown = f"^{shown}"
+    return "+".join([*modifiers, shown])
+
 
 APP_COMMANDS: tuple[Command, ...] = (
     Command("q", "quit", "Quit", "quit (during a live capture: stop after this step and show what was recorded)", show=True, palette=False),
-    Command("ctrl+c", "quit", "Quit", "quit", priority=True, palette=False, display="ctrl+c"),
+    Command("ctrl+c", "quit", "Quit now", "quit", priority=True, palette=False, display="ctrl+c"),
     Command("question_mark,f1", "help", "Help", "help (also F1): every key and what each column of this view means", show=True, display="?"),
     Command("slash", "filter", "Filter", "filter the focused table by name; enter keeps it, esc clears", show=True, display="/"),
     Command("escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"),
@@ -67,6 +95,14 @@ TABLE_COMMANDS: tuple[Command, ...] = (
     Command("enter", "select", "Open", "drill in: an operator's calls, a kernel's launches, a module's operator", scope="table", palette=False),
 )
 
+MEMORY_COMMANDS: tuple[Command, ...] = (
+    Command(
+        "m", "next_table", "Table",
+        "Memory view: the next table (at the peak: modules, allocations, what-ifs; operators)",
+        scope="memory", show=True, palette=False,
+    ),
+)
+
 TREE_COMMANDS: tuple[Command, ...] = (
     Command("j", "cursor_down", "Down", "move down", scope="tree", palette=False),
     Command("k", "cursor_up", "Up", "move up", scope="tree", palette=False),
@@ -74,8 +110,10 @@ TREE_COMMANDS: tuple[Command, ...] = (
     Command("G,end", "scroll_end", "Bottom", "last module", scope="tree", palette=False),
     Command("right,l", "expand", "Expand", "expand the module, or step into its first child", scope="tree", display="→ l", palette=False),
     Command("left,h", "collapse", "Collapse", "collapse the module, or go to its parent", scope="tree", display="← h", palette=False),
-    Command("space", "toggle_node", "Expand", "expand / collapse", scope="tree", palette=False),
+    Command("space", "toggle_node", "Toggle", "expand / collapse", scope="tree", palette=False),
 )
+
+VIEW_CYCLE_ACTIONS = ("cycle_view(-1)", "cycle_view(1)", "views")  # how ? says views without a key are reached
 
 NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
     ("tab shift+tab", "next / previous pane"),
@@ -83,18 +121,36 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
-def bindings(commands: Iterable[Command]) -> list[Binding]:
+def view_commands(views: Iterable[tuple[str, str, type]]) -> tuple[Command, ...]:
+    """The view keys (``1`` Overview...) as commands: ids ``view.<title>``, remappable like the others."""
+    return tuple(_view_command(key, view_id, view) for key, view_id, view in views if key)
+
+
+def _view_command(key: str, view_id: str, view: type) -> Command:
+    return Command(key, f"show_view('{view_id}')", view.title, f"the {view.title} view", scope="view", palette=False)
+
+
+def shown_view_keys(views: Iterable[tuple[str, str, type]], keymap: Mapping[str, str]) -> list[tuple[str, str, type]]:
+    """``views`` (key, view id, view) with each key as the header and palette show it: the keymap's."""
+    return [(_view_command(key, view_id, view).shown_keys(keymap) if key else "", view_id, view) for key, view_id, view in views]
+
+
+def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
+    """Textual bindings of ``commands``, each with its :attr:`Command.id`; ``namespace``
+    prefixes the actions (``app``: a screen's key that runs the app's action)."""
+    prefix = f"{namespace}." if namespace else ""
     return [
-        Binding(c.keys, c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help)
+        Binding(c.keys, prefix + c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help, id=c.id)
         for c in commands
     ]
 
 
 def pane_commands(view: Widget) -> list[Command]:
-    """The keys of the panes inside ``view``: each pane class's ``PANE_COMMANDS``, once, in
-    pane order (the Operators view has a table's keys, Modules a tree's and a table's)."""
+    """The keys of the view itself and of the panes inside it: each class's ``PANE_COMMANDS``,
+    once, in pane order (the Operators view has a table's keys, Modules a tree's and a table's,
+    Memory its own ``m`` and a table's)."""
     found: list[Command] = []
-    for widget in view.query("*"):
+    for widget in (view, *view.query("*")):
         found += [command for command in getattr(widget, "PANE_COMMANDS", ()) if command not in found]
     return found
 
@@ -113,13 +169,19 @@ def key_span(keys: Sequence[str]) -> str:
 
 
 def help_rows(
-    views: Sequence[tuple[str, str]], app_commands: Iterable[Command] = APP_COMMANDS, panes: Iterable[Command] = ()
+    views: Sequence[Command],
+    app_commands: Iterable[Command] = APP_COMMANDS,
+    panes: Iterable[Command] = (),
+    keymap: Mapping[str, str] | None = None,
+    unkeyed: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
     """(keys, what) for the help screen: every app command, the view keys (``views``:
-    (key, title) each), then the keys of the current view's panes (``panes``), one row
+    :func:`view_commands`; ``unkeyed``: the titles of the views past the tenth, which
+    have no key, named with the keys that reach them: ``< > or V``), then the keys of the current view's panes (``panes``), one row
     per action: an action under two keys lists both (``↓ j``), a key two panes use says
-    both actions (``g home``: "first module / first row").
-    ``app_commands``: the app's own keys, diff mode has its own."""
+    both actions (``g home``: "first module / first row").  ``app_commands``: the app's
+    own keys, diff mode has its own; ``keymap``: the user's, whose keys are shown."""
+    keymap = keymap or {}
     rows: list[list[str]] = []
 
     def add(key: str, what: str) -> None:
@@ -133,30 +195,36 @@ def help_rows(
         rows.append([key, what])
 
     for command in app_commands:
-        add(command.key_display, command.help)
-    keyed = [(key, title) for key, title in views if key]
-    unkeyed = [title for key, title in views if not key]
-    add(
-        key_span([key for key, _ in keyed]),
-        "views: " + ", ".join(f"{key} {title}" for key, title in keyed) + (f"; then {', '.join(unkeyed)} (< > or V)" if unkeyed else ""),
-    )
+        add(command.shown_keys(keymap), command.help)
+    keyed = [(view.shown_keys(keymap), view.title) for view in views]
+    remapped = any(view.id in keymap for view in views)
+    span = " ".join(key for key, _ in keyed) if remapped else key_span([key for key, _ in keyed])
+    reach = [c.shown_keys(keymap) for c in app_commands if c.action in VIEW_CYCLE_ACTIONS]  # < > V
+    how = " or ".join(filter(None, (" ".join(reach[:-1]), *reach[-1:]))) or "ctrl+p"
+    beyond = f"; then {', '.join(unkeyed)} ({how})" if unkeyed else ""
+    add(span, "views: " + ", ".join(f"{key} {title}" for key, title in keyed) + beyond)
     for key, what in NAVIGATION_HELP:
         add(key, what)
     for command in panes:
-        add(command.key_display, command.help)
+        add(command.shown_keys(keymap), command.help)
     return [(key, what) for key, what in rows]
 
 
 def palette_commands(
-    app, views: list[tuple[str, str, type]], table, app_commands: Iterable[Command] = APP_COMMANDS
+    app,
+    views: list[tuple[str, str, type]],
+    table,
+    app_commands: Iterable[Command] = APP_COMMANDS,
+    keymap: Mapping[str, str] | None = None,
 ) -> Iterator[SystemCommand]:
     """The command palette: every view, every app command, and sorting the
-    focused table by any of its columns (hidden ones too)."""
-    for key, view_id, view in views:
+    focused table by any of its columns (hidden ones too); keys as ``keymap`` has them."""
+    keymap = keymap or {}
+    for key, view_id, view in shown_view_keys(views, keymap):
         yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view" + (f" (key {key})" if key else ""), lambda v=view_id: app.action_show_view(v))
     for command in app_commands:
         if command.palette:
-            yield SystemCommand(f"{command.title} ({command.key_display})", command.help, lambda a=command.action: app.run_action(a))
+            yield SystemCommand(f"{command.title} ({command.shown_keys(keymap)})", command.help, lambda a=command.action: app.run_action(a))
     if table is not None:
         for column in table.columns:
             yield SystemCommand(f"Sort: {column.header}", column.help, lambda k=column.key, t=table: t.sort_by(k))

@@ -22,7 +22,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, Command, bindings, help_rows, pane_commands
+from tuiprof.tui.commands import APP_COMMANDS, TABLE_COMMANDS, Command, bindings, pane_commands, shown_view_keys, view_commands
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -42,6 +42,9 @@ DIFF_COMMANDS: tuple[Command, ...] = (
     Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
     Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
 )
+
+
+DIFF_PAGE_KEYS = view_keys(DIFF_PAGES)  # (key, view id, page) of each page
 
 
 class DiffSource:
@@ -65,7 +68,7 @@ class DiffSource:
 class DiffApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof diff"
-    BINDINGS = bindings(DIFF_COMMANDS)  # and the view keys (TableApp)
+    BINDINGS = bindings(DIFF_COMMANDS)  # and the view keys (TableApp.host_views)
     commands = DIFF_COMMANDS
 
     diff: reactive[TraceDiff | None] = reactive(None, init=False)
@@ -74,7 +77,11 @@ class DiffApp(TableApp):
         super().__init__(export_dir)
         self.source = source
         self.sides: tuple[list[TraceModel], list[TraceModel]] | None = None
-        self.view_keys = view_keys(DIFF_PAGES)
+        self.host_views(DIFF_PAGE_KEYS)
+
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*DIFF_COMMANDS, *view_commands(DIFF_PAGE_KEYS), *TABLE_COMMANDS)
 
     def compose(self) -> ComposeResult:
         yield Static("tuiprof diff", id="header")
@@ -127,7 +134,7 @@ class DiffApp(TableApp):
         if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
             marker = f"  [{self.diff.table(view.shown).title}]"
         width = max(20, header.size.width or 78)
-        tabs = tab_line(self.view_keys, self.current_view, width - len(marker))
+        tabs = tab_line(shown_view_keys(self.view_keys, self.keymap), self.current_view, width - len(marker))
         tabs.append(marker, style="bold yellow")
         header.update(Group(line, tabs))
 
@@ -170,11 +177,11 @@ class DiffApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows([(key, page.title) for key, _, page in self.view_keys], DIFF_COMMANDS, pane_commands(view))
+        keys = self.help_keys(pane_commands(view))
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
-        self.exit(0)
+        self.exit(self.quit_code())
 
 
 def run_diff_explorer(source: DiffSource) -> int:

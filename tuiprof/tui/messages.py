@@ -1,7 +1,13 @@
-"""Messages of the explorer, named as events (all immutable)."""
+"""Messages of the explorer, named as events: dataclasses (as toolong's
+messages.py), so each says what it carries in one line per field.
+
+Textual's ``Message.__post_init__`` initialises the message; they cannot be
+``frozen`` (Textual sets its own fields on them), but nothing changes one after
+it is posted."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -12,55 +18,53 @@ if TYPE_CHECKING:  # the diff engine loads with diff mode only
     from tuiprof.analysis.diff import TraceDiff
 
 
+@dataclass
 class LoadAdvanced(Message):
     """Loading advanced: a line of text and a fraction done (None: unknown).
 
     A newer one replaces one still queued, so a fast loader cannot flood the UI."""
 
-    def __init__(self, text: str, fraction: float | None) -> None:
-        super().__init__()
-        self.text = text
-        self.fraction = fraction
+    text: str
+    fraction: float | None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LoadAdvanced)
 
 
+@dataclass
 class LoadFinished(Message):
-    def __init__(self, model: TraceModel, log_lines: tuple[str, ...]) -> None:
-        super().__init__()
-        self.model = model
-        self.log_lines = log_lines
+    """The model is built: every view gets it, with the profiler's log lines (a live capture's)."""
+
+    model: TraceModel
+    log_lines: tuple[str, ...]
 
 
+@dataclass
 class DiffReady(Message):
     """Both sides of ``tuiprof diff`` are loaded and compared."""
 
-    def __init__(self, diff: TraceDiff) -> None:
-        super().__init__()
-        self.diff = diff
+    diff: TraceDiff
 
 
+@dataclass
 class LoadFailed(Message):
-    def __init__(self, text: str, exit_code: int) -> None:
-        super().__init__()
-        self.text = text
-        self.exit_code = exit_code
+    """Loading failed: the one-line error, and the exit code the app ends with."""
+
+    text: str
+    exit_code: int
 
 
+@dataclass
 class JumpTo(Message):
     """Show ``view`` with the cursor on the row named ``name`` (drill-down across views)."""
 
-    def __init__(self, view: str, name: str) -> None:
-        super().__init__()
-        self.view = view
-        self.name = name
+    view: str
+    name: str
 
 
+@dataclass
 class ShowInTimeline(Message):
     """Show one event selected in the Timeline: ("call", call row), ("device", device
     event index) or ("window", start ns, end ns) for a step."""
 
-    def __init__(self, target: tuple) -> None:
-        super().__init__()
-        self.target = target
+    target: tuple

@@ -2,7 +2,9 @@
 
 A source is any callable ``(report, cancelled) -> (model, log_lines)``:
 ``report(text, fraction)`` shows progress, ``cancelled()`` says the user
-pressed q.  The file source lives here; the live source lives in
+pressed q.  ``live`` says whether it is a capture still running (q then stops
+it after the step and shows what was recorded, instead of quitting).  The file
+source lives here; the live source lives in
 ``tuiprof.capture`` (the only package that imports torch).
 """
 
@@ -14,6 +16,7 @@ from typing import Protocol
 from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
 from tuiprof.trace import LoadProgress, load_trace
+from tuiprof.trace.cache import save_in_background
 
 Report = Callable[[str, "float | None"], None]
 
@@ -24,12 +27,15 @@ class LoadCancelled(Exception):
 
 class ModelSource(Protocol):
     title: str
+    live: bool  # a capture still running: the first q stops it and shows what it recorded
 
     def __call__(self, report: Report, cancelled: Callable[[], bool]) -> tuple[TraceModel, list[str]]: ...
 
 
 class FileSource:
     """Open a trace file or run directory."""
+
+    live = False
 
     def __init__(self, path: str, select: str | None = None) -> None:
         self.path = path
@@ -52,11 +58,14 @@ class FileSource:
             raise LoadCancelled
         report(f"analysing {store.event_count:,} events", None)
         model = analyze(store)
+        save_in_background(store)  # its columns go to the cache while the model is shown
         return model, list(model.log_lines)  # a saved live capture keeps the profiler's log
 
 
 class PreparedSource:
     """A model already built (``tuiprof run`` analyses before the UI starts)."""
+
+    live = False
 
     def __init__(self, model: TraceModel, title: str, log_lines: list[str] | None = None) -> None:
         self.model = model

@@ -15,21 +15,22 @@ from typing import Any, TypeVar
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import BindingsMap
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from tuiprof.cleanup import clean_up
-from tuiprof.errors import EXIT_INTERNAL, TraceError
+from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import ExportOrigin, render_export
 from tuiprof.report.views import Column, Row
-from tuiprof.tui.commands import Command, palette_commands
+from tuiprof.tui.commands import Command, bindings, help_rows, palette_commands, view_commands
+from tuiprof.tui.keymap import load_keymap
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.screens.views_palette import views_palette
 from tuiprof.tui.sources import LoadCancelled
-from tuiprof.tui.views import VIEW_KEYS, ViewKey
+from tuiprof.tui.views import ViewKey
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
@@ -41,12 +42,11 @@ T = TypeVar("T")
 
 class TableApp(App[int]):
     """An app of views, loaded in a worker: the one view host of the explorer and of diff mode.
-    Subclasses set ``view_keys`` (tui/views: ``view_keys``) and ``commands`` (their command table), give
-    ``_load()`` (a worker that calls :meth:`load_or_fail`), ``loaded`` and ``draw_tabs()``,
-    and compose ``#views`` (a ContentSwitcher of ``ExplorerView`` widgets), a ``LoadingPanel`` and
+    Subclasses call :meth:`host_views` (tui/views: ``view_keys``), set ``commands`` (their command
+    table) and give ``keymap_commands()`` (every id their keymap may name), ``_load()`` (a worker
+    that calls :meth:`load_or_fail`), ``loaded`` and ``draw_tabs()``, and compose ``#views`` (a ContentSwitcher of ``ExplorerView`` widgets), a ``LoadingPanel`` and
     a ``FilterBar``."""
 
-    BINDINGS = [Binding(key, f"show_view_key('{key}')", f"View {key}", show=False) for key in VIEW_KEYS]
     commands: tuple[Command, ...] = ()
 
     def __init__(self, export_dir: Path | None = None) -> None:
@@ -54,9 +54,11 @@ class TableApp(App[int]):
         self.export_dir = export_dir or Path.cwd()  # where e/E write
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
-        self.view_keys: list[ViewKey] = []  # (key, view id, view), in key order
+        self.view_keys: list[ViewKey] = []  # (key, view id, view), in key order: host_views()
         self.previous_view = ""  # esc goes back to it
         self.asked_for: str | None = None  # a view key pressed while loading: shown once loaded
+        self.keymap, self.keymap_problem = load_keymap(self.keymap_commands())  # the user's keys, by binding id
+        self.set_keymap(self.keymap)
 
     # Actions on what is loaded: off the key bar (and inert) until it is there.
     ACTIONS_ON_LOADED = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"})
@@ -65,10 +67,22 @@ class TableApp(App[int]):
     def loaded(self) -> bool:
         raise NotImplementedError
 
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        """Every command bound in the app, its screens and widgets: the ids its keymap may name."""
+        raise NotImplementedError
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.loaded or action not in self.ACTIONS_ON_LOADED
 
     # ------------------------------------------------------------ the view host
+
+    def host_views(self, view_keys: list[ViewKey]) -> None:
+        """Host these views (tui/views: ``view_keys``): each keyed one is bound to its key as a
+        command with an id (``view.operators``), so a keymap remaps it.  Bound per app, not per
+        class, because an explorer may be given its views (``ExplorerApp(source, views=...)``)."""
+        self.view_keys = view_keys
+        self._bindings = BindingsMap.merge([self._bindings, BindingsMap(bindings(view_commands(view_keys)))])
 
     @property
     def current_view(self) -> str:
@@ -95,12 +109,6 @@ class TableApp(App[int]):
         self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
         self.draw_tabs()
 
-    def action_show_view_key(self, key: str) -> None:
-        """A view key: the view it names (1-9 then 0; nothing when there are fewer views)."""
-        view_id = next((view_id for k, view_id, _ in self.view_keys if k == key), None)
-        if view_id is not None:
-            self.action_show_view(view_id)
-
     def action_cycle_view(self, step: int) -> None:
         """< and >: the previous / next of the views the header lists (wrapping), so every
         view is a few keys away, also those past the tenth, which have no key."""
@@ -116,13 +124,20 @@ class TableApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         table = self.view().active_table() if self.loaded else None
-        yield from palette_commands(self, self.view_keys, table, self.commands)
+        yield from palette_commands(self, self.view_keys, table, self.commands, self.keymap)
+
+    def help_keys(self, panes: Iterable[Command]) -> list[tuple[str, str]]:
+        """The ``?`` rows: the app's keys, every view (those past the tenth named too), ``panes``' keys."""
+        unkeyed = [view.title for key, _, view in self.view_keys if not key]
+        return help_rows(view_commands(self.view_keys), self.commands, panes, self.keymap, unkeyed)
 
     def _load(self) -> None:
         raise NotImplementedError
 
     def on_mount(self) -> None:
         self.query_one("#views").display = False
+        if self.keymap_problem:
+            self.notify(self.keymap_problem, title="Keymap not applied", severity="warning", timeout=10, markup=False)
         loop = asyncio.get_running_loop()
         for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
             loop.add_signal_handler(signum, self._quit_on_signal, signum)
@@ -131,6 +146,12 @@ class TableApp(App[int]):
     def exit(self, *args, **kwargs) -> None:
         self.quitting = True
         super().exit(*args, **kwargs)
+
+    def quit_code(self) -> int:
+        """The exit code of a quit now: before anything is shown, "stopped by the user"
+        (130, as the README's exit codes and a live capture's q say), else 0.  (A load error
+        ends the app by itself, with that error's code.)"""
+        return 0 if self.loaded else EXIT_INTERRUPTED
 
     def _quit_on_signal(self, signum: int) -> None:
         clean_up()  # temporary inflated traces and decode workers go now, not only at exit

@@ -12,21 +12,23 @@ from collections.abc import Callable
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
 from tuiprof.report.views import Column, Row
+from tuiprof.tui.commands import APP_COMMANDS, Command, bindings
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.row_table import RowTable
 
+# esc/q close the list; e/E are the app's export keys (the same ids: one remap serves both).
+EVENT_LIST_COMMANDS: tuple[Command, ...] = (
+    Command("escape,q", "dismiss", "Back", "close the list", scope="events", show=True, palette=False),
+    *(command for command in APP_COMMANDS if command.action.startswith("export(")),
+)
+
 
 class EventListScreen(Screen[None]):
-    BINDINGS = [
-        Binding("escape,q", "dismiss", "Back"),
-        Binding("e", "app.export('csv')", "Export"),
-        Binding("E", "app.export('json')", "Export JSON", show=False),
-    ]
+    BINDINGS = [*bindings(EVENT_LIST_COMMANDS[:1]), *bindings(EVENT_LIST_COMMANDS[1:], namespace="app")]
     DEFAULT_CSS = """
     EventListScreen #event-title { height: 1; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     EventListScreen RowTable { height: 1fr; }

@@ -7,14 +7,17 @@ from functools import partial
 
 from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
 
+from tuiprof.tui.commands import shown_view_keys
+
 
 class ViewsProvider(Provider):
-    """One entry per view of the app (``app.view_keys``), in key order; typing narrows them."""
+    """One entry per view of the app (``app.view_keys``, keys as its keymap has them), in key
+    order; typing narrows them."""
 
     def _entries(self) -> list[tuple[str, object]]:
         app = self.app  # a TableApp: the view host
         entries = []
-        for key, view_id, view in app.view_keys:  # type: ignore[attr-defined]
+        for key, view_id, view in shown_view_keys(app.view_keys, app.keymap):  # type: ignore[attr-defined]
             empty = app.loaded and view_id != app.current_view and not app.shows(view)  # type: ignore[attr-defined]
             name = f"{key or ' '} {view.title}" + (" (nothing in this trace)" if empty else "")
             entries.append((name, partial(app.action_show_view, view_id)))

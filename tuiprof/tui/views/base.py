@@ -32,6 +32,9 @@ ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off 
 class ExplorerView(Vertical):
     view_id: ClassVar[str]
     title: ClassVar[str]
+    # The summary views (report/catalog.py) this view shows besides the one named like it:
+    # a table of a trace has its own explorer view or is shown inside one (tests/test_catalog.py).
+    summary_views: ClassVar[tuple[str, ...]] = ()
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)

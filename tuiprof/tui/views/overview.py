@@ -14,19 +14,19 @@ from tuiprof.tui.commands import Command, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.ranks import RunView, run_of
 
-PAGE_COMMANDS: tuple[Command, ...] = (
-    Command("j", "scroll_down", "Down", "scroll down", scope="page", palette=False),
-    Command("k", "scroll_up", "Up", "scroll up", scope="page", palette=False),
-    Command("g", "scroll_home", "Top", "top of the page", scope="page", palette=False),
-    Command("G", "scroll_end", "Bottom", "end of the page", scope="page", palette=False),
+OVERVIEW_COMMANDS: tuple[Command, ...] = (
+    Command("j", "scroll_down", "Down", "scroll down", scope="overview", palette=False),
+    Command("k", "scroll_up", "Up", "scroll up", scope="overview", palette=False),
+    Command("g", "scroll_home", "Top", "the first line", scope="overview", palette=False),
+    Command("G", "scroll_end", "Bottom", "the last line", scope="overview", palette=False),
 )
 
 
 class OverviewScroll(VerticalScroll):
     """The Overview page scrolls with the keys the tables use."""
 
-    PANE_COMMANDS = PAGE_COMMANDS
-    BINDINGS = bindings(PAGE_COMMANDS)
+    PANE_COMMANDS = OVERVIEW_COMMANDS  # what ? lists in the Overview
+    BINDINGS = bindings(OVERVIEW_COMMANDS)
 
 
 class OverviewView(ExplorerView):

@@ -30,8 +30,8 @@ HEADER_LINES = 3  # status line, ruler labels, ruler marks
 TIMELINE_COMMANDS: tuple[Command, ...] = (
     Command("plus,equals_sign", "zoom(0.5)", "Zoom in", "timeline: zoom in around the cursor", scope="timeline", show=True, display="+", palette=False),
     Command("minus", "zoom(2.0)", "Zoom out", "timeline: zoom out around the cursor", scope="timeline", show=True, display="-", palette=False),
-    Command("left,h", "pan(-1)", "Pan", "timeline: pan left (the cursor moves along)", scope="timeline", display="← h", palette=False),
-    Command("right,l", "pan(1)", "Pan", "timeline: pan right", scope="timeline", display="→ l", palette=False),
+    Command("left,h", "pan(-1)", "Pan left", "timeline: pan left (the cursor moves along)", scope="timeline", display="← h", palette=False),
+    Command("right,l", "pan(1)", "Pan right", "timeline: pan right", scope="timeline", display="→ l", palette=False),
     Command("up,k", "lane(-1)", "Lane up", "timeline: cursor to the lane above", scope="timeline", display="↑ k", palette=False),
     Command("down,j", "lane(1)", "Lane down", "timeline: cursor to the lane below", scope="timeline", display="↓ j", palette=False),
     Command("w", "slice(1)", "Next slice", "timeline: cursor to the next slice of the lane", scope="timeline", palette=False),
