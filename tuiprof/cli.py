@@ -21,10 +21,6 @@ if TYPE_CHECKING:
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
-RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
-WATCH_VIEW = "watch"  # a watch folder's captures (tuiprof run --watch DIR)
-# What fills memory at its peak (report/views.py); listed by hand: the CLI starts without importing the report.
-MEMORY_PEAK_VIEW_NAMES = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
 WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
              "the least useful columns and saying which; a pipe always gets every column)")
 
@@ -170,17 +166,16 @@ def configure_cache(args: argparse.Namespace) -> None:
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    from tuiprof.report.catalog import FINDINGS, WATCH, summary_view_names, view_name
     from tuiprof.report.formats import FORMATS
+    from tuiprof.report.views import RUN_VIEWS
 
     parser.add_argument(
-        "--view",
-        choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES, WATCH_VIEW),
-        default="ops",
-        help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
-        "memory-categories, memory-modules, memory-allocations, memory-what-ifs: what fills memory at its peak "
-        "(torch's categories from a tuiprof capture); "
-        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once; "
-        "watch: the captures of a watch folder (run --watch DIR)",
+        "--view", type=view_name, choices=summary_view_names(), default="operators",
+        help=f"{FINDINGS}: the Overview's findings, one a line (--format json: id, severity, text); "
+        "memory-*: what fills memory at its peak (torch's categories from a tuiprof capture); "
+        f"{', '.join(RUN_VIEWS)}: every rank of a run directory at once; "
+        f"{WATCH}: the captures of a watch folder (run --watch DIR)",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -188,8 +183,8 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sort", metavar="COLUMN", help="column key to sort by, descending (see --format json keys)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N rows")
-    parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
-    parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
+    parser.add_argument("--group-by-shape", action="store_true", help="operators: one row per name and input shapes")
+    parser.add_argument("--top-level-only", action="store_true", help="operators: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
 
@@ -275,19 +270,22 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
+    from tuiprof.report.catalog import WATCH, is_run_view
+    from tuiprof.report.views import RUN_VIEWS
     from tuiprof.report.summary import SummaryRequest, print_summary
     from tuiprof.trace import load_trace
     from tuiprof.trace.cache import save_in_background
 
-    if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
-        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
+    if args.cluster is not None and not is_run_view(args.view):  # never ignored in silence
+        first, *others = RUN_VIEWS
+        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {first} (or {', '.join(others)})")
     path = resolve_path(args)
-    if args.view == WATCH_VIEW:
+    if args.view == WATCH:
         if args.sort:  # never ignored in silence
             raise TraceError(f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort")
         return run_watch_summary(path, args.format, args.limit, args.wide)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
-    if args.view in RUN_VIEW_NAMES:
+    if is_run_view(args.view):
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
     store = load_trace(path if trace.stream else trace.path)

@@ -181,7 +181,7 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
 def _print_tables(model) -> None:
     from tuiprof.report.summary import SummaryRequest, print_summary
 
-    for view in ("ops", "modules"):
+    for view in ("operators", "modules"):
         print_summary(model, SummaryRequest(view=view, limit=25))
 
 

@@ -97,7 +97,7 @@ def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
         blocks += [Text(), _kernels_table(model)]
     peak = model.peak_memory
     if peak is not None:
-        origin = model.calls.start_ns[0] if len(model.calls) else 0
+        origin = model.calls.origin_ns
         blocks += [Text(), Text(f"{peak.device} memory", style="bold"), MemoryCurve(peak, origin, 3)]
     return Group(*blocks)
 
