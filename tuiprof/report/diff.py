@@ -18,7 +18,8 @@ from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, Trace
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.render import build_rich_table, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.plain import DISPLAY_CHARS, plain
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -185,8 +186,9 @@ def contributor_lines(diff: TraceDiff) -> list[str]:
     lines = []
     for row in diff.verdict.contributors:
         share = f" ({row.share_pct:.1f} % of the delta)" if row.share_pct is not None else ""
-        label = f"{row.name} [{row.status}]" if row.status != "changed" else row.name
-        where = f", {row.detail}" if row.status == "aligned" else ""
+        name = plain(row.name, CELL_CHARS)  # the tables' rule: a 5 MB name is cut at 500 characters
+        label = f"{name} [{row.status}]" if row.status != "changed" else name
+        where = f", {plain(row.detail, CELL_CHARS)}" if row.status == "aligned" else ""
         lines.append(f"{label}: {_signed_us(row.delta)}{share}{where}")
     return lines if lines else [f"no operator's {ops.metric} changed"]
 
@@ -226,7 +228,7 @@ def summary_lines(diff: TraceDiff) -> list[str]:
     if diff.notes:
         lines.append("notes:")
         lines.extend(f"  {note}" for note in diff.notes)
-    return lines
+    return [plain(line) for line in lines]  # file names, run directories and notes come from files
 
 
 def _measure_lines(diff: TraceDiff) -> list[str | None]:
@@ -287,8 +289,8 @@ def overview_text(diff: TraceDiff) -> Text:
     text = Text()
     warning = overlap_line(diff)
     if warning:
-        text.append(warning + "\n", style=f"bold {WORSE}")
-    text.append(f"A: {diff.label_a}\nB: {diff.label_b}\n\n")
+        text.append(plain(warning) + "\n", style=f"bold {WORSE}")
+    text.append(f"A: {plain(diff.label_a)}\nB: {plain(diff.label_b)}\n\n")
     text.append("verdict: ", style="bold")
     text.append(verdict_text(diff.verdict) + "\n", style=verdict_style(diff.verdict))
     for line in _measure_lines(diff):
@@ -302,7 +304,7 @@ def overview_text(diff: TraceDiff) -> Text:
     if diff.notes:
         text.append("\nnotes:\n", style="bold")
         for note in diff.notes:
-            text.append(f"  {note}\n")
+            text.append(f"  {plain(note)}\n")
     return text
 
 
@@ -310,9 +312,9 @@ def row_detail(table: DiffTable, row: Row) -> Text:
     """The detail pane under a diff table: the row in words."""
     unit_format = format_bytes if table.unit == "bytes" else format_us
     text = Text()
-    text.append(str(row["name"]), style="bold")
+    text.append(plain(str(row["name"]), DISPLAY_CHARS), style="bold")
     if row["detail"]:
-        text.append(f"  {row['detail']}")
+        text.append(f"  {plain(str(row['detail']), DISPLAY_CHARS)}")
     text.append("\n")
 
     def side(value: object) -> str:
@@ -439,7 +441,7 @@ def _csv(tables: list[DiffTable], limit: int | None) -> str:
     for table in tables:
         for row in table.rows[:limit]:
             values = {"table": table.name, "unit": table.unit, **diff_row(row)}
-            writer.writerow(["" if values[k] is None else values[k] for k in CSV_KEYS])
+            writer.writerow([csv_cell(values[k]) for k in CSV_KEYS])  # as every CSV export: no formula, no raw control
     return buffer.getvalue()
 
 
@@ -453,7 +455,7 @@ def say_which_trace(path: str, select: str | None) -> None:
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print(f"tuiprof: {path} holds {len(traces)} traces; comparing {rank}{chosen.name} "
+        print(f"tuiprof: {plain(path)} holds {len(traces)} traces; comparing {rank}{plain(chosen.name)} "
               "(--trace RANK|NAME for another, --ranks to average them)", file=sys.stderr)
 
 
