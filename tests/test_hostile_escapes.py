@@ -119,7 +119,7 @@ def test_every_detail_pane_header_and_chart_legend_is_plain(pair) -> None:
         texts[f"memory {timeline.device}"] = _text(MemoryCurve(timeline, 0, 4, model.calls.name(max(timeline.peak_operator_row, 0)) + EVIL))
     assert not [key for key, text in texts.items() if leaks(text)]
     joined = "\n".join(texts.values())
-    for shown in ("GPU" + SHOWN, "float" + SHOWN, "8x4" + SHOWN, "[compiled 0:0" + SHOWN, "add" + SHOWN):
+    for shown in ("GPU" + SHOWN, "float" + SHOWN, "8x4" + SHOWN, "[compiled 0:0" + SHOWN, "computes: pointwise: add" + SHOWN):
         assert shown in joined, shown
 
 
