@@ -163,3 +163,22 @@ def test_a_key_others_can_read_turns_sidecars_off(tmp_path, cache) -> None:
     finally:
         run_module._key_at.cache_clear()
     assert again.from_sidecars == 0 and again.ranks == first.ranks
+
+
+@pytest.mark.parametrize("plant", ["fifo", "symlink to a FIFO", "huge"])
+def test_a_sidecar_that_is_no_regular_file_or_too_big_is_not_read(tmp_path, cache, plant) -> None:
+    """A read of a planted FIFO would block for ever, of a 100 MB file fill memory for nothing."""
+    directory, first = _first_run(tmp_path)
+    sidecar = _sidecar_of(directory, 0)
+    sidecar.unlink()
+    if plant == "fifo":
+        os.mkfifo(sidecar)
+    elif plant == "symlink to a FIFO":
+        os.mkfifo(tmp_path / "fifo")
+        sidecar.symlink_to(tmp_path / "fifo")
+    else:
+        with open(sidecar, "wb") as handle:
+            handle.truncate(100 << 20)  # sparse: no disk used
+    result = tuiprof("summary", str(directory), "--view", "ranks", "--format", "csv",
+                     env=dict(os.environ, XDG_CACHE_HOME=str(cache)), timeout=30)
+    assert result.returncode == 0 and result.stdout.decode().count("\n") == 3, result.stderr

@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from stat import S_ISREG
 
 import msgspec
 
@@ -261,6 +262,7 @@ def _ranks_text(ranks: list[int]) -> str:
 NO_SIDECARS_ENV = "TUIPROF_NO_SIDECARS"
 KEY_BYTES = 32
 CONTENT_BYTES = 1 << 16  # hashed at each end of the file
+SIDECAR_MAX_BYTES = 64 << 20  # a summary is KBs (300 KB with many collectives): a bigger file is not one
 
 
 class SidecarEnvelope(msgspec.Struct, forbid_unknown_fields=True):
@@ -329,10 +331,10 @@ def _key_at(path: Path) -> bytes | None:
 
 def _read_key(path: Path) -> bytes | None:
     """The key at ``path`` if it is this user's, private, and whole."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(handle.fileno())
-        key = handle.read(KEY_BYTES + 1)
+        key = handle.read(KEY_BYTES + 1) if S_ISREG(status.st_mode) else b""
     if status.st_uid != os.geteuid() or status.st_mode & 0o077 or len(key) != KEY_BYTES:
         return None
     return key
@@ -368,7 +370,7 @@ def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
     content: str | None = None
     for path in (sidecar_path(trace), cached_sidecar_path(trace)):
         try:
-            signature, _, body = path.read_bytes().partition(b"\n")
+            signature, _, body = _read_regular_file(path, SIDECAR_MAX_BYTES).partition(b"\n")
             if not hmac.compare_digest(signature, _signature(key, body)):
                 continue  # planted, edited, another user's, or of another format
             envelope = msgspec.json.decode(body, type=SidecarEnvelope)
@@ -380,6 +382,17 @@ def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
         if content is not None and hmac.compare_digest(envelope.content, content):
             return envelope.summary
     return None  # none, or not one to believe: analyse the file again
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file (not a symlink, a FIFO or a device, which a
+    planted sidecar could be: a read would block or never end) of at most ``limit`` bytes."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not S_ISREG(status.st_mode) or status.st_size > limit:
+            raise OSError(f"{path}: not a sidecar")
+        return handle.read(limit + 1)
 
 
 def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
