@@ -8,11 +8,17 @@ text field; a surface passes when no raw ESC or BEL comes out and the escaped fo
 from __future__ import annotations
 
 import html
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.hostile_trace import EVIL, OSC0, SHOWN, leaks, write_hostile_trace
 from tests.test_hostile import tuiprof
 from tuiprof.analysis import load_model
@@ -192,3 +198,34 @@ async def test_diff_explorer_is_plain(pair) -> None:
     assert not [view for view, text in seen if leaks(text)]
     shown = "\n".join(text for _, text in seen)
     assert "aten::mm" + SHOWN in shown and "gemm" + SHOWN in shown
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_in_a_real_terminal_neither_clipboard_nor_title_is_written(pair, tmp_path) -> None:
+    """tmux as the terminal, with set-clipboard on: OSC 52 would fill its paste buffer and
+    OSC 0 set the pane's title (both did, from the header and the drill-in title)."""
+    server = ["tmux", "-L", f"tuiprof-{os.getpid()}", "-f", "/dev/null"]
+    command = f"cd {ROOT} && PYTHONPATH={ROOT} {sys.executable} -m tuiprof open {pair[0]}; sleep 30"
+    subprocess.run([*server, "new-session", "-d", "-x", "160", "-y", "45", command], check=True)
+    try:
+        subprocess.run([*server, "set", "-g", "set-clipboard", "on"], check=True)
+
+        def screen() -> str:
+            return subprocess.run([*server, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+        def wait_for(text: str) -> None:
+            deadline = time.monotonic() + 60
+            while text not in screen() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert text in screen(), screen()
+
+        wait_for("Top module")
+        subprocess.run([*server, "send-keys", "3"], check=True)
+        wait_for("Self CPU")
+        subprocess.run([*server, "send-keys", "Enter"], check=True)
+        wait_for(" Start ")  # the drill-in list (its title line is what OSC 0 would take away)
+        buffers = subprocess.run([*server, "list-buffers"], capture_output=True, text=True).stdout
+        title = subprocess.run([*server, "display", "-p", "#{pane_title}"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run([*server, "kill-server"], capture_output=True)
+    assert buffers == "" and "pwned" not in title
