@@ -10,8 +10,8 @@ until the events are columns in the parent, "analysis" the rest.
 
 Two ways to call it:
 
-    # the three trace shapes of issue 16, each made at --size-mb by make_big_trace.py
-    python scripts/bench_load.py --shapes [--size-mb 1024] [--gzip] [--cores 1,2] [--dir /tmp] [--keep]
+    # the trace shapes of issues 16 and 29, each made at --size-mb by make_big_trace.py
+    python scripts/bench_load.py --shapes [--size-mb 1024] [--gzip] [--cores 1,2] [--dir /tmp] [--keep] [--reopen]
     # given files
     python scripts/bench_load.py /tmp/big.json [/tmp/big.json.gz] [--repeat 2] [--cache warm|cold|as-is]
 
@@ -19,9 +19,19 @@ Shapes (events differ in size and kind, and the engine's cost is per event):
 ``mi300`` a with_stack DDP training trace (326 bytes an event, 22 % python
 frames, GPU kernels), ``ns`` small events with float timestamps on absolute
 epoch microseconds (224 bytes an event), ``cpu`` the shipped resnet18 sample
-(37 % python frames, 25 % instant events).  ``--cores 1,2`` runs tuiprof once
+(37 % python frames, 25 % instant events), ``pyflow`` the python-and-flow-heavy
+inference shape (``make_big_trace.py --synthetic python-flow``: 56 % python frames,
+16 % flows, 240 bytes an event).  ``--cores 1,2`` runs tuiprof once
 per CPU set size (pinned with ``sched_setaffinity``: workers inherit it) and
 prints the speed-up.
+
+The cache (tuiprof/trace/cache.py) lives in a private ``XDG_CACHE_HOME`` made
+for the run and emptied before every first open, so ``tuiprof`` is always a
+first open (its cache look-up included).  ``--reopen`` adds, in the same run:
+``nocache`` (``TUIPROF_NO_CACHE=1``: the first open without any cache code),
+then ``tuiprof`` writes the cache after its clock stops, and ``reopen`` opens the
+trace again from it ("decode" is then the store read back from the cache); it
+prints the cache's size on disk against the file.
 """
 
 from __future__ import annotations
@@ -41,11 +51,12 @@ SHAPES = {
     "mi300": SHARED / "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz",
     "ns": SHARED / "hta__ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
     "cpu": ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz",
+    "pyflow": None,  # made by make_big_trace.py --synthetic python-flow
 }
 
 CHILD = r"""
 import gc, gzip, json, os, resource, sys, time
-path, mode, cpus = sys.argv[1], sys.argv[2], sys.argv[3]
+path, mode, cpus, save = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "save"
 if cpus:
     os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
 started = time.perf_counter()
@@ -68,7 +79,13 @@ else:
     model.operators()
     sum(1 for _ in model.modules.walk()); len(model.kernels); len(model.steps); len(model.memory)
     events = model.info.event_count
+    if mode == "reopen" and store.cache_key is not None:
+        raise SystemExit("reopen: the trace was not in the cache")
 elapsed = time.perf_counter() - started
+if save:  # after the clock: what the commands do after their output
+    from tuiprof.trace.cache import save as save_store
+    if not save_store(store):
+        raise SystemExit("the cache was not written")
 own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu = own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 print(json.dumps({"seconds": elapsed, "decode": decoded - started, "cpu_seconds": cpu,
@@ -102,8 +119,16 @@ def prepare_cache(path: Path, cache: str) -> None:
             raise SystemExit(f"--cache cold needs root on Linux ({exc})") from None
 
 
-def measure(path: Path, mode: str, cpus: str = "") -> dict:
-    result = subprocess.run([sys.executable, "-c", CHILD, str(path), mode, cpus], capture_output=True, text=True)
+CACHE_HOME = Path(os.environ.get("TMPDIR", "/tmp")) / f"tuiprof-bench-cache-{os.getpid()}"
+
+
+def measure(path: Path, mode: str, cpus: str = "", save: bool = False) -> dict:
+    """One run in its own process; the cache is a private one, emptied before a first open."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(CACHE_HOME), TUIPROF_NO_CACHE="1" if mode == "nocache" else "0")
+    if mode != "reopen":
+        shutil.rmtree(CACHE_HOME, ignore_errors=True)
+    result = subprocess.run([sys.executable, "-c", CHILD, str(path), mode, cpus, "save" if save else ""],
+                            capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed:\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -126,9 +151,11 @@ def make_shape(shape: str, size_mb: float, directory: Path, with_gzip: bool) -> 
     plain = directory / f"tuiprof-bench-{shape}-{size_mb:g}MB.json"
     if not plain.exists():
         partial = plain.with_suffix(".partial.json")
+        source = SHAPES[shape]
+        made_from = ["--from", str(source)] if source is not None else ["--synthetic", "python-flow"]
         subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "make_big_trace.py"), "--size-mb", str(size_mb),
-             "--from", str(SHAPES[shape]), "-o", str(partial)],
+            [sys.executable, str(ROOT / "scripts" / "make_big_trace.py"), "--size-mb", str(size_mb), *made_from,
+             "-o", str(partial)],
             check=True,
         )
         partial.rename(plain)
@@ -148,15 +175,19 @@ def bench_file(path: Path, modes: list[tuple[str, str]], repeat: int, cache: str
     """Best of ``repeat`` alternating runs per (mode, cpus); one table line each."""
     size_mb = uncompressed_size(path) / 1e6
     best: dict[tuple[str, str], dict] = {}
+    reopen = ("reopen", "") in modes
+    cache_bytes = 0
     for _ in range(repeat):
         for mode, cpus in modes:
             prepare_cache(path, cache)
-            run = measure(path, mode, cpus)
+            run = measure(path, mode, cpus, save=reopen and (mode, cpus) == ("tuiprof", ""))
+            if reopen and (mode, cpus) == ("tuiprof", ""):
+                cache_bytes = sum(f.stat().st_size for f in CACHE_HOME.rglob("*") if f.is_file())
             if (mode, cpus) not in best or run["seconds"] < best[(mode, cpus)]["seconds"]:
                 best[(mode, cpus)] = run
     for (mode, cpus), run in best.items():
         seconds = run["seconds"]
-        analysis = seconds - run["decode"] if mode == "tuiprof" else 0.0
+        analysis = seconds - run["decode"] if mode != "json" else 0.0
         print(
             f"{path.name[-24:]:<24} {size_mb:6.0f} {run['events'] / 1e6:7.2f} {mode:<8} "
             f"{_cpu_count(cpus):>4} {seconds:7.2f} {run['decode']:6.2f} {analysis:8.2f} "
@@ -164,13 +195,19 @@ def bench_file(path: Path, modes: list[tuple[str, str]], repeat: int, cache: str
             f"{run['peak_rss_mb'] / size_mb:8.2f} {run['worker_rss_mb']:9.0f}",
             flush=True,
         )
-    full = [key for key in best if key[0] == "tuiprof"]
+    full = [key for key in best if key[0] == "tuiprof"]  # first opens
     fastest = min(full, key=lambda key: best[key]["seconds"])
     if ("json", "") in best:  # against tuiprof at its best (on a busy machine, fewer cores can win)
         speedup = best[("json", "")]["seconds"] / best[fastest]["seconds"]
         memory = best[fastest]["peak_rss_mb"] / best[("json", "")]["peak_rss_mb"]
         print(f"{'':<24} ratio: tuiprof is {speedup:.1f}x faster than json.load, with {memory:.2f}x its peak RSS")
     every = ("tuiprof", "")
+    if reopen:
+        first, again, plain = best[every], best[("reopen", "")], best[("nocache", "")]
+        print(f"{'':<24} ratio: reopen analysis-ready in {again['seconds'] / first['seconds']:.2f}x the first open "
+              f"(store from the cache at {again['decode']:.2f} s); first open {first['seconds'] / plain['seconds']:.2f}x "
+              f"the one without cache code; cache {cache_bytes / 1e6:.0f} MB on disk, "
+              f"{cache_bytes / path.stat().st_size:.2f}x the file")
     for key in full:
         if key != every:
             print(
@@ -188,8 +225,8 @@ def _cpu_count(cpus: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="*", type=Path)
-    parser.add_argument("--shapes", nargs="?", const="mi300,ns,cpu", default=None,
-                        help="bench the issue's trace shapes (comma list of mi300, ns, cpu; default all)")
+    parser.add_argument("--shapes", nargs="?", const="mi300,ns,cpu,pyflow", default=None,
+                        help="bench the issues' trace shapes (comma list of mi300, ns, cpu, pyflow; default all)")
     parser.add_argument("--size-mb", type=float, default=1024, help="size of each shape's trace (default 1024)")
     parser.add_argument("--dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")),
                         help="where the shapes' traces are made (default $TMPDIR or /tmp)")
@@ -198,31 +235,38 @@ def main() -> int:
     parser.add_argument("--cores", default="", help="e.g. 1,2: also run tuiprof pinned to that many CPUs")
     parser.add_argument("--repeat", type=int, default=1, help="alternating runs of each mode; the best is kept")
     parser.add_argument("--skip-json", action="store_true", help="tuiprof only (for sizes stdlib cannot hold)")
+    parser.add_argument("--reopen", action="store_true",
+                        help="also time the first open without cache code and the reopen from the cache")
     parser.add_argument("--cache", choices=("warm", "cold", "as-is"), default="warm",
                         help="page-cache state of the file before each run (default: warm)")
     args = parser.parse_args()
     if not args.files and not args.shapes:
         parser.error("give trace files or --shapes")
     modes = [] if args.skip_json else [("json", "")]
+    if args.reopen:
+        modes.append(("nocache", ""))
     modes.append(("tuiprof", ""))
+    if args.reopen:
+        modes.append(("reopen", ""))
     available = sorted(os.sched_getaffinity(0))
     for count in (int(c) for c in args.cores.split(",") if c):
         if count < len(available):
             modes.append(("tuiprof", ",".join(map(str, available[:count]))))
     print(HEADER, flush=True)
-    for path in args.files:
-        bench_file(path, modes, args.repeat, args.cache)
     made: list[Path] = []
     try:
+        for path in args.files:
+            bench_file(path, modes, args.repeat, args.cache)
         for shape in args.shapes.split(",") if args.shapes else []:
             paths = make_shape(shape, args.size_mb, args.dir, args.gzip)
             made += paths
-            results = [bench_file(path, modes if i == 0 else modes[:2], args.repeat, args.cache)
+            results = [bench_file(path, modes if i == 0 else [m for m in modes if not m[1]], args.repeat, args.cache)
                        for i, path in enumerate(paths)]
             if len(results) == 2:
                 ratio = results[1][("tuiprof", "")]["seconds"] / results[0][("tuiprof", "")]["seconds"]
                 print(f"{'':<24} ratio: {shape} .json.gz takes {ratio:.2f}x the plain file's time")
     finally:
+        shutil.rmtree(CACHE_HOME, ignore_errors=True)
         if not args.keep:
             for path in made:
                 path.unlink(missing_ok=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fuzz ``tuiprof summary`` with mutated real traces: no crash, no hang, no raw control character.
+"""Fuzz tuiprof's commands with mutated real traces: no crash, no hang, no raw control character.
 
 Seeds are the shipped sample traces and ``../shared/traces`` (big ones cut to
 their first events, so a case takes milliseconds).  Each case applies one to
@@ -17,29 +17,36 @@ three mutations, drawn from these classes:
   value of another type, an extreme number (1e308, 2^63, -2^63, NaN, inf),
   a hostile or 100 kB string, a deeply nested list, or delete it;
 - ``events``: delete, duplicate or reorder events; swap ``traceEvents`` for
-  another type; chain python frames into a deep ``nn.Module`` nest;
+  another type; chain python frames into a deep ``nn.Module`` nest; make
+  ``Python parent id`` links loop (2 -> 3 -> 2);
 - ``gzip``: compress the result, then maybe damage the compressed bytes
   (truncate, flip, garbage after it, a second member).
 
-Surfaces (``--surface``, each run ``--cases`` times):
+Each case runs one command of a surface in a worker process (tuiprof
+imported once; the worker is killed and replaced on a timeout).  ``--surface``
+takes a comma-separated list; ``--cases`` is per surface, and each surface gets
+its own summary line:
 
-- ``trace``: one mutated trace, ``tuiprof summary FILE --view V --format F``
-  with V one of the single-trace views;
-- ``run``: a run directory (the 2-rank gloo sample; the first 4 ranks of
-  ``../shared/traces/dlrm_8ranks``) in which one rank's file is mutated,
-  ``tuiprof summary DIR --view V --format F`` with V one of the run views
-  (ranks analysed in the worker's own process: an exception is seen, not
-  swallowed by a rank worker).
+- ``summary`` (alias ``trace``): ``tuiprof summary FILE --view V --format F``;
+- ``diff``: ``tuiprof diff A B --format F [--view V] [--metric M]``, A a mutated
+  seed and B another mutation of it, the seed itself, or the seed with some
+  operator names renamed (aligned rows), in either order;
+- ``timeline``: ``tuiprof timeline FILE`` (mutated or not) with hostile
+  arguments: ``--from``/``--to`` far out, NaN, tiny or inside the trace,
+  ``--width``, ``--depth``, ``--step``, ``--lanes`` and ``--format``;
+- ``run``: ``tuiprof summary DIR --view V --format F`` with V a run view, DIR a
+  run directory (the 2-rank gloo sample, the first 4 ranks of
+  ``../shared/traces/dlrm_8ranks``) with one rank's file mutated; the ranks are
+  analysed in the worker's own process, so an exception is seen rather than
+  turned into a skipped rank by a rank worker.
 
-Each case runs in a worker process (tuiprof imported once; the worker is
-killed and replaced on a timeout).
 Outcome classes: ``clean`` (exit 0, or exit 2 with one ``tuiprof:`` line),
 ``crash`` (any other exit, a traceback, more than one line for an error, or a
 raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
-Each distinct crash (exception type and place) gets a minimised reproducer in
-``--out``.
+Each distinct crash (surface, exception type and place) gets a minimised reproducer in
+``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
-    python scripts/fuzz.py --cases 10000 [--surface trace,run] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 """
 
 from __future__ import annotations
@@ -68,9 +75,19 @@ SEED_EVENTS = 1500  # big traces are cut to this many events
 SEED_BYTES = 2 << 20  # smaller documents are used byte for byte
 VIEWS = ("ops", "modules", "kernels", "steps", "memory")
 RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
-SURFACES = ("trace", "run")
 RUN_SEED_RANKS = 4  # ranks kept of a bigger run: a case analyses each of them
 FORMATS = ("table", "csv", "json", "markdown")
+SURFACES = ("summary", "diff", "timeline", "run")
+SURFACE_ALIASES = {"trace": "summary"}  # h/hostile2's name for the summary surface
+DIFF_VIEWS = ("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
+# Timeline arguments (written --option=value, so that negative values parse): times in us
+# from the trace's first event, far out, non-finite or tiny; widths and depths past their bounds.
+TIMELINE_TIMES = ["0", "1", "-1", "1e-9", "0.0001", "250", "1e6", "1e12", "1e15", "1e16", "1.0000001e16", "1e18",
+                  "-1e18", "1e308", "-1e308", "nan", "inf", "-inf", "5e-324"]
+TIMELINE_WIDTHS = ["1", "2", "13", "100", "333", "10000", "10001", "0", "-5", "100000"]
+TIMELINE_DEPTHS = ["1", "3", "40", "0", "-1"]
+TIMELINE_STEPS = ["0", "1", "2", "7", "-1", "99999999999999999999"]
+TIMELINE_LANES = ["cpu", "gpu,idle", "step,cpu,python,gpu,memory,idle", "python", "memory", "", "disk", "cpu,,cpu"]
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 HOSTILE_STRINGS = [
@@ -125,15 +142,28 @@ def load_seed(path: Path) -> bytes:
 
 
 def run_seeds() -> list[tuple[str, list[tuple[str, bytes]]]]:
-    """Run directories to damage one rank of: (label, [(file name, document)]), ranks in order."""
-    folders = [ROOT / "sample_traces" / "ddp_gloo_2ranks", SHARED / "dlrm_8ranks"]
+    """Run directories to damage one rank of: (folder name, [(file name, document)]), ranks in order."""
     seeds = []
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        files = sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))[:RUN_SEED_RANKS]
-        seeds.append((folder.name, [(p.name.removesuffix(".gz"), load_seed(p)) for p in files]))
+    for folder in (ROOT / "sample_traces" / "ddp_gloo_2ranks", SHARED / "dlrm_8ranks"):
+        if folder.is_dir():
+            files = sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))[:RUN_SEED_RANKS]
+            seeds.append((folder.name, [(p.name.removesuffix(".gz"), load_seed(p)) for p in files]))
     return seeds
+
+
+@dataclass
+class Seeds:
+    """What cases are made of: single traces (summary, diff, timeline) and run directories (run)."""
+
+    traces: list[bytes]
+    trace_names: list[str]
+    runs: list[tuple[str, list[tuple[str, bytes]]]]
+
+    def count(self, surface: str) -> int:
+        return len(self.runs if surface == "run" else self.traces)
+
+    def label(self, surface: str, index: int) -> str:
+        return self.runs[index][0] if surface == "run" else self.trace_names[index]
 
 
 def kineto_layout(document: dict) -> bytes:
@@ -241,8 +271,10 @@ def member(document: object, rng: random.Random) -> object:
 
 def events_mutation(document: object, rng: random.Random) -> object:
     events = _events(document)
-    choice = rng.randrange(6)
-    if choice == 0 and events:
+    choice = rng.randrange(7)
+    if choice == 6 and events:
+        _loop_parents(events, rng)
+    elif choice == 0 and events:
         del events[rng.randrange(len(events)) :: rng.randint(1, 7)]
     elif choice == 1 and events:
         i = rng.randrange(len(events))
@@ -262,6 +294,28 @@ def events_mutation(document: object, rng: random.Random) -> object:
              "args": {"Python id": 10**9 + i, "Python parent id": 10**9 + i - 1 if i else None}}
             for i in range(depth)
         )
+    return document
+
+
+def _loop_parents(events: list, rng: random.Random) -> None:
+    """Two python frames whose ``Python parent id`` point at each other (or one at itself)."""
+    frames = [e for e in events if isinstance(e, dict) and isinstance(e.get("args"), dict) and "Python id" in e["args"]]
+    if not frames:
+        frames = [{"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+                   "args": {"Python id": 7 + i}} for i, name in enumerate(("nn.Module: Looped", "f", "g"))]
+        events.extend(frames)
+    first, second = rng.choice(frames), rng.choice(frames)
+    first["args"]["Python parent id"] = second["args"]["Python id"]
+    second["args"]["Python parent id"] = first["args"]["Python id"]
+
+
+def rename(document: object, rng: random.Random) -> object:
+    """Some operator names with a suffix: the other side of a diff, whose alignment then
+    places each renamed name under its nearest ancestor both sides have."""
+    suffix = rng.choice(["_v2", "\x1b]0;t\x07", "x" * 1000, "=1+1"])
+    for event in _events(document) or []:
+        if isinstance(event, dict) and isinstance(event.get("name"), str) and rng.random() < 0.3:
+            event["name"] += suffix
     return document
 
 
@@ -308,6 +362,54 @@ BYTE_MUTATIONS = [truncate, flip, delete, duplicate, insert]
 MUTATIONS = BYTE_MUTATIONS + [structured(member), structured(member), structured(events_mutation)]
 
 
+def timeline_arguments(rng: random.Random) -> list[str]:
+    """Hostile ``tuiprof timeline`` options, each present or not."""
+    args = []
+    for option, values, chance in (("--from", TIMELINE_TIMES, 0.4), ("--to", TIMELINE_TIMES, 0.4), ("--width", TIMELINE_WIDTHS, 0.7),
+                                   ("--depth", TIMELINE_DEPTHS, 0.2), ("--step", TIMELINE_STEPS, 0.15), ("--lanes", TIMELINE_LANES, 0.3)):
+        if rng.random() < chance:
+            value = rng.choice(values)
+            if values is TIMELINE_TIMES and rng.random() < 0.3:
+                value = f"{rng.uniform(-10, 3e6):.3f}"  # somewhere inside (or just past) most traces
+            args.append(f"{option}={value}")
+    return args + ["--format", rng.choice(("text", "json"))]
+
+
+Files = list[tuple[str, bytes]]  # a case's files: (name in the case's folder, bytes); the first is minimised
+
+
+def make_command(surface: str, seeds: Seeds, seed_index: int, rng: random.Random) -> tuple[Files, list[str]]:
+    """The files of one case and its command line, ``{0}``/``{1}`` standing for the files'
+    paths and ``{dir}`` for their folder (a run directory)."""
+    if surface == "run":
+        _, ranks = seeds.runs[seed_index]
+        bad = rng.randrange(len(ranks))
+        data, suffix = make_case(ranks[bad][1], rng)
+        files = [(ranks[bad][0].removesuffix(".json") + suffix, data), *ranks[:bad], *ranks[bad + 1 :]]
+        return files, ["summary", "{dir}", "--view", rng.choice(RUN_VIEWS), "--format", rng.choice(FORMATS)]
+    seed = seeds.traces[seed_index]
+    data, suffix = make_case(seed, rng)
+    if surface == "summary":
+        return _numbered([(data, suffix)]), ["summary", "{0}", "--view", rng.choice(VIEWS), "--format", rng.choice(FORMATS)]
+    if surface == "timeline":
+        files = [(data, suffix) if rng.random() < 0.7 else (seed, ".json")]
+        return _numbered(files), ["timeline", "{0}", *timeline_arguments(rng)]
+    pick = rng.random()
+    other = make_case(seed, rng) if pick < 0.4 else (seed, ".json") if pick < 0.7 else (structured(rename)(seed, rng), ".json")
+    files = [(data, suffix), other] if rng.random() < 0.5 else [other, (data, suffix)]
+    args = ["diff", "{0}", "{1}", "--format", rng.choice(FORMATS)]
+    if rng.random() < 0.3:
+        args += ["--view", rng.choice(DIFF_VIEWS)]
+    if rng.random() < 0.2:
+        args += ["--metric", rng.choice(("auto", "cpu", "device"))]
+    return _numbered(files), args
+
+
+def _numbered(files: list[tuple[bytes, str]]) -> Files:
+    """(bytes, suffix) pairs named ``0.json``, ``1.json.gz``... in their order."""
+    return [(f"{index}{suffix}", data) for index, (data, suffix) in enumerate(files)]
+
+
 def make_case(seed: bytes, rng: random.Random) -> tuple[bytes, str]:
     """Mutated bytes and the file suffix they are written under."""
     data = seed
@@ -316,31 +418,6 @@ def make_case(seed: bytes, rng: random.Random) -> tuple[bytes, str]:
     if rng.random() < 0.2:
         return gzip_damage(data, rng), ".json.gz"
     return data, ".json"
-
-
-@dataclass
-class Case:
-    """The files of one case (under a fresh folder), what to open, how, and the mutated file."""
-
-    files: list[tuple[str, bytes]]
-    target: str  # a file of ``files``, or "." for the folder (a run directory)
-    view: str
-    fmt: str
-    bad: int  # index in ``files`` of the mutated one
-
-
-def build_case(surface: str, seeds: dict[str, list], seed_index: int, case_seed: int) -> Case:
-    """The case ``case_seed`` of ``surface`` on its seed ``seed_index`` (the same every time)."""
-    rng = random.Random(case_seed)
-    if surface == "trace":
-        data, suffix = make_case(seeds["trace"][seed_index], rng)
-        return Case([(f"case{suffix}", data)], f"case{suffix}", rng.choice(VIEWS), rng.choice(FORMATS), 0)
-    _, ranks = seeds["run"][seed_index]
-    bad = rng.randrange(len(ranks))
-    data, suffix = make_case(ranks[bad][1], rng)
-    files = [(name if index != bad else name.removesuffix(".json") + suffix, document if index != bad else data)
-             for index, (name, document) in enumerate(ranks)]
-    return Case(files, ".", rng.choice(RUN_VIEWS), rng.choice(FORMATS), bad)
 
 
 # ---------------------------------------------------------------- running one case
@@ -353,14 +430,14 @@ class Outcome:
     detail: str = ""
 
 
-def run_summary(path: str, view: str, fmt: str) -> Outcome:
-    """``tuiprof summary`` in this process, classified."""
+def run_command(argv: list[str]) -> Outcome:
+    """One tuiprof command in this process, classified."""
     from tuiprof.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["summary", path, "--view", view, "--format", fmt])
+            code = main(argv)
     except BaseException as exc:  # noqa: BLE001 - what we are looking for
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "tuiprof" in f.filename]
         place = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
@@ -376,12 +453,13 @@ def run_summary(path: str, view: str, fmt: str) -> Outcome:
     return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
 
 
-def _worker(conn: Connection, seeds: dict[str, list], folder: str) -> None:
+def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
     os.environ["TUIPROF_DEBUG"] = "1"  # tracebacks, not "internal error" lines
-    sys.path.insert(0, str(ROOT))
-    from tuiprof.trace import parallel
+    from tuiprof.analysis import ranks
 
-    parallel.usable_cores = lambda: 1  # a run's ranks analysed here, one after the other
+    # A run's ranks analysed here, one after the other: a rank worker would turn an exception into a skipped rank.
+    analyse = ranks.summarise_locally
+    ranks.summarise_locally = lambda pending, _workers, progress: analyse(pending, 1, progress)
     while True:
         try:
             job = conn.recv()
@@ -389,27 +467,25 @@ def _worker(conn: Connection, seeds: dict[str, list], folder: str) -> None:
             return
         if job[0] == "case":
             _, number, surface, seed_index, case_seed = job
-            case = build_case(surface, seeds, seed_index, case_seed)
+            files, args = make_command(surface, seeds, seed_index, random.Random(case_seed))
         else:
-            _, number, data, suffix, view, fmt = job
-            case = Case([(f"case{suffix}", data)], f"case{suffix}", view, fmt, 0)
+            _, number, files, args = job
         directory = os.path.join(folder, f"case-{os.getpid()}-{number}")
         os.mkdir(directory)
-        for name, data in case.files:
-            with open(os.path.join(directory, name), "wb") as handle:
+        paths = [os.path.join(directory, name) for name, _ in files]
+        for path, (_, data) in zip(paths, files):
+            with open(path, "wb") as handle:
                 handle.write(data)
         started = time.perf_counter()
-        outcome = run_summary(os.path.normpath(os.path.join(directory, case.target)), case.view, case.fmt)
-        shutil.rmtree(directory)  # sidecars too
-        name, data = case.files[case.bad]
-        suffix = ".json.gz" if name.endswith(".gz") else ".json"
-        conn.send((number, outcome, time.perf_counter() - started, data if outcome.kind != "clean" else b"", suffix, case.view, case.fmt))
+        outcome = run_command([arg.format(*paths, dir=directory) for arg in args])
+        shutil.rmtree(directory)  # with the sidecars a run leaves
+        conn.send((number, outcome, time.perf_counter() - started, files if outcome.kind != "clean" else [], args))
 
 
 class Pool:
     """Worker processes with a per-job timeout: a worker past it is killed and replaced."""
 
-    def __init__(self, jobs: int, seeds: dict[str, list], folder: str, timeout: float) -> None:
+    def __init__(self, jobs: int, seeds: Seeds, folder: str, timeout: float) -> None:
         self.seeds, self.folder, self.timeout = seeds, folder, timeout
         self.context = multiprocessing.get_context("spawn")
         self.workers: dict[Connection, tuple[multiprocessing.Process, float, tuple]] = {}
@@ -462,9 +538,11 @@ class Pool:
 # ---------------------------------------------------------------- minimising
 
 
-def minimise(pool: Pool, data: bytes, suffix: str, view: str, fmt: str, signature: str, budget_s: float) -> bytes:
-    """Smaller bytes that still fail with ``signature`` (delta debugging on byte chunks, time-bounded)."""
-    if suffix == ".json.gz":
+def minimise(pool: Pool, files: Files, args: list[str], signature: str, budget_s: float) -> bytes:
+    """Smaller bytes of the first file that still fail with ``signature`` (delta debugging
+    on byte chunks, time-bounded; the other file of a diff, the other ranks of a run stay as they are)."""
+    name, data = files[0]
+    if name.endswith(".gz"):
         return data  # damage inside compressed bytes does not survive cutting
     deadline = time.monotonic() + budget_s
     chunk = max(1, len(data) // 2)
@@ -481,11 +559,11 @@ def minimise(pool: Pool, data: bytes, suffix: str, view: str, fmt: str, signatur
             jobs = []
             for candidate in batch:
                 counter += 1
-                jobs.append(("data", -counter, candidate, suffix, view, fmt))
+                jobs.append(("data", -counter, [(name, candidate), *files[1:]], args))
             for job, result in pool.run(jobs):
                 if result and not isinstance(result[0], str) and result[1].signature == signature:
-                    if len(job[2]) < len(data):
-                        data = job[2]
+                    if len(job[2][0][1]) < len(data):
+                        data = job[2][0][1]
                         reduced = True
             if reduced:
                 break
@@ -502,31 +580,33 @@ def minimise(pool: Pool, data: bytes, suffix: str, view: str, fmt: str, signatur
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=1000, help="cases per surface")
-    parser.add_argument("--surface", default=",".join(SURFACES), help=f"comma-separated, of: {', '.join(SURFACES)}")
+    parser.add_argument("--surface", default="summary",
+                        help=f"the commands the cases run, comma-separated, of: {', '.join(SURFACES)} (trace: summary)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="time budget per distinct crash")
     args = parser.parse_args()
-    surfaces = [name for name in args.surface.split(",") if name]
-    if unknown := set(surfaces) - set(SURFACES):
-        parser.error(f"unknown surface {', '.join(sorted(unknown))}; choose among {', '.join(SURFACES)}")
+    try:
+        surfaces = surface_list(args.surface)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     sys.path.insert(0, str(ROOT))
     paths = seed_paths()
-    seeds = {"trace": [load_seed(p) for p in paths], "run": run_seeds()}
-    labels = {"trace": [p.name for p in paths], "run": [label for label, _ in seeds["run"]]}
-    print(f"{len(seeds['trace'])} trace seeds ({', '.join(labels['trace'][:4])}...), run seeds {', '.join(labels['run'])}; "
+    seeds = Seeds([load_seed(p) for p in paths], [p.name for p in paths], run_seeds() if "run" in surfaces else [])
+    print(f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
+          f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}; "
           f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs", file=sys.stderr)
     master = random.Random(args.seed)
-    jobs = [("case", index * args.cases + n, surface, master.randrange(len(seeds[surface])), master.getrandbits(64))
+    jobs = [("case", index * args.cases + n, surface, master.randrange(seeds.count(surface)), master.getrandbits(64))
             for index, surface in enumerate(surfaces) for n in range(args.cases)]
     counts = {surface: {"clean": 0, "crash": 0, "hang": 0} for surface in surfaces}
-    elapsed = {surface: 0.0 for surface in surfaces}
-    slowest = {surface: 0.0 for surface in surfaces}
-    crashes: dict[str, tuple] = {}
-    per_signature: dict[str, int] = {}
+    case_seconds = dict.fromkeys(surfaces, 0.0)
+    slowest = dict.fromkeys(surfaces, 0.0)
+    crashes: dict[tuple[str, str], tuple] = {}  # (surface, signature) -> its first case
+    per_signature: dict[tuple[str, str], int] = {}
     hangs: list[tuple] = []
     with tempfile.TemporaryDirectory(prefix="tuiprof-fuzz-") as folder:
         pool = Pool(args.jobs, seeds, folder, args.timeout)
@@ -539,60 +619,69 @@ def main() -> int:
                     hangs.append(job)
                 elif isinstance(result[0], str):  # the worker died
                     counts[surface]["crash"] += 1
-                    signature = f"{surface}: worker died (exit {result[1]})"
-                    crashes.setdefault(signature, (job, None))
-                    per_signature[signature] = per_signature.get(signature, 0) + 1
+                    key = (surface, f"worker died (exit {result[1]})")
+                    crashes.setdefault(key, (job, None))
+                    per_signature[key] = per_signature.get(key, 0) + 1
                 else:
-                    _, outcome, seconds, data, suffix, view, fmt = result
+                    _, outcome, seconds, files, command = result
                     slowest[surface] = max(slowest[surface], seconds)
-                    elapsed[surface] += seconds
+                    case_seconds[surface] += seconds
                     counts[surface][outcome.kind] += 1
                     if outcome.kind == "crash":
-                        signature = f"{surface}: {outcome.signature}"
-                        crashes.setdefault(signature, (job, (outcome, data, suffix, view, fmt)))
-                        per_signature[signature] = per_signature.get(signature, 0) + 1
+                        key = (surface, outcome.signature)
+                        crashes.setdefault(key, (job, (outcome, files, command)))
+                        per_signature[key] = per_signature.get(key, 0) + 1
                 if done % 500 == 0:
                     rate = done / (time.monotonic() - started)
                     print(f"  {done} cases, {counts}, {rate:.1f} cases/s", file=sys.stderr)
             wall = time.monotonic() - started
-            args.out.mkdir(parents=True, exist_ok=True)
-            for number, (signature, (job, found)) in enumerate(sorted(crashes.items())):
-                seed_label = labels[job[2]][job[3]]
+            for number, ((surface, signature), (job, found)) in enumerate(sorted(crashes.items())):
+                seed_label = seeds.label(surface, job[3])
                 if found is None:
-                    print(f"crash: {signature} x{per_signature[signature]}: case {job[1]} (seed {seed_label}, case seed {job[4]})")
+                    print(f"crash: {surface}: {signature} x{per_signature[surface, signature]}: case {job[1]} "
+                          f"(seed {seed_label}, case seed {job[4]})")
                     continue
-                outcome, data, suffix, view, fmt = found
-                if job[2] == "trace":
-                    small = minimise(pool, data, suffix, view, fmt, signature.split(": ", 1)[1], args.minimise_seconds)
-                    command = f"tuiprof summary crash-{number}{suffix} --view {view} --format {fmt}"
-                else:  # the mutated rank, as found: put it in place of its rank in a copy of the seed run
-                    small = data
-                    case = build_case(job[2], seeds, job[3], job[4])
-                    command = (f"run {seed_label} with {case.files[case.bad][0]} replaced by crash-{number}{suffix}: "
-                               f"tuiprof summary RUN_DIR --view {view} --format {fmt}")
-                target = args.out / f"crash-{number}{suffix}"
-                target.write_bytes(small)
-                (args.out / f"crash-{number}.txt").write_text(f"{signature}\n{command}\n\n{outcome.detail}\n")
-                print(f"crash: {signature} x{per_signature[signature]}: {target} ({len(small):,} bytes; {command})")
+                outcome, files, command = found
+                small = minimise(pool, files, command, signature, args.minimise_seconds)
+                shown = _write_case(args.out, f"crash-{number}", [(files[0][0], small), *files[1:]], command)
+                where = f"{files[0][0]}: {len(small):,} bytes; seed {seed_label}"
+                (args.out / f"crash-{number}.txt").write_text(f"{signature}\n{shown}\n{where}\n\n{outcome.detail}\n")
+                print(f"crash: {surface}: {signature} x{per_signature[surface, signature]}: {shown} ({where})")
         finally:
             pool.close()
     for job in hangs[:20]:
-        case = build_case(job[2], seeds, job[3], job[4])
-        name, data = case.files[case.bad]
-        target = args.out / f"hang-{job[1]}-{name}"
-        target.write_bytes(data)
-        print(f"hang: {job[2]}: {target} ({len(data):,} bytes; --view {case.view} --format {case.fmt}; seed {labels[job[2]][job[3]]})")
-    failed = False
+        files, command = make_command(job[2], seeds, job[3], random.Random(job[4]))
+        shown = _write_case(args.out, f"hang-{job[1]}", files, command)
+        print(f"hang: {job[2]}: {shown} (in {args.out}; seed {seeds.label(job[2], job[3])})")
     for surface in surfaces:
         tally = counts[surface]
-        total = sum(tally.values())
-        distinct = sum(1 for signature in crashes if signature.startswith(f"{surface}: "))
+        distinct = sum(1 for crashed, _ in crashes if crashed == surface)
         print(
-            f"fuzz {surface}: {total} cases ({elapsed[surface]:.0f} s of case time, {args.jobs} jobs, {wall:.0f} s wall for all): "
-            f"{tally['clean']} clean, {tally['crash']} crash ({distinct} distinct), {tally['hang']} hang; slowest case {slowest[surface]:.1f} s"
+            f"fuzz {surface}: {sum(tally.values())} cases ({case_seconds[surface]:.0f} s of case time, {args.jobs} jobs, "
+            f"{wall:.0f} s wall for all): {tally['clean']} clean, {tally['crash']} crash ({distinct} distinct), "
+            f"{tally['hang']} hang; slowest case {slowest[surface]:.1f} s"
         )
-        failed |= bool(tally["crash"] or tally["hang"])
-    return 1 if failed else 0
+    return 1 if any(tally["crash"] or tally["hang"] for tally in counts.values()) else 0
+
+
+def surface_list(text: str) -> list[str]:
+    """``--surface``'s comma-separated names, aliases resolved, each once, in their order."""
+    surfaces = list(dict.fromkeys(SURFACE_ALIASES.get(name, name) for name in text.split(",") if name))
+    unknown = [name for name in surfaces if name not in SURFACES]
+    if unknown or not surfaces:
+        raise ValueError(f"unknown surface {', '.join(unknown) or repr(text)}; choose among {', '.join(SURFACES)}")
+    return surfaces
+
+
+def _write_case(folder: Path, stem: str, files: Files, args: list[str]) -> str:
+    """The files of a case in ``folder`` (``stem-0.json``, ``stem-1.json.gz``..., or a run
+    directory ``stem/`` of the rank files) and its command line on them, relative to ``folder``."""
+    run = any("{dir}" in arg for arg in args)
+    (folder / stem if run else folder).mkdir(parents=True, exist_ok=True)
+    targets = [folder / stem / name if run else folder / f"{stem}-{name}" for name, _ in files]
+    for target, (_, data) in zip(targets, files):
+        target.write_bytes(data)
+    return "tuiprof " + " ".join(arg.format(*(t.name for t in targets), dir=stem) for arg in args)
 
 
 if __name__ == "__main__":

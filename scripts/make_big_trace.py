@@ -14,6 +14,15 @@ through a float: ``ts`` on absolute epoch microseconds with nanosecond
 decimals (the ns-resolution shape) keeps every digit of the source's text.
 
     python scripts/make_big_trace.py --size-mb 1024 --from ../shared/traces/X.json.gz -o /tmp/big.json
+
+``--synthetic python-flow`` makes the fourth shape instead (issue 29): the mix of a
+real with_stack inference trace of a diffusion transformer (not in this repo),
+written by :func:`python_flow_events`: 56 % ``python_function`` (names ~47
+characters; args ``Python parent id``, ``Python id``, ``Ev Idx``), 16 % ``ac2g``
+flow events, 13 % ``cuda_runtime``, 11 % ``cpu_op``, 3 % kernels, 1 %
+``user_annotation`` steps, ~243 bytes an event.
+
+    python scripts/make_big_trace.py --size-mb 1024 --synthetic python-flow -o /tmp/pyflow.json
 """
 
 from __future__ import annotations
@@ -35,9 +44,14 @@ STEP = re.compile(r"^ProfilerStep#(\d+)$")
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, required=True, help="approximate uncompressed size")
-    parser.add_argument("--from", dest="source", type=Path, required=True, help="a real trace (.json or .json.gz)")
+    parser.add_argument("--from", dest="source", type=Path, help="a real trace (.json or .json.gz)")
+    parser.add_argument("--synthetic", choices=("python-flow",), help="make the python-and-flow-heavy shape instead")
     parser.add_argument("-o", "--output", type=Path, required=True, help=".json or .json.gz")
     args = parser.parse_args()
+    if args.synthetic:
+        return write_python_flow(args.output, args.size_mb)
+    if args.source is None:
+        parser.error("give --from TRACE or --synthetic python-flow")
 
     opener = gzip.open if args.source.name.endswith(".gz") else open
     with opener(args.source, "rb") as handle:
@@ -118,6 +132,119 @@ def _shift(event: dict, k: int, span: int, id_span: int, step_span: int) -> dict
         if match:
             shifted["name"] = f"ProfilerStep#{int(match.group(1)) + k * step_span}"
     return shifted
+
+
+# ------------------------------------------------------------------ the python-and-flow-heavy shape
+
+# Frames of a diffusion transformer's forward, 47 characters on average.
+FRAME_NAMES = (
+    "torch/nn/modules/module.py(1750): _call_impl",
+    "torch/nn/modules/module.py(1739): _wrapped_call_impl",
+    "diffusers/models/attention_processor.py(588): forward",
+    "diffusers/models/transformers/transformer_sd3.py(351): forward",
+    "torch/nn/modules/linear.py(125): forward",
+    "diffusers/models/attention.py(1165): forward",
+    "nn.Module: JointTransformerBlock_7",
+    "torch/nn/functional.py(2910): layer_norm",
+)
+OP_NAMES = ("aten::linear", "aten::addmm", "aten::layer_norm", "aten::scaled_dot_product_attention", "aten::gelu",
+            "aten::add", "aten::mul", "aten::view", "aten::to", "aten::copy_", "aten::empty")
+RUNTIME_NAMES = ("cudaLaunchKernel", "cudaStreamIsCapturing", "cudaMemcpyAsync")
+KERNEL_NAMES = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(Params)",
+                "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>(int, T)",
+                "flash_fwd_kernel")
+PID, TID, STREAM = 2310871, 2310871, 7
+EPOCH_US = 1733212800123456  # absolute epoch microseconds, as Kineto writes
+
+
+def _us(ns: int) -> str:
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def python_flow_events(block: int) -> list[bytes]:
+    """Block ``block`` of the shape: 100 events (one inference step's slice) in Kineto's layout.
+
+    11 operators, each under a chain of 5 python frames (one block has a 6th): 56
+    frames; each operator launches one runtime call and the first two of them one more
+    (13); 8 runtime calls have their ac2g flow pair (16), 3 of those a kernel (3); one
+    ``user_annotation`` spans the block (50 distinct names: a name per block would make the
+    operator table 12,000 rows long at 300 MB, which no real trace has).  Ids are unique across blocks."""
+    events: list[bytes] = []
+    base = EPOCH_US * 1000 + block * 200_000  # ns: one block every 200 us
+    python_id, ev_idx, external, correlation = block * 100, block * 100, block * 20, block * 20
+    events.append(kineto_raw(
+        {"ph": "X", "cat": "user_annotation", "name": f"denoise_step_{block % 50}", "pid": PID, "tid": TID,
+         "ts": _us(base), "dur": _us(190_000)}, {"External id": external, "Ev Idx": ev_idx}))
+    ev_idx += 1
+    for op in range(11):
+        start = base + 1000 + op * 17_000
+        depth = 6 if op == 0 else 5
+        parent = 0
+        for level in range(depth):  # nested frames, outermost first
+            python_id += 1
+            events.append(kineto_raw(
+                {"ph": "X", "cat": "python_function", "name": FRAME_NAMES[(op + level) % len(FRAME_NAMES)],
+                 "pid": PID, "tid": TID, "ts": _us(start + level * 100), "dur": _us(16_000 - level * 200)},
+                {"Python parent id": parent, "Python id": python_id, "Ev Idx": ev_idx}))
+            parent, ev_idx = python_id, ev_idx + 1
+        op_start = start + depth * 100 + 50
+        external += 1
+        events.append(kineto_raw(
+            {"ph": "X", "cat": "cpu_op", "name": OP_NAMES[op], "pid": PID, "tid": TID,
+             "ts": _us(op_start), "dur": _us(14_000)},
+            {"External id": external, "Record function id": 0, "Ev Idx": ev_idx}))
+        ev_idx += 1
+        for call in range(2 if op < 2 else 1):
+            correlation += 1
+            launch = op_start + 500 + call * 3000
+            name = RUNTIME_NAMES[0] if call == 0 else RUNTIME_NAMES[1 + op % 2]
+            events.append(kineto_raw(
+                {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": TID,
+                 "ts": _us(launch), "dur": _us(2_500)},
+                {"External id": external, "cbid": 211, "correlation": correlation}))
+            if op < 8 and call == 0:  # its flow pair; and 3 of them a kernel
+                gpu_start = launch + 4_000
+                events.append(b"  {\n    \"ph\": \"s\", \"id\": %d, \"pid\": %d, \"tid\": %d, \"ts\": %s,\n    \"cat\": \"ac2g\", \"name\": \"ac2g\"\n  }"
+                              % (correlation, PID, TID, _us(launch).encode()))
+                events.append(b"  {\n    \"ph\": \"f\", \"id\": %d, \"pid\": 0, \"tid\": %d, \"ts\": %s,\n    \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"\n  }"
+                              % (correlation, STREAM, _us(gpu_start).encode()))
+                if op < 3:
+                    events.append(kineto_raw(
+                        {"ph": "X", "cat": "kernel", "name": KERNEL_NAMES[op], "pid": 0, "tid": STREAM,
+                         "ts": _us(gpu_start), "dur": _us(9_000)},
+                        {"External id": external, "device": 0, "stream": STREAM, "correlation": correlation,
+                         "grid": [128, 4, 1], "block": [128, 1, 1], "est. achieved occupancy %": 50}))
+    return events
+
+
+def kineto_raw(head: dict, args: dict) -> bytes:
+    """:func:`kineto_text` for an event whose ``ts``/``dur`` are already decimal texts."""
+    members = b", ".join(orjson.dumps(k) + b": " + (v.encode() if k in ("ts", "dur") else orjson.dumps(v)) for k, v in head.items())
+    text = b"  {\n    " + members
+    if args:
+        text += b",\n    \"args\": {\n      " + b", ".join(orjson.dumps(k) + b": " + orjson.dumps(v) for k, v in args.items()) + b"\n    }"
+    return text + b"\n  }"
+
+
+def write_python_flow(output: Path, size_mb: float) -> int:
+    out_open = gzip.open if output.name.endswith(".gz") else open
+    written, block = 0, 0
+    with out_open(output, "wb") as out:
+        head = b'{\n  "schemaVersion": 1, "with_stack": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}],\n  "traceEvents": [\n'
+        out.write(head)
+        written = len(head)
+        first = True
+        while written < size_mb * 1e6:
+            text = b",\n".join(python_flow_events(block))
+            text = (b"" if first else b",\n") + text
+            out.write(text)
+            written += len(text)
+            first, block = False, block + 1
+        out.write(b"\n]}\n")
+    size = output.stat().st_size
+    print(f"{output}: {block} blocks of 100 events, {size / 1e6:.0f} MB on disk, {size / (block * 100):.0f} bytes an event",
+          file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

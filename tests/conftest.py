@@ -29,9 +29,12 @@ def _no_user_keymap(monkeypatch, tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
-    """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here."""
+    """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here.
+    The decoded-trace cache is off, so every other test decodes what it opens
+    (tests/test_cache.py turns it on)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        patch.setenv("TUIPROF_NO_CACHE", "1")
         yield
 
 

@@ -105,11 +105,12 @@ class GpuTrace:
                        {"Python id": python_id, "Python parent id": parent})
         return python_id
 
-    def memory(self, ts: float, size: int, total: int, device_type: int = 1) -> None:
-        """A ``[memory]`` record on the main thread: ``size`` bytes (negative: freed), ``total`` allocated after it."""
+    def memory(self, ts: float, size: int, total: int, device_type: int = 1, addr: int = 4096) -> None:
+        """A ``[memory]`` record on the main thread: ``size`` bytes (negative: freed), ``total`` allocated
+        after it, at ``addr`` (an allocation and its free share it)."""
         self.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": PID, "tid": MAIN_THREAD, "ts": ts,
                             "args": {"Bytes": size, "Total Allocated": total, "Total Reserved": 1 << 20,
-                                     "Device Type": device_type, "Device Id": 0, "Addr": 4096}})
+                                     "Device Type": device_type, "Device Id": 0, "Addr": addr}})
 
     def text(self) -> str:
         """The JSON document; ``ts`` as exact decimals with three places (json.dumps would

@@ -74,3 +74,29 @@ def test_each_mutation_changes_its_input(name: str) -> None:
     mutate = getattr(fuzz, name)
     changed = sum(mutate(SEEDS[0], random.Random(i)) != SEEDS[0] for i in range(20))
     assert changed >= 15
+
+
+def test_surfaces_are_a_comma_separated_list_with_trace_for_summary() -> None:
+    assert fuzz.surface_list("trace,run,summary,diff") == ["summary", "run", "diff"]
+    assert fuzz.surface_list("timeline") == ["timeline"]
+    for bad in ("", ",", "summary,disk"):
+        with pytest.raises(ValueError):
+            fuzz.surface_list(bad)
+
+
+def test_a_run_case_is_its_seed_run_with_one_rank_mutated_and_runs_clean_or_reports(tmp_path) -> None:
+    folder = SAMPLES / "ddp_gloo_2ranks"
+    ranks = [(path.name.removesuffix(".gz"), fuzz.load_seed(path)) for path in sorted(folder.glob("*.json.gz"))]
+    seeds = fuzz.Seeds([], [], [(folder.name, ranks)])
+    for number in range(6):
+        files, args = fuzz.make_command("run", seeds, 0, random.Random(number))
+        (mutated_name, mutated), *others = files
+        assert sorted(name.removesuffix(".gz") for name, _ in files) == [name for name, _ in ranks]
+        assert others == [rank for rank in ranks if rank[0] != mutated_name.removesuffix(".gz")]
+        assert mutated != dict(ranks)[mutated_name.removesuffix(".gz")]
+        assert args[:2] == ["summary", "{dir}"] and args[args.index("--view") + 1] in fuzz.RUN_VIEWS
+    shown = fuzz._write_case(tmp_path, "case", files, args)
+    assert shown.startswith("tuiprof summary case --view")
+    assert sorted(path.name for path in (tmp_path / "case").iterdir()) == sorted(name for name, _ in files)
+    outcome = fuzz.run_command([arg.format(dir=tmp_path / "case") for arg in args])
+    assert outcome.kind == "clean", outcome.detail

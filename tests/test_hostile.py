@@ -249,7 +249,7 @@ def test_gzip_of_zeros_stops_at_the_first_bytes(tmp_path) -> None:
 
 def test_multi_member_gzip_of_brackets_stops_at_the_first_bytes(tmp_path) -> None:
     path = _gzip_members(tmp_path, "brackets.json.gz", b"[" * (1 << 20), 200)  # 200 MB of "["
-    one_line_exit_2(tuiprof("summary", str(path)), "not JSON")
+    one_line_exit_2(tuiprof("summary", str(path)), "not a trace: it starts `[[[[")
 
 
 def test_a_bomb_that_starts_like_a_trace_is_refused_by_ratio(tmp_path, monkeypatch) -> None:

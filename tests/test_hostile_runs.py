@@ -130,3 +130,16 @@ def test_a_run_directory_of_only_bad_entries_says_why_it_has_no_trace(tmp_path) 
     expected = (f"tuiprof: {run}: no trace files (*.json, *.json.gz) in this directory "
                 f"(1 skipped: {run / 'rank0.json'}: a symbolic link that loops; skipped); pass a run directory")
     assert result.returncode == 2 and result.stderr.splitlines() == [expected]
+
+
+def test_a_run_of_unreadable_files_names_what_is_wrong_in_its_one_line(tmp_path):
+    """'no readable trace file; see the lines above' had no lines above it: the one line names a
+    file and what is wrong with it, and how many more there are."""
+    (tmp_path / "a.pt.trace.json").write_text("")
+    (tmp_path / "b.pt.trace.json").write_text("")
+    done = _summary(str(tmp_path), "--view", "ranks")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "see the lines above" not in lines[0]
+    assert ".pt.trace.json: the file is empty" in lines[0] and "and 1 more" in lines[0]

@@ -72,3 +72,20 @@ COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # s
 def test_compiled_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(COMPILED))
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+
+
+MLP_CATEGORIES = str(Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz")  # scripts/make_memory_category_trace.py
+
+
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        ((80, 24), ["5"]),  # Memory: stacked by category, modules at the peak, blocks.0 selected
+        ((120, 40), ["5"]),
+        ((120, 40), ["5", "m", "m"]),  # the what-ifs
+    ],
+    ids=["memory-categories-80x24", "memory-categories-120x40", "memory-what-ifs-120x40"],
+)
+def test_memory_category_screens(snap_compare, size, keys) -> None:
+    app = ExplorerApp(FileSource(MLP_CATEGORIES))
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)

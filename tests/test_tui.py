@@ -316,7 +316,7 @@ async def test_view_switching_keys() -> None:
 @pytest.mark.parametrize(
     ("name", "content", "says"),
     [
-        ("broken.json", b"this is not a trace", "not JSON"),
+        ("broken.json", b"this is not a trace", "not a trace: it starts"),
         ("truncated.json.gz", (SAMPLES / "resnet18_cpu.pt.trace.json.gz").read_bytes()[:100_000], "truncated"),
     ],
 )

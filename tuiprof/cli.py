@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
 RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+# What fills memory at its peak (report/views.py); listed by hand: the CLI starts without importing the report.
+MEMORY_PEAK_VIEW_NAMES = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
 WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
              "the least useful columns and saying which; a pipe always gets every column)")
 
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     install_signal_handlers()  # temporary files and decode workers go with us
     parser = build_parser()
+    argv = _attach_negative_values(list(argv) if argv is not None else sys.argv[1:])
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["open", *(argv if argv is not None else sys.argv[1:])])
@@ -54,6 +57,22 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+# Options whose value may be written negative by mistake (-5%): argparse would read it as an
+# option and print its usage (7 lines); attached, the value reaches the option's own check.
+_NEGATIVE_PRONE = ("--fail-if-slower", "--fail-if-memory")
+
+
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """``--fail-if-slower -5%`` -> ``--fail-if-slower=-5%`` (then refused in one line)."""
+    result: list[str] = []
+    for word in argv:
+        if result and result[-1] in _NEGATIVE_PRONE and word[:1] == "-" and word[1:2] in "0123456789.":
+            result[-1] += "=" + word
+        else:
+            result.append(word)
+    return result
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=run_script)
     for name, sub in (("live", live), ("run", run)):
         _add_capture_arguments(sub, name)
+    from tuiprof.capture.options import add_compile_arguments
+
+    add_compile_arguments(live)
     return parser
 
 
@@ -111,14 +133,47 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
         "--no-sidecars", action="store_true",
         help="in a run directory: neither read nor write the .tuiprof-summary caches (also TUIPROF_NO_SIDECARS=1)",
     )
+    _add_cache_arguments(parser)
+
+
+def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cache", action="store_true",
+        help="neither read nor write the decoded-trace cache in $XDG_CACHE_HOME/tuiprof (also TUIPROF_NO_CACHE=1)",
+    )
+    parser.add_argument(
+        "--cache-size", metavar="SIZE", type=_cache_size,
+        help="most the decoded-trace cache may take, e.g. 2G or 500M; least recently used traces go first "
+        "(default: 4G or a quarter of the free disk, the smaller; also TUIPROF_CACHE_SIZE)",
+    )
+
+
+def _cache_size(text: str) -> int:
+    from tuiprof.trace.cache import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def configure_cache(args: argparse.Namespace) -> None:
+    """--no-cache / --cache-size for this process and the workers it starts."""
+    if args.no_cache or args.cache_size is not None:
+        from tuiprof.trace.cache import set_cache
+
+        set_cache(False if args.no_cache else None, args.cache_size)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", "findings", *RUN_VIEW_NAMES), default="ops",
+        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES),
+        default="ops",
         help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
+        "memory-categories, memory-modules, memory-allocations, memory-what-ifs: what fills memory at its peak "
+        "(torch's categories from a tuiprof capture); "
         "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
     )
     parser.add_argument(
@@ -157,6 +212,7 @@ def _add_diff_parser(commands) -> None:
                       help="rows per table (default: 10 in table/markdown, all in csv/json)")
     diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
     diff.add_argument("--wide", action="store_true", help=WIDE_HELP)
+    _add_cache_arguments(diff)
     diff.add_argument("--fail-if-slower", metavar="PCT",
                       help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
                            "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs")
@@ -169,6 +225,7 @@ def _add_diff_parser(commands) -> None:
 def run_diff(args: argparse.Namespace) -> int:
     from tuiprof.report.diff import print_diff, wants_explorer
 
+    configure_cache(args)
     if not wants_explorer(args):
         return print_diff(args)
     from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
@@ -201,6 +258,7 @@ def resolve_path(args: argparse.Namespace) -> str:
         from tuiprof.trace.run import set_sidecars
 
         set_sidecars(False)
+    configure_cache(args)
     if args.path is not None:  # "" is an error, not the sample
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
@@ -210,8 +268,10 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    from tuiprof.analysis import load_model
+    from tuiprof.analysis import analyze
     from tuiprof.report.summary import SummaryRequest, print_summary
+    from tuiprof.trace import load_trace
+    from tuiprof.trace.cache import save_in_background
 
     if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
@@ -220,8 +280,10 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
-    model = load_model(path if trace.stream else trace.path)
-    return print_summary(model, request)
+    store = load_trace(path if trace.stream else trace.path)
+    status = print_summary(analyze(store), request)
+    save_in_background(store)  # after the output: the first open is no slower
+    return status
 
 
 def run_run_summary(path: str, request, cluster: str | None) -> int:
@@ -237,11 +299,14 @@ def run_timeline(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
     from tuiprof.report.timeline import print_timeline
     from tuiprof.trace import load_trace
+    from tuiprof.trace.cache import save_in_background
 
     path = resolve_path(args)
     trace = choose_trace(path, args.trace)
     store = load_trace(path if trace.stream else trace.path)
-    return print_timeline(analyze(store), store, args)
+    status = print_timeline(analyze(store), store, args)
+    save_in_background(store)
+    return status
 
 
 def choose_trace(path: str, select: str | None) -> TraceFile:
@@ -272,6 +337,9 @@ def run_open(args: argparse.Namespace) -> int:
         from tuiprof.trace.source import check_trace_start
 
         check_trace_start(trace)  # not a trace at all: one line here, not an error page
+        from tuiprof.trace.cache import usable_directory
+
+        usable_directory(create=False)  # a read-only cache is said here, before the explorer owns the terminal
         from tuiprof.tui.app import run_explorer
 
         return run_explorer(str(trace.path))

@@ -66,17 +66,67 @@ class RowView(Sequence[int]):
 NO_ROWS = RowView(np.empty(0, dtype=np.int64))
 
 
+def jump_rounds(nodes: int) -> int:
+    """Pointer-jumping rounds that walk any chain of ``nodes`` nodes: each round
+    doubles the distance jumped, so a chain longer than this is a loop."""
+    return int(nodes).bit_length() + 1
+
+
 def nearest_ancestor(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """For every node, its nearest proper ancestor where ``wanted`` is true (-1: none)."""
+    """For every node, its nearest proper ancestor where ``wanted`` is true (-1: none).
+
+    ``parent`` must not loop (links read from a file go through :func:`break_cycles`
+    first); should one loop anyway, the rounds are bounded and a node still
+    climbing then gets -1 instead of spinning forever."""
     result = parent.copy()
     pending = np.flatnonzero(result >= 0)
-    while len(pending):
+    for _ in range(jump_rounds(len(parent))):
+        if not len(pending):
+            break
         pending = pending[~wanted[result[pending]]]
         # Jump to the candidate's own candidate: it has moved past unwanted
         # nodes too, so the chain left to walk halves each round.
         result[pending] = result[result[pending]]
         pending = pending[result[pending] >= 0]
+    else:
+        result[pending[~wanted[result[pending]]]] = NO_ROW
     return result
+
+
+def break_cycles(parent: np.ndarray, key: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """``parent`` with one link of every cycle cut (set to -1), and the number of cycles cut.
+
+    Parent links read from a file (``Python parent id``) can loop (2 -> 3 -> 2);
+    every walk up them would then spin.  The member of a cycle cut loose is the
+    one of least ``key``, then lowest index: it becomes a root.
+    Array passes only: pointer jumping finds the nodes that still climb after
+    enough rounds to walk any chain (those are on a cycle or lead into one);
+    among them, a second jumping pass carries each path's least rank and the
+    node ``2**rounds`` links up, which is always on the cycle."""
+    n = len(parent)
+    rounds = jump_rounds(n)
+    reach = parent.copy()
+    pending = np.flatnonzero(reach >= 0)
+    for _ in range(rounds):  # asynchronous jumping: at least as far as doubling each round
+        if not len(pending):
+            return parent, 0
+        reach[pending] = reach[reach[pending]]
+        pending = pending[reach[pending] >= 0]
+    if not len(pending):
+        return parent, 0
+    # Every pending node's path stays among pending nodes: jump them in step (synchronously).
+    rank = np.arange(n, dtype=np.int64)  # only pending nodes' ranks are read
+    if key is not None:
+        rank[pending[np.lexsort((pending, key[pending]))]] = np.arange(len(pending))
+    up, least = parent.copy(), rank.copy()
+    for _ in range(rounds):
+        least[pending], up[pending] = np.minimum(least[pending], least[up[pending]]), up[up[pending]]
+    on_cycle = np.zeros(n, dtype=bool)
+    on_cycle[up[pending]] = True  # 2**rounds > n links up: on the cycle, and each cycle member is hit
+    cut = pending[on_cycle[pending] & (least[pending] == rank[pending])]
+    repaired = parent.copy()
+    repaired[cut] = NO_ROW
+    return repaired, len(cut)
 
 
 def group_rows(keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:

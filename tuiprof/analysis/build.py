@@ -6,15 +6,18 @@ import gc
 import os
 
 from tuiprof.analysis.calls import build_calls
+from tuiprof.analysis.compiled_map import attach_compiled
 from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
+from tuiprof.analysis.memory_categories import categorised_memory
 from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
-from tuiprof.trace.live import LiveFacts, decode_live_facts
+from tuiprof.trace.cache import save_in_background
+from tuiprof.trace.live import LiveFacts, decode_live_facts, decode_memory_categories
 from tuiprof.trace.load import ProgressCallback
 
 
@@ -37,9 +40,11 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
+        saved_categories = decode_memory_categories(live, store.report)
         modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
+        compiled = attach_compiled(modules, calls, live, store.report) if live is not None else None
         model = TraceModel(
             info=_trace_info(store, calls, activity),
             report=store.report,
@@ -52,6 +57,9 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
+            compiled=compiled,
+            memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
+            memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,
         )
         model.operators()
@@ -62,10 +70,16 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
 
 
 def load_model(
-    path: str | os.PathLike[str], select: str | None = None, progress: ProgressCallback | None = None
+    path: str | os.PathLike[str], select: str | None = None, progress: ProgressCallback | None = None,
+    save_to_cache: bool = False,
 ) -> TraceModel:
-    """Open a trace file or run directory and analyse it."""
-    return analyze(load_trace(path, select, progress))
+    """Open a trace file or run directory and analyse it; ``save_to_cache``: then hand the
+    decoded store to the cache's writer thread (:mod:`tuiprof.trace.cache`)."""
+    store = load_trace(path, select, progress)
+    model = analyze(store)
+    if save_to_cache:
+        save_in_background(store)
+    return model
 
 
 def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:

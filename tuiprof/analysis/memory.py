@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.trace.columns import NONE
+from tuiprof.trace.memory import MemoryRecords
 from tuiprof.trace.store import TraceEvents, as_thread_id
 
 
@@ -26,6 +29,8 @@ class MemoryTimeline:
     peak_operator_row: int  # call row running at the peak, -1 if none
     allocations: int
     frees: int
+    # (bytes, thread, start ns) of each allocation not freed by the peak (paired by Addr), largest first
+    live_at_peak: tuple[tuple[int, int | str, int], ...] = ()
 
     @property
     def is_cpu(self) -> bool:
@@ -50,21 +55,56 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
                 peak_operator_row=innermost_call_at(calls, records.tids[peak], int(records.start_ns[peak])),
                 allocations=int((records.bytes[mine] > 0).sum()),
                 frees=int((records.bytes[mine] < 0).sum()),
+                live_at_peak=live_at(records, mine[mine <= peak]),
             )
         )
     timelines.sort(key=lambda t: (t.is_cpu, t.device))
     return timelines
 
 
+def live_at(records: MemoryRecords, rows: np.ndarray) -> tuple[tuple[int, int | str, int], ...]:
+    """The allocations among ``rows`` (time order) whose address the rows do not free again after:
+    (bytes, thread, start ns), largest first.  Records without an ``Addr`` pair nothing."""
+    rows = rows[records.addr[rows] != NONE]
+    if not len(rows):
+        return ()
+    reverse = rows[::-1]
+    _, last = np.unique(records.addr[reverse], return_index=True)  # each address's last record
+    final = reverse[last]
+    final = final[records.bytes[final] > 0]
+    final = final[np.argsort(-records.bytes[final], kind="stable")]
+    return tuple((int(records.bytes[r]), records.tids[r], int(records.start_ns[r])) for r in final.tolist())
+
+
 def innermost_call_at(calls: OperatorCalls, tid: int | str, time_ns: int) -> int:
     """The latest-starting call on ``tid`` whose span holds ``time_ns``."""
-    tid = as_thread_id(tid)
-    if tid not in calls.threads:
-        return -1
-    thread = calls.threads.index(tid)
-    starts = calls.column("start_ns")
-    started = int(np.searchsorted(starts, time_ns, side="right"))  # rows are in start order
-    holding = np.flatnonzero(
-        (calls.column("thread")[:started] == thread) & (calls.column("end_ns")[:started] >= time_ns)
-    )
-    return int(holding[-1]) if len(holding) else -1
+    return int(innermost_calls_at(calls, [tid], [time_ns])[0])
+
+
+def innermost_calls_at(calls: OperatorCalls, tids: list[int | str], times_ns: list[int]) -> np.ndarray:
+    """:func:`innermost_call_at` for many (thread, time) queries at once, -1 where none holds:
+    per thread one sweep in time order, a heap of the calls started so far, latest start on
+    top, ended ones dropped for good (later queries come later)."""
+    found = np.full(len(times_ns), -1, dtype=np.int64)
+    starts, ends, threads = calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")
+    by_thread: dict[int | str, list[int]] = {}
+    for query, tid in enumerate(tids):
+        by_thread.setdefault(as_thread_id(tid), []).append(query)
+    for tid, queries in by_thread.items():
+        if tid not in calls.threads:
+            continue
+        queries.sort(key=lambda q: times_ns[q])
+        last = int(np.searchsorted(starts, times_ns[queries[-1]], side="right"))  # rows are in start order
+        rows = np.flatnonzero(threads[:last] == calls.threads.index(tid)).tolist()
+        open_calls: list[int] = []  # -row: rows are in start order, so the latest start is the largest row
+        next_row = 0
+        for query in queries:
+            time_ns = times_ns[query]
+            while next_row < len(rows) and starts[rows[next_row]] <= time_ns:
+                heapq.heappush(open_calls, -rows[next_row])
+                next_row += 1
+            while open_calls and ends[-open_calls[0]] < time_ns:
+                heapq.heappop(open_calls)
+            if open_calls:
+                found[query] = -open_calls[0]
+    return found

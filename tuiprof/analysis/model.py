@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.compiled_map import CompiledAttribution
 from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
+from tuiprof.analysis.memory_categories import CategorisedMemory
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators
 from tuiprof.analysis.steps import StepStats
@@ -54,7 +56,11 @@ class TraceModel:
     memory: list[MemoryTimeline]
     flops_source: str = RECOMPUTED_FLOPS
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
+    compiled: CompiledAttribution | None = None  # a compiled capture: compile time, share placed in modules
     live_batch_size: int | None = None  # the batch a live capture fed the model, when it saved it
+    # torch's memory categories per device, when a tuiprof capture saved them (analysis/memory_categories.py)
+    memory_categories: tuple[CategorisedMemory, ...] = ()
+    memory_categories_problem: str = ""  # why a capture saved none (torch's categoriser failed...)
     _tables: dict[tuple, list[OperatorStats]] = field(default_factory=dict, repr=False)
 
     def operators(
@@ -130,6 +136,20 @@ class TraceModel:
         device = [t for t in self.memory if not t.is_cpu]
         pool = device or self.memory
         return max(pool, key=lambda t: t.peak_bytes) if pool else None
+
+    @property
+    def categorised_peak(self) -> CategorisedMemory | None:
+        """The categorised device with the highest peak (a GPU's before the CPU's), as :attr:`peak_memory`."""
+        device = [m for m in self.memory_categories if not m.is_cpu]
+        pool = device or self.memory_categories
+        return max(pool, key=lambda m: m.peak_bytes) if pool else None
+
+    @cached_property
+    def memory_breakdown(self):
+        """What fills memory at the peak (analysis/memory_peak.py), computed when first asked for."""
+        from tuiprof.analysis.memory_peak import memory_breakdown  # it reads the whole model: imported late
+
+        return memory_breakdown(self)
 
     @property
     def step_time_us(self) -> float:

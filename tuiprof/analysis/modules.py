@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuiprof.analysis.arrays import group_rows, id_table, look_up, nearest_ancestor
+from tuiprof.analysis.arrays import break_cycles, group_rows, id_table, look_up, nearest_ancestor
 from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.trace.columns import NONE, FrameColumns
 from tuiprof.trace.store import TraceEvents
@@ -64,6 +64,9 @@ class ModuleNode:
     qualified_name: str | None = None  # "layer1.0.conv1" (live capture)
     parameters: int | None = None  # live capture
     output_shape: str | None = None  # live capture
+    # Compiled runs (analysis/compiled_map.py): the kernels fused across modules that computed
+    # part of this one -- (kernel name, the modules it fused, the modules its time went to).
+    fused_kernels: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def path(self) -> str:
@@ -174,7 +177,10 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     if not modules:
         return ModuleTree([], {})
     frames = store.frames
-    module_above = module_above_frames(frames)
+    module_above, loops = module_above_frames(frames)
+    if loops:
+        store.report.repaired += loops
+        store.report.note(f"Python parent id links that loop ({loops:,}): cut above the earliest frame of each")
 
     roots: list[ModuleNode] = []
     nodes: dict[tuple[int, str], ModuleNode] = {}  # (id of the parent node or 0, name)
@@ -219,11 +225,16 @@ def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:
     return tree
 
 
-def module_above_frames(frames: FrameColumns) -> np.ndarray:
+def module_above_frames(frames: FrameColumns) -> tuple[np.ndarray, int]:
     """For every frame, the nearest ``nn.Module`` frame up its ``Python parent id``
-    chain (-1 at the top).  A repeated Python id means its last frame."""
+    chain (-1 at the top), and how many loops in those links were cut.
+
+    A repeated Python id means its last frame.  The ids come from the file, so
+    their links can loop (2 -> 3 -> 2, or one flipped digit): each loop is cut
+    above its earliest frame, which becomes a root (``arrays.break_cycles``)."""
     parent = look_up(id_table(frames.python_id, NONE, last=True), frames.parent_id, NONE)
-    return nearest_ancestor(parent, frames.module >= 0)
+    parent, loops = break_cycles(parent, frames.start_ns)
+    return nearest_ancestor(parent, frames.module >= 0), loops
 
 
 def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:

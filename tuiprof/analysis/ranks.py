@@ -323,7 +323,8 @@ def summarise_run(
             else:
                 problems.append(f"{result} (rank {rank_file.rank} skipped)")
     if not summaries:
-        raise TraceError(str(run.path), "no rank could be read", "see the lines above")
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise TraceError(str(run.path), f"no rank could be read ({problems[0] if problems else 'none'}{more})", "pass traces written by torch.profiler")
     ordered = tuple(summaries[rank] for rank in sorted(summaries))
     problems.extend(damage_problem(s, s.damage) for s in ordered if s.damage is not None)
     base = min(s.base_time_ns for s in ordered)
@@ -406,7 +407,7 @@ def summarise_locally(pending: list[RankFile], workers: int | None, progress: Pr
                 worker = key.data
                 index = busy.pop(worker)
                 try:
-                    answer = pickle.load(processes[worker].stdout)  # type: ignore[arg-type]
+                    answer = pickle.load(processes[worker].stdout)
                 except (EOFError, pickle.UnpicklingError):  # died (killed for memory?): try here
                     selector.unregister(key.fileobj)
                     answer = summarise_one(pending[index])
@@ -526,9 +527,9 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
             continue
         excess = {}
         for column in CAUSE_COLUMNS:
-            values = [m[column] for r, m in means.items() if r != rank and m[column] is not None]
-            if own[column] is not None and values:
-                excess[column] = own[column] - median(values)
+            values = [value for r, m in means.items() if r != rank and (value := m[column]) is not None]
+            if (own_value := own[column]) is not None and values:
+                excess[column] = own_value - median(values)
         cause = max(excess, key=excess.__getitem__) if excess else None
         if cause is not None and excess[cause] <= threshold / 2:
             cause = None

@@ -30,6 +30,7 @@ Lanes, top to bottom:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -168,14 +169,74 @@ class Timeline:
             chosen.append(lane)
         return chosen
 
+    @cached_property
+    def _depths_by_thread(self) -> dict[tuple[str, str], list[int]]:
+        """(group, thread) -> the depths of its lanes, sorted: built once, so labelling
+        every thread's lanes is linear (a scan of all lanes per thread was quadratic:
+        10,000 threads took 28 s)."""
+        depths: dict[tuple[str, str], list[int]] = {}
+        for lane in self.lanes:
+            depths.setdefault((lane.group, lane.thread), []).append(lane.depth)
+        for values in depths.values():
+            values.sort()
+        return depths
+
     def deeper(self, lane: Lane) -> int:
         """How many nesting sub-lanes of ``lane``'s thread lie below ``lane``."""
-        return sum(1 for other in self.lanes if other.group == lane.group and other.thread == lane.thread and other.depth > lane.depth)
+        depths = self._depths_by_thread[(lane.group, lane.thread)]
+        return len(depths) - bisect_right(depths, lane.depth)
+
+    def busiest(self, lanes: list[Lane], start_ns: int, end_ns: int, max_lanes: int) -> tuple[list[Lane], int]:
+        """``lanes`` cut to at most ``max_lanes``: the busiest threads and GPU streams in
+        [start, end) first, each with its sub-lanes (the shallowest when only some fit),
+        order unchanged; and how many threads and streams were left out.  Steps,
+        phases, memory and idle always stay.
+
+        A frame costs a row of cells per lane: 40,000 threads made the text
+        timeline unusable and ``--format json`` ran out of memory."""
+
+        def unit(lane: Lane) -> tuple[str, str] | None:
+            """The thread or stream a lane draws (None: a lane that always stays)."""
+            if lane.group not in ("cpu", "python", "gpu") or lane.intervals is None:
+                return None
+            return (lane.group, lane.thread or lane.key)
+
+        window = np.array([start_ns, end_ns], dtype=np.int64)
+        busy: dict[tuple[str, str], int] = {}
+        count: dict[tuple[str, str], int] = {}
+        for lane in lanes:
+            key = unit(lane)
+            if key is not None:
+                covered = lane.intervals.covered(window)  # type: ignore[union-attr]
+                busy[key] = max(busy.get(key, 0), int(covered[1] - covered[0]))
+                count[key] = count.get(key, 0) + 1
+        room = max_lanes - (len(lanes) - sum(count.values()))
+        if sum(count.values()) <= room:
+            return lanes, 0
+        allowed: dict[tuple[str, str], int] = {}  # unit -> lanes it may draw
+        for key in sorted(busy, key=lambda key: -busy[key]):  # stable: ties keep lane order
+            if room <= 0:
+                break
+            allowed[key] = min(count[key], room)
+            room -= allowed[key]
+        chosen = []
+        for lane in lanes:
+            key = unit(lane)
+            if key is None or allowed.get(key, 0) > 0:
+                chosen.append(lane)
+                if key is not None:
+                    allowed[key] -= 1
+        return chosen, len(busy) - sum(1 for key in busy if key in allowed)
 
     @staticmethod
     def edges(start_ns: int, end_ns: int, columns: int) -> np.ndarray:
-        """Cell borders: ``columns`` cells of (almost) equal integer width over [start, end)."""
-        return start_ns + (np.arange(columns + 1, dtype=np.int64) * (end_ns - start_ns)) // columns
+        """Cell borders: ``columns`` cells of (almost) equal integer width over [start, end).
+
+        ``i * span // columns`` as ``i * (span // columns) + i * (span % columns) // columns``:
+        the same integers, and no product leaves int64 (events 1e15 us apart overflowed it)."""
+        whole, rest = divmod(end_ns - start_ns, columns)
+        column = np.arange(columns + 1, dtype=np.int64)
+        return start_ns + column * whole + (column * rest) // columns
 
     def frame(self, start_ns: int, end_ns: int, columns: int, lanes: list[Lane]) -> list[LaneFrame]:
         """Busy fraction and fullest event per column of every lane: the whole cost of a frame."""
@@ -528,14 +589,15 @@ def _memory_lanes(model: TraceModel) -> list[Lane]:
     ]
 
 
-def _step_rows(model: TraceModel) -> np.ndarray:
+def profiler_step_rows(model: TraceModel) -> np.ndarray:
+    """The call rows of the ``ProfilerStep#N`` spans."""
     calls = model.calls
     return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
 
 
 def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> tuple[list[Lane], list[StepWindow]]:
     calls = model.calls
-    step_rows = _step_rows(model)
+    step_rows = profiler_step_rows(model)
     if not len(step_rows):
         return [], []
     starts, ends = calls.column("start_ns"), calls.column("end_ns")
@@ -558,6 +620,20 @@ def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, in
 
 def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> Lane | None:
     """Data loading, forward, backward and optimizer spans of each step (see the module docstring)."""
+    pieces = step_phases(model, step_rows)
+    if not pieces:
+        return None
+    base = len(names)
+    names.extend(PHASES)
+    array = np.array(pieces, dtype=np.int64)
+    return Lane(
+        "phase", "step", "phases",
+        IntervalIndex(array[:, 0], array[:, 1], base + array[:, 2], refs=np.full(len(array), -1), kinds=array[:, 2]),
+    )
+
+
+def step_phases(model: TraceModel, step_rows: np.ndarray) -> list[tuple[int, int, int]]:
+    """(start ns, end ns, index into PHASES) of each step's phases (see the module docstring)."""
     calls = model.calls
     starts, ends = calls.column("start_ns"), calls.column("end_ns")
     name_id = calls.column("name_id")
@@ -587,15 +663,7 @@ def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> L
             begin = max(begin, b)
         if begin < first_backward:
             pieces.append((begin, first_backward, 1))
-    if not pieces:
-        return None
-    base = len(names)
-    names.extend(PHASES)
-    array = np.array(pieces, dtype=np.int64)
-    return Lane(
-        "phase", "step", "phases",
-        IntervalIndex(array[:, 0], array[:, 1], base + array[:, 2], refs=np.full(len(array), -1), kinds=array[:, 2]),
-    )
+    return pieces
 
 
 def _idle_lane(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> Lane | None:
@@ -621,5 +689,5 @@ def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
     activity = model.activity
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
     part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
-    part.launcher = launcher.copy()  # type: ignore[assignment]
+    part.launcher = launcher.copy()
     return [replace(k, rows=RowView(rows[np.asarray(k.rows)])) for k in aggregate_kernels(part, model.calls)]

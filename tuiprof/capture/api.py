@@ -55,8 +55,11 @@ def profile(
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
+    from tuiprof.capture.memory_categories import memory_categories_member
     from tuiprof.capture.session import SavedWindow, TraceWindows, write_trace
+    from tuiprof.trace.live import LiveFacts
 
     if keep not in ("first", "last"):
         raise ValueError(f"keep must be 'first' or 'last', not {keep!r}")
@@ -67,8 +70,19 @@ def profile(
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     session: ProfileSession
 
+    compiled_graphs = KernelMapRecorder()  # graphs the block compiles (torch.compile) map their kernels here
+
+    def facts(prof: Any, unfinished_step: int | None = None) -> LiveFacts:
+        """What only this process knows: the compiled graphs' kernel map, torch's memory categories."""
+        compiled, compile_s = compiled_graphs.taken()
+        return LiveFacts(
+            compiled=compiled,
+            compile_s=compile_s,
+            memory_categories=memory_categories_member(prof, unfinished_step=unfinished_step),
+        )
+
     def save(prof: Any, window: SavedWindow) -> None:
-        write(prof, target, None, window.unfinished_step)
+        write(prof, target, facts(prof, window.unfinished_step), window.unfinished_step)
         session.written = True
         session.steps = window.steps
 
@@ -84,10 +98,10 @@ def profile(
         **profiler_kwargs,
     )
     session = ProfileSession(profiler, target)
-    with windows.recording(profiler):
+    with compiled_graphs.recording(), windows.recording(profiler):
         yield session
     if schedule is None:
-        write(profiler, target)
+        write(profiler, target, facts(profiler))
         session.written = True
     elif not session.written:
         warnings.warn(

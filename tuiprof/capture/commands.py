@@ -84,7 +84,11 @@ def _live_without_ui(live) -> int:
             result = live.capture(on_progress)
     model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
     _print_tables(model)
+    from tuiprof.report.compiled_summary import compiled_lines
+
     print(f"tuiprof: profiler log: {len(result.facts.log_lines)} lines", file=sys.stderr)
+    for line in compiled_lines(model):
+        print(f"tuiprof: {line}", file=sys.stderr)
     return 0
 
 

@@ -26,6 +26,9 @@ class CaptureConfig:
     with_flops: bool = True
     data: str = "synthetic"
     data_root: str | None = None
+    compile: bool = False  # torch.compile the model (compiled in an unprofiled warm-up step)
+    compile_mode: str = "default"  # default | reduce-overhead | max-autotune
+    dynamic: bool = False  # torch.compile(dynamic=True)
 
     @property
     def total_steps(self) -> int:

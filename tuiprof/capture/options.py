@@ -70,6 +70,13 @@ def refuse_model_options(args: argparse.Namespace) -> None:
         )
 
 
+def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``live`` only: ``run`` profiles scripts that call torch.compile themselves."""
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (compiled before profiling; see docs/compiled.md)")
+    parser.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"), default="default", help="torch.compile mode (with --compile)")
+    parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True) (with --compile)")
+
+
 def config_from_args(model: str, args: argparse.Namespace) -> CaptureConfig:
     """The capture's settings; model options not given keep :class:`CaptureConfig`'s defaults."""
     given = {_dest(flag): getattr(args, _dest(flag)) for flag in MODEL_OPTIONS if getattr(args, _dest(flag)) is not None}
@@ -84,6 +91,9 @@ def config_from_args(model: str, args: argparse.Namespace) -> CaptureConfig:
         with_stack=not args.no_stack,
         with_flops=not args.no_flops,
         **given,
+        compile=getattr(args, "compile", False),
+        compile_mode=getattr(args, "compile_mode", "default"),
+        dynamic=getattr(args, "dynamic", False),
     )
 
 

@@ -52,7 +52,9 @@ def profile_script(
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import ensure_distributed_info, torchrun_launch, write_rank_trace
+    from tuiprof.capture.memory_categories import memory_categories_member
     from tuiprof.capture.session import SavedWindow, TraceWindows, make_profiler, torch_flops, write_trace
 
     result = ScriptResult(0, False, False)
@@ -67,12 +69,15 @@ def profile_script(
             result.facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             result.facts.log_lines = read_log()
+        result.facts.compiled, result.facts.compile_s = compiled_graphs.taken()
+        result.facts.memory_categories = memory_categories_member(prof, unfinished_step=window.unfinished_step)
         (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts, window.unfinished_step)
         result.written = True
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step
 
     windows = TraceWindows(save, keep_last=config.repeat != 1)
     prof = make_profiler(config, torch.cuda.is_available(), windows)
+    compiled_graphs = KernelMapRecorder()  # graphs the script compiles (torch.compile) map their kernels here
 
     def after_step(optimizer, args, kwargs) -> None:
         if result.steps >= config.total_steps:
@@ -93,7 +98,7 @@ def profile_script(
     sys.argv = [str(script), *script_args]
     progress("setup", f"running {script.name}; profiling starts at its first optimizer.step()")
     try:
-        with windows.recording(prof):
+        with compiled_graphs.recording(), windows.recording(prof):
             try:
                 runpy.run_path(str(script), run_name="__main__")
             except _CaptureDone:

@@ -25,6 +25,7 @@ from torch import nn
 from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
 from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
+from tuiprof.capture.memory_categories import memory_categories_member
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
 from tuiprof.capture.unfinished_step import drop_unfinished_step
 from tuiprof.trace.live import MEMBER, LiveFacts, ModuleFacts, encode_live_facts
@@ -103,12 +104,26 @@ def profile_training(
         return result
     with _oom_as_error(config), _mismatch_as_error(config):
         facts.modules = describe_modules(model, criterion, first_inputs, first_targets)
+    if config.compile:
+        from tuiprof.capture.compiled import warm_up_compiled
+
+        if note(f"compiling {config.model} (torch.compile, mode {config.compile_mode})"):
+            return result
+        with _oom_as_error(config):
+            model, facts.compiled, facts.compile_s = warm_up_compiled(
+                model,
+                lambda compiled: _train_step(compiled, criterion, optimizer, first_inputs, first_targets, config.mode == "train", device),
+                config.compile_mode, config.dynamic,
+                on_tick=lambda seconds: note(f"compiling {config.model} (torch.compile): {seconds:.0f} s so far"),
+            )
 
     def save(prof: profile, window: SavedWindow) -> None:
         if config.with_flops:
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
             facts.log_lines = read_log()
+        keys = {known.qualified_name: key for key, known in facts.modules.items()}
+        facts.memory_categories = memory_categories_member(prof, model, keys, window.unfinished_step)
         write_trace(prof, trace_path, facts, window.unfinished_step)
         result.trace_path = trace_path
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step

@@ -141,7 +141,22 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
     if module.parameters is not None:
         text.append(f" · params {module.parameters:,} · output {plain(module.output_shape or '--', DISPLAY_CHARS)}")
+    for kernel, fused, holders in module.fused_kernels[:FUSED_SHOWN]:
+        text.append(f"\nfused kernel {plain(kernel, DISPLAY_CHARS)}: {plain(_listed(fused), 2 * DISPLAY_CHARS)}")
+        text.append(f" -> time in {plain(_listed(holders), DISPLAY_CHARS)}")
+    if len(module.fused_kernels) > FUSED_SHOWN:
+        text.append(f"\n(+{len(module.fused_kernels) - FUSED_SHOWN} more fused kernels)")
     return text
+
+
+FUSED_SHOWN = 4  # kernels fused across modules listed in a module's detail (compiled runs)
+NAMES_SHOWN = 5  # modules named per fused kernel
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """``a, b, c, d, e +15 more``: a fused kernel's modules (one may fuse a whole model's batch norms)."""
+    more = len(names) - NAMES_SHOWN
+    return ", ".join(names[:NAMES_SHOWN]) + (f" +{more} more" if more > 0 else "")
 
 
 def rank_text(row: dict, problems: tuple[str, ...]) -> Text:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import sys
 from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 from rich.console import Console
 from rich.text import Text
 
@@ -19,9 +19,9 @@ from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, json_text, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
-from tuiprof.report.units import format_bytes, format_us
+from tuiprof.report.units import data_value, format_bytes, format_us
 from tuiprof.report.views import Column, Row
 
 # Text formats show this many rows per table unless --limit says otherwise.
@@ -80,6 +80,17 @@ def shown_columns(table: DiffTable, rows: list[Row], hidden: tuple[str, ...] = (
     also leaves out |Delta| (its order is the table's order)."""
     hidden = (*hidden, *(() if any(r["detail"] for r in rows) else ("detail",)))
     return tuple(c for c in diff_columns(table) if c.key not in hidden)
+
+
+# What each number of a diff row is, for data_value: CSV and JSON without float noise.
+_ROW_KINDS = {"delta_pct": "pct", "share_pct": "pct", "abs_delta": "us"}
+
+
+def diff_data_row(row: DiffRow, unit: str) -> Row:
+    """``diff_row`` as CSV and JSON write it: times exact to the nanosecond, percentages to
+    three decimals (``units.data_value``, the rule of every other export); bytes as they are."""
+    value_kind = "us" if unit == "us" else "count"
+    return {key: data_value(_ROW_KINDS.get(key, value_kind), value) for key, value in diff_row(row).items()}
 
 
 def diff_row(row: DiffRow) -> Row:
@@ -310,7 +321,9 @@ def overview_text(diff: TraceDiff) -> Text:
 
 def row_detail(table: DiffTable, row: Row) -> Text:
     """The detail pane under a diff table: the row in words."""
-    unit_format = format_bytes if table.unit == "bytes" else format_us
+    def amount(value: float) -> str:  # bytes are whole: format_bytes takes an int
+        return format_bytes(int(value)) if table.unit == "bytes" else format_us(value)
+
     text = Text()
     text.append(plain(str(row["name"]), DISPLAY_CHARS), style="bold")
     if row["detail"]:
@@ -318,11 +331,11 @@ def row_detail(table: DiffTable, row: Row) -> Text:
     text.append("\n")
 
     def side(value: object) -> str:
-        return unit_format(value) if isinstance(value, (int, float)) else "absent"  # type: ignore[arg-type]
+        return amount(value) if isinstance(value, (int, float)) else "absent"
 
     text.append(f"{table.metric}: A {side(row['a'])}, B {side(row['b'])}, ")
     delta = float(row["delta"])  # type: ignore[arg-type]
-    text.append(f"delta {'+' if delta > 0 else ''}{unit_format(delta if table.unit != 'bytes' else int(delta))}",
+    text.append(f"delta {'+' if delta > 0 else ''}{amount(delta)}",
                 style=WORSE if delta > 0 else BETTER if delta < 0 else "")
     if row["share_pct"] is not None:
         text.append(f" ({row['share_pct']:.1f} % of the table's delta)")
@@ -387,48 +400,50 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
             "outcome": v.outcome,
             "text": verdict_text(v),
             "basis": v.basis,
-            "median_a_us": v.median_a_us,
-            "median_b_us": v.median_b_us,
+            "median_a_us": data_value("us", v.median_a_us),
+            "median_b_us": data_value("us", v.median_b_us),
             "batch_a": v.batch_a.size,
             "batch_b": v.batch_b.size,
             "batch_a_source": v.batch_a.source,
             "batch_b_source": v.batch_b.source,
             "per_sample": v.per_sample,
-            "compared_a_us": v.compared_a_us,
-            "compared_b_us": v.compared_b_us,
-            "delta_us": v.delta_us,
-            "delta_pct": v.delta_pct,
-            "ratio": v.ratio,
+            "compared_a_us": data_value("us", v.compared_a_us),
+            "compared_b_us": data_value("us", v.compared_b_us),
+            "delta_us": data_value("us", v.delta_us),
+            "delta_pct": data_value("pct", v.delta_pct),
+            "ratio": data_value("ratio", v.ratio),
             "steps_a": v.steps_a,
             "steps_b": v.steps_b,
-            "spread_a_pct": v.spread_a_pct,
-            "spread_b_pct": v.spread_b_pct,
-            "noise_pct": v.noise_pct,
-            "contributors": [diff_row(r) for r in v.contributors],
+            "spread_a_pct": data_value("pct", v.spread_a_pct),
+            "spread_b_pct": data_value("pct", v.spread_b_pct),
+            "noise_pct": data_value("pct", v.noise_pct),
+            "contributors": [diff_data_row(r, "us") for r in v.contributors],
         }
         document["peak_a_bytes"] = diff.peak_a_bytes
         document["peak_b_bytes"] = diff.peak_b_bytes
         document["coverage"] = {
-            "operator_delta_us": diff.coverage.operator_delta_us,
-            "step_delta_us": diff.coverage.step_delta_us,
+            "operator_delta_us": data_value("us", diff.coverage.operator_delta_us),
+            "step_delta_us": data_value("us", diff.coverage.step_delta_us),
             "covered": diff.coverage.covered,
             "reason": diff.coverage.reason,
         }
         document["overlap"] = {
-            "shared_a_pct": diff.overlap.shared_a_pct,
-            "shared_b_pct": diff.overlap.shared_b_pct,
+            "shared_a_pct": data_value("pct", diff.overlap.shared_a_pct),
+            "shared_b_pct": data_value("pct", diff.overlap.shared_b_pct),
             "different_programs": diff.overlap.different_programs,
             "text": overlap_line(diff),
         }
         document["notes"] = list(diff.notes)
     document["tables"] = {
         t.name: {
-            "title": t.title, "metric": t.metric, "unit": t.unit, "total_a": t.total_a, "total_b": t.total_b,
-            "note": t.note, "rows": [diff_row(r) for r in t.rows[:limit]],
+            "title": t.title, "metric": t.metric, "unit": t.unit,
+            "total_a": data_value("us" if t.unit == "us" else "count", t.total_a),
+            "total_b": data_value("us" if t.unit == "us" else "count", t.total_b),
+            "note": t.note, "rows": [diff_data_row(r, t.unit) for r in t.rows[:limit]],
         }
         for t in tables
     }
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return json_text(document)
 
 
 CSV_KEYS = ("table", "unit", "name", "detail", "status", "a", "b", "delta", "delta_pct", "share_pct", "calls_a", "calls_b")
@@ -440,7 +455,7 @@ def _csv(tables: list[DiffTable], limit: int | None) -> str:
     writer.writerow(CSV_KEYS)
     for table in tables:
         for row in table.rows[:limit]:
-            values = {"table": table.name, "unit": table.unit, **diff_row(row)}
+            values = {"table": table.name, "unit": table.unit, **diff_data_row(row, table.unit)}
             writer.writerow([csv_cell(values[k]) for k in CSV_KEYS])  # as every CSV export: no formula, no raw control
     return buffer.getvalue()
 
@@ -460,14 +475,14 @@ def say_which_trace(path: str, select: str | None) -> None:
 
 
 def parse_percent(option: str, text: str | None) -> float | None:
-    """``5%`` or ``5`` -> 5.0; anything else is one line and exit 2."""
+    """``5%`` or ``5`` -> 5.0; anything else (negative, ``inf``, ``1e999%``, NaN) is one line and exit 2."""
     if text is None:
         return None
     try:
         value = float(text.strip().removesuffix("%"))
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not 0 <= value < math.inf:
         raise TraceError(f"{option} {text}", "not a percentage", "write it like 5%")
     return value
 
@@ -490,7 +505,7 @@ def print_diff(args: Namespace) -> int:
     for model in (*side_a, *side_b):
         report_diagnostics(model)
     diff = diff_traces(side_a, side_b, metric=args.metric, label_a=side_label(side_a), label_b=side_label(side_b))
-    views = TABLES if args.view in ("all", "verdict") else (args.view,)
+    views: tuple[str, ...] = TABLES if args.view in ("all", "verdict") else (args.view,)
     if args.view == "verdict":
         views = ()
     show_verdict = args.view in ("all", "verdict")

@@ -16,6 +16,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.analysis.ranking import concentrated_modules, costliest_class, module_time_us, operator_rank_key, top_operators
 from tuiprof.analysis.steps import idle_share
+from tuiprof.report.memory_texts import memory_peak_sentence
 from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
 from tuiprof.report.views import Column, Row, View, ViewOptions
@@ -184,6 +185,9 @@ def memory_not_recorded(model: TraceModel) -> Finding | None:
 
 
 def memory_peak(model: TraceModel) -> Finding | None:
+    categorised = memory_peak_sentence(model)  # what the peak is made of, when a capture saved torch's categories
+    if categorised is not None:
+        return Finding("memory-peak", "info", categorised)
     peak = model.peak_memory
     if peak is None or peak.peak_operator_row < 0:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.text import Text
@@ -17,6 +17,7 @@ from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.findings import FINDINGS_VIEW
+from tuiprof.report.memory_texts import NEEDS_CAPTURE
 from tuiprof.report.views import RUN_VIEWS, VIEWS, Column, Row, View, ViewOptions, run_table_columns, sort_rows
 
 
@@ -37,10 +38,18 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     """Print the view the request asks for; diagnostics go to stderr."""
     if request.view == FINDINGS_VIEW.name:
         return print_findings(model, request)
+    if request.view.startswith("memory-") and not model.memory_categories:
+        if request.view == "memory-categories":  # what the JSON supports instead: allocations by operator and module
+            request = replace(request, view="memory-allocations")
+        if request.view in ("memory-allocations", "memory-modules"):
+            print(f"tuiprof: {model.memory_categories_problem or NEEDS_CAPTURE}", file=sys.stderr)
     view, columns, rows = summary_table(model, request)
     report_diagnostics(model)
     sort = request.sort or view.default_sort_for(model)
     _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
+    if view.name == "memory-what-ifs" and request.format not in ("json", "csv"):  # the arithmetic, a sentence a line
+        width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+        sys.stdout.write("".join(f"{_wrap(str(row['how']), width) if width else row['how']}\n" for row in rows))
     return 0
 
 
@@ -101,14 +110,14 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     view = RUN_VIEWS[request.view]
     data_format = request.format in ("json", "csv")
     columns = view.columns if data_format else run_table_columns(view, run)
-    rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
+    rows = _sorted_rows(view, view.build(run, ViewOptions()), request.sort or view.default_sort, request.limit)
     for problem in run.problems:  # file names and decoder notes: from the run directory, escaped
         print(f"tuiprof: {plain(problem)}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
     _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
-        _print_rows(spread, spread.build(run), spread.columns, request, spread.title)
+        _print_rows(spread, spread.build(run, ViewOptions()), spread.columns, request, spread.title)
         lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
         if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
             width = shutil.get_terminal_size().columns

@@ -17,7 +17,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 from rich.text import Text
 
 from tuiprof.analysis.gap_activity import GapActivity
@@ -27,13 +26,13 @@ from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
 from tuiprof.report.names import cut_end, fit_name, short_kernel_name
+from tuiprof.report.render import json_text
 from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 MIN_BOX = 4  # whole columns an event needs before its name is written inside it
 LABEL_WIDTH = 16
-_TICK_STEPS = [m * 10**e for e in range(13) for m in (1, 2, 5)]  # nanoseconds
 _UNITS = (("s", 10**9), ("ms", 10**6), ("us", 10**3), ("ns", 1))
 _MIN_TICK_GAP = 12  # columns between ruler labels
 
@@ -131,7 +130,12 @@ def tick_step(start_ns: int, end_ns: int, columns: int) -> int:
     (half the width on narrow frames, so that two ticks show)."""
     gap = min(_MIN_TICK_GAP, max(5, columns // 2))
     wanted = (end_ns - start_ns) * gap / max(1, columns)
-    return next((s for s in _TICK_STEPS if s >= wanted), _TICK_STEPS[-1])
+    power = 1
+    while True:  # no ceiling: a fixed list ran out at 5e12 ns, and a window of 1e18 us then had 1e11 ticks
+        for multiple in (1, 2, 5):
+            if multiple * power >= wanted:
+                return multiple * power
+        power *= 10
 
 
 def format_offset(ns: int, step: int) -> str:
@@ -242,6 +246,12 @@ def render_json(timeline: Timeline, start_ns: int, end_ns: int, columns: int, la
 
 
 DEFAULT_COLUMNS = 100  # when stdout is not a terminal
+# Output bounds (a frame holds a row of cells per lane): a wider line is no longer read as
+# a line, and past a few hundred lanes a text timeline is a wall (40,000 threads took
+# minutes; `--format json --width 100000` over them wanted 24 GB).  A frame holds at most
+# MAX_LANES x MAX_COLUMNS cells (~2.5 M: ~25 MB of JSON).
+MAX_COLUMNS = 10_000
+MAX_LANES = 256  # lanes drawn: the busiest threads and GPU streams in the window first
 
 
 def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespace) -> int:
@@ -253,16 +263,22 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
         raise TraceError(source, f"--depth {args.depth} shows no operators", "pass --depth 1 or more")
     start, end = _window(timeline, source, args)
     columns = args.width if args.width is not None else _terminal_columns()
-    if not 1 <= columns <= 100_000:
-        raise TraceError(source, f"--width {columns} is not a column count", "pass --width between 1 and 100000")
+    if not 1 <= columns <= MAX_COLUMNS:
+        raise TraceError(source, f"--width {columns} is not a column count up to {MAX_COLUMNS}", f"pass --width between 1 and {MAX_COLUMNS}")
     if end - start < columns:
-        raise TraceError(source, f"the window is {end - start} ns, shorter than one ns per column", "widen --from/--to or lower --width")
-    lanes = timeline.select(groups, args.depth)
+        raise _too_short(timeline, source, args, end - start, columns)
+    lanes, left_out = timeline.busiest(timeline.select(groups, args.depth), start, end, MAX_LANES)
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(render_json(timeline, start, end, columns, lanes), option=orjson.OPT_INDENT_2).decode() + "\n")
+        frame = render_json(timeline, start, end, columns, lanes)
+        frame["threads_left_out"] = left_out
+        sys.stdout.write(json_text(frame))
     else:
         step = next((s.name for s in timeline.steps if s.number == args.step), None) if args.step is not None else None
-        sys.stdout.write(render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step))
+        text = render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step)
+        if left_out:
+            note = f"+{left_out:,} quieter threads/streams not drawn (max {MAX_LANES} lanes)"
+            text += fit(note, LABEL_WIDTH + 1 + columns).rstrip() + "\n"
+        sys.stdout.write(text)
     return 0
 
 
@@ -276,9 +292,26 @@ def _groups(source: str, text: str | None) -> tuple[str, ...] | None:
     return groups
 
 
+def _too_short(timeline: Timeline, source: str, args: argparse.Namespace, window_ns: int, columns: int) -> TraceError:
+    """The error for a window under one ns per column, in the terms of what the user chose."""
+    if args.from_us is not None or args.to_us is not None:
+        return TraceError(source, f"the window is {window_ns} ns, shorter than one ns per column", "widen --from/--to or lower --width")
+    if args.step is not None:
+        return TraceError(source, f"step {args.step} lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less")
+    if timeline.end_ns - timeline.begin_ns <= 1:  # _extent makes a trace at least 1 ns long
+        return TraceError(source, "the trace's events span no time (instants, or all at one moment)", "nothing to draw: list them with tuiprof summary")
+    return TraceError(source, f"the trace lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less")
+
+
 def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[int, int]:
-    """[start, end) in ns: the step's window, the whole trace, then --from/--to over either."""
+    """[start, end) in ns: the step's window, the whole trace, then --from/--to over either.
+
+    --from/--to may reach past the trace by at most its own length on either side
+    (a window a little wider than the trace is handy); further out is refused,
+    as the window's times must stay far inside int64 nanoseconds and its ruler
+    short (``--to 1e18`` ran forever, ``--from 1e16`` overflowed)."""
     start, end = timeline.begin_ns, timeline.end_ns
+    span = end - start
     if args.step is not None:
         chosen = [s for s in timeline.steps if s.number == args.step]
         if not chosen:
@@ -288,6 +321,11 @@ def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[
     for value, name in ((args.from_us, "--from"), (args.to_us, "--to")):
         if value is not None and not math.isfinite(value):
             raise TraceError(source, f"{name} {value} is not a time", "pass microseconds from the trace's first event")
+        if value is not None and not -span <= value * 1000 <= 2 * span:
+            raise TraceError(
+                source, f"{name} {value:g} is far outside the trace, which lasts {format_us(span / 1000)}",
+                f"pass --from/--to between {-span / 1000:.0f} and {2 * span / 1000:.0f} (microseconds from its first event)",
+            )
     if args.from_us is not None:
         start = timeline.begin_ns + round(args.from_us * 1000)
     if args.to_us is not None:

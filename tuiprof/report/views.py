@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -18,6 +19,8 @@ from tuiprof.analysis.compiled import describe_kernel
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranks import LoadDamage, RunSummary, rank_means, spread
+from tuiprof.trace.live import CATEGORY_NAMES
+from tuiprof.report.memory_texts import REMEDIES, peak_place, what_if_text
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
@@ -39,13 +42,13 @@ class Column:
         if self.kind == "us":
             return format_us_or_dash(float(value))  # type: ignore[arg-type]
         if self.kind == "bytes":
-            return format_bytes(int(value))  # type: ignore[arg-type]
+            return format_bytes(int(value))  # type: ignore[call-overload]
         if self.kind == "count":
             return format_count(float(value)) if value else "--"  # type: ignore[arg-type]
         if self.kind == "pct":
             return format_pct(float(value))  # type: ignore[arg-type]
         if self.kind == "int":
-            return f"{int(value):,}"  # type: ignore[arg-type]
+            return f"{int(value):,}"  # type: ignore[call-overload]
         if self.kind == "kernel":
             return short_kernel_name(plain(str(value), DISPLAY_CHARS))
         if self.kind == "ratio":
@@ -66,13 +69,16 @@ class ViewOptions:
     module: ModuleNode | None = None
 
 
+Source = TypeVar("Source")  # what a view's rows are built from: a TraceModel (VIEWS) or a RunSummary (RUN_VIEWS)
+
+
 @dataclass(frozen=True)
-class View:
+class View(Generic[Source]):
     name: str
     title: str
     columns: tuple[Column, ...]
     default_sort: str
-    build: Callable[[TraceModel, ViewOptions], list[Row]]
+    build: Callable[[Source, ViewOptions], list[Row]]
 
     def column(self, key: str) -> Column:
         for column in self.columns:
@@ -95,6 +101,12 @@ class View:
                 hidden |= {"backward_cpu_us", "backward_device_us"}  # inference: there is no backward
             if self.name == "memory" and not len(model.modules.by_frame):
                 hidden.add("peak_module")
+            if self.name == "memory-modules" and not model.memory_categories:  # the allocator's records only
+                hidden |= {c.key for c in self.columns if c.key.removesuffix("_bytes") in CATEGORY_NAMES}
+            if self.name == "memory-allocations" and not model.memory_categories:
+                hidden.add("category")
+            if self.name == "memory-what-ifs":  # a sentence: the detail pane, the lines under a summary, data formats
+                hidden.add("how")
             if not model.has_device:
                 hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
                 if self.name == "steps":  # columns of device activity, "--" on every row
@@ -243,7 +255,7 @@ MODULE_COLUMNS = (
 
 
 # What a row of the explorer's module tree shows (a legend for ?, not a table).
-MODULE_TREE_LEGEND = View(
+MODULE_TREE_LEGEND: View[TraceModel] = View(
     "module-tree",
     "Module tree rows",
     (
@@ -292,8 +304,8 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
-    for row in rows:
-        row["computes"] = describe_kernel(row["_stats"].name)
+    for row, kernel in zip(rows, model.kernels):
+        row["computes"] = describe_kernel(kernel.name)
     return rows
 
 
@@ -328,8 +340,8 @@ STEP_COLUMNS = (
 
 def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     rows = _attribute_rows(model.steps, STEP_COLUMNS)
-    for row in rows:  # a CPU-only step has no device window: its idle share is unknown, not 0 %
-        if not row["_stats"].device_window_us:
+    for row, step in zip(rows, model.steps):  # a CPU-only step has no device window: its idle share is unknown, not 0 %
+        if not step.device_window_us:
             row["idle_pct"] = None
     return rows
 
@@ -368,13 +380,115 @@ def build_memory_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     return rows
 
 
-VIEWS: dict[str, View] = {
+# ------------------------------------------------------------------ what fills memory at the peak
+# (analysis/memory_peak.py; torch's categories from a tuiprof capture, else the allocator's records)
+
+MEMORY_CATEGORY_COLUMNS = (
+    Column("category", "Category", "text", "torch's category (torch.profiler._memory_profiler.Category) in lower case; unknown: memory torch could not tie to a tensor."),
+    Column("bytes_at_peak", "At peak", "bytes", "Bytes of the category live at the peak of the categorised memory (torch's peak: the highest total of its export_memory_timeline)."),
+    Column("share", "Share", "pct", "Share of the peak."),
+    Column("peak_at_us", "Peak at", "us", "When the peak happened, from the trace start."),
+    Column("step", "Step", "text", "The profiler step and phase (forward, backward, optimizer) the peak falls in."),
+    Column("device", "Device", "text", "The device whose peak this is (a GPU's before the CPU's).", narrow=False),
+)
+MEMORY_MODULE_COLUMNS = (
+    Column("module", "Module", "text", "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'."),
+    Column("total_bytes", "At peak", "bytes", "Bytes live at the peak held by the module and its submodules."),
+    *(
+        Column(f"{name}_bytes", header, "bytes", help, narrow=narrow)
+        for name, header, help, narrow in (
+            ("activation", "Activations", "Tensors its forward made and kept for backward (to the layer that made them).", True),
+            ("parameter", "Params", "Its parameters (named_parameters(recurse=False) of it and its submodules).", True),
+            ("gradient", "Grads", "Gradients of its parameters.", True),
+            ("optimizer_state", "Opt state", "Optimizer state of its parameters (SGD's momentum, Adam's moments).", True),
+            ("input", "Inputs", "Inputs allocated in its forward.", False),
+            ("temporary", "Temps", "Temporaries allocated in its forward.", False),
+            ("autograd_detail", "Autograd", "Autograd detail allocated in its forward.", False),
+            ("unknown", "Unknown", "Memory torch could not tie to a tensor, allocated in its forward.", False),
+        )
+    ),
+    Column("path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False),
+)
+MEMORY_ALLOCATION_COLUMNS = (
+    Column("bytes", "Bytes", "bytes", "Bytes live at the peak."),
+    Column("category", "Category", "text", "torch's category (empty: the trace has no categories)."),
+    Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
+    Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
+    Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator and module)."),
+)
+MEMORY_WHAT_IF_COLUMNS = (
+    Column("remedy", "What if", "text", "A standard remedy for running out of memory."),
+    Column("saves_bytes", "Saves", "bytes", "Bytes it would take off the peak (checkpointing: at most)."),
+    Column("peak_after_bytes", "Peak after", "bytes", "The peak minus the saving."),
+    Column("how", "Arithmetic", "text", "Where the saving comes from, and what it costs."),
+)
+
+
+def build_memory_category_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None or breakdown.memory is None:
+        return []
+    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    peak = breakdown.peak_bytes
+    step = peak_place(breakdown).removeprefix("in ")
+    return [
+        {
+            "category": name, "bytes_at_peak": size, "share": 100 * size / peak if peak else 0.0,
+            "peak_at_us": (breakdown.peak_ns - origin) / 1000, "step": step, "device": breakdown.device,
+        }
+        for name, size in breakdown.memory.peak_by_category.items()
+    ]
+
+
+def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    categorised = breakdown.memory is not None
+    rows = []
+    for module in breakdown.modules:
+        row: Row = {"module": "  " * module.depth + module.label, "total_bytes": module.total, "path": module.path, "_stats": module}
+        for name in CATEGORY_NAMES:
+            row[f"{name}_bytes"] = module.bytes.get(name, 0) if categorised else None
+        rows.append(row)
+    return rows
+
+
+def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    return [
+        {"bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module, "count": a.count, "_stats": a}
+        for a in breakdown.allocations
+    ]
+
+
+def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    breakdown = model.memory_breakdown
+    if breakdown is None:
+        return []
+    return [
+        {
+            "remedy": REMEDIES[w.remedy], "saves_bytes": w.saves_bytes, "peak_after_bytes": w.peak_after,
+            "how": what_if_text(w), "_stats": w,
+        }
+        for w in breakdown.what_ifs
+    ]
+
+
+VIEWS: dict[str, View[TraceModel]] = {
     "ops": View("ops", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows),
     # Modules keep tree order (children by cost) unless a sort is asked for.
     "modules": View("modules", "Modules", MODULE_COLUMNS, "", build_module_rows),
     "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
     "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
     "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
+    "memory-categories": View("memory-categories", "Memory at the peak by category", MEMORY_CATEGORY_COLUMNS, "bytes_at_peak", build_memory_category_rows),
+    # Tree order (parents first) unless a sort is asked for, as the Modules view.
+    "memory-modules": View("memory-modules", "Memory at the peak by module", MEMORY_MODULE_COLUMNS, "", build_memory_module_rows),
+    "memory-allocations": View("memory-allocations", "Allocations live at the peak", MEMORY_ALLOCATION_COLUMNS, "bytes", build_memory_allocation_rows),
+    "memory-what-ifs": View("memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "saves_bytes", build_memory_what_if_rows),
 }
 
 
@@ -468,7 +582,7 @@ def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list
 
     stragglers = run.stragglers()
     last = run.collectives.last_arrivals()
-    rows = []
+    rows: list[Row] = []
     for summary in run.ranks:
         rows.append(
             {
@@ -510,7 +624,7 @@ def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) ->
 def build_spread_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
     rows = []
     for column, stats in spread(run.ranks).items():
-        top = max(run.ranks, key=lambda r: r.mean(column) if r.mean(column) is not None else float("-inf"))
+        top = max(run.ranks, key=lambda r: float("-inf") if (mean := r.mean(column)) is None else mean)
         rows.append(
             {
                 "column": column,
@@ -575,7 +689,7 @@ def build_collective_type_rows(run: RunSummary, options: ViewOptions | None = No
     return rows
 
 
-RUN_VIEWS: dict[str, View] = {
+RUN_VIEWS: dict[str, View[RunSummary]] = {
     "ranks": View("ranks", "Ranks", RANK_COLUMNS, "", build_rank_rows),  # rank order
     "rank-steps": View("rank-steps", "Ranks by step", RANK_STEP_COLUMNS, "", build_rank_step_rows),
     "spread": View("spread", "Spread over ranks", SPREAD_COLUMNS, "", build_spread_rows),

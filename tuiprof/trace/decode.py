@@ -16,6 +16,7 @@ repairs what it can and counts the rest.
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -74,6 +75,21 @@ class DecodeReport:
             self.note(problem)
 
 
+# The first byte of a JSON document that is a number, a string, true, false or null.
+_JSON_SCALAR_STARTS = b'"-0123456789tfn'
+NOT_A_TRACE_FIX = "pass a .json or .json.gz written by torch.profiler"
+
+
+def not_a_trace(source: str, head: bytes) -> TraceError:
+    """The error for a document whose first bytes cannot start a trace (``head``: from
+    its first token on).  JSON that is not a trace (``null``, ``"text"``, ``5``, ``[[``)
+    is told by what it starts with, so the user sees it is valid but something else."""
+    if head[:1] and head[:1] in b"[{" + _JSON_SCALAR_STARTS:
+        shown = "".join(c if c.isprintable() else "?" for c in head[:16].decode("utf-8", "replace")).rstrip()
+        return TraceError(source, f"not a trace: it starts `{shown}`, where a trace starts `{{\"` or `[{{`", NOT_A_TRACE_FIX)
+    return TraceError(source, "this is not JSON", NOT_A_TRACE_FIX)
+
+
 @dataclass
 class DocumentPlan:
     """Where the events of a document are: spans of whole events, in file order.
@@ -87,7 +103,7 @@ class DocumentPlan:
     inline_events: list[RawEvent] = field(default_factory=list)
 
 
-def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "trace") -> DocumentPlan:
+def plan_document(buf: bytes | memoryview | mmap.mmap, report: DecodeReport, source: str = "trace") -> DocumentPlan:
     """Find the event array, read the members around it and cut it into spans.
 
     Raises :class:`TraceError` when the bytes are not a trace at all.
@@ -115,7 +131,7 @@ def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "
         body_start = match.end()
         header = _decode_header_prefix(view[:body_start], source, report)
     else:
-        raise TraceError(source, "this is not JSON", "pass a .json or .json.gz written by torch.profiler")
+        raise not_a_trace(source, bytes(view[start : start + 16]))
 
     return DocumentPlan(header, _plan_to_the_end(view, header, body_start, report))
 
@@ -193,7 +209,7 @@ def _plan_spans(view: memoryview, pos: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _find_cut(view: memoryview, target: int, end: int) -> tuple[int, int] | None:
+def _find_cut(view: memoryview | GrowingDocument, target: int, end: int) -> tuple[int, int] | None:
     """The first trusted boundary after ``target``: (just after ``}``, at ``{``)."""
     search_from = target
     while search_from < end:
@@ -209,7 +225,7 @@ def _find_cut(view: memoryview, target: int, end: int) -> tuple[int, int] | None
     return None
 
 
-def _event_decodes_at(view: memoryview, pos: int, end: int) -> bool:
+def _event_decodes_at(view: memoryview | GrowingDocument, pos: int, end: int) -> bool:
     """Whether an event object starts at ``pos`` (the next boundary ends it)."""
     window = bytes(view[pos : min(end, pos + _SEARCH_WINDOW)])
     for match in _BOUNDARY.finditer(window):
@@ -251,10 +267,10 @@ def _decode_small_document(view: memoryview, source: str) -> TraceHeader:
         return _decode_header(view)
     except RecursionError:
         raise TraceError(source, "JSON nested too deeply to be a trace", "pass a trace written by torch.profiler") from None
+    except msgspec.ValidationError as exc:  # a DecodeError too: caught first
+        raise TraceError(source, f"JSON that is not a trace ({exc})", "pass a trace written by torch.profiler") from None
     except msgspec.DecodeError as exc:
         raise TraceError(source, f"not valid JSON ({exc})", "pass a trace written by torch.profiler") from None
-    except msgspec.ValidationError as exc:
-        raise TraceError(source, f"JSON that is not a trace ({exc})", "pass a trace written by torch.profiler") from None
 
 
 def _decode_header_prefix(prefix: memoryview, source: str, report: DecodeReport) -> TraceHeader:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuiprof.errors import TraceError
+from tuiprof.trace.cache import HashingWriter, cache_enabled, file_key, keyed_by_content, read_store
 from tuiprof.trace.columns import columns_from_events
 from tuiprof.trace.decode import DecodeReport, DocumentPlan, plan_document, plan_growing_document
 from tuiprof.cleanup import temporary_file
@@ -68,13 +69,29 @@ GZIP_TO_FILE_BYTES = 4 << 20
 
 
 def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) -> TraceEvents:
+    """The trace's store: from the cache when it holds this trace (:mod:`tuiprof.trace.cache`),
+    else decoded, with the ``cache_key`` to save it under once it has been shown."""
     source = display_name(trace)
     on_read = None
     if progress:
         on_read = lambda done, total: progress(LoadProgress("reading", done, total, 0))  # noqa: E731
     if trace.stream:
         with spooled(trace, on_read) as plain:
-            return _load(source, plain, progress)
+            return _cached_or_decoded(source, plain, lambda: _load(source, plain, progress))
+    return _cached_or_decoded(source, trace, lambda: _decoded(source, trace, progress, on_read))
+
+
+def _cached_or_decoded(source: str, trace: TraceFile, decode: Callable[[], TraceEvents]) -> TraceEvents:
+    key = file_key(trace)
+    cached = read_store(key, source)
+    if cached is not None:
+        return _checked(cached)
+    store = decode()
+    store.cache_key = key
+    return store
+
+
+def _decoded(source: str, trace: TraceFile, progress: ProgressCallback | None, on_read: ReadProgress | None) -> TraceEvents:
     if trace.size_bytes >= GZIP_TO_FILE_BYTES and is_gzip(trace):
         expected = inflated_size(trace)
         with temporary_file(directory=inflation_directory(trace.size_bytes)) as inflated:
@@ -94,10 +111,13 @@ def display_name(trace: TraceFile) -> str:
 
 @contextlib.contextmanager
 def spooled(trace: TraceFile, on_read: ReadProgress | None = None) -> Iterator[TraceFile]:
-    """A pipe's trace copied (inflated) into a temporary file, removed when the block ends."""
+    """A pipe's trace copied (inflated) into a temporary file, removed when the block ends;
+    with the cache on, the copy is keyed by the hash of its content as read."""
     with temporary_file(prefix="tuiprof-stream-") as copy:
-        spool_stream(trace, copy, on_read)
-        yield TraceFile(Path(copy.name), os.path.getsize(copy.name), None)
+        writer = HashingWriter(copy) if cache_enabled() else None
+        spool_stream(trace, writer or copy, on_read)
+        with keyed_by_content(Path(copy.name), writer.key() if writer else None):
+            yield TraceFile(Path(copy.name), os.path.getsize(copy.name), None)
 
 
 @contextlib.contextmanager

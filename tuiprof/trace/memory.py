@@ -36,6 +36,7 @@ class MemoryRecords:
     reserved: np.ndarray  # int64 Total Reserved (0 where unknown)
     reserved_known: tuple[bool, ...]  # per device: whether the file recorded totals
     tids: tuple[int | str, ...]  # the thread of each record, as written
+    addr: np.ndarray  # int64 Addr (an allocation and its free share it), NONE when absent
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -90,4 +91,5 @@ def memory_records(columns: AllocatorColumns) -> MemoryRecords:
         reserved=reserved,
         reserved_known=tuple(known),
         tids=tuple(columns.tid[rows].tolist()),
+        addr=columns.addr[rows],
     )

@@ -40,6 +40,7 @@ from stat import S_ISREG
 import msgspec
 
 from tuiprof.errors import TraceError
+from tuiprof.trace.cache import cache_root
 from tuiprof.trace.source import TraceFile, read_head, trace_entries
 
 SIDECAR_SUFFIX = ".tuiprof-summary"
@@ -115,7 +116,9 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
         if identity is not None:
             found.append(identity)
     if not found:
-        raise TraceError(str(target), "no readable trace file", "see the lines above")
+        first = problems[0] if problems else "none could be read"
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise TraceError(str(target), f"no readable trace file ({first}{more})", "pass traces written by torch.profiler")
     ranked = [f for f in found if f.rank is not None]
     if not ranked:  # a single process, or files without distributedInfo: numbered by name
         if len(found) > 1:
@@ -290,19 +293,15 @@ def sidecar_path(trace: Path) -> Path:
     return trace.with_name(trace.name + SIDECAR_SUFFIX)
 
 
-def _cache_folder() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof"
-
-
 def cached_sidecar_path(trace: Path) -> Path:
     """The sidecar of ``trace`` in the user's cache (for folders tuiprof must not write into)."""
     key = hashlib.sha256(str(trace.resolve()).encode(errors="surrogateescape")).hexdigest()[:32]
-    return _cache_folder() / "sidecars" / f"{key}{SIDECAR_SUFFIX}"
+    return cache_root() / "sidecars" / f"{key}{SIDECAR_SUFFIX}"
 
 
 def sidecar_key() -> bytes | None:
     """The user's key that signs sidecars, made on first use; None when there is no usable one."""
-    return _key_at(_cache_folder() / "sidecar.key")
+    return _key_at(cache_root() / "sidecar.key")
 
 
 @cache

@@ -51,6 +51,7 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    addr: int | None = msgspec.field(default=None, name="Addr")
     # record_param_comms (collectives; analysis/collectives.py)
     collective_name: str | None = msgspec.field(default=None, name="Collective name")
     process_group: Loose = msgspec.field(default=None, name="Process Group Name")
@@ -134,7 +135,7 @@ EVENT_LIST = list[RawEvent]
 _decode_any = msgspec.json.Decoder().decode
 
 
-def decode_member(raw: msgspec.Raw) -> list[Any] | None:
+def decode_member(raw: msgspec.Raw | bytes) -> list[Any] | None:
     """An undecoded input list (``Input Dims``...) as Python lists; None if absent or broken."""
     if not raw:
         return None

@@ -14,17 +14,20 @@ import mmap
 import os
 import re
 import stat
+import types
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tuiprof.errors import TraceError
+from tuiprof.trace.decode import not_a_trace
 
+inflate_lib: types.ModuleType  # either module: the same API (and zlib-ng's stub types its `error` as an instance)
 try:  # zlib-ng inflates 2.4x as fast as the stdlib's zlib (307 MB: 0.27 s vs 0.65 s), same API and stream
     from zlib_ng import zlib_ng as inflate_lib
 except ImportError:  # a platform without its wheel (see pyproject.toml): the stdlib's
-    inflate_lib = zlib  # type: ignore[assignment]
+    inflate_lib = zlib
 _INFLATE_ERRORS = (zlib.error, inflate_lib.error)
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -295,7 +298,7 @@ class TraceStart:
             if len(text) > _LEADING_SPACE:  # only whitespace around one bracket so far: not a trace
                 self._refuse()
             return
-        if (first, rest[:1]) not in ((b"{", b'"'), (b"[", b"{"), (b"[", b"]")):
+        if (first, rest[:1]) not in ((b"{", b'"'), (b"{", b"}"), (b"[", b"{"), (b"[", b"]")):  # {}: told "no traceEvents" later
             self._refuse()
         self.done = True
         self.head = b""
@@ -305,7 +308,8 @@ class TraceStart:
             self._refuse()
 
     def _refuse(self) -> None:
-        raise TraceError(self.source, "this is not JSON", "pass a .json or .json.gz written by torch.profiler")
+        text = self.head[len(_BOM) :] if self.head.startswith(_BOM) else self.head
+        raise not_a_trace(self.source, text.lstrip(_SPACE))
 
 
 def read_trace_bytes(

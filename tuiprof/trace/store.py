@@ -57,6 +57,7 @@ class TraceEvents:
     other_events: int = 0
     event_count: int = 0
     uncompressed_bytes: int = 0
+    cache_key: str | None = None  # set when decoded and cacheable: trace/cache.py saves it under this
 
     @cached_property
     def memory_records(self) -> MemoryRecords:
@@ -162,6 +163,6 @@ class StoreBuilder:
 
 def as_thread_id(value: int | str) -> int | str:
     """Thread and process ids: legacy files write ``"25738"`` for ``25738``."""
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isdecimal():  # what int() reads (not "\u00b2")
         return int(value)
     return value

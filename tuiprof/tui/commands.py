@@ -4,7 +4,7 @@ dolphie do), so a key is described once.
 
 ``scope`` says where a key is bound: ``app`` (anywhere), ``view`` (the view
 keys, anywhere), ``table`` (a :class:`RowTable`), ``tree`` (the module tree),
-``timeline`` (its canvas), ``overview`` (the Overview page).  Views add their keys
+``timeline`` (its canvas), ``overview`` (the Overview page), ``memory`` (the Memory view).  Views add their keys
 with :meth:`Command` entries of their own and the same helpers.  A pane widget
 names its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
 view holds (:func:`pane_commands`), never another view's.
@@ -92,6 +92,14 @@ TABLE_COMMANDS: tuple[Command, ...] = (
     Command("enter", "select", "Open", "drill in: an operator's calls, a kernel's launches, a module's operator", scope="table", palette=False),
 )
 
+MEMORY_COMMANDS: tuple[Command, ...] = (
+    Command(
+        "m", "next_table", "Table",
+        "Memory view: the next table (at the peak: modules, allocations, what-ifs; operators)",
+        scope="memory", show=True, palette=False,
+    ),
+)
+
 TREE_COMMANDS: tuple[Command, ...] = (
     Command("j", "cursor_down", "Down", "move down", scope="tree", palette=False),
     Command("k", "cursor_up", "Up", "move up", scope="tree", palette=False),
@@ -133,10 +141,11 @@ def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
 
 
 def pane_commands(view: Widget) -> list[Command]:
-    """The keys of the panes inside ``view``: each pane class's ``PANE_COMMANDS``, once, in
-    pane order (the Operators view has a table's keys, Modules a tree's and a table's)."""
+    """The keys of the view itself and of the panes inside it: each class's ``PANE_COMMANDS``,
+    once, in pane order (the Operators view has a table's keys, Modules a tree's and a table's,
+    Memory its own ``m`` and a table's)."""
     found: list[Command] = []
-    for widget in view.query("*"):
+    for widget in (view, *view.query("*")):
         found += [command for command in getattr(widget, "PANE_COMMANDS", ()) if command not in found]
     return found
 

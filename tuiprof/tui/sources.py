@@ -16,6 +16,7 @@ from typing import Protocol
 from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
 from tuiprof.trace import LoadProgress, load_trace
+from tuiprof.trace.cache import save_in_background
 
 Report = Callable[[str, "float | None"], None]
 
@@ -57,6 +58,7 @@ class FileSource:
             raise LoadCancelled
         report(f"analysing {store.event_count:,} events", None)
         model = analyze(store)
+        save_in_background(store)  # its columns go to the cache while the model is shown
         return model, list(model.log_lines)  # a saved live capture keeps the profiler's log
 
 

@@ -116,11 +116,9 @@ class TableApp(App[int]):
 
     def quit_code(self) -> int:
         """The exit code of a quit now: before anything is shown, "stopped by the user"
-        (130, as the README's exit codes and a live capture's q say); after a load error,
-        that error's code; else 0."""
-        if not self.loaded and not self.error_text:
-            return EXIT_INTERRUPTED
-        return self.exit_code
+        (130, as the README's exit codes and a live capture's q say), else 0.  (A load error
+        ends the app by itself, with that error's code.)"""
+        return 0 if self.loaded else EXIT_INTERRUPTED
 
     def _quit_on_signal(self, signum: int) -> None:
         clean_up()  # temporary inflated traces and decode workers go now, not only at exit

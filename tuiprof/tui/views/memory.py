@@ -1,5 +1,9 @@
-"""Memory: allocated (and reserved) over time per device, the peak marked, and
-the per-operator allocation table."""
+"""Memory: the curve per device (stacked by torch's categories when a tuiprof
+capture saved them, else allocated and reserved), the peak marked, and one
+table at a time (``m`` cycles): the modules holding the peak's bytes, the
+allocations live at it, the remedies' arithmetic, and the per-operator
+allocation table.  Everything drawn here is computed in analysis/memory_peak.py
+and worded in report/memory_texts.py."""
 
 from __future__ import annotations
 
@@ -10,66 +14,142 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from tuiprof.analysis.memory_peak import ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.memory_chart import MemoryCurve
-from tuiprof.report.views import VIEWS, View
+from tuiprof.report.memory_chart import CategoryCurve, MemoryCurve
+from tuiprof.report.memory_texts import NEEDS_CAPTURE_SHORT, allocation_detail, module_memory_detail, peak_title, what_if_text
+from tuiprof.report.views import VIEWS, Row, View
+from tuiprof.tui.commands import MEMORY_COMMANDS, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
 
 MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
 CHARTS = 2  # devices charted (the first when the terminal is short); the table covers all
 TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
+TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 lines, not 4
+DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
 NO_MEMORY = "No [memory] events: profile with profile_memory=True."
+# The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
+CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "ops")
+ALLOCATOR_TABLES = ("ops", "memory-allocations", "memory-modules")
+TABLE_TITLES = {
+    "memory-modules": "Modules at the peak (their submodules included)",
+    "memory-allocations": "Allocations live at the peak",
+    "memory-what-ifs": "What would lower the peak",
+    "ops": "Operators: bytes allocated minus freed",
+}
 
 
 class MemoryView(ExplorerView):
     view_id = "memory"
     title = "Memory"
+    BINDINGS = bindings(MEMORY_COMMANDS)
+    PANE_COMMANDS = MEMORY_COMMANDS  # what ? lists for this view, with its table's keys
     _charted: int | None = None  # charts drawn for the terminal's height
+    _table: str = ""  # the VIEWS key of the table shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-chart")
+        yield Static(id="memory-table-title")
         yield RowTable(id="memory-ops")
+        yield Static(id="memory-detail", classes="detail")
 
     def timeline_target(self) -> tuple | None:
-        return self.longest_call_of(self.query_one(RowTable).current_row)
+        return self.longest_call_of(self.query_one(RowTable).current_row) if self._table == "ops" else None
 
     def help_columns(self) -> View:
-        return VIEWS["ops"]
+        return VIEWS[self._table or "ops"]
+
+    def _tables(self, model: TraceModel) -> tuple[str, ...]:
+        return CATEGORISED_TABLES if model.memory_categories else ALLOCATOR_TABLES
 
     def _charts(self) -> int:
         return CHARTS if self.app.size.height >= TWO_CHARTS_ROWS else 1
 
+    def on_show(self) -> None:
+        """Shown: the modules table scrolls to its cursor (set while the view was hidden)."""
+        self._select_most_activations()
+
+    def _select_most_activations(self) -> None:
+        if self._table != "memory-modules" or self.model is None or self.model.memory_breakdown is None:
+            return
+        most = self.model.memory_breakdown.most_activations  # the module a user checkpoints first
+        if most is not None:
+            self.query_one(RowTable).select_where(lambda row: row.get("_stats") is most)
+
     def on_resize(self) -> None:
         if self.model is not None and self._charts() != self._charted:
             self._draw_charts(self.model)  # the table stays as it is
+        self._show_detail_pane()
+
+    def _show_detail_pane(self) -> None:
+        """Operator rows have no detail; a short terminal needs every row for the table."""
+        pane = self.query_one("#memory-detail", Static)
+        pane.display = self._table != "ops" and self.app.size.height >= DETAIL_ROWS
 
     def show_model(self, model: TraceModel) -> None:
+        self._table = self._tables(model)[0]
         self._draw_charts(model)
         self.show_options(model)
+
+    def action_next_table(self) -> None:
+        if self.model is None:
+            return
+        tables = self._tables(self.model)
+        self._table = tables[(tables.index(self._table) + 1) % len(tables)] if self._table in tables else tables[0]
+        self.show_options(self.model)
 
     def _draw_charts(self, model: TraceModel) -> None:
         chart = self.query_one("#memory-chart", Static)
         self._charted = self._charts()
-        if not model.memory:
+        if not model.memory and not model.memory_categories:
             chart.update(Text(NO_MEMORY))  # plain: "[memory]" is no markup
-        else:
-            origin = model.calls.start_ns[0] if len(model.calls) else 0
-            curves: list = []
-            for timeline in model.memory[: self._charted]:
-                label = ""
-                if timeline.peak_operator_row >= 0:
-                    label = model.calls.name(timeline.peak_operator_row)
-                    node = model.modules.by_frame.get(model.calls.module[timeline.peak_operator_row])
-                    if node is not None:
-                        label += f" ({node.label})"
-                curves += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, origin, 4, label)]
-            chart.update(Group(*curves))
+            return
+        origin = model.calls.start_ns[0] if len(model.calls) else 0
+        # A file's breakdown (allocations searched in the calls) waits until its table is asked for.
+        breakdown = model.memory_breakdown if model.categorised_peak is not None else None
+        if breakdown is not None:
+            height = 6 if self.app.size.height >= TALL_CURVE_ROWS else 4
+            chart.update(Group(peak_title(breakdown), CategoryCurve(breakdown.memory, origin, height, breakdown.phases)))
+            return
+        curves: list = []
+        for timeline in model.memory[: self._charted]:
+            label = ""
+            if timeline.peak_operator_row >= 0:
+                label = model.calls.name(timeline.peak_operator_row)
+                node = model.modules.by_frame.get(model.calls.module[timeline.peak_operator_row])
+                if node is not None:
+                    label += f" ({node.label})"
+            curves += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, origin, 4, label)]
+        curves.append(Text(model.memory_categories_problem or NEEDS_CAPTURE_SHORT, style="dim", no_wrap=True, overflow="ellipsis"))
+        chart.update(Group(*curves))
 
     def show_options(self, model: TraceModel) -> None:
+        table = self.query_one(RowTable)
+        title = Text(TABLE_TITLES[self._table], style="bold")
+        title.append("  m: next table", style="dim")
+        self.query_one("#memory-table-title", Static).update(title)
+        self._show_detail_pane()
+        if self._table != "ops":
+            view = VIEWS[self._table]
+            table.set_data(view.visible_columns(self.options, model), view.build(model, self.options), view.default_sort)
+            self._select_most_activations()
+            self.show_detail(table, table.current_row)
+            return
         view = VIEWS["ops"]
         shown = {c.key for c in view.visible_columns(self.options, model)}
         # Every memory column is what this view is for: none is dropped at 80 columns.
         columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_COLUMNS if key in shown)
         sort = "self_device_mem_bytes" if any(not t.is_cpu for t in model.memory) else "self_cpu_mem_bytes"
-        self.fill_table(self.query_one(RowTable), view, self.options, columns=columns, default_sort=sort)
+        self.fill_table(table, view, self.options, columns=columns, default_sort=sort)
+
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        item = row.get("_stats") if row is not None else None
+        text = Text()
+        if isinstance(item, ModuleMemory) and self.model is not None and self.model.memory_breakdown is not None:
+            text = module_memory_detail(self.model.memory_breakdown, item)
+        elif isinstance(item, PeakAllocation):
+            text = allocation_detail(item)
+        elif isinstance(item, WhatIf):
+            text = Text(what_if_text(item))
+        self.query_one("#memory-detail", Static).update(text)

@@ -1,0 +1,283 @@
+"""The decoded-trace cache (tuiprof/trace/cache.py): a reopen reads it, and nothing it holds is trusted.
+
+The oracle is the synthetic trace's construction (names and call counts known
+when it is written) and the store a fresh decode gives; the cache is on here
+(tests/conftest.py turns it off for every other test).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_big_traces import _columns_equal
+from tuiprof.cli import main
+from tuiprof.trace import cache, load_trace
+from tuiprof.trace.schema import EventArgs, TimedEvent
+
+EVENTS = 50_000  # ~9.6 MB: over cache.MIN_BYTES, so the real threshold is exercised
+NAMES = [f"aten::op_{k}" for k in range(7)]
+
+
+def write_trace(path: Path, last_name: str = "aten::last") -> Counter:
+    """A Kineto-layout trace of EVENTS back-to-back operators on two threads; returns calls per name.
+    ``last_name`` names the final operator (same length: a change in place of the same size)."""
+    lines, calls = [], Counter()
+    for i in range(EVENTS):
+        name = last_name if i == EVENTS - 1 else NAMES[i % len(NAMES)]
+        calls[name] += 1
+        lines.append(
+            '  {\n    "ph": "X", "cat": "cpu_op", "name": "%s", "pid": 1, "tid": %d,\n'
+            '    "ts": %d.500, "dur": 1.250,\n    "args": {\n      "External id": %d, "Sequence number": %d\n    }\n  }'
+            % (name, 1 + i % 2, 1_000_000 + 2 * i, i + 1, i)
+        )
+    text = '{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(lines) + "\n]}\n"
+    path.write_text(text)
+    return calls
+
+
+@pytest.fixture
+def cache_on(monkeypatch, tmp_path) -> Path:
+    """The cache on, in a folder of this test's own; returns the stores' folder."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv(cache.NO_CACHE_ENV, "0")
+    monkeypatch.delenv(cache.CACHE_SIZE_ENV, raising=False)
+    monkeypatch.setattr(cache, "_warned", False)
+    return tmp_path / "xdg" / "tuiprof" / "stores"
+
+
+def entries(stores: Path) -> list[Path]:
+    return sorted(stores.iterdir()) if stores.is_dir() else []
+
+
+def calls_of(store) -> Counter:
+    return Counter(store.names[code] for code in store.cpu.name.tolist())
+
+
+def summary_calls(capsys, *args: str) -> dict[str, int]:
+    assert main(["summary", *args, "--format", "json"]) == 0
+    cache.wait_for_writes()
+    return {row["name"]: row["calls"] for row in json.loads(capsys.readouterr().out)}
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_reopen_reads_the_columns_the_first_open_decoded(cache_on, tmp_path, compressed) -> None:
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    if compressed:
+        path = tmp_path / "trace.json.gz"
+        path.write_bytes(gzip.compress((tmp_path / "trace.json").read_bytes(), 1))
+    first = load_trace(path)
+    assert first.cache_key is not None and calls_of(first) == expected
+    assert cache.save(first)
+    again = load_trace(path)
+    assert again.cache_key is None  # it came from the cache
+    assert isinstance(again.cpu.start_ns, np.memmap)
+    assert calls_of(again) == expected
+    _columns_equal(first, again)
+    size_on_disk = sum(f.stat().st_size for f in entries(cache_on)[0].iterdir())
+    assert size_on_disk <= 1.1 * (tmp_path / "trace.json").stat().st_size
+
+
+def test_structs_from_decode_workers_are_cached(cache_on, tmp_path) -> None:
+    """GPU annotations and collective records arrive from workers as unpickled copies, whose
+    absent input lists are copies of the empty default: they were written as invalid JSON."""
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    store = load_trace(path)
+    annotation = TimedEvent("ProfilerStep#3", 7, 10, 20, EventArgs(external_id=5))
+    record = EventArgs(collective_name="allreduce", in_nelems=1024, input_dims=msgspec.Raw(b"[[32, 32]]"))
+    store.gpu_annotations, store.comms_records = pickle.loads(pickle.dumps(([annotation], [record])))
+    store.event_count += 1  # the annotation
+    assert cache.save(store)
+    again = load_trace(path)
+    assert again.cache_key is None
+    assert again.gpu_annotations == [annotation] and again.comms_records[0].in_nelems == 1024
+    assert bytes(again.comms_records[0].input_dims) == b"[[32, 32]]" and not again.gpu_annotations[0].args.input_dims
+
+
+def test_a_file_changed_in_place_is_decoded_again(cache_on, tmp_path) -> None:
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    assert cache.save(load_trace(path))
+    before = path.stat()
+    expected = write_trace(path, last_name="aten::tsal")  # same size, new content in the tail
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the same mtime
+    assert path.stat().st_size == before.st_size
+    store = load_trace(path)
+    assert store.cache_key is not None and calls_of(store) == expected
+
+
+def _plant(entry: Path, damage: str) -> None:
+    column = entry / "cpu.name.npy"
+    rows = len(np.load(column))
+    if damage == "codes out of their table":
+        np.save(column, np.full(rows, 10_000, dtype=np.int64))
+    elif damage == "negative codes":
+        np.save(column, np.full(rows, -5, dtype=np.int64))
+    elif damage == "a float column":
+        np.save(column, np.zeros(rows, dtype=np.float64))
+    elif damage == "a short column":
+        np.save(column, np.zeros(rows - 1, dtype=np.int64))
+    elif damage == "a pickled column":
+        np.save(column, np.array([object()] * rows, dtype=object), allow_pickle=True)
+    elif damage == "a truncated column":
+        column.write_bytes(column.read_bytes()[:200])
+    elif damage == "an empty column file":
+        column.write_bytes(b"")
+    elif damage == "a missing column":
+        column.unlink()
+    elif damage == "launches before operators":
+        category = np.load(entry / "cpu.category.npy")
+        category[0] = 3
+        np.save(entry / "cpu.category.npy", category)
+    elif damage == "negative durations":
+        np.save(entry / "cpu.dur_ns.npy", np.full(rows, -1, dtype=np.int64))
+    elif damage == "input texts outside the blob":
+        np.save(entry / "cpu.dims_len.npy", np.full(rows, 1 << 40, dtype=np.int64))
+    elif damage == "fewer names":
+        meta = json.loads((entry / "meta.json").read_text())
+        meta["names"] = meta["names"][:1]
+        (entry / "meta.json").write_text(json.dumps(meta))
+    elif damage == "garbage meta":
+        (entry / "meta.json").write_bytes(b"\x00not json")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["codes out of their table", "negative codes", "a float column", "a short column", "a pickled column",
+     "a truncated column", "an empty column file", "a missing column", "launches before operators", "negative durations", "input texts outside the blob",
+     "fewer names", "garbage meta"],
+)
+def test_a_planted_or_damaged_cache_is_ignored_and_rebuilt(cache_on, tmp_path, damage) -> None:
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    _plant(entry, damage)
+    store = load_trace(path)
+    assert store.cache_key is not None, "the planted entry was used"
+    assert calls_of(store) == expected
+    assert entries(cache_on) == []  # removed, so the next save rebuilds it
+    assert cache.save(store) and load_trace(path).cache_key is None
+
+
+def test_two_processes_open_the_same_trace_at_once(cache_on, tmp_path) -> None:
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json", "--limit", "20"]
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path) for _ in range(2)]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    assert outputs[0][0] == outputs[1][0]
+    assert {row["name"]: row["calls"] for row in json.loads(outputs[0][0])} == expected
+    [entry] = entries(cache_on)  # one entry, no temporary folder left
+    assert not entry.name.startswith(".")
+    os.utime(entry / "meta.json", (1, 1))
+    third = subprocess.run(command, capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert third.returncode == 0 and third.stdout == outputs[0][0]
+    assert (entry / "meta.json").stat().st_mtime > 1  # read (and touched) by the third
+
+
+def test_no_cache_writes_nothing(cache_on, tmp_path, capsys) -> None:
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert summary_calls(capsys, str(path), "--no-cache") == expected
+    assert not cache_on.exists()
+    os.environ[cache.NO_CACHE_ENV] = "0"  # what --no-cache set (monkeypatch restores it)
+    assert summary_calls(capsys, str(path)) == expected
+    assert len(entries(cache_on)) == 1  # without the flag, the same command writes one
+
+
+def test_a_read_only_cache_falls_back_to_no_cache_with_one_line(cache_on, tmp_path) -> None:
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    cache_on.mkdir(parents=True)
+    cache_on.chmod(0o555)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        run = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(path), "--limit", "3"],
+                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    finally:
+        cache_on.chmod(0o755)
+    assert run.returncode == 0 and "aten::op_0" in run.stdout
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and "cache" in lines[0] and "read-only" in lines[0], run.stderr
+    assert entries(cache_on) == []
+
+
+def test_a_trace_from_stdin_is_keyed_by_its_content(cache_on, tmp_path) -> None:
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "tuiprof", "summary", "-", "--format", "json", "--limit", "20"]
+    outputs = []
+    for _ in range(2):
+        with open(path, "rb") as stdin:
+            run = subprocess.run(command, stdin=stdin, capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        assert run.returncode == 0, run.stderr
+        outputs.append(run.stdout)
+        [entry] = entries(cache_on)
+        assert entry.name.startswith("c")  # the content's key, not the temporary copy's path
+    assert outputs[0] == outputs[1]
+    assert {row["name"]: row["calls"] for row in json.loads(outputs[0])} == expected
+
+
+def test_the_least_recently_used_trace_goes_first(cache_on, tmp_path, monkeypatch) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(first)
+    write_trace(second, last_name="aten::tsal")
+    one = cache.save(load_trace(first))
+    size = sum(f.stat().st_size for f in entries(cache_on)[0].iterdir())
+    monkeypatch.setenv(cache.CACHE_SIZE_ENV, str(int(size * 1.5)))  # room for one entry
+    assert one and cache.save(load_trace(second))
+    assert load_trace(first).cache_key is not None  # evicted: decoded again
+    assert load_trace(second).cache_key is None
+
+
+def test_cache_sizes_parse() -> None:
+    assert cache.parse_size("4G") == 4 << 30
+    assert cache.parse_size("500M") == 500 << 20
+    assert cache.parse_size("1.5GB") == 3 << 29
+    assert cache.parse_size("123") == 123
+    with pytest.raises(ValueError):
+        cache.parse_size("lots")
+
+
+def test_the_explorer_writes_the_cache_once_its_model_is_built(cache_on, tmp_path) -> None:
+    from tuiprof.tui.sources import FileSource
+
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    model, _ = FileSource(str(path))(lambda text, fraction: None, lambda: False)
+    cache.wait_for_writes()
+    assert {s.name: s.calls for s in model.operators()} == expected
+    assert len(entries(cache_on)) == 1
+    model, _ = FileSource(str(path))(lambda text, fraction: None, lambda: False)  # the reopen reads it
+    assert {s.name: s.calls for s in model.operators()} == expected
+    assert len(entries(cache_on)) == 1
+
+
+def test_timeline_and_diff_write_the_cache_after_their_output(cache_on, tmp_path, capsys) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(first)
+    write_trace(second, last_name="aten::tsal")
+    assert main(["timeline", str(first), "--width", "60"]) == 0
+    cache.wait_for_writes()
+    assert "thread 2" in capsys.readouterr().out
+    assert len(entries(cache_on)) == 1
+    assert main(["diff", str(first), str(second), "--format", "json"]) == 0
+    cache.wait_for_writes()
+    assert len(entries(cache_on)) == 2  # the first side read from the cache, the second written

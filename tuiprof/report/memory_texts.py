@@ -1,0 +1,140 @@
+"""What the Memory view, the Overview and ``summary`` say about the memory peak:
+its categories and modules in words, and each remedy with its arithmetic."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from tuiprof.analysis.memory_peak import MemoryBreakdown, ModuleMemory, PeakAllocation, WhatIf
+from tuiprof.analysis.model import TraceModel
+from tuiprof.report.units import format_bytes, format_us
+
+CATEGORY_WORDS = {
+    "parameter": "parameters",
+    "optimizer_state": "optimizer state",
+    "input": "inputs",
+    "temporary": "temporaries",
+    "activation": "activations",
+    "gradient": "gradients",
+    "autograd_detail": "autograd detail",
+    "unknown": "unknown",
+}
+NEEDS_CAPTURE = (
+    "Memory categories (parameters, activations, gradients...) need a tuiprof capture "
+    "(tuiprof live/run or tuiprof.profile()), or torch's export_memory_timeline with "
+    "profile_memory, record_shapes and with_stack; this file has only allocator events, "
+    "so the peak is shown by operator and module."
+)
+NEEDS_CAPTURE_SHORT = "Categories need a tuiprof capture · m: allocations at peak"  # fits 60 columns
+REMEDIES = {
+    "grads-to-none": "Gradients to None",
+    "no-momentum": "SGD without momentum",
+    "checkpoint": "Activation checkpointing",
+    "half-batch": "Half the batch",
+}
+
+
+def share(part: int, whole: int) -> str:
+    """``28 %``: whole percents, the house style (``<1 %`` for a little, never ``0 %``)."""
+    if not whole:
+        return "--"
+    percent = round(100 * part / whole)
+    return "<1 %" if part and not percent else f"{percent} %"
+
+
+def peak_place(breakdown: MemoryBreakdown) -> str:
+    """``in backward of step 3``, ``in step 3``, or '' outside every step."""
+    if breakdown.step is None:
+        return ""
+    if breakdown.phase:
+        return f"in {breakdown.phase} of step {breakdown.step.number}"
+    return f"in step {breakdown.step.number}"
+
+
+def memory_peak_sentence(model: TraceModel) -> str | None:
+    """The Overview's one line: ``Peak CPU memory 159.7 MB in backward of step 3: 28 %
+    parameters, ...; layer4 holds the most activations (Memory view, 5).``  None without
+    categories.  Short enough for the Overview's finding width (report/plain.py)."""
+    if model.categorised_peak is None:  # before the breakdown: a file's costs a search per allocation
+        return None
+    breakdown = model.memory_breakdown
+    peak = breakdown.peak_bytes
+    # The categories worth a remedy (5 % or more); the Memory view has them all.
+    parts = [f"{share(size, peak)} {CATEGORY_WORDS[name]}" for name, size in breakdown.by_category if 100 * size >= 5 * peak]
+    place = peak_place(breakdown)
+    text = f"Peak {breakdown.device} memory {format_bytes(peak)}{' ' + place if place else ''}: {', '.join(parts)}"
+    most = breakdown.most_activations
+    if most is not None:
+        text += f"; {most.label} holds the most activations"
+    return text + " (Memory view, 5)."
+
+
+def what_if_text(what_if: WhatIf) -> str:
+    """One remedy in plain words, with the arithmetic behind its saving."""
+    saves, peak, basis = what_if.saves_bytes, what_if.peak_bytes, what_if.basis_bytes
+    after = f"saves {format_bytes(saves)} ({share(saves, peak)} of the peak), peak {format_bytes(what_if.peak_after)}"
+    if what_if.remedy == "grads-to-none":
+        if not saves:
+            return (
+                "Gradients set to None between steps: saves nothing here; no gradient live at the peak "
+                f"is left from an earlier step ({format_bytes(basis)} of gradients are this step's)."
+            )
+        return (
+            f"Gradients set to None between steps (optimizer.zero_grad() before the forward): {after}; "
+            f"{format_bytes(saves)} of the {format_bytes(basis)} of gradients at the peak were made before its step began."
+        )
+    if what_if.remedy == "no-momentum":
+        if not saves:
+            return "SGD without momentum: saves nothing here; there is no optimizer state at the peak."
+        return f"SGD without momentum (an optimizer without state): {after}; that is the optimizer state at the peak."
+    if what_if.remedy == "checkpoint":
+        return (
+            f"Activation checkpointing of {what_if.module}: {after.replace('saves', 'saves up to', 1)}; "
+            f"that is its activations at the peak, minus what the next layer keeps of its output. "
+            f"Costs its forward again in backward: +{format_us(what_if.recompute_us)} per step."
+        )
+    return (
+        f"Half the batch: {after}; inputs, activations, temporaries and autograd detail "
+        f"({format_bytes(basis)} at the peak) halve, parameters, gradients and optimizer state do not."
+    )
+
+
+def module_memory_detail(breakdown: MemoryBreakdown, module: ModuleMemory) -> Text:
+    """The Memory view's detail for one module row: its bytes by category at the peak."""
+    text = Text(module.label, style="bold")  # a trace's name: plain text, never markup
+    text.append(f"  {format_bytes(module.total)} at the peak ({share(module.total, breakdown.peak_bytes)})")
+    parts = sorted(((c, b) for c, b in module.bytes.items() if b and c != "total"), key=lambda item: -item[1])
+    if parts:
+        text.append("\n" + ", ".join(f"{CATEGORY_WORDS.get(c, c)} {format_bytes(b)}" for c, b in parts))
+    checkpoint = next((w for w in breakdown.what_ifs if w.remedy == "checkpoint"), None)
+    if module is breakdown.most_activations and checkpoint is not None:
+        text.append("\nHolds the most activations at the peak: ", style="bold")
+        text.append(
+            f"checkpointing it saves up to {format_bytes(checkpoint.saves_bytes)} "
+            f"({share(checkpoint.saves_bytes, checkpoint.peak_bytes)} of the peak) and costs "
+            f"+{format_us(checkpoint.recompute_us)} per step (m: what-ifs)."
+        )
+    return text
+
+
+def allocation_detail(allocation: PeakAllocation) -> Text:
+    """The Memory view's detail for one allocation row."""
+    text = Text(format_bytes(allocation.bytes), style="bold")
+    if allocation.category:
+        text.append(f" of {CATEGORY_WORDS.get(allocation.category, allocation.category)}")
+    if allocation.count > 1:
+        text.append(f" in {allocation.count} allocations")
+    text.append(" live at the peak\noperator: ")
+    text.append(allocation.operator or "(none: allocated before the capture, or outside every operator)")
+    text.append("\nmodule: ")
+    text.append(allocation.module or "(outside every module's forward)")
+    return text
+
+
+def peak_title(breakdown: MemoryBreakdown) -> Text:
+    """``CPU memory by category: peak 159.7 MB in backward of step 3``."""
+    place = peak_place(breakdown)
+    kind = "by category" if breakdown.memory is not None else ""
+    text = Text(f"{breakdown.device} memory {kind}".rstrip(), style="bold")
+    text.append(f": peak {format_bytes(breakdown.peak_bytes)}{' ' + place if place else ''}", style="bold red")
+    return text

@@ -1,0 +1,506 @@
+"""Decoded stores kept on disk, so the second open of a trace does not decode it again.
+
+Users open the same trace many times (the explorer, then ``summary``, a diff, again
+tomorrow).  After a first open the store's columns are written under
+``$XDG_CACHE_HOME/tuiprof/stores`` (default ``~/.cache/tuiprof/stores``), one folder
+per trace: every column a ``.npy`` file, read back memory-mapped
+(``np.load(mmap_mode="r", allow_pickle=False)``: nothing is unpickled, nothing
+copied), the input-text blob a raw ``inputs.bin`` (memory-mapped; slicing an
+``mmap`` gives ``bytes``), and the rest (tables, header, report, the few structs)
+in ``meta.json``, decoded by msgspec into typed structs.
+
+The key (:func:`file_key`) is a hash of the engine (the cache format and the trace
+layer's own source, so a changed decoder never reads an old cache), the resolved
+path, the size, the mtime and the first and last MB of the file.  A ``.json.gz``
+on disk is keyed the same way: its last 8 bytes hold the CRC-32 and size of all
+it inflates to, so its tail covers the whole content.  A trace read from a pipe
+has no path: it is keyed by the hash of its content as read
+(:class:`HashingWriter`, fed while the pipe is copied).
+
+A cache file is input like any other (a damaged disk, a planted folder), so
+everything read back is checked (:func:`_validated`) against what the decoder
+guarantees: dtypes, one dimension, equal lengths per table, codes within their
+tables, categories and kinds in range and in the store's order, times below
+2**62 ns and durations not negative, input texts inside the blob, the counts in
+``meta.json`` consistent with the columns.  An entry that fails any check is
+removed and the trace decoded again; the store it would have given is never
+used.  The cache folder must belong to this user and be writable (mode bits:
+root may write anywhere); otherwise the cache is off, said once on stderr.
+
+Writing never delays a first open: callers hand the store to
+:func:`save_in_background` once it is shown (the explorer, after its first frame
+with the model) or printed (``summary``: after the output).  The thread is not a
+daemon, so the interpreter finishes the write before it exits.  An entry is
+written in a ``.tmp-`` folder and renamed into place (atomic; when two processes
+write the same trace, the second rename fails and its copy is dropped).  Size is
+bounded (least recently used entries removed first, reads touch ``meta.json``):
+``--cache-size`` / ``TUIPROF_CACHE_SIZE``, default the smaller of 4 GiB and a
+quarter of the free disk.  Traces under 8 MB are not cached (they decode in
+~40 ms).  ``--no-cache`` / ``TUIPROF_NO_CACHE=1``: none read, none written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import IO, Any, cast
+
+import msgspec
+import numpy as np
+
+from tuiprof.trace.columns import (
+    ABSURD_NS,
+    CPU_CATEGORIES,
+    DEVICE_KINDS,
+    NONE,
+    OPERATOR_CATEGORY_CODES,
+    AllocatorColumns,
+    Columns,
+    CpuEvents,
+    DeviceEvents,
+    FrameColumns,
+)
+from tuiprof.trace.decode import DecodeReport
+from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
+from tuiprof.trace.source import TraceFile, inflated_size, is_gzip
+from tuiprof.trace.store import TraceEvents
+
+FORMAT = 1
+NO_CACHE_ENV = "TUIPROF_NO_CACHE"
+CACHE_SIZE_ENV = "TUIPROF_CACHE_SIZE"
+MIN_BYTES = 8 << 20  # smaller traces decode in ~40 ms: not worth a cache entry
+DEFAULT_MAX_BYTES = 4 << 30
+EDGE_BYTES = 1 << 20  # hashed at each end of the file
+STALE_TEMPORARY_SECONDS = 3600  # a .tmp- folder this old was left by a process that died
+_TABLES: dict[str, type[Columns]] = {"cpu": CpuEvents, "frames": FrameColumns, "device": DeviceEvents, "memory": AllocatorColumns}
+_FLOAT_COLUMNS = {("device", "occupancy")}  # every other column is int64
+_TRACE_SOURCES = ("cache.py", "columns.py", "decode.py", "memory.py", "parallel.py", "schema.py", "source.py", "store.py", "load.py")
+
+
+class _Report(msgspec.Struct):
+    repaired: int
+    skipped: int
+    damaged: int
+    problems: list[str]
+
+
+class _Meta(msgspec.Struct):
+    """``meta.json``: what is not a column."""
+
+    format: int
+    key: str
+    source_path: str  # for whoever looks into the folder
+    rows: dict[str, int]
+    inputs_bytes: int
+    names: list[str]
+    threads: list[int | str]
+    header: TraceHeader
+    live_facts: bytes  # the header's raw tuiprofLive member (b"" when absent)
+    report: _Report
+    gpu_annotations: list[TimedEvent]
+    comms_records: list[EventArgs]
+    other_events: int
+    event_count: int
+    uncompressed_bytes: int
+
+
+# ------------------------------------------------------------------ settings
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/tuiprof`` (default ``~/.cache/tuiprof``): stores here, run sidecars too."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof"
+
+
+def stores_directory() -> Path:
+    return cache_root() / "stores"
+
+
+def cache_enabled() -> bool:
+    return os.environ.get(NO_CACHE_ENV, "") in ("", "0")
+
+
+def set_cache(enabled: bool | None = None, size: int | None = None) -> None:
+    """Turn the cache on or off, or bound it, for this process and those it starts."""
+    if enabled is not None:
+        os.environ[NO_CACHE_ENV] = "0" if enabled else "1"
+    if size is not None:
+        os.environ[CACHE_SIZE_ENV] = str(size)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``4G``, ``500M``, ``1.5GB``, ``123456`` -> bytes (powers of 1024)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (write e.g. 4G, 500M or a number of bytes)")
+    number, unit = match.groups()
+    return int(float(number) * 1024 ** " kmgt".index(unit.lower() or " "))
+
+
+def size_limit(directory: Path) -> int:
+    """The most the stores may take: ``TUIPROF_CACHE_SIZE``, else min(4 GiB, free disk / 4)."""
+    configured = os.environ.get(CACHE_SIZE_ENV)
+    if configured:
+        try:
+            return parse_size(configured)
+        except ValueError:
+            pass
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return 0
+    return min(DEFAULT_MAX_BYTES, free // 4)
+
+
+_warned = False
+_warn_lock = threading.Lock()
+
+
+def usable_directory(create: bool) -> Path | None:
+    """The stores' folder if the cache is on and the folder is this user's and writable;
+    else None, said once per process on stderr when the folder is the reason."""
+    if not cache_enabled():
+        return None
+    directory = stores_directory()
+    try:
+        if create:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        status = directory.stat()
+    except FileNotFoundError:
+        return None  # nothing cached yet
+    except OSError as exc:
+        _warn_once(f"tuiprof: cache {directory} cannot be used ({exc.strerror}); opening without it (--no-cache hides this)")
+        return None
+    if status.st_uid != os.geteuid() or not status.st_mode & 0o200 or not os.access(directory, os.W_OK):
+        _warn_once(f"tuiprof: cache {directory} is read-only or not yours; opening without it "
+                   "(fix its permissions, set XDG_CACHE_HOME, or pass --no-cache)")
+        return None
+    return directory
+
+
+def _warn_once(line: str) -> None:
+    global _warned
+    with _warn_lock:
+        if _warned:
+            return
+        _warned = True
+    print(line, file=sys.stderr)
+
+
+# ------------------------------------------------------------------ keys
+
+_engine: str | None = None
+
+
+def engine_version() -> str:
+    """The cache format and a hash of the trace layer's source (whatever decodes, in any
+    version or checkout: the package's ``__version__`` would import the layers above)."""
+    global _engine
+    if _engine is None:
+        digest = hashlib.blake2b(f"tuiprof-store/{FORMAT}".encode(), digest_size=16)
+        here = Path(__file__).resolve().parent
+        for name in _TRACE_SOURCES:
+            try:
+                digest.update((here / name).read_bytes())
+            except OSError:
+                digest.update(name.encode())
+        _engine = digest.hexdigest()
+    return _engine
+
+
+_content_keys: dict[str, str] = {}  # a pipe's copy (its temporary path) -> the key of its content
+
+
+def file_key(trace: TraceFile) -> str | None:
+    """The cache key of the file at ``trace.path`` as it is now; None when it is not cached
+    (cache off, too small, unreadable)."""
+    path = str(trace.path)
+    if path in _content_keys:
+        return _content_keys[path]
+    try:
+        status = os.stat(trace.path)
+        if status.st_size < MIN_BYTES and not _inflates_past_minimum(trace, status.st_size):
+            return None
+        digest = hashlib.blake2b(engine_version().encode(), digest_size=20)
+        digest.update(f"\0{os.path.realpath(trace.path)}\0{status.st_size}\0{status.st_mtime_ns}\0".encode(errors="surrogateescape"))
+        with open(trace.path, "rb") as handle:
+            digest.update(handle.read(EDGE_BYTES))
+            handle.seek(max(0, status.st_size - EDGE_BYTES))
+            digest.update(handle.read(EDGE_BYTES))
+    except OSError:
+        return None
+    return "f" + digest.hexdigest()
+
+
+def _inflates_past_minimum(trace: TraceFile, size: int) -> bool:
+    return size >= 4096 and is_gzip(trace) and inflated_size(trace) >= MIN_BYTES
+
+
+class HashingWriter:
+    """A file wrapper that hashes what is written through it: a pipe's content as read."""
+
+    def __init__(self, target: IO[bytes]) -> None:
+        self.target = target
+        self.digest = hashlib.sha256(engine_version().encode())  # SHA-NI: ~0.8 GB/s here, blake2b 0.4
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.target.write(data)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def key(self) -> str | None:
+        return "c" + self.digest.hexdigest() if self.size >= MIN_BYTES else None
+
+
+@contextlib.contextmanager
+def keyed_by_content(copy: Path, key: str | None) -> Iterator[None]:
+    """While the block runs, the temporary copy of a pipe's trace is keyed by its content
+    (the explorer opens the copy by its path)."""
+    if key is not None:
+        _content_keys[str(copy)] = key
+    try:
+        yield
+    finally:
+        _content_keys.pop(str(copy), None)
+
+
+# ------------------------------------------------------------------ reading
+
+
+def read_store(key: str | None, source: str) -> TraceEvents | None:
+    """The store cached under ``key``, validated; None when there is none or it fails a check
+    (then the entry is removed, and the caller decodes the trace again)."""
+    if key is None:
+        return None
+    directory = usable_directory(create=False)
+    if directory is None:
+        return None
+    entry = directory / key
+    if not entry.is_dir():
+        return None
+    try:
+        store = _validated(entry, key, source)
+    except Exception:  # noqa: BLE001 -- whatever a damaged file raises (np.load: EOFError too), it is not used
+        store = None
+    if store is None:
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    try:
+        os.utime(entry / "meta.json")  # most recently used
+    except OSError:
+        pass
+    return store
+
+
+def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
+    meta = msgspec.json.decode((entry / "meta.json").read_bytes(), type=_Meta)
+    if meta.format != FORMAT or meta.key != key or set(meta.rows) != set(_TABLES):
+        return None
+    if any(rows < 0 for rows in meta.rows.values()) or meta.inputs_bytes < 0:
+        return None
+    tables: dict[str, Any] = {}  # each table its own Columns class (_TABLES)
+    for table, kind in _TABLES.items():
+        columns = {}
+        for column in fields(kind):
+            array = np.load(entry / f"{table}.{column.name}.npy", mmap_mode="r", allow_pickle=False)
+            expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
+            if array.ndim != 1 or len(array) != meta.rows[table]:
+                return None
+            if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
+                return None
+            columns[column.name] = array
+        tables[table] = kind(**columns)
+    inputs = _mapped(entry / "inputs.bin", meta.inputs_bytes)
+    if inputs is None or not _consistent(meta, tables):
+        return None
+    report = DecodeReport(meta.report.repaired, meta.report.skipped, meta.report.damaged, meta.report.problems[:20])
+    header = msgspec.structs.replace(meta.header, live_facts=msgspec.Raw(meta.live_facts), traceEvents=[])
+    return TraceEvents(
+        source=source, header=header, report=report, names=meta.names, threads=meta.threads,
+        cpu=tables["cpu"], frames=tables["frames"], device=tables["device"], memory=tables["memory"],
+        inputs=cast(bytes, inputs),  # an mmap: everything reads the blob by slices, and those are bytes
+        gpu_annotations=meta.gpu_annotations, comms_records=meta.comms_records,
+        other_events=meta.other_events, event_count=meta.event_count, uncompressed_bytes=meta.uncompressed_bytes,
+    )
+
+
+def _mapped(path: Path, size: int) -> bytes | mmap.mmap | None:
+    """The input-text blob, memory-mapped (slices of an mmap are bytes); None if its size is wrong."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size != size:
+            return None
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+
+def _within(column: np.ndarray, low: int, high: int) -> bool:
+    """Every value in [low, high) (true for an empty column)."""
+    return not len(column) or (int(column.min()) >= low and int(column.max()) < high)
+
+
+def _codes(column: np.ndarray, table_size: int, optional: bool) -> bool:
+    return _within(column, NONE if optional else 0, table_size)
+
+
+def _times(start: np.ndarray, duration: np.ndarray | None = None) -> bool:
+    ok = _within(start, -ABSURD_NS + 1, ABSURD_NS)
+    return ok and (duration is None or _within(duration, 0, ABSURD_NS))
+
+
+def _consistent(meta: _Meta, tables: dict[str, Columns]) -> bool:
+    """What the decoder guarantees, checked on the columns read back."""
+    names, threads, blob = len(meta.names), len(meta.threads), meta.inputs_bytes
+    cpu, frames, device, memory = tables["cpu"], tables["frames"], tables["device"], tables["memory"]
+    assert isinstance(cpu, CpuEvents) and isinstance(frames, FrameColumns)
+    assert isinstance(device, DeviceEvents) and isinstance(memory, AllocatorColumns)
+    launches = cpu.category > max(OPERATOR_CATEGORY_CODES)
+    checks = [
+        _codes(cpu.name, names, False), _codes(cpu.thread, threads, False),
+        _within(cpu.category, 0, len(CPU_CATEGORIES)), not (np.diff(launches.view(np.int8)) < 0).any(),
+        _times(cpu.start_ns, cpu.dur_ns),
+        _codes(frames.thread, threads, False), _codes(frames.module, names, True),
+        _times(frames.start_ns) and _times(frames.end_ns) and not (frames.end_ns < frames.start_ns).any(),
+        _codes(device.name, names, False), _within(device.kind, 0, len(DEVICE_KINDS)),
+        not (np.diff(device.kind) < 0).any(), _times(device.start_ns, device.dur_ns),
+        all(_codes(c, names, True) for c in (device.stream, device.grid, device.block)),
+        _times(memory.start_ns), _within(memory.has_bytes, 0, 2), _within(memory.has_total, 0, 2),
+        _within(memory.kind, NONE, 1 << 31), _within(memory.device_id, NONE, 1 << 31),
+        meta.event_count >= sum(meta.rows.values()) + len(meta.gpu_annotations),
+        min(meta.other_events, meta.uncompressed_bytes, meta.report.repaired, meta.report.skipped, meta.report.damaged) >= 0,
+        all(isinstance(t, (int, str)) for t in meta.threads),
+    ]
+    for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len)):
+        checks.append(_within(at, 0, blob + 1) and _within(length, 0, blob + 1) and _within(at + length, 0, blob + 1))
+    return all(checks)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def save(store: TraceEvents) -> bool:
+    """Write ``store`` under its ``cache_key`` now (temporary folder, then rename); False when
+    not written (no key: read from the cache, or not cached; the cache unusable or full)."""
+    key = store.cache_key
+    if key is None:
+        return False
+    directory = usable_directory(create=True)
+    if directory is None or (directory / key).exists():
+        return False
+    limit = size_limit(directory)
+    if _entry_bytes(store) > limit:
+        return False
+    try:
+        temporary = Path(tempfile.mkdtemp(prefix=".tmp-", dir=directory))
+    except OSError:
+        return False
+    try:
+        _write_entry(temporary, store, key)
+        os.rename(temporary, directory / key)  # fails if another process renamed its copy first
+    except Exception:  # noqa: BLE001 -- a cache is an optimisation: a failed write only costs the next open
+        shutil.rmtree(temporary, ignore_errors=True)
+        return False
+    _evict(directory, limit, keep=key)
+    return True
+
+
+_writers: list[threading.Thread] = []
+
+
+def save_in_background(store: TraceEvents) -> None:
+    """:func:`save` in a thread; the interpreter waits for it before exiting (not a daemon)."""
+    if store.cache_key is None or not cache_enabled():
+        return
+    writer = threading.Thread(target=save, args=(store,), name="tuiprof-cache-writer")
+    _writers.append(writer)
+    writer.start()
+
+
+def wait_for_writes() -> None:
+    while _writers:
+        _writers.pop().join()
+
+
+def _entry_bytes(store: TraceEvents) -> int:
+    arrays = sum(getattr(getattr(store, t), c.name).nbytes for t, kind in _TABLES.items() for c in fields(kind))
+    return arrays + len(store.inputs)
+
+
+def _write_entry(folder: Path, store: TraceEvents, key: str) -> None:
+    for table, kind in _TABLES.items():
+        columns = getattr(store, table)
+        for column in fields(kind):
+            np.save(folder / f"{table}.{column.name}.npy", np.ascontiguousarray(getattr(columns, column.name)), allow_pickle=False)
+    with open(folder / "inputs.bin", "wb") as out:
+        out.write(store.inputs)
+    report = store.report
+    meta = _Meta(
+        format=FORMAT, key=key, source_path=store.source,
+        rows={table: len(getattr(store, table)) for table in _TABLES}, inputs_bytes=len(store.inputs),
+        names=store.names, threads=store.threads,
+        header=msgspec.structs.replace(store.header, live_facts=msgspec.Raw(b"null"), traceEvents=[]),
+        live_facts=bytes(store.header.live_facts),
+        report=_Report(report.repaired, report.skipped, report.damaged, list(report.problems)),
+        gpu_annotations=[_encodable_event(event) for event in store.gpu_annotations],
+        comms_records=[_encodable_args(args) for args in store.comms_records],
+        other_events=store.other_events, event_count=store.event_count, uncompressed_bytes=store.uncompressed_bytes,
+    )
+    (folder / "meta.json").write_bytes(msgspec.json.encode(meta))  # last: an entry without it is incomplete
+
+
+_RAW_MEMBERS = ("input_dims", "input_types", "concrete_inputs")
+
+
+def _encodable_args(args: EventArgs) -> EventArgs:
+    """An absent input list as the default object itself: msgspec omits a default by identity,
+    and an empty ``Raw`` written out is no JSON (decode workers send back copies of it)."""
+    empty = {name: NO_MEMBER for name in _RAW_MEMBERS if not getattr(args, name)}
+    return msgspec.structs.replace(args, **empty) if empty else args
+
+
+def _encodable_event(event: TimedEvent) -> TimedEvent:
+    return event if event.args is None else msgspec.structs.replace(event, args=_encodable_args(event.args))
+
+
+def _evict(directory: Path, limit: int, keep: str) -> None:
+    """Remove least recently used entries until the stores take at most ``limit`` bytes,
+    and temporary folders left by processes that died."""
+    entries = []
+    now = time.time()
+    for child in directory.iterdir():
+        try:
+            if child.name.startswith(".tmp-"):
+                if now - child.stat().st_mtime > STALE_TEMPORARY_SECONDS:
+                    shutil.rmtree(child, ignore_errors=True)
+                continue
+            size = sum(f.stat().st_size for f in child.iterdir())
+        except OSError:
+            continue
+        try:
+            used = (child / "meta.json").stat().st_mtime
+        except OSError:
+            used = 0.0  # incomplete: first to go
+        entries.append((used, size, child))
+    total = sum(size for _, size, _ in entries)
+    for _, size, child in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        if child.name != keep:
+            shutil.rmtree(child, ignore_errors=True)
+            total -= size
