@@ -36,8 +36,7 @@ def hostile_trace(scale: float = 1.0) -> GpuTrace:
     trace.step(2, 1000, 1000)
     for base in (0, 1000):
         top = trace.module("Net" + EVIL + "_0", base + 1, 900)
-        layer = trace.module("Linear" + EVIL + "_1", base + 2, 400, parent=top)
-        trace.events[-1]["args"]["Python module id"] = 1
+        trace.module("Linear" + EVIL + "_1", base + 2, 400, parent=top)
         with_types = {"Input Dims": [[8, 4], [4, 4]], "Input type": ["float" + EVIL, "float"]}
         mm = trace.op("aten::mm" + EVIL, base + 3, 100, **with_types)
         trace.launch(mm, "gemm" + EVIL, base + 4, 5, base + 10, 300 * scale, runtime="cudaLaunchKernel" + EVIL)
@@ -47,8 +46,7 @@ def hostile_trace(scale: float = 1.0) -> GpuTrace:
         reduce = trace.op("nccl:all_reduce" + EVIL, base + 200, 50)
         trace.launch(reduce, "ncclKernel_AllReduce" + EVIL, base + 201, 2, base + 400, 100 * scale, stream=9)
         trace._complete("user_annotation", "## forward" + EVIL, base + 300, 300, 4242, 4242, {"External id": trace._take_external()})
-        region = trace.op("Torch-Compiled Region: 0/0" + EVIL, base + 500, 300)
-        del region
+        trace.op("Torch-Compiled Region: 0/0" + EVIL, base + 500, 300)  # a compiled-region node
         fused = trace.op("aten::add" + EVIL, base + 510, 50)
         trace.launch(fused, "triton_poi_fused_add" + EVIL + "_0", base + 511, 2, base + 600, 50 * scale)
         trace.memory(base + 20, 1 << 20, 1 << 21)
