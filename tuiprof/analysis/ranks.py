@@ -32,6 +32,7 @@ traces):
 from __future__ import annotations
 
 import gc
+import math
 import os
 import pickle
 import selectors
@@ -242,6 +243,20 @@ def decode_summary(data: object) -> RankSummary | None:
         return None
 
 
+def describes(summary: RankSummary, rank_file: RankFile) -> bool:
+    """Whether a summary read back from a sidecar fits the file as its head describes it: the
+    same rank, world size, name and size, and times and sizes a trace can give (finite, not
+    negative).  A sidecar is untrusted input (trace/run.py, sidecars)."""
+    if (summary.rank, summary.file, summary.size_bytes) != (rank_file.rank, rank_file.name, rank_file.trace.size_bytes):
+        return False
+    if summary.world_size not in (None, rank_file.world_size):
+        return False
+    numbers = [summary.base_time_ns, summary.peak_memory_bytes or 0]
+    numbers += [getattr(step, column) or 0 for step in summary.steps for column in STEP_COLUMNS]
+    numbers += [value or 0 for c in summary.collectives for value in (c.dur_ns, c.size_bytes, c.group_size)]
+    return all(math.isfinite(value) and value >= 0 for value in numbers)
+
+
 # ------------------------------------------------------------------ the run
 
 
@@ -286,11 +301,11 @@ def summarise_run(
     pending: list[RankFile] = []
     for rank_file in run.ranks:
         cached = read_sidecar(rank_file.path, rank_file.trace.size_bytes, rank_file.mtime_ns) if use_sidecars else None
-        summary = decode_summary(cached.get("summary")) if cached else None
-        if summary is not None and summary.rank == rank_file.rank:
+        summary = decode_summary(cached) if cached is not None else None
+        if summary is not None and describes(summary, rank_file):
             summaries[rank_file.rank] = summary
         else:
-            pending.append(rank_file)
+            pending.append(rank_file)  # no sidecar, or one not to believe: analysed, and its sidecar rewritten
     from_sidecars = len(summaries)
     if pending:
         if cluster is not None:

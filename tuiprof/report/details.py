@@ -69,7 +69,7 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
         if len(detail.input_shapes) > 1:
             text.append(f" +{len(detail.input_shapes) - 1} more")
         if detail.input_types:
-            text.append(f"  ({detail.input_types})", style="dim")
+            text.append(f"  ({plain(detail.input_types, DISPLAY_CHARS)})", style="dim")
         text.append("\n")
     for name, launches, us in detail.kernels[:DETAIL_KERNELS]:
         text.append("kernel: ", style="dim")
@@ -98,7 +98,7 @@ def _append_computes(text: Text, name: str) -> None:
     computes = describe_kernel(name)
     if computes:
         text.append("computes: ", style="dim")
-        text.append(computes)
+        text.append(plain(computes, DISPLAY_CHARS))  # the ops are read out of the kernel's name
         text.append("\n")
 
 
@@ -140,7 +140,7 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
         text.append("--")
     text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
     if module.parameters is not None:
-        text.append(f" · params {module.parameters:,} · output {module.output_shape or '--'}")
+        text.append(f" · params {module.parameters:,} · output {plain(module.output_shape or '--', DISPLAY_CHARS)}")
     for kernel, fused, holders in module.fused_kernels[:FUSED_SHOWN]:
         text.append(f"\nfused kernel {plain(kernel, DISPLAY_CHARS)}: {plain(_listed(fused), 2 * DISPLAY_CHARS)}")
         text.append(f" -> time in {plain(_listed(holders), DISPLAY_CHARS)}")
@@ -163,10 +163,10 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
     """A rank of a run: its verdict, what it spends per step, and the run's problems."""
     text = Text()
     text.append(f"rank {row['rank']}", style="bold")
-    text.append(f"  {row['file']}\n")
-    text.append(row["straggler_reason"] or "not a straggler", style="bold red" if row["straggler_reason"] else "")
+    text.append(f"  {plain(row['file'], DISPLAY_CHARS)}\n")  # a file name from the run directory (or a sidecar)
+    text.append(plain(row["straggler_reason"] or "not a straggler"), style="bold red" if row["straggler_reason"] else "")
     if row.get("damaged"):
-        text.append(f"\ndamaged file ({row['damaged']}): this rank's numbers are partial", style="bold yellow")
+        text.append(f"\ndamaged file ({plain(row['damaged'])}): this rank's numbers are partial", style="bold yellow")
     text.append(f"\nper step: {format_us_short(row['step_us'])}")
     for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading"),
                       ("cpu_bound_us", "CPU-bound")):
@@ -180,8 +180,8 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
 def collective_text(row: dict) -> Text:
     """A collective matched across ranks: who arrived last and how long each rank waited."""
     text = Text()
-    text.append(f"{row['kind']}", style="bold")
-    text.append(f"  group {row['group']}, step {row['step']}, #{row['index']}")
+    text.append(plain(str(row["kind"]), DISPLAY_CHARS), style="bold")
+    text.append(f"  group {plain(str(row['group']), DISPLAY_CHARS)}, step {row['step']}, #{row['index']}")
     if row["size_bytes"] is not None:
         text.append(f" · {_glued(format_bytes(row['size_bytes']))}")
     text.append(f"\nrank {row['last_rank']} arrived last, {format_us_short(row['skew_us'])} after the first; transfer {format_us_short(row['transfer_us'])}")

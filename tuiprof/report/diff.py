@@ -18,7 +18,7 @@ from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, Trace
 from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.plain import plain
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, json_text, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import data_value, format_bytes, format_us
@@ -239,7 +239,7 @@ def summary_lines(diff: TraceDiff) -> list[str]:
     if diff.notes:
         lines.append("notes:")
         lines.extend(f"  {note}" for note in diff.notes)
-    return lines
+    return [plain(line) for line in lines]  # file names, run directories and notes come from files
 
 
 def _measure_lines(diff: TraceDiff) -> list[str | None]:
@@ -300,8 +300,8 @@ def overview_text(diff: TraceDiff) -> Text:
     text = Text()
     warning = overlap_line(diff)
     if warning:
-        text.append(warning + "\n", style=f"bold {WORSE}")
-    text.append(f"A: {diff.label_a}\nB: {diff.label_b}\n\n")
+        text.append(plain(warning) + "\n", style=f"bold {WORSE}")
+    text.append(f"A: {plain(diff.label_a)}\nB: {plain(diff.label_b)}\n\n")
     text.append("verdict: ", style="bold")
     text.append(verdict_text(diff.verdict) + "\n", style=verdict_style(diff.verdict))
     for line in _measure_lines(diff):
@@ -315,7 +315,7 @@ def overview_text(diff: TraceDiff) -> Text:
     if diff.notes:
         text.append("\nnotes:\n", style="bold")
         for note in diff.notes:
-            text.append(f"  {note}\n")
+            text.append(f"  {plain(note)}\n")
     return text
 
 
@@ -325,9 +325,9 @@ def row_detail(table: DiffTable, row: Row) -> Text:
         return format_bytes(int(value)) if table.unit == "bytes" else format_us(value)
 
     text = Text()
-    text.append(str(row["name"]), style="bold")
+    text.append(plain(str(row["name"]), DISPLAY_CHARS), style="bold")
     if row["detail"]:
-        text.append(f"  {row['detail']}")
+        text.append(f"  {plain(str(row['detail']), DISPLAY_CHARS)}")
     text.append("\n")
 
     def side(value: object) -> str:
@@ -470,7 +470,7 @@ def say_which_trace(path: str, select: str | None) -> None:
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print(f"tuiprof: {path} holds {len(traces)} traces; comparing {rank}{chosen.name} "
+        print(f"tuiprof: {plain(path)} holds {len(traces)} traces; comparing {rank}{plain(chosen.name)} "
               "(--trace RANK|NAME for another, --ranks to average them)", file=sys.stderr)
 
 

@@ -24,7 +24,8 @@ NAME_MIN = 24  # cells the trace's name keeps before other parts are dropped
 
 def header_parts(model: TraceModel) -> dict[str, str]:
     info = model.info
-    parts = {"name": trace_title(model), "device": ", ".join(dict.fromkeys(info.devices)) if info.devices else "CPU"}
+    devices = ", ".join(dict.fromkeys(info.devices)) if info.devices else "CPU"
+    parts = {"name": trace_title(model), "device": plain(devices, 200)}  # deviceProperties names come from the file
     if info.rank is not None:
         parts["rank"] = f"rank {info.rank} of {info.world_size}" if info.world_size else f"rank {info.rank}"
     if model.steps:

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from tuiprof.analysis.memory import MemoryTimeline
 from tuiprof.analysis.memory_categories import CategorisedMemory
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_us
 
 LEVELS = " ▁▂▃▄▅▆▇█"
@@ -47,7 +48,7 @@ class MemoryCurve:
             legend.append("  █ reserved", style="blue")
         legend.append(f"  ▲ peak {format_bytes(timeline.peak_bytes)} at {format_us((timeline.peak_ns - self.origin_ns) / 1000)}", style="bold red")
         if self.peak_label:
-            legend.append(f" in {self.peak_label}", style="red")
+            legend.append(f" in {plain(self.peak_label, DISPLAY_CHARS)}", style="red")  # operator and module names
         yield legend
 
     def _bucket(self, width: int) -> tuple[list[int], list[int], int]:

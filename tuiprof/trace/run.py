@@ -15,32 +15,36 @@ size, backend; 256 KB read, no decoding) or from its sidecar:
   line in :attr:`RunDirectory.problems`: nothing is mixed in silently, and the
   rest still opens.
 
-The sidecar (``<trace>.tuiprof-summary``, JSON) caches what analysing a file
-found, keyed by the file's size and mtime, so re-opening a run reads only the
-sidecars (where they are written, and how to turn them off: the sidecars
-section below).  This module owns the envelope; :mod:`tuiprof.analysis.ranks`
-owns the summary inside.
+The sidecar (``<trace>.tuiprof-summary``) caches what analysing a file found,
+so re-opening a run reads each file's head and the sidecars, not the traces
+(where they are written, how they are trusted, and how to turn them off: the
+sidecars section below).  This module owns the envelope;
+:mod:`tuiprof.analysis.ranks` owns the summary inside and checks it against
+the file's head.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import re
 import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from stat import S_ISREG
 
-import orjson
+import msgspec
 
 from tuiprof.errors import TraceError
 from tuiprof.trace.cache import cache_root
 from tuiprof.trace.source import TraceFile, read_head, trace_entries
 
 SIDECAR_SUFFIX = ".tuiprof-summary"
-SIDECAR_FORMAT = 1
+SIDECAR_FORMAT = 2  # 2: signed, keyed by a content hash; the head's rank and world size not cached
 HEAD_BYTES = 1 << 18
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*\{')
 _MEMBER = {key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*"?([A-Za-z0-9_]+)') for key in ("rank", "world_size", "backend")}
@@ -160,10 +164,6 @@ def _identify(file: Path, problems: list[str]) -> _Identity | None:
         problems.append(f"{file}: cannot be read ({exc.strerror}); check its permissions")
         return None
     written = _written_time(file.name, stat.st_mtime)
-    cached = read_sidecar(file, stat.st_size, stat.st_mtime_ns)
-    if cached is not None:
-        rank, world_size, backend = cached.get("rank"), cached.get("world_size"), cached.get("backend")
-        return _Identity(TraceFile(file, stat.st_size, rank), rank, world_size, backend, stat.st_mtime_ns, written)
     if stat.st_size == 0:
         problems.append(f"{file}: the file is empty; re-export the trace (rank skipped)")
         return None
@@ -240,8 +240,43 @@ def _ranks_text(ranks: list[int]) -> str:
 # (default ``~/.cache/tuiprof/sidecars``), named by a hash of the trace's
 # absolute path, which the sidecar also records.  ``--no-sidecars`` or
 # ``TUIPROF_NO_SIDECARS=1`` turns them off: none read, none written.
+#
+# A sidecar is untrusted input: anyone who can write the run directory can
+# plant one (step times, a straggler).  So it is believed only when
+#
+# - its first line is an HMAC-SHA256, under the user's own key
+#   (``$XDG_CACHE_HOME/tuiprof/sidecar.key``, 32 random bytes, mode 0600, made
+#   on first use), of the JSON after it: only this user's tuiprof wrote it, so
+#   a sidecar planted by someone else, or edited, is not believed (another
+#   user's sidecars are never reused: each user keeps their own);
+# - the JSON is the envelope's schema (:class:`SidecarEnvelope`, strict types);
+# - it names this trace (absolute path), its size and mtime, and a hash of its
+#   content: SHA-256 of the size and the first and last 64 KiB.  Head and tail
+#   are enough: the size and mtime catch a rewrite, head and tail a copy of
+#   another trace given the same size and mtime (a trace's first bytes hold
+#   its distributedInfo and start time, its last its end);
+#
+# and :mod:`tuiprof.analysis.ranks` checks the summary inside against the
+# file's head (rank, world size, name, size).  Anything off: the sidecar is
+# ignored and the file analysed again, and its sidecar rewritten.  Without a
+# usable key (a cache that cannot be written, a key of another owner or
+# readable by others) sidecars are neither read nor written.
 
 NO_SIDECARS_ENV = "TUIPROF_NO_SIDECARS"
+KEY_BYTES = 32
+CONTENT_BYTES = 1 << 16  # hashed at each end of the file
+SIDECAR_MAX_BYTES = 64 << 20  # a summary is KBs (300 KB with many collectives): a bigger file is not one
+
+
+class SidecarEnvelope(msgspec.Struct, forbid_unknown_fields=True):
+    """What a sidecar says about the trace it describes; ``summary`` is checked by analysis/ranks.py."""
+
+    format: int
+    path: str
+    size: int
+    mtime_ns: int
+    content: str  # content_hash of the trace
+    summary: dict
 
 
 def sidecars_enabled() -> bool:
@@ -260,36 +295,115 @@ def sidecar_path(trace: Path) -> Path:
 
 def cached_sidecar_path(trace: Path) -> Path:
     """The sidecar of ``trace`` in the user's cache (for folders tuiprof must not write into)."""
-    cache = cache_root() / "sidecars"
     key = hashlib.sha256(str(trace.resolve()).encode(errors="surrogateescape")).hexdigest()[:32]
-    return cache / f"{key}{SIDECAR_SUFFIX}"
+    return cache_root() / "sidecars" / f"{key}{SIDECAR_SUFFIX}"
+
+
+def sidecar_key() -> bytes | None:
+    """The user's key that signs sidecars, made on first use; None when there is no usable one."""
+    return _key_at(cache_root() / "sidecar.key")
+
+
+@cache
+def _key_at(path: Path) -> bytes | None:
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".tuiprof-key-", dir=path.parent)  # mode 0600
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(os.urandom(KEY_BYTES))
+            os.link(temporary, path)  # whole or absent: another process may make it at the same time
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+        return _read_key(path)
+    except OSError:
+        return None
+
+
+def _read_key(path: Path) -> bytes | None:
+    """The key at ``path`` if it is this user's, private, and whole."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        key = handle.read(KEY_BYTES + 1) if S_ISREG(status.st_mode) else b""
+    if status.st_uid != os.geteuid() or status.st_mode & 0o077 or len(key) != KEY_BYTES:
+        return None
+    return key
+
+
+def content_hash(trace: Path, size: int) -> str | None:
+    """SHA-256 of ``size`` and the first and last :data:`CONTENT_BYTES` of the file (None if unreadable)."""
+    digest = hashlib.sha256(str(size).encode())
+    try:
+        with open(trace, "rb") as handle:
+            digest.update(handle.read(CONTENT_BYTES))
+            if size > CONTENT_BYTES:
+                handle.seek(max(CONTENT_BYTES, size - CONTENT_BYTES))
+                digest.update(handle.read(CONTENT_BYTES))
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _signature(key: bytes, body: bytes) -> bytes:
+    return hmac.new(key, body, hashlib.sha256).hexdigest().encode()
 
 
 def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
-    """The sidecar's contents (next to the trace, else in the cache) if it describes ``trace``
-    as it is now (same size and mtime; a cached one: the same path)."""
+    """The summary a sidecar (next to the trace, else in the cache) holds, if this user's
+    tuiprof wrote it for ``trace`` as it is now (the sidecars section above); else None."""
     if not sidecars_enabled():
         return None
-    for path, cached in ((sidecar_path(trace), False), (cached_sidecar_path(trace), True)):
+    key = sidecar_key()
+    if key is None:
+        return None
+    where = str(trace.resolve())
+    content: str | None = None
+    for path in (sidecar_path(trace), cached_sidecar_path(trace)):
         try:
-            data = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            signature, _, body = _read_regular_file(path, SIDECAR_MAX_BYTES).partition(b"\n")
+            if not hmac.compare_digest(signature, _signature(key, body)):
+                continue  # planted, edited, another user's, or of another format
+            envelope = msgspec.json.decode(body, type=SidecarEnvelope)
+        except (OSError, msgspec.MsgspecError):
             continue
-        if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
-            continue
-        if cached and data.get("path") != str(trace.resolve()):
-            continue  # another trace with the same hash
-        if data.get("size") == size and data.get("mtime_ns") == mtime_ns:
-            return data
-    return None  # none, or the trace changed since: analyse it again
+        if (envelope.format, envelope.path, envelope.size, envelope.mtime_ns) != (SIDECAR_FORMAT, where, size, mtime_ns):
+            continue  # the trace changed since, or this is another trace's
+        content = content or content_hash(trace, size)
+        if content is not None and hmac.compare_digest(envelope.content, content):
+            return envelope.summary
+    return None  # none, or not one to believe: analyse the file again
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file (not a symlink, a FIFO or a device, which a
+    planted sidecar could be: a read would block or never end) of at most ``limit`` bytes."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not S_ISREG(status.st_mode) or status.st_size > limit:
+            raise OSError(f"{path}: not a sidecar")
+        return handle.read(limit + 1)
 
 
 def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
-    """Cache ``summary`` (atomically) next to the trace, or in the user's cache where the trace's
-    folder is not the user's or not writable; False when sidecars are off or it cannot be written."""
+    """Cache ``summary`` (signed, atomically) next to the trace, or in the user's cache where the
+    trace's folder is not the user's or not writable; False when sidecars are off or it cannot be written."""
     if not sidecars_enabled():
         return False
+    key = sidecar_key()
     trace = rank_file.path
+    content = content_hash(trace, rank_file.trace.size_bytes)
+    if key is None or content is None:
+        return False
     target = sidecar_path(trace)
     if not _own_writable_folder(trace.parent):
         target = cached_sidecar_path(trace)
@@ -297,23 +411,16 @@ def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
             return False
-    data = {
-        "format": SIDECAR_FORMAT,
-        "path": str(trace.resolve()),
-        "size": rank_file.trace.size_bytes,
-        "mtime_ns": rank_file.mtime_ns,
-        "rank": rank_file.recorded_rank,
-        "world_size": rank_file.world_size if rank_file.recorded_rank is not None else None,
-        "backend": rank_file.backend,
-        "summary": summary,
-    }
+    envelope = SidecarEnvelope(SIDECAR_FORMAT, str(trace.resolve()), rank_file.trace.size_bytes, rank_file.mtime_ns,
+                               content, summary)
+    body = msgspec.json.encode(envelope)
     try:
         handle, temporary = tempfile.mkstemp(prefix=".tuiprof-", dir=target.parent)
     except OSError:
         return False
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(orjson.dumps(data))
+            out.write(_signature(key, body) + b"\n" + body)
         os.chmod(temporary, 0o644)  # readable like the trace beside it (mkstemp makes 0600)
         os.replace(temporary, target)
         return True

@@ -8,7 +8,9 @@ writing an export of whatever view is current."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import signal
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +40,37 @@ from tuiprof.tui.widgets.row_table import RowTable
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # kill, an SSH drop, kill -INT
 T = TypeVar("T")
+
+
+class AbandonableExecutor(concurrent.futures.ThreadPoolExecutor):  # the kind asyncio accepts as its default
+    """Runs the app's thread workers (loading, analysing a run, switching rank) each on a daemon
+    thread that nothing waits for.
+
+    asyncio's default pool is joined when the loop closes and again at interpreter exit, so a
+    quit (q, Ctrl-C, SIGTERM, SIGHUP) during an analysis restored the terminal and then waited
+    for the analysis to end: 77 s on a big diff, forever on a parent-id loop.  With this one the
+    process ends at once and the analysis with it; temporary files and worker processes go with
+    :mod:`tuiprof.cleanup` (its signal handlers and ``atexit``).  A thread inside one long C call
+    that holds the GIL still delays the exit until that call returns."""
+
+    def submit(self, fn, /, *args, **kwargs) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the awaiting worker, as the default pool does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=run, name="tuiprof-worker", daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to wait for: a worker still running is abandoned with the process."""
 
 
 class TableApp(App[int]):
@@ -139,6 +172,7 @@ class TableApp(App[int]):
         if self.keymap_problem:
             self.notify(self.keymap_problem, title="Keymap not applied", severity="warning", timeout=10, markup=False)
         loop = asyncio.get_running_loop()
+        loop.set_default_executor(AbandonableExecutor())  # thread workers never hold up a quit
         for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
             loop.add_signal_handler(signum, self._quit_on_signal, signum)
         self._load()

@@ -7,6 +7,7 @@ from textual import on
 
 from tuiprof.analysis.ranking import longest_launch
 from tuiprof.report.details import kernel_text
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import LAUNCH_COLUMNS, Row, build_launch_rows
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.views.base import TraceTableView
@@ -34,7 +35,7 @@ class KernelsView(TraceTableView):
         if event.row is None or model is None:
             return
         stats = event.row["_stats"]
-        title = f"{stats.name}: {stats.calls:,} launches (esc: back)"
+        title = f"{plain(stats.name, DISPLAY_CHARS)}: {stats.calls:,} launches (esc: back)"
         self.app.push_screen(
             EventListScreen(title, "launches", LAUNCH_COLUMNS, lambda: build_launch_rows(model, stats.rows), "duration_us")
         )

@@ -10,6 +10,7 @@ from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.details import operator_text
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import CALL_COLUMNS, Row, build_call_rows
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.views.base import ASYNC_CALLS, TraceTableView
@@ -50,5 +51,5 @@ class OperatorsView(TraceTableView):
         if event.row is None or model is None or "_stats" not in event.row:
             return
         stats = event.row["_stats"]
-        title = f"{stats.name}: {stats.calls:,} calls (esc: back)"
+        title = f"{plain(stats.name, DISPLAY_CHARS)}: {stats.calls:,} calls (esc: back)"
         self.app.push_screen(EventListScreen(title, "calls", CALL_COLUMNS, lambda: build_call_rows(model, stats.rows), "cpu_total_us"))
