@@ -16,12 +16,12 @@ import json
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
+from torch import nn
 
-from tests.test_compiled import COMPILED_CPU, REGION, _events, _inside  # noqa: E402
-from tuiprof.analysis import load_model  # noqa: E402
-from tuiprof.report.compiled_summary import compiled_lines  # noqa: E402
-from tuiprof.report.details import module_text  # noqa: E402
+from tests.test_compiled import COMPILED_CPU, REGION, _events, _inside
+from tuiprof.analysis import load_model
+from tuiprof.report.compiled_summary import compiled_lines
+from tuiprof.report.details import module_text
 
 BATCHES = (2, 3)  # two shapes, dynamic=False: frame 0 (and its resume frame) compiled twice
 

@@ -1,5 +1,5 @@
 """``tuiprof diff eager.json compiled.json``: modules matched by qualified name across
-compilation, a row per module and direction (analysis/compiled_diff.py).
+compilation, a row per module and direction with the module's total time (analysis/compiled_diff.py).
 
 Two live captures of the same tiny MLP (the compiled one takes seconds on CPU).  Oracles:
 the module facts the captures saved (qualified names) and each tree's own nodes, looked
@@ -11,15 +11,15 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
+from torch import nn
 
-from tuiprof import cli  # noqa: E402
-from tuiprof.analysis import load_model  # noqa: E402
-from tuiprof.analysis.diff import diff_traces  # noqa: E402
-from tuiprof.capture.config import CaptureConfig  # noqa: E402
-from tuiprof.capture.session import profile_training  # noqa: E402
+from tuiprof import cli
+from tuiprof.analysis import load_model
+from tuiprof.analysis.diff import diff_traces
+from tuiprof.capture.config import CaptureConfig
+from tuiprof.capture.session import profile_training
 
-QUALIFIED = ("fc1", "act", "fc2")
+QUALIFIED = ("model", "fc1", "act", "fc2", "loss")
 
 
 class MLP(nn.Module):
@@ -59,20 +59,21 @@ def test_modules_match_by_qualified_name_forward_and_backward(traces) -> None:
         a_node, b_node = _by_qualified(eager, qualified), _by_qualified(compiled, qualified)
         forward = next(r for r in table.rows if r.name == qualified and r.detail.endswith("fwd"))
         assert forward.status in ("changed", "same")
-        assert forward.a == pytest.approx(a_node.self_cpu_us) and forward.b == pytest.approx(b_node.self_cpu_us)
+        assert forward.a == pytest.approx(a_node.cpu_total_us) and forward.b == pytest.approx(b_node.cpu_total_us)
         backward = next(r for r in table.rows if r.name == qualified and r.detail.endswith("bwd"))
         assert backward.a == pytest.approx(a_node.backward_cpu_us) and backward.b == pytest.approx(b_node.backward_cpu_us)
     assert not [r for r in table.rows if r.status == "removed"]  # every eager module found in the compiled run
 
 
-def test_compiled_only_nodes_are_added_rows_and_the_columns_keep_their_totals(traces) -> None:
+def test_compiled_only_nodes_are_added_rows_with_their_own_time(traces) -> None:
     eager, compiled = (load_model(p) for p in traces)
     table = diff_traces(eager, compiled).table("modules")
     added = {r.name for r in table.rows if r.status == "added"}
     assert added == {"OptimizedModule_0", "model/[compiled 0:0]", "model/[compiled 0:0]/(compiled, unattributed)"}
-    for model, column in ((eager, "a"), (compiled, "b")):
-        total = sum(root.cpu_total_us + root.backward_cpu_us for root in model.modules.roots)
-        assert sum(getattr(r, column) or 0 for r in table.rows) == pytest.approx(total)
+    region = next(n for n in compiled.modules.walk() if n.name == "[compiled 0:0]")
+    assert table.row("model/[compiled 0:0]", "fwd").b == pytest.approx(region.self_cpu_us)
+    for model, total in ((eager, table.total_a), (compiled, table.total_b)):  # shares are of the whole tree's change
+        assert total == pytest.approx(sum(root.cpu_total_us + root.backward_cpu_us for root in model.modules.roots))
 
 
 def test_diff_command_prints_the_modules_by_qualified_name(traces, capsys) -> None:

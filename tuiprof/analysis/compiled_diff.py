@@ -16,8 +16,15 @@ qualified name, and the nodes only a compiled tree has are rows of their own:
 
 When a side is compiled, each module is two rows, forward and backward
 (``Linear_0 fwd`` / ``Linear_0 bwd`` in the detail column), so the table says
-in which direction compiling helped; eager against eager keeps one row per
-module (forward plus backward).
+in which direction compiling helped, and a module's value is its **total**
+time, submodules included: a kernel fused across modules lands on their
+deepest common module (a block, ``encoder``), so a compiled module's self
+time holds its children's fused work and compares with nothing in the eager
+tree, while a module's total holds the same work on both sides.  The rows
+then nest; each one's share is of the change of the whole tree's time.  The
+compiled-only nodes keep their own (self) time: what the wrapper, the guards
+and the graph's Python between kernels cost.  Eager against eager keeps one
+row per module (self time, forward plus backward).
 """
 
 from __future__ import annotations
@@ -71,14 +78,29 @@ def module_key(node: ModuleNode) -> tuple[str, str]:
 
 
 def qualified_module_values(model: TraceModel, metric: str, by_direction: bool) -> Values:
-    """Self time per qualified name; with ``by_direction`` one row per direction."""
+    """Per qualified name: self time (forward plus backward), or with ``by_direction`` a row
+    per direction holding the module's total time (module docstring)."""
     result: Values = {}
     for node in model.modules.walk():
         name, detail = module_key(node)
-        forward, backward = module_self_parts(node, metric)
-        parts = [(f"{detail} fwd".strip(), forward, node.calls), (f"{detail} bwd".strip(), backward, 0.0)] if by_direction else [(detail, forward + backward, node.calls)]
+        if not by_direction:
+            parts = [(detail, sum(module_self_parts(node, metric)), node.calls)]
+        else:
+            forward, backward = module_self_parts(node, metric) if is_compiled_structure(node) else _total_parts(node, metric)
+            parts = [(f"{detail} fwd".strip(), forward, node.calls), (f"{detail} bwd".strip(), backward, 0.0)]
         for key_detail, value, calls in parts:
             cell = result.setdefault((name, key_detail), [0.0, 0.0])
             cell[0] += value
             cell[1] += calls
     return result
+
+
+def tree_total(model: TraceModel, metric: str) -> Values:
+    """The whole tree's time, forward and backward, under one key (what the rows' shares are of)."""
+    return {("", ""): [sum(sum(_total_parts(root, metric)) for root in model.modules.roots), 0.0]}
+
+
+def _total_parts(node: ModuleNode, metric: str) -> tuple[float, float]:
+    if metric == "device":
+        return node.device_total_us, node.backward_device_us
+    return node.cpu_total_us, node.backward_cpu_us

@@ -181,7 +181,7 @@ def _break_sites(log: CompileLog) -> tuple[BreakSite, ...]:
     """The log's breaks, one per (file, line, reason), in the order Dynamo took them."""
     sites: dict[tuple[str, int, str], tuple[str, list[str]]] = {}
     for brk in log.graph_breaks:
-        function, ids = sites.setdefault((brk.file, brk.line, brk.reason), (brk.function, []))
+        _, ids = sites.setdefault((brk.file, brk.line, brk.reason), (brk.function, []))
         ids.append(brk.compile_id)
     return tuple(BreakSite(file, line, function, reason, tuple(ids)) for (file, line, reason), (function, ids) in sites.items())
 

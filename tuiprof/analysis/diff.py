@@ -46,9 +46,14 @@ from tuiprof.analysis.arrays import gather, nearest_ancestor
 from tuiprof.analysis.batch import Batch, detect_batch
 from tuiprof.analysis.build import analyze, load_model
 from tuiprof.analysis.calls import is_step_name
-from tuiprof.analysis.compiled_diff import is_compiled, knows_qualified_names, module_self_parts, qualified_module_values
+from tuiprof.analysis.compiled_diff import (
+    is_compiled,
+    knows_qualified_names,
+    module_self_parts,
+    qualified_module_values,
+    tree_total,
+)
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import STEP_WILDCARD
 from tuiprof.errors import TraceError
 from tuiprof.trace import load_trace_file, resolve_trace
@@ -640,7 +645,7 @@ def _path_values(metric: str) -> Callable[[TraceModel], Values]:
 
 def _module_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
     """Modules by qualified name when both sides know them (an eager and a compiled tree
-    alike: analysis/compiled_diff.py), else by path."""
+    alike: analysis/compiled_diff.py, which says why a compiled side is compared by total time), else by path."""
     title = "Modules"
     words = f"self {'device' if metric == 'device' else 'CPU'} time, forward and backward"
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not all(m.modules.roots for m in side.models)]
@@ -648,14 +653,14 @@ def _module_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
         return _not_compared("modules", title, words, "us",
                              f"{_who(missing)} no module tree (recorded without with_stack=True)")
     models = [m for side in (side_a, side_b) for m in side.models]
-    if all(knows_qualified_names(m) for m in models):
-        by_direction = any(is_compiled(m) for m in models)
-        values_of = _module_values(metric, by_direction)
-        if by_direction:
-            words = f"self {'device' if metric == 'device' else 'CPU'} time, a row per module and direction"
-    else:
-        values_of = _path_values(metric)
-    return _table("modules", title, words, "us", side_a.collect(values_of), side_b.collect(values_of))
+    if not all(knows_qualified_names(m) for m in models):
+        return _table("modules", title, words, "us", side_a.collect(_path_values(metric)), side_b.collect(_path_values(metric)))
+    if not any(is_compiled(m) for m in models):
+        return _table("modules", title, words, "us", side_a.collect(_module_values(metric, False)), side_b.collect(_module_values(metric, False)))
+    words = f"total {'device' if metric == 'device' else 'CPU'} time (submodules included), a row per module and direction"
+    values_a, values_b = side_a.collect(_module_values(metric, True)), side_b.collect(_module_values(metric, True))
+    total_a, total_b = (_total(side.collect(lambda m: tree_total(m, metric))) for side in (side_a, side_b))
+    return DiffTable("modules", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a))
 
 
 # ------------------------------------------------------------------ kernels

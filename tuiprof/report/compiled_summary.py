@@ -126,10 +126,12 @@ def region_lines(run: CompiledRun, region: str) -> list[str]:
 def eager_text(run: CompiledRun) -> str:
     """The modules that ran eagerly, outside every compiled region or at a graph break, by cost."""
     total = sum(m.node.cost_us for m in run.eager_modules)
-    share = f"{100 * total / run.module_us:.1f}% of module time" if run.module_us else format_us(total)
+    pct = 100 * total / run.module_us if run.module_us else None
+    share = format_us(total) if pct is None else ("<0.1%" if 0 < pct < 0.05 else f"{pct:.1f}%") + " of module time"
     named = ", ".join(
         f"{m.node.label} {format_us(m.node.cost_us)}" + (" at a graph break" if m.at_graph_break else "")
         for m in run.eager_modules[:SITES_SHOWN]
     )
     more = len(run.eager_modules) - SITES_SHOWN
-    return f"ran eagerly, outside compiled regions: {share}: {named}" + (f" +{more} more" if more > 0 else "")
+    where = "outside compiled regions" + (" or at a graph break" if any(m.at_graph_break for m in run.eager_modules) else "")
+    return f"ran eagerly, {where}: {share}: {named}" + (f" +{more} more" if more > 0 else "")
