@@ -134,3 +134,31 @@ def test_shipped_trace_without_log_counts_nested_regions() -> None:
     assert run.graph_break_count == len(nested) == 2
     assert {f.frame for f in run.frames if f.nested} == nested
     assert sorted(m.node.name for m in run.eager_modules) == sorted(e["name"].removeprefix("nn.Module: ") for e in eager)
+
+
+def test_eager_modules_rule_on_a_built_tree() -> None:
+    """By construction: a module with a frame and no region below is eager (outermost only);
+    inside a region node it ran at a graph break; a node without a frame (from the kernel
+    map) or one holding a region is not."""
+    from tuiprof.analysis.compiled_run import _eager_modules
+    from tuiprof.analysis.modules import ModuleNode, ModuleTree
+
+    def node(name, parent=None):
+        made = ModuleNode(name, 0, parent=parent, cpu_total_us=10.0)
+        if parent is not None:
+            parent.children.append(made)
+        return made
+
+    net = node("Net_0")
+    head = node("Sequential_0", net)
+    head_linear = node("Linear_0", head)
+    wrapper = node("OptimizedModule_0", net)
+    region = node("[compiled 0:0]", wrapper)
+    mapped = node("Linear_1", region)  # placed by the kernel map: no frame
+    at_break = node("Block_0", region)
+    loss = node("CrossEntropyLoss_0")
+    framed = [net, head, head_linear, wrapper, at_break, loss]
+    tree = ModuleTree([net, loss], {row: n for row, n in enumerate(framed)})
+    eager = {(m.node.name, m.at_graph_break) for m in _eager_modules(tree)}
+    assert eager == {("Sequential_0", False), ("CrossEntropyLoss_0", False), ("Block_0", True)}
+    assert mapped.name not in {m.node.name for m in _eager_modules(tree)}
