@@ -68,10 +68,10 @@ def test_modules_match_by_qualified_name_forward_and_backward(traces) -> None:
 def test_compiled_only_nodes_are_added_rows_with_their_own_time(traces) -> None:
     eager, compiled = (load_model(p) for p in traces)
     table = diff_traces(eager, compiled).table("modules")
+    region = next(n for n in compiled.modules.walk() if n.name.startswith("[compiled "))  # frame id: the process's count
     added = {r.name for r in table.rows if r.status == "added"}
-    assert added == {"OptimizedModule_0", "model/[compiled 0:0]", "model/[compiled 0:0]/(compiled, unattributed)"}
-    region = next(n for n in compiled.modules.walk() if n.name == "[compiled 0:0]")
-    assert table.row("model/[compiled 0:0]", "fwd").b == pytest.approx(region.self_cpu_us)
+    assert added == {"OptimizedModule_0", f"model/{region.name}", f"model/{region.name}/(compiled, unattributed)"}
+    assert table.row(f"model/{region.name}", "fwd").b == pytest.approx(region.self_cpu_us)
     for model, total in ((eager, table.total_a), (compiled, table.total_b)):  # shares are of the whole tree's change
         assert total == pytest.approx(sum(root.cpu_total_us + root.backward_cpu_us for root in model.modules.roots))
 
@@ -79,4 +79,4 @@ def test_compiled_only_nodes_are_added_rows_with_their_own_time(traces) -> None:
 def test_diff_command_prints_the_modules_by_qualified_name(traces, capsys) -> None:
     code = cli.main(["diff", str(traces[0]), str(traces[1]), "--view", "modules"])
     out = capsys.readouterr().out
-    assert code in (0, 1) and "model/[compiled 0:0]" in out and "Linear_1 bwd" in out
+    assert code in (0, 1) and "model/[compiled " in out and "Linear_1 bwd" in out
