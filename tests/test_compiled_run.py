@@ -162,3 +162,20 @@ def test_eager_modules_rule_on_a_built_tree() -> None:
     eager = {(m.node.name, m.at_graph_break) for m in _eager_modules(tree)}
     assert eager == {("Sequential_0", False), ("CrossEntropyLoss_0", False), ("Block_0", True)}
     assert mapped.name not in {m.node.name for m in _eager_modules(tree)}
+
+
+def test_live_compile_capture_saves_the_graph_break(tmp_path) -> None:
+    """``tuiprof live --compile``: the warm-up step's compile log is in the saved trace."""
+    from tuiprof.capture.config import CaptureConfig
+    from tuiprof.capture.session import profile_training
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    config = CaptureConfig(model="Broken", device="cpu", batch_size=4, input_shape="8", num_classes=8,
+                           wait=0, warmup=1, active=1, compile=True)
+    path = tmp_path / "live.json"
+    profile_training(config, path, model=Broken())
+    run = load_model(path).compiled_run
+    (site,) = run.graph_breaks
+    assert (site.file, site.line) == (__file__, _break_line())
+    assert run.frame("0").compilations == 1 and not run.recompiled
