@@ -8,6 +8,7 @@ import os
 from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.compiled_map import attach_compiled
 from tuiprof.analysis.compiled import add_compiled_regions
+from tuiprof.analysis.compiled_run import compiled_run
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
@@ -58,6 +59,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
             compiled=compiled,
+            compiled_run=compiled_run(modules, calls, live.compile_log if live is not None else None, store.report),
             memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
             memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,

@@ -46,8 +46,14 @@ from tuiprof.analysis.arrays import gather, nearest_ancestor
 from tuiprof.analysis.batch import Batch, detect_batch
 from tuiprof.analysis.build import analyze, load_model
 from tuiprof.analysis.calls import is_step_name
+from tuiprof.analysis.compiled_diff import (
+    is_compiled,
+    knows_qualified_names,
+    module_self_parts,
+    qualified_module_values,
+    tree_total,
+)
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import STEP_WILDCARD
 from tuiprof.errors import TraceError
 from tuiprof.trace import load_trace_file, resolve_trace
@@ -625,42 +631,40 @@ def _runtime_names(*sides: _Side) -> set[str]:
 # ------------------------------------------------------------------ modules
 
 
-def _module_values(metric: str, by_qualified_name: bool) -> Callable[[TraceModel], Values]:
+def _module_values(metric: str, by_direction: bool) -> Callable[[TraceModel], Values]:
+    return lambda model: qualified_module_values(model, metric, by_direction)
+
+
+def _path_values(metric: str) -> Callable[[TraceModel], Values]:
     def values(model: TraceModel) -> Values:
         result: Values = {}
         for node in model.modules.walk():
-            key = (node.qualified_name or node.path, node.name) if by_qualified_name else (node.path, "")
-            cell = result.setdefault(key, [0.0, 0.0])
-            cell[0] += _module_self(node, metric)
+            cell = result.setdefault((node.path, ""), [0.0, 0.0])
+            cell[0] += sum(module_self_parts(node, metric))
             cell[1] += node.calls
         return result
 
     return values
 
 
-def _module_self(node: ModuleNode, metric: str) -> float:
-    """Forward self time plus the backward of its own forward ops (children's excluded),
-    so the rows of a tree sum to its total."""
-    if metric == "device":
-        forward, backward = node.self_device_us, node.backward_device_us
-        backward -= sum(c.backward_device_us for c in node.children)
-    else:
-        forward, backward = node.self_cpu_us, node.backward_cpu_us
-        backward -= sum(c.backward_cpu_us for c in node.children)
-    return forward + backward
-
-
 def _module_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
+    """Modules by qualified name when both sides know them (an eager and a compiled tree
+    alike: analysis/compiled_diff.py, which says why a compiled side is compared by total time), else by path."""
     title = "Modules"
     words = f"self {'device' if metric == 'device' else 'CPU'} time, forward and backward"
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not all(m.modules.roots for m in side.models)]
     if missing:
         return _not_compared("modules", title, words, "us",
                              f"{_who(missing)} no module tree (recorded without with_stack=True)")
-    named = all(n.qualified_name for side in (side_a, side_b) for m in side.models for n in m.modules.walk())
-    values_a = side_a.collect(_module_values(metric, named))
-    values_b = side_b.collect(_module_values(metric, named))
-    return _table("modules", title, words, "us", values_a, values_b)
+    models = [m for side in (side_a, side_b) for m in side.models]
+    if not all(knows_qualified_names(m) for m in models):
+        return _table("modules", title, words, "us", side_a.collect(_path_values(metric)), side_b.collect(_path_values(metric)))
+    if not any(is_compiled(m) for m in models):
+        return _table("modules", title, words, "us", side_a.collect(_module_values(metric, False)), side_b.collect(_module_values(metric, False)))
+    words = f"total {'device' if metric == 'device' else 'CPU'} time (submodules included), a row per module and direction"
+    values_a, values_b = side_a.collect(_module_values(metric, True)), side_b.collect(_module_values(metric, True))
+    total_a, total_b = (_total(side.collect(lambda m: tree_total(m, metric))) for side in (side_a, side_b))
+    return DiffTable("modules", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a))
 
 
 # ------------------------------------------------------------------ kernels

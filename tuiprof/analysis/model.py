@@ -7,6 +7,7 @@ from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
 from tuiprof.analysis.compiled_map import CompiledAttribution
+from tuiprof.analysis.compiled_run import CompiledRun
 from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline
@@ -57,6 +58,7 @@ class TraceModel:
     flops_source: str = RECOMPUTED_FLOPS
     log_lines: tuple[str, ...] = ()  # what the profiler printed, when a capture saved it
     compiled: CompiledAttribution | None = None  # a compiled capture: compile time, share placed in modules
+    compiled_run: CompiledRun | None = None  # a compiled trace: graph breaks, recompilations, eager modules
     live_batch_size: int | None = None  # the batch a live capture fed the model, when it saved it
     # torch's memory categories per device, when a tuiprof capture saved them (analysis/memory_categories.py)
     memory_categories: tuple[CategorisedMemory, ...] = ()

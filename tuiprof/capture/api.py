@@ -78,6 +78,7 @@ def profile(
         return LiveFacts(
             compiled=compiled,
             compile_s=compile_s,
+            compile_log=compiled_graphs.compile_log.taken(),
             memory_categories=memory_categories_member(prof, unfinished_step=unfinished_step),
         )
 

@@ -13,6 +13,7 @@ once progress is on screen.
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import tempfile
@@ -85,10 +86,12 @@ def _live_without_ui(live) -> int:
     model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
     _print_tables(model)
     from tuiprof.report.compiled_summary import compiled_lines
+    from tuiprof.report.summary import wrap_sentence
 
     print(f"tuiprof: profiler log: {len(result.facts.log_lines)} lines", file=sys.stderr)
-    for line in compiled_lines(model):
-        print(f"tuiprof: {line}", file=sys.stderr)
+    width = shutil.get_terminal_size().columns if sys.stderr.isatty() else 0
+    for line in compiled_lines(model):  # sentences: wrapped at a terminal's width
+        print(wrap_sentence(f"tuiprof: {line}", width) if width else f"tuiprof: {line}", file=sys.stderr)
     return 0
 
 

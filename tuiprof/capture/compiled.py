@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
+from tuiprof.capture.compile_log import CompileLogRecorder
+from tuiprof.trace.compile_log import CompileLog
 from tuiprof.trace.compiled_map import CompiledGraph, CompiledKernel, CompiledMap, CompiledModule
 
 TICK_S = 5.0  # progress while compiling: one line every so often (Inductor on CPU takes a minute)
@@ -48,14 +50,15 @@ def warm_up_compiled(
     mode: str,
     dynamic: bool,
     on_tick: Callable[[float], None],
-) -> tuple[Any, CompiledMap, float]:
-    """Compile ``model`` and run one unprofiled ``step`` with it, taking the kernel map.
+) -> tuple[Any, CompiledMap, float, CompileLog | None]:
+    """Compile ``model`` and run one unprofiled ``step`` with it, taking the kernel map
+    and Dynamo's graph breaks and compilations.
 
     torch.compile compiles lazily, at the first forward (and the backward
     graph at the first backward): this step is where compilation happens,
     before the profiler starts, so none of it lands in the profiled window.
-    Returns the compiled model, the map and the step's seconds (the compile
-    time; one step's own run time is in it).  ``on_tick(elapsed)`` is called
+    Returns the compiled model, the map, the step's seconds (the compile
+    time; one step's own run time is in it) and the compile log.  ``on_tick(elapsed)`` is called
     every TICK_S seconds meanwhile, from another thread.
     """
     compiled = compile_model(model, mode, dynamic)
@@ -75,7 +78,7 @@ def warm_up_compiled(
     finally:
         done.set()
         ticker.join()
-    return compiled, recorder.compiled_map(), time.perf_counter() - began
+    return compiled, recorder.compiled_map(), time.perf_counter() - began, recorder.compile_log.taken()
 
 
 class KernelMapRecorder:
@@ -93,6 +96,7 @@ class KernelMapRecorder:
         self.cost_s = 0.0  # time spent in the recorder (compile-time cost of the map)
         self.unread = 0  # kernels the recorder could not read (counted, never raised)
         self._compile_s_before = 0.0
+        self.compile_log = CompileLogRecorder()  # graph breaks and (re)compilations, taken in the same window
 
     @contextmanager
     def recording(self) -> Iterator[KernelMapRecorder]:
@@ -122,7 +126,8 @@ class KernelMapRecorder:
                 setattr(owner, name, value)
             for module, _ in homes:
                 setattr(module, _PROVENANCE_FUNCTION, wrapped)
-            yield self
+            with self.compile_log.recording():
+                yield self
         finally:
             for module, function in homes:
                 setattr(module, _PROVENANCE_FUNCTION, function)

@@ -70,6 +70,7 @@ def profile_script(
         if read_log is not None:
             result.facts.log_lines = read_log()
         result.facts.compiled, result.facts.compile_s = compiled_graphs.taken()
+        result.facts.compile_log = compiled_graphs.compile_log.taken()
         result.facts.memory_categories = memory_categories_member(prof, unfinished_step=window.unfinished_step)
         (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts, window.unfinished_step)
         result.written = True

@@ -110,7 +110,7 @@ def profile_training(
         if note(f"compiling {config.model} (torch.compile, mode {config.compile_mode})"):
             return result
         with _oom_as_error(config):
-            model, facts.compiled, facts.compile_s = warm_up_compiled(
+            model, facts.compiled, facts.compile_s, facts.compile_log = warm_up_compiled(
                 model,
                 lambda compiled: _train_step(compiled, criterion, optimizer, first_inputs, first_targets, config.mode == "train", device),
                 config.compile_mode, config.dynamic,

@@ -16,6 +16,7 @@ from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import OperatorStats
 from tuiprof.analysis.ranking import module_share
 from tuiprof.analysis.steps import StepStats
+from tuiprof.report.compiled_summary import region_lines
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_count, format_us, format_us_or_dash, format_us_short, plural
@@ -124,6 +125,8 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     text.append(f"  {100 * module_share(model, module):.1f}% of module time\n")
     if is_region_node(module):
         text.append("compiled region: the calls in its spans and the kernels they launched\n", style="dim")
+        for line in region_lines(model.compiled_run, module.name) if model.compiled_run else ():
+            text.append(f"{plain(line, 2 * DISPLAY_CHARS)}\n")
     text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
     if module.backward_cpu_us:
         text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")

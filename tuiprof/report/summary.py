@@ -49,7 +49,7 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
     if view.name == "memory-what-ifs" and request.format not in ("json", "csv"):  # the arithmetic, a sentence a line
         width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
-        sys.stdout.write("".join(f"{_wrap(str(row['how']), width) if width else row['how']}\n" for row in rows))
+        sys.stdout.write("".join(f"{wrap_sentence(str(row['how']), width) if width else row['how']}\n" for row in rows))
     return 0
 
 
@@ -121,12 +121,12 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
         lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
         if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
             width = shutil.get_terminal_size().columns
-            lines = [_wrap(line, width) for line in lines]
+            lines = [wrap_sentence(line, width) for line in lines]
         sys.stdout.write("".join(f"{line}\n" for line in lines))
     return 0
 
 
-def _wrap(line: str, width: int) -> str:
+def wrap_sentence(line: str, width: int) -> str:
     """``line`` wrapped at ``width``, a number never apart from its unit (``13.6 ms``)."""
     glued = line.replace(" ms", "\0ms")
     return textwrap.fill(glued, width, subsequent_indent="  ", break_on_hyphens=False).replace("\0", " ")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import msgspec
 
+from tuiprof.trace.compile_log import CompileLog
 from tuiprof.trace.compiled_map import CompiledMap
 from tuiprof.trace.decode import DecodeReport
 
@@ -54,6 +55,7 @@ class LiveFacts(msgspec.Struct):
     log_lines: list[str] = []  # what the profiler printed on fd 2
     compile_s: float | None = None  # torch.compile's time in the unprofiled warm-up step (None: not compiled by tuiprof)
     compiled: CompiledMap | None = None  # kernel -> module of the compiled graphs (tuiprof.trace.compiled_map)
+    compile_log: CompileLog | None = None  # graph breaks and recompilations Dynamo reported (tuiprof.trace.compile_log)
     memory_categories: msgspec.Raw = NO_CATEGORIES  # an encoded MemoryCategories
     batch_size: int | None = None  # the length of the batch fed to the model (a diff compares per sample)
 
