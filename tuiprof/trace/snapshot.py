@@ -1,0 +1,413 @@
+"""CUDA caching-allocator snapshots (``torch.cuda.memory._dump_snapshot``) -> columns.
+
+A snapshot is a pickle, and unpickling can run code: it is read by
+:class:`PlainDataUnpickler`, which builds only dict, list, tuple, str, int,
+float, bool, None and bytes.  Every way a pickle reaches other code goes
+through ``find_class`` (GLOBAL, STACK_GLOBAL, INST, and EXT via the copyreg
+registry); REDUCE, BUILD, OBJ and NEWOBJ need an object only a global gives
+(a dict or list is not callable and has no ``__setstate__``); persistent ids
+are refused by the stdlib when no ``persistent_load`` is given.  So refusing
+``find_class`` refuses them all, before anything is called.
+
+The format is the one in ``torch.cuda.memory._snapshot``'s docstring:
+``segments`` (each with ``blocks`` and their ``frames``) and
+``device_traces`` (one list of entries per device).  Decoded into columns:
+every distinct frame once (:class:`FrameTable`), stacks as ids into
+:class:`StackTable` (id 0: no frames), sizes, addresses and times as numpy
+arrays.  Trace entries of all devices are one table (:class:`TraceEntries`)
+in file order with a device column.  Entries without ``time_us`` (the
+docstring does not list it; real snapshots since torch 2.1 have it) get
+their index as time.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuiprof.errors import TraceError
+from tuiprof.trace.source import inflate_gzip
+
+PICKLE_PROTOCOLS = range(2, 6)  # pickle.dump's PROTO opcode \x80 then the protocol byte
+_PROTO = 0x80
+_GZIP_MAGIC = b"\x1f\x8b"
+_NOT_A_SNAPSHOT_FIX = "pass a file written by torch.cuda.memory._dump_snapshot"
+
+ACTIONS = (
+    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+    "oom", "snapshot", "annotate", "segment_map", "segment_unmap",
+)
+ACTION_CODE = {name: code for code, name in enumerate(ACTIONS)}
+OTHER_ACTION = len(ACTIONS)  # an action this version does not know: kept, counted, never an error
+BLOCK_STATES = ("active_allocated", "active_awaiting_free", "inactive")
+BLOCK_STATE_CODE = {name: code for code, name in enumerate(BLOCK_STATES)}
+FX_FIELDS = ("fx_node_op", "fx_node_name", "fx_original_trace")
+_INT64_MAX = (1 << 63) - 1
+
+
+class RefusedGlobal(pickle.UnpicklingError):
+    """The pickle names a global (a class or function): it would run code."""
+
+    def __init__(self, module: str, name: str) -> None:
+        super().__init__(f"{module}.{name}")
+        self.global_name = f"{module}.{name}"
+
+
+class PlainDataUnpickler(pickle.Unpickler):
+    """Builds plain data only: any global is refused before it is looked up."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise RefusedGlobal(str(module), str(name))
+
+
+class PickleStart:
+    """Watches the first bytes of an inflated ``.pickle.gz``: a snapshot starts with PROTO 2-5.
+
+    Stops a gzip of something else at its first bytes (the role
+    :class:`tuiprof.trace.source.TraceStart` has for JSON traces)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.head = b""
+
+    def feed(self, data: bytes) -> None:
+        if len(self.head) < 2:
+            self.head += data[: 2 - len(self.head)]
+            if len(self.head) == 2:
+                check_pickle_header(self.head, self.source)
+
+    def finish(self) -> None:
+        check_pickle_header(self.head, self.source)
+
+
+def check_pickle_header(head: bytes, source: str) -> None:
+    """Refuse bytes that do not start a pickle of protocol 2-5."""
+    if len(head) < 2 or head[0] != _PROTO:
+        raise TraceError(source, "not an allocator snapshot (not a pickle of protocol 2-5)", _NOT_A_SNAPSHOT_FIX)
+    if head[1] not in PICKLE_PROTOCOLS:
+        raise TraceError(source, f"a pickle of protocol {head[1]}, where snapshots use 2-5", _NOT_A_SNAPSHOT_FIX)
+
+
+def is_snapshot(path: str | os.PathLike[str]) -> bool:
+    """Whether the regular file at ``path`` holds a pickle (or a gzip of one): by content, not name.
+
+    A JSON trace starts ``{`` or ``[``; a pickle of protocol 2+ starts with the PROTO
+    opcode.  Only the first bytes are read (of a gzip: its first inflated piece)."""
+    try:
+        if not Path(path).is_file():
+            return False
+        with open(path, "rb") as handle:
+            head = handle.read(2)
+            if head == _GZIP_MAGIC:
+                import zlib
+
+                handle.seek(0)
+                head = zlib.decompressobj(wbits=31).decompress(handle.read(1 << 16), 2)
+    except (OSError, ValueError, EOFError):
+        return False
+    except Exception:  # noqa: BLE001 - a corrupt gzip: not a snapshot; the trace loader says what is wrong
+        return False
+    return head[:1] == bytes([_PROTO])
+
+
+@dataclass
+class FrameTable:
+    """Every distinct frame once.  FX fields are "" where a frame has none."""
+
+    filename: list[str] = field(default_factory=list)
+    line: list[int] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    fx: dict[str, list[str]] = field(default_factory=lambda: {key: [] for key in FX_FIELDS})
+
+    def __len__(self) -> int:
+        return len(self.filename)
+
+
+@dataclass
+class StackTable:
+    """Stacks as frame ids, innermost first (torch's order): stack ``s`` is
+    ``frames[offsets[s]:offsets[s + 1]]``.  Stack 0 has no frames."""
+
+    offsets: np.ndarray
+    frames: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def frame_ids(self, stack: int) -> np.ndarray:
+        return self.frames[self.offsets[stack] : self.offsets[stack + 1]]
+
+
+@dataclass
+class TraceEntries:
+    """The ``device_traces`` of every device, in file order (then by device)."""
+
+    device: np.ndarray  # int32
+    action: np.ndarray  # int8: ACTIONS index, OTHER_ACTION for unknown ones
+    address: np.ndarray  # int64; 0 where absent (oom)
+    size: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    time_us: np.ndarray  # int64; the entry's index within its device when the snapshot has no times
+    stack: np.ndarray  # int32 into StackTable
+    device_free: np.ndarray  # int64; -1 except on oom entries
+    annotations: dict[int, str]  # entry index -> user_metadata of annotate entries
+    has_times: bool
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+
+@dataclass
+class Segments:
+    """The allocator's segments when the snapshot was taken, and their blocks."""
+
+    device: np.ndarray
+    address: np.ndarray
+    total_size: np.ndarray
+    stream: np.ndarray
+    segment_type: list[str]
+    block_segment: np.ndarray  # int32: the block's segment row
+    block_address: np.ndarray
+    block_size: np.ndarray
+    block_requested: np.ndarray
+    block_state: np.ndarray  # int8: BLOCK_STATES index
+    block_stack: np.ndarray  # int32
+
+    def __len__(self) -> int:
+        return len(self.address)
+
+
+@dataclass
+class Snapshot:
+    """A decoded allocator snapshot: columns only, nothing from the pickle kept."""
+
+    source: str
+    frames: FrameTable
+    stacks: StackTable
+    entries: TraceEntries
+    segments: Segments
+    device_count: int
+    file_bytes: int
+
+
+def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
+    """Read, check and decode the snapshot at ``path`` (a ``.pickle`` or a gzip of one).
+
+    Every problem is a :class:`TraceError` naming the file: a refused global,
+    a truncated or corrupt pickle, a pickle that is not a snapshot, a gzip bomb
+    (the ratio limit of :func:`tuiprof.trace.source.inflate_gzip`)."""
+    source = os.fspath(path)
+    data = _load_plain_data(Path(source), source)
+    return decode_snapshot(data, source, _file_size(source))
+
+
+def _file_size(source: str) -> int:
+    try:
+        return os.stat(source).st_size
+    except OSError:
+        return 0
+
+
+def _load_plain_data(path: Path, source: str) -> Any:
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+    with handle:
+        try:
+            head = handle.read(2)
+            size = os.fstat(handle.fileno()).st_size
+        except OSError as exc:
+            raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+        handle.seek(0)
+        if head == _GZIP_MAGIC:
+            parts: list[bytes] = []
+            inflate_gzip(handle.read, size, source, parts.append, None, start=PickleStart(source))
+            return _unpickle(io.BytesIO(b"".join(parts)), source)
+        check_pickle_header(head, source)
+        return _unpickle(handle, source)
+
+
+def _unpickle(stream: Any, source: str) -> Any:
+    try:
+        return PlainDataUnpickler(stream).load()
+    except RefusedGlobal as exc:
+        raise TraceError(
+            source, f"the pickle refers to {exc.global_name}, which could run code; nothing was executed",
+            "only plain snapshots from torch.cuda.memory._dump_snapshot are read",
+        ) from None
+    except EOFError:
+        raise TraceError(source, "the pickle is truncated", "copy the file again") from None
+    except MemoryError:
+        raise TraceError(source, "the pickle claims more memory than there is (corrupt?)", "copy the file again") from None
+    except OSError as exc:
+        raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+    except RecursionError:
+        raise TraceError(source, "the pickle is nested too deeply", _NOT_A_SNAPSHOT_FIX) from None
+    except (pickle.UnpicklingError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+        problem = str(exc)[:120] or type(exc).__name__
+        raise TraceError(source, f"the pickle is corrupt ({problem})", "copy the file again") from None
+
+
+class _Decoder:
+    """Walks the plain data once, checking every type it relies on, and interns frames and stacks."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.frames = FrameTable()
+        self.frame_ids: dict[tuple, int] = {}
+        self.stack_ids: dict[tuple[int, ...], int] = {(): 0}
+        self.stack_offsets: list[int] = [0, 0]
+        self.stack_frames: list[int] = []
+        self.by_identity: dict[int, int] = {}  # id(frames list) -> stack: a list shared in the pickle is walked once
+
+    def bad(self, where: str, what: str) -> TraceError:
+        return TraceError(self.source, f"not an allocator snapshot: {where} {what}", _NOT_A_SNAPSHOT_FIX)
+
+    def integer(self, value: Any, where: str) -> int:
+        if type(value) is not int or not -_INT64_MAX <= value <= _INT64_MAX:
+            raise self.bad(where, "is not a 64-bit integer")
+        return value
+
+    def text(self, value: Any, where: str) -> str:
+        if type(value) is not str:
+            raise self.bad(where, "is not text")
+        return value
+
+    def record(self, value: Any, where: str) -> dict:
+        if type(value) is not dict:
+            raise self.bad(where, "is not a dict")
+        return value
+
+    def sequence(self, value: Any, where: str) -> list | tuple:
+        if type(value) not in (list, tuple):
+            raise self.bad(where, "is not a list")
+        return value
+
+    def stack(self, frames: Any, where: str) -> int:
+        if frames is None:
+            return 0
+        known = self.by_identity.get(id(frames))
+        if known is not None:
+            return known
+        ids = tuple(self.frame(frame, where) for frame in self.sequence(frames, where))
+        stack = self.stack_ids.get(ids)
+        if stack is None:
+            stack = self.stack_ids[ids] = len(self.stack_offsets) - 1
+            self.stack_frames.extend(ids)
+            self.stack_offsets.append(len(self.stack_frames))
+        self.by_identity[id(frames)] = stack
+        return stack
+
+    def frame(self, frame: Any, where: str) -> int:
+        frame = self.record(frame, f"a frame of {where}")
+        filename = self.text(frame.get("filename", ""), f"a frame's filename in {where}")
+        name = self.text(frame.get("name", ""), f"a frame's name in {where}")
+        line = self.integer(frame.get("line", 0), f"a frame's line in {where}")
+        fx = tuple(self.text(frame.get(key, ""), f"a frame's {key} in {where}") for key in FX_FIELDS)
+        key = (filename, line, name, *fx)
+        found = self.frame_ids.get(key)
+        if found is None:
+            found = self.frame_ids[key] = len(self.frames)
+            self.frames.filename.append(filename)
+            self.frames.line.append(line)
+            self.frames.name.append(name)
+            for fx_key, value in zip(FX_FIELDS, fx):
+                self.frames.fx[fx_key].append(value)
+        return found
+
+    def stack_table(self) -> StackTable:
+        return StackTable(np.asarray(self.stack_offsets, dtype=np.int64), np.asarray(self.stack_frames, dtype=np.int32))
+
+
+def decode_snapshot(data: Any, source: str, file_bytes: int = 0) -> Snapshot:
+    """Columns from the plain data of a snapshot (what :class:`PlainDataUnpickler` returned)."""
+    decoder = _Decoder(source)
+    top = decoder.record(data, "the top level")
+    if "segments" not in top and "device_traces" not in top:
+        raise decoder.bad("the top level", "has neither segments nor device_traces")
+    traces = decoder.sequence(top.get("device_traces", []), "device_traces")
+    entries = _decode_entries(decoder, traces)
+    segments = _decode_segments(decoder, decoder.sequence(top.get("segments", []), "segments"))
+    devices = max(len(traces), int(segments.device.max()) + 1 if len(segments) else 0)
+    return Snapshot(source, decoder.frames, decoder.stack_table(), entries, segments, devices, file_bytes)
+
+
+def _decode_entries(decoder: _Decoder, traces: list | tuple) -> TraceEntries:
+    columns: dict[str, list[int]] = {key: [] for key in ("device", "action", "address", "size", "stream", "time_us", "stack", "device_free")}
+    annotations: dict[int, str] = {}
+    has_times = True
+    for device, trace in enumerate(traces):
+        for index, entry in enumerate(decoder.sequence(trace, f"device_traces[{device}]")):
+            where = f"device_traces[{device}][{index}]"
+            entry = decoder.record(entry, where)
+            action = decoder.text(entry.get("action"), f"{where}.action")
+            code = ACTION_CODE.get(action, OTHER_ACTION)
+            time = entry.get("time_us")
+            if time is None:
+                has_times = False
+            columns["device"].append(device)
+            columns["action"].append(code)
+            columns["address"].append(decoder.integer(entry.get("addr", 0), f"{where}.addr"))
+            columns["size"].append(decoder.integer(entry.get("size", 0), f"{where}.size"))
+            columns["stream"].append(decoder.integer(entry.get("stream", 0), f"{where}.stream"))
+            columns["time_us"].append(index if time is None else decoder.integer(time, f"{where}.time_us"))
+            columns["stack"].append(decoder.stack(entry.get("frames"), f"{where}.frames"))
+            free = entry.get("device_free")
+            columns["device_free"].append(-1 if free is None else decoder.integer(free, f"{where}.device_free"))
+            if code == ACTION_CODE["annotate"]:
+                annotations[len(columns["action"]) - 1] = _metadata_text(entry.get("user_metadata"))
+    if not has_times:  # one clock for every entry: the index within its device, never a mix
+        columns["time_us"] = [index for trace in traces for index in range(len(trace))]
+    arrays = {key: np.asarray(values, dtype=np.int64) for key, values in columns.items()}
+    return TraceEntries(
+        arrays["device"].astype(np.int32), arrays["action"].astype(np.int8), arrays["address"], arrays["size"],
+        arrays["stream"], arrays["time_us"], arrays["stack"].astype(np.int32), arrays["device_free"], annotations, has_times,
+    )
+
+
+def _metadata_text(value: Any) -> str:
+    """An annotation as text: plain data only reaches here, so its repr runs no code."""
+    return value if type(value) is str else repr(value)[:1000]
+
+
+def _decode_segments(decoder: _Decoder, segments: list | tuple) -> Segments:
+    rows: dict[str, list] = {key: [] for key in ("device", "address", "total_size", "stream", "segment_type")}
+    blocks: dict[str, list[int]] = {key: [] for key in ("segment", "address", "size", "requested", "state", "stack")}
+    for number, segment in enumerate(segments):
+        where = f"segments[{number}]"
+        segment = decoder.record(segment, where)
+        address = decoder.integer(segment.get("address", 0), f"{where}.address")
+        rows["device"].append(decoder.integer(segment.get("device", 0), f"{where}.device"))
+        rows["address"].append(address)
+        rows["total_size"].append(decoder.integer(segment.get("total_size", 0), f"{where}.total_size"))
+        rows["stream"].append(decoder.integer(segment.get("stream", 0), f"{where}.stream"))
+        rows["segment_type"].append(decoder.text(segment.get("segment_type", ""), f"{where}.segment_type"))
+        offset = address
+        for index, block in enumerate(decoder.sequence(segment.get("blocks", []), f"{where}.blocks")):
+            block_where = f"{where}.blocks[{index}]"
+            block = decoder.record(block, block_where)
+            size = decoder.integer(block.get("size", 0), f"{block_where}.size")
+            state = decoder.text(block.get("state", "inactive"), f"{block_where}.state")
+            if state not in BLOCK_STATE_CODE:
+                raise decoder.bad(f"{block_where}.state", f"is {state[:40]!r}, not one of {', '.join(BLOCK_STATES)}")
+            blocks["segment"].append(number)
+            blocks["address"].append(decoder.integer(block.get("address", offset), f"{block_where}.address"))
+            blocks["size"].append(size)
+            blocks["requested"].append(decoder.integer(block.get("requested_size", size), f"{block_where}.requested_size"))
+            blocks["state"].append(BLOCK_STATE_CODE[state])
+            blocks["stack"].append(decoder.stack(block.get("frames"), f"{block_where}.frames"))
+            offset += size
+    ints = lambda values, dtype=np.int64: np.asarray(values, dtype=dtype)  # noqa: E731
+    return Segments(
+        ints(rows["device"], np.int32), ints(rows["address"]), ints(rows["total_size"]), ints(rows["stream"]),
+        rows["segment_type"], ints(blocks["segment"], np.int32), ints(blocks["address"]), ints(blocks["size"]),
+        ints(blocks["requested"]), ints(blocks["state"], np.int8), ints(blocks["stack"], np.int32),
+    )
+
