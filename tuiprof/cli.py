@@ -169,12 +169,13 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.formats import FORMATS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES),
+        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES, "snapshot"),
         default="ops",
         help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
         "memory-categories, memory-modules, memory-allocations, memory-what-ifs: what fills memory at its peak "
         "(torch's categories from a tuiprof capture); "
-        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once",
+        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once; "
+        "snapshot: an allocator snapshot (torch.cuda.memory._dump_snapshot), told by its content whatever --view says",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -276,6 +277,8 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
     path = resolve_path(args)
+    if _is_snapshot(path, args.view):
+        return run_snapshot_summary(path, args)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
@@ -284,6 +287,28 @@ def run_summary(args: argparse.Namespace) -> int:
     status = print_summary(analyze(store), request)
     save_in_background(store)  # after the output: the first open is no slower
     return status
+
+
+def _is_snapshot(path: str, view: str) -> bool:
+    """An allocator snapshot, told by its first bytes (a pickle), not its name; ``--view snapshot``
+    on anything else is one line."""
+    from tuiprof.trace.snapshot import is_snapshot
+
+    if is_snapshot(path):
+        return True
+    if view == "snapshot":
+        raise TraceError(path, "not an allocator snapshot (not a pickle)", "pass a file written by torch.cuda.memory._dump_snapshot")
+    return False
+
+
+def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
+    from tuiprof.analysis.snapshot import analyze_snapshot
+    from tuiprof.report.snapshot import print_snapshot_summary
+    from tuiprof.trace.snapshot import read_snapshot
+
+    if args.format not in ("table", "json"):
+        raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
+    return print_snapshot_summary(analyze_snapshot(read_snapshot(path)), args.format, args.limit)
 
 
 def run_run_summary(path: str, request, cluster: str | None) -> int:

@@ -90,6 +90,7 @@ class OutOfMemory:
     """An ``oom`` entry and the state of its device then."""
 
     row: int
+    index: int  # in device_traces[device]
     device: int
     time_us: int
     requested: int
@@ -105,6 +106,7 @@ class OutOfMemory:
 class DevicePeak:
     device: int
     row: int  # -1: no trace entries, the state when the snapshot was taken
+    index: int  # in device_traces[device]; -1 as row
     time_us: int
     allocated: int
     reserved: int
@@ -277,7 +279,7 @@ def analyze_snapshot(snapshot: Snapshot) -> SnapshotModel:
         row = int(rows[at]) if at >= 0 else count
         live = allocations.live_at(device, row if at >= 0 else count)
         peaks.append(DevicePeak(
-            device, row if at >= 0 else -1, int(timeline.time_us[at]) if at >= 0 else -1,
+            device, row if at >= 0 else -1, at, int(timeline.time_us[at]) if at >= 0 else -1,
             int(timeline.allocated[at]) if at >= 0 else int(allocations.size[live].sum()),
             int(timeline.reserved[at]) if at >= 0 else int(segments.size[segments.live_at(device, count)].sum()),
             group_by_stack(allocations, live),
@@ -288,7 +290,7 @@ def analyze_snapshot(snapshot: Snapshot) -> SnapshotModel:
         timeline = timelines[device]
         at = int(np.searchsorted(timeline.rows, row))
         ooms.append(OutOfMemory(
-            row, device, int(entries.time_us[row]), int(entries.size[row]), int(entries.device_free[row]),
+            row, at, device, int(entries.time_us[row]), int(entries.size[row]), int(entries.device_free[row]),
             int(timeline.allocated[at]), int(timeline.reserved[at]), largest_free_gap(allocations, segments, device, row),
             group_by_stack(allocations, allocations.live_at(device, row)), int(entries.stack[row]),
         ))

@@ -251,7 +251,7 @@ def _unpickle(stream: Any, source: str) -> Any:
     except RecursionError:
         raise TraceError(source, "the pickle is nested too deeply", _NOT_A_SNAPSHOT_FIX) from None
     except (pickle.UnpicklingError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
-        problem = str(exc)[:120] or type(exc).__name__
+        problem = " ".join(str(exc).split())[:120] or type(exc).__name__
         raise TraceError(source, f"the pickle is corrupt ({problem})", "copy the file again") from None
 
 
