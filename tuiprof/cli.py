@@ -311,6 +311,16 @@ def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
     return print_snapshot_summary(analyze_snapshot(read_snapshot(path)), args.format, args.limit)
 
 
+def _explore_snapshot(path: str) -> int:
+    """Read and analyse first (a bad snapshot is one line, before the app owns the terminal)."""
+    from tuiprof.analysis.snapshot import analyze_snapshot
+    from tuiprof.trace.snapshot import read_snapshot
+    from tuiprof.tui.snapshot_app import run_snapshot_explorer
+
+    print("tuiprof: reading the allocator snapshot...", file=sys.stderr)
+    return run_snapshot_explorer(analyze_snapshot(read_snapshot(path)))
+
+
 def run_run_summary(path: str, request, cluster: str | None) -> int:
     """Every rank of the run at ``path`` at once (``--view ranks`` and the other run views)."""
     from tuiprof.analysis.ranks import summarise_run
@@ -357,6 +367,8 @@ def run_open(args: argparse.Namespace) -> int:
     if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
     path = resolve_path(args)
+    if _is_snapshot(path, args.view):
+        return _explore_snapshot(path)
     trace = choose_trace(path, args.trace)
     if not trace.stream:
         from tuiprof.trace.source import check_trace_start

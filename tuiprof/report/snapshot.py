@@ -176,3 +176,29 @@ def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None) ->
     width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
     sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit)))
     return 0
+
+
+def curve(model: SnapshotModel, device: int, buckets: int) -> list[float]:
+    """The device's allocated bytes over its entries in at most ``buckets`` points, each the
+    highest of its span (a peak is never averaged away)."""
+    allocated = model.timelines[device].allocated
+    if not len(allocated):
+        return [float(model.peaks[device].allocated)]
+    buckets = max(1, min(buckets, len(allocated)))
+    edges = [len(allocated) * i // buckets for i in range(buckets + 1)]
+    return [float(allocated[edges[i] : edges[i + 1]].max()) for i in range(buckets)]
+
+
+def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
+    """The detail pane's text for a group: its figures, then its full stack, innermost frame first."""
+    head = (f"{format_bytes(group.bytes)} ({_share(group.bytes, whole)}) in {plural(group.count, 'allocation')}, "
+            f"the largest {format_bytes(group.largest)}")
+    frames = stack_lines(model.snapshot, group.stack) or ["(no stack: allocated before the trace began, or recorded without stacks)"]
+    return "\n".join([head, "stack, innermost frame first:", *(plain(line) for line in frames)])
+
+
+def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:
+    """What the table below shows: the peak of ``device``, or (``oom``) what held memory at its first OOM."""
+    if oom:
+        return _oom_lines(model, next(o for o in model.ooms if o.device == device), DEFAULT_STACKS)[0] + "; held by:"
+    return _peak_lines(model, model.peaks[device], 0)[0]
