@@ -143,3 +143,24 @@ def test_a_snapshot_is_told_by_content_not_name(tmp_path: Path) -> None:
     named_like_a_snapshot.write_text('{"traceEvents": []}')
     assert is_snapshot(named_like_a_trace)
     assert not is_snapshot(named_like_a_snapshot)
+
+
+def test_two_snapshots_compare_at_their_peaks_by_stack(tmp_path: Path) -> None:
+    """B is A with one allocation of a new stack held from the first entry: B's peak is A's plus
+    its size, and it is the only stack that changed."""
+    import copy
+
+    from tuiprof.analysis.snapshot import diff_snapshots
+    from tuiprof.report.snapshot import diff_lines
+
+    a_data, expected = make_snapshot(6, steps=200)
+    device = max(expected.peak_bytes, key=expected.peak_bytes.get)
+    b_data = copy.deepcopy(a_data)
+    extra = [{"filename": "/home/user/cache.py", "line": 7, "name": "keep_forever"}]
+    b_data["device_traces"][device].insert(0, {"action": "alloc", "addr": 0x10, "size": 3 << 20, "stream": 0, "frames": extra,
+                                               "time_us": b_data["device_traces"][device][0]["time_us"] - 1})
+    a, b = (analyze_snapshot(decode_snapshot(d, name)) for d, name in ((a_data, "a.pickle"), (b_data, "b.pickle")))
+    diff = diff_snapshots(a, b)
+    assert (diff.a_peak.allocated, diff.b_peak.allocated) == (expected.peak_bytes[device], expected.peak_bytes[device] + (3 << 20))
+    assert [(r.frames, r.change) for r in diff.changes if r.change] == [((("/home/user/cache.py", 7, "keep_forever"),), 3 << 20)]
+    assert diff_lines(diff)[0].endswith("the largest growth: cache.py:7 keep_forever +3.00 MB")

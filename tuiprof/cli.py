@@ -227,6 +227,8 @@ def run_diff(args: argparse.Namespace) -> int:
     from tuiprof.report.diff import print_diff, wants_explorer
 
     configure_cache(args)
+    if _is_snapshot(args.a, "") or _is_snapshot(args.b, ""):
+        return run_snapshot_diff(args)
     if not wants_explorer(args):
         return print_diff(args)
     from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
@@ -309,6 +311,23 @@ def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
     if args.format not in ("table", "json"):
         raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
     return print_snapshot_summary(analyze_snapshot(read_snapshot(path)), args.format, args.limit)
+
+
+def run_snapshot_diff(args: argparse.Namespace) -> int:
+    """Two allocator snapshots: their peaks by stack (text or JSON; no explorer yet)."""
+    from tuiprof.analysis.snapshot import analyze_snapshot, diff_snapshots
+    from tuiprof.report.snapshot import print_snapshot_diff
+    from tuiprof.trace.snapshot import is_snapshot, read_snapshot
+
+    for path in (args.a, args.b):
+        if not is_snapshot(path):
+            raise TraceError(path, "is not an allocator snapshot, and the other file is", "compare two snapshots or two traces")
+    if args.format not in (None, "table", "json"):
+        raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
+    if args.fail_if_slower or args.fail_if_memory:
+        raise TraceError("--fail-if-slower/--fail-if-memory", "are not offered for allocator snapshots", "compare the peaks in --format json")
+    models = [analyze_snapshot(read_snapshot(path)) for path in (args.a, args.b)]
+    return print_snapshot_diff(diff_snapshots(*models), args.format, args.limit)
 
 
 def _explore_snapshot(path: str) -> int:

@@ -14,6 +14,8 @@ Decisions (the issue leaves them open):
   and including k.  The peak is the first entry where it is highest.
 - Allocations at the peak are grouped by their full stack; a group is named
   by the innermost frame of the user's own code (:func:`is_own_code`).
+- Two snapshots are compared at their highest peaks (whatever the device),
+  stacks matched by their frames (file, line, function), not by id.
 """
 
 from __future__ import annotations
@@ -295,3 +297,51 @@ def analyze_snapshot(snapshot: Snapshot) -> SnapshotModel:
             group_by_stack(allocations, allocations.live_at(device, row)), int(entries.stack[row]),
         ))
     return SnapshotModel(snapshot, allocations, segments, timelines, peaks, segment_use(snapshot), ooms)
+
+
+@dataclass
+class StackChange:
+    """One stack's bytes at A's peak and at B's (0 where the stack holds nothing there)."""
+
+    frames: tuple[tuple[str, int, str], ...]  # (filename, line, name), innermost first
+    a: int
+    b: int
+    a_stack: int  # the stack's id in A's snapshot (-1: not at A's peak)
+    b_stack: int
+
+    @property
+    def change(self) -> int:
+        return self.b - self.a
+
+
+@dataclass
+class SnapshotDiff:
+    a: SnapshotModel
+    b: SnapshotModel
+    a_peak: DevicePeak
+    b_peak: DevicePeak
+    changes: list[StackChange]  # largest change first (by size, either sign)
+
+
+def highest_peak(model: SnapshotModel) -> DevicePeak:
+    return max(model.peaks, key=lambda p: (p.allocated, -p.device))
+
+
+def stack_frames(snapshot: Snapshot, stack: int) -> tuple[tuple[str, int, str], ...]:
+    """A stack as comparable content: stack ids differ between two files, frames do not."""
+    frames = snapshot.frames
+    return tuple((frames.filename[i], frames.line[i], frames.name[i]) for i in snapshot.stacks.frame_ids(stack).tolist())
+
+
+def diff_snapshots(a: SnapshotModel, b: SnapshotModel) -> SnapshotDiff:
+    """The two highest peaks compared by stack (matched by their frames)."""
+    a_peak, b_peak = highest_peak(a), highest_peak(b)
+    rows: dict[tuple, StackChange] = {}
+    for side, model, peak in (("a", a, a_peak), ("b", b, b_peak)):
+        for group in peak.groups:
+            key = stack_frames(model.snapshot, group.stack)
+            row = rows.setdefault(key, StackChange(key, 0, 0, -1, -1))
+            setattr(row, side, getattr(row, side) + group.bytes)
+            setattr(row, f"{side}_stack", group.stack)
+    changes = sorted(rows.values(), key=lambda r: (-abs(r.change), -max(r.a, r.b), r.frames))
+    return SnapshotDiff(a, b, a_peak, b_peak, changes)

@@ -15,10 +15,20 @@ import textwrap
 
 import orjson
 
-from tuiprof.analysis.snapshot import DevicePeak, OutOfMemory, SnapshotModel, StackGroup, frame_text, own_frame, stack_lines
+from tuiprof.analysis.snapshot import (
+    DevicePeak,
+    OutOfMemory,
+    SnapshotDiff,
+    SnapshotModel,
+    StackChange,
+    StackGroup,
+    frame_text,
+    own_frame,
+    stack_lines,
+)
 from tuiprof.report.plain import ELLIPSIS, plain
 from tuiprof.report.render import stdout_is_terminal
-from tuiprof.report.units import format_bytes, format_us, plural
+from tuiprof.report.units import format_bytes, format_pct, format_us, plural
 
 DEFAULT_STACKS = 10
 
@@ -202,3 +212,52 @@ def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:
     if oom:
         return _oom_lines(model, next(o for o in model.ooms if o.device == device), DEFAULT_STACKS)[0] + "; held by:"
     return _peak_lines(model, model.peaks[device], 0)[0]
+
+
+def _signed(value: int) -> str:
+    return ("+" if value > 0 else "") + format_bytes(value)
+
+
+def _change_where(diff: SnapshotDiff, row: StackChange) -> str:
+    return short_where(diff.b, row.b_stack) if row.b_stack >= 0 else short_where(diff.a, row.a_stack)
+
+
+def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
+    """A's peak against B's, then the stacks whose bytes at the peak changed most."""
+    a, b = diff.a_peak.allocated, diff.b_peak.allocated
+    change = b - a
+    line = (f"peak {format_bytes(a)} (A, cuda:{diff.a_peak.device}) -> {format_bytes(b)} (B, cuda:{diff.b_peak.device}): "
+            f"{_signed(change)}" + (f" ({'+' if change > 0 else ''}{format_pct(100 * change / a)})" if a else ""))
+    moved = [row for row in diff.changes if row.change * (1 if change >= 0 else -1) > 0]  # the way the peak went
+    if moved:
+        word = "growth" if change >= 0 else "drop"
+        line += f"; the largest {word}: {_change_where(diff, moved[0])} {_signed(moved[0].change)}"
+    lines = [line, f"A: {plain(diff.a.snapshot.source)}", f"B: {plain(diff.b.snapshot.source)}", "",
+             TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  where (innermost own frame)")]
+    for row in diff.changes[:limit]:
+        lines.append(TableRow(f"  {format_bytes(row.a):>10}  {format_bytes(row.b):>10}  {_signed(row.change):>11}  {_change_where(diff, row)}"))
+    if len(diff.changes) > limit:
+        rest = sum(r.change for r in diff.changes[limit:])
+        lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"))
+    return lines
+
+
+def diff_document(diff: SnapshotDiff, limit: int | None) -> dict:
+    rows = diff.changes if limit is None else diff.changes[:limit]
+    return {
+        "a": {"file": diff.a.snapshot.source, "device": diff.a_peak.device, "peak_bytes": diff.a_peak.allocated, "time_us": diff.a_peak.time_us},
+        "b": {"file": diff.b.snapshot.source, "device": diff.b_peak.device, "peak_bytes": diff.b_peak.allocated, "time_us": diff.b_peak.time_us},
+        "stacks": [{"a_bytes": r.a, "b_bytes": r.b, "change_bytes": r.change, "frames": [f"{f}:{line} {name}" for f, line, name in r.frames]}
+                   for r in rows],
+    }
+
+
+def print_snapshot_diff(diff: SnapshotDiff, fmt: str | None, limit: int | None) -> int:
+    """``tuiprof diff A.pickle B.pickle``: text (fitted to a terminal) or JSON."""
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(diff_document(diff, limit), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+    lines = diff_lines(diff, DEFAULT_STACKS if limit is None else max(0, limit))
+    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in lines))
+    return 0
