@@ -49,6 +49,7 @@ class Expected:
     peak_by_stack: dict[int, dict[int, int]] = field(default_factory=dict)  # device -> stack index -> bytes
     ooms: list[dict] = field(default_factory=list)
     live_end: dict[int, int] = field(default_factory=dict)
+    curve: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # device -> (time_us, live bytes after the entry)
     reserved_end: dict[int, int] = field(default_factory=dict)
 
 
@@ -99,6 +100,7 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
         if with_times:
             item["time_us"] = clock[0]
         device.trace.append(item)
+        expected.curve.setdefault(device.index, []).append((clock[0], device.allocated))
 
     def complete(device: _Device, address: int) -> None:
         size, _, stack = device.live.pop(address)

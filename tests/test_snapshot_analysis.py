@@ -164,3 +164,19 @@ def test_two_snapshots_compare_at_their_peaks_by_stack(tmp_path: Path) -> None:
     assert (diff.a_peak.allocated, diff.b_peak.allocated) == (expected.peak_bytes[device], expected.peak_bytes[device] + (3 << 20))
     assert [(r.frames, r.change) for r in diff.changes if r.change] == [((("/home/user/cache.py", 7, "keep_forever"),), 3 << 20)]
     assert diff_lines(diff)[0].endswith("the largest growth: cache.py:7 keep_forever +3.00 MB")
+
+
+def test_a_window_looks_for_the_peak_and_ooms_inside_it_only() -> None:
+    from tuiprof.analysis.snapshot import Window
+
+    data, expected = make_snapshot(7, steps=300)
+    first = min(time for curve in expected.curve.values() for time, _ in curve)
+    window = Window(500.0, 1400.0)
+    model = analyze_snapshot(decode_snapshot(data, "gen.pickle"), window)
+    for peak in model.peaks:
+        inside = [(live, -time) for time, live in expected.curve[peak.device] if 500 <= time - first <= 1400]
+        live, time = max(inside)
+        assert (peak.allocated, peak.time_us) == (live, -time)
+    assert model.ooms and all(500 <= o.time_us - first <= 1400 for o in model.ooms)
+    everything = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
+    assert len(model.ooms) < len(everything.ooms)

@@ -187,6 +187,10 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
+    for flag, dest, end in (("--from", "window_from", "from"), ("--to", "window_to", "up to")):
+        parser.add_argument(flag, dest=dest, type=float, metavar="US",
+                            help=f"allocator snapshots: look for the peak and OOMs {end} US microseconds after the first entry "
+                                 "(entry numbers when it has no times); memory allocated earlier still counts")
 
 
 def _add_diff_parser(commands) -> None:
@@ -281,6 +285,7 @@ def run_summary(args: argparse.Namespace) -> int:
     path = resolve_path(args)
     if _is_snapshot(path, args.view):
         return run_snapshot_summary(path, args)
+    _refuse_window(args)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
     if args.view in RUN_VIEW_NAMES:
         return run_run_summary(path, request, args.cluster)
@@ -310,7 +315,7 @@ def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
 
     if args.format not in ("table", "json"):
         raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
-    return print_snapshot_summary(analyze_snapshot(read_snapshot(path)), args.format, args.limit)
+    return print_snapshot_summary(analyze_snapshot(read_snapshot(path), _window(args)), args.format, args.limit)
 
 
 def run_snapshot_diff(args: argparse.Namespace) -> int:
@@ -330,14 +335,26 @@ def run_snapshot_diff(args: argparse.Namespace) -> int:
     return print_snapshot_diff(diff_snapshots(*models), args.format, args.limit)
 
 
-def _explore_snapshot(path: str) -> int:
+def _window(args: argparse.Namespace):
+    from tuiprof.analysis.snapshot import Window
+
+    return Window(args.window_from, args.window_to)
+
+
+def _refuse_window(args: argparse.Namespace) -> None:
+    """--from/--to are for snapshots here (timeline has its own): never ignored in silence."""
+    if args.window_from is not None or args.window_to is not None:
+        raise TraceError("--from/--to", "are for allocator snapshots in summary and open", "use tuiprof timeline TRACE --from US --to US")
+
+
+def _explore_snapshot(path: str, window) -> int:
     """Read and analyse first (a bad snapshot is one line, before the app owns the terminal)."""
     from tuiprof.analysis.snapshot import analyze_snapshot
     from tuiprof.trace.snapshot import read_snapshot
     from tuiprof.tui.snapshot_app import run_snapshot_explorer
 
     print("tuiprof: reading the allocator snapshot...", file=sys.stderr)
-    return run_snapshot_explorer(analyze_snapshot(read_snapshot(path)))
+    return run_snapshot_explorer(analyze_snapshot(read_snapshot(path), window))
 
 
 def run_run_summary(path: str, request, cluster: str | None) -> int:
@@ -387,7 +404,8 @@ def run_open(args: argparse.Namespace) -> int:
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
     path = resolve_path(args)
     if _is_snapshot(path, args.view):
-        return _explore_snapshot(path)
+        return _explore_snapshot(path, _window(args))
+    _refuse_window(args)
     trace = choose_trace(path, args.trace)
     if not trace.stream:
         from tuiprof.trace.source import check_trace_start

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.trace.snapshot import ACTION_CODE, BLOCK_STATE_CODE, Snapshot
+from tuiprof.trace.snapshot import ACTION_CODE, BLOCK_STATE_CODE, Snapshot, TraceEntries
 
 _ALLOC, _FREE = ACTION_CODE["alloc"], ACTION_CODE["free_completed"]
 _SEGMENT_ADDS = (ACTION_CODE["segment_alloc"], ACTION_CODE["segment_map"])
@@ -263,7 +263,39 @@ def segment_use(snapshot: Snapshot) -> list[SegmentUse]:
     ]
 
 
-def analyze_snapshot(snapshot: Snapshot) -> SnapshotModel:
+@dataclass(frozen=True)
+class Window:
+    """``--from``/``--to``: microseconds from the first trace entry (entry indices when the
+    snapshot has no times), both ends included; None: open.  Only where the peak and OOMs are
+    looked for: memory allocated before the window still counts in it."""
+
+    start: float | None = None
+    end: float | None = None
+
+    @staticmethod
+    def relative(entries: TraceEntries) -> np.ndarray:
+        return entries.time_us - (int(entries.time_us.min()) if len(entries) and entries.has_times else 0)
+
+    def mask(self, entries: TraceEntries) -> np.ndarray:
+        times = self.relative(entries)
+        inside = np.ones(len(entries), dtype=bool)
+        if self.start is not None:
+            inside &= times >= self.start
+        if self.end is not None:
+            inside &= times <= self.end
+        return inside
+
+    def before(self, entries: TraceEntries) -> np.ndarray:
+        return self.relative(entries) < self.start if self.start is not None else np.zeros(len(entries), dtype=bool)
+
+
+def _state_at(allocations: Lifetimes, segments: Lifetimes, device: int, row: int) -> tuple[int, int, np.ndarray]:
+    """(allocated, reserved, live allocations) after entry ``row`` (-1: before the trace)."""
+    live = allocations.live_at(device, row)
+    return int(allocations.size[live].sum()), int(segments.size[segments.live_at(device, row)].sum()), live
+
+
+def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotModel:
     entries, blocks = snapshot.entries, snapshot.segments
     count = len(entries)
     held = np.isin(blocks.block_state, _ACTIVE_STATES)
@@ -272,28 +304,33 @@ def analyze_snapshot(snapshot: Snapshot) -> SnapshotModel:
                              blocks.block_size[held], blocks.block_stack[held])
     traced_segments = lifetimes(snapshot, _SEGMENT_ADDS, _SEGMENT_REMOVES)
     segments = _with_held(traced_segments, count, blocks.device, blocks.address, blocks.total_size, np.zeros(len(blocks), dtype=np.int32))
+    inside = window.mask(entries)
     timelines, peaks = [], []
     for device in range(snapshot.device_count):
-        rows = np.flatnonzero(entries.device == device)
+        everything = np.flatnonzero(entries.device == device)
+        rows = everything[inside[everything]]
         timeline = DeviceTimeline(device, rows, entries.time_us[rows], _curve(allocations, rows, device, count), _curve(segments, rows, device, count))
         timelines.append(timeline)
         at = timeline.peak_index
-        row = int(rows[at]) if at >= 0 else count
-        live = allocations.live_at(device, row if at >= 0 else count)
-        peaks.append(DevicePeak(
-            device, row if at >= 0 else -1, at, int(timeline.time_us[at]) if at >= 0 else -1,
-            int(timeline.allocated[at]) if at >= 0 else int(allocations.size[live].sum()),
-            int(timeline.reserved[at]) if at >= 0 else int(segments.size[segments.live_at(device, count)].sum()),
-            group_by_stack(allocations, live),
-        ))
+        if at >= 0:
+            row = int(rows[at])
+            live = allocations.live_at(device, row)
+            peaks.append(DevicePeak(device, row, int(np.searchsorted(everything, row)), int(timeline.time_us[at]),
+                                    int(timeline.allocated[at]), int(timeline.reserved[at]), group_by_stack(allocations, live)))
+        else:  # no entry in the window (or none at all): the state then
+            earlier = everything[window.before(entries)[everything]] if window.start is not None else everything
+            row = int(earlier[-1]) if len(earlier) else (-1 if len(everything) else count)
+            allocated, reserved, live = _state_at(allocations, segments, device, row)
+            peaks.append(DevicePeak(device, -1, -1, -1, allocated, reserved, group_by_stack(allocations, live)))
     ooms = []
-    for row in np.flatnonzero(entries.action == ACTION_CODE["oom"]).tolist():
+    for row in np.flatnonzero((entries.action == ACTION_CODE["oom"]) & inside).tolist():
         device = int(entries.device[row])
         timeline = timelines[device]
         at = int(np.searchsorted(timeline.rows, row))
         ooms.append(OutOfMemory(
-            row, at, device, int(entries.time_us[row]), int(entries.size[row]), int(entries.device_free[row]),
-            int(timeline.allocated[at]), int(timeline.reserved[at]), largest_free_gap(allocations, segments, device, row),
+            row, int(np.searchsorted(np.flatnonzero(entries.device == device), row)), device, int(entries.time_us[row]),
+            int(entries.size[row]), int(entries.device_free[row]), int(timeline.allocated[at]), int(timeline.reserved[at]),
+            largest_free_gap(allocations, segments, device, row),
             group_by_stack(allocations, allocations.live_at(device, row)), int(entries.stack[row]),
         ))
     return SnapshotModel(snapshot, allocations, segments, timelines, peaks, segment_use(snapshot), ooms)
