@@ -24,7 +24,6 @@ import argparse
 import os
 import pickle
 import random
-import resource
 import subprocess
 import sys
 import time

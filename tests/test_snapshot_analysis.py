@@ -180,3 +180,17 @@ def test_a_window_looks_for_the_peak_and_ooms_inside_it_only() -> None:
     assert model.ooms and all(500 <= o.time_us - first <= 1400 for o in model.ooms)
     everything = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
     assert len(model.ooms) < len(everything.ooms)
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+@pytest.mark.parametrize("compressed", [False, True], ids=["pickle", "pickle.gz"])
+def test_reading_tells_its_progress_up_to_the_whole_file(tmp_path: Path, protocol: int, compressed: bool) -> None:
+    data, _ = make_snapshot(2, steps=100)
+    payload = pickle.dumps(data, protocol=protocol)
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(gzip.compress(payload) if compressed else payload)
+    seen: list[tuple[int, int]] = []
+    read_snapshot(path, lambda done, total: seen.append((done, total)))
+    size = path.stat().st_size
+    assert seen and seen[-1] == (size, size)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)

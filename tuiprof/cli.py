@@ -311,11 +311,10 @@ def _is_snapshot(path: str, view: str) -> bool:
 def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
     from tuiprof.analysis.snapshot import analyze_snapshot
     from tuiprof.report.snapshot import print_snapshot_summary
-    from tuiprof.trace.snapshot import read_snapshot
 
     if args.format not in ("table", "json"):
         raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
-    return print_snapshot_summary(analyze_snapshot(read_snapshot(path), _window(args)), args.format, args.limit)
+    return print_snapshot_summary(analyze_snapshot(_read_snapshot_showing_progress(path), _window(args)), args.format, args.limit)
 
 
 def run_snapshot_diff(args: argparse.Namespace) -> int:
@@ -347,14 +346,34 @@ def _refuse_window(args: argparse.Namespace) -> None:
         raise TraceError("--from/--to", "are for allocator snapshots in summary and open", "use tuiprof timeline TRACE --from US --to US")
 
 
+def _read_snapshot_showing_progress(path: str):
+    """read_snapshot, with whole percents on one line of stderr when it is a terminal (cleared after)."""
+    from tuiprof.trace.snapshot import read_snapshot
+
+    if not sys.stderr.isatty():
+        return read_snapshot(path)
+    shown = [-1]
+
+    def progress(done: int, total: int) -> None:
+        percent = 100 * done // total if total else 0
+        if percent != shown[0]:
+            shown[0] = percent
+            print(f"\rtuiprof: reading the allocator snapshot: {percent}% of {total / 1e6:,.0f} MB", end="", file=sys.stderr, flush=True)
+
+    try:
+        return read_snapshot(path, progress)
+    finally:
+        if shown[0] >= 0:
+            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+
+
 def _explore_snapshot(path: str, window) -> int:
     """Read and analyse first (a bad snapshot is one line, before the app owns the terminal)."""
     from tuiprof.analysis.snapshot import analyze_snapshot
-    from tuiprof.trace.snapshot import read_snapshot
     from tuiprof.tui.snapshot_app import run_snapshot_explorer
 
-    print("tuiprof: reading the allocator snapshot...", file=sys.stderr)
-    return run_snapshot_explorer(analyze_snapshot(read_snapshot(path), window))
+    snapshot = _read_snapshot_showing_progress(path)
+    return run_snapshot_explorer(analyze_snapshot(snapshot, window))
 
 
 def run_run_summary(path: str, request, cluster: str | None) -> int:

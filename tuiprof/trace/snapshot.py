@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from tuiprof.errors import TraceError
-from tuiprof.trace.source import inflate_gzip
+from tuiprof.trace.source import ReadProgress, inflate_gzip
 
 PICKLE_PROTOCOLS = range(2, 6)  # pickle.dump's PROTO opcode \x80 then the protocol byte
 _PROTO = 0x80
@@ -105,13 +106,9 @@ def is_snapshot(path: str | os.PathLike[str]) -> bool:
         with open(path, "rb") as handle:
             head = handle.read(2)
             if head == _GZIP_MAGIC:
-                import zlib
-
                 handle.seek(0)
                 head = zlib.decompressobj(wbits=31).decompress(handle.read(1 << 16), 2)
-    except (OSError, ValueError, EOFError):
-        return False
-    except Exception:  # noqa: BLE001 - a corrupt gzip: not a snapshot; the trace loader says what is wrong
+    except (OSError, ValueError, zlib.error):  # unreadable or a corrupt gzip: the trace loader says what is wrong
         return False
     return head[:1] == bytes([_PROTO])
 
@@ -196,14 +193,15 @@ class Snapshot:
     file_bytes: int
 
 
-def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
-    """Read, check and decode the snapshot at ``path`` (a ``.pickle`` or a gzip of one).
+def read_snapshot(path: str | os.PathLike[str], progress: ReadProgress | None = None) -> Snapshot:
+    """Read, check and decode the snapshot at ``path`` (a ``.pickle`` or a gzip of one);
+    ``progress(bytes read, file size)`` as the file is read (of a gzip: compressed bytes).
 
     Every problem is a :class:`TraceError` naming the file: a refused global,
     a truncated or corrupt pickle, a pickle that is not a snapshot, a gzip bomb
     (the ratio limit of :func:`tuiprof.trace.source.inflate_gzip`)."""
     source = os.fspath(path)
-    data = _load_plain_data(Path(source), source)
+    data = _load_plain_data(Path(source), source, progress)
     return decode_snapshot(data, source, _file_size(source))
 
 
@@ -214,7 +212,37 @@ def _file_size(source: str) -> int:
         return 0
 
 
-def _load_plain_data(path: Path, source: str) -> Any:
+class _CountingReader:
+    """The file as the unpickler reads it (read, readinto, readline), telling ``progress`` how far."""
+
+    def __init__(self, handle: Any, size: int, progress: ReadProgress) -> None:
+        self._handle, self._size, self._progress = handle, size, progress
+        self._done = 0
+
+    def _count(self, amount: int) -> None:
+        self._done += amount
+        self._progress(self._done, self._size)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self._count(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        amount = self._handle.readinto(buffer)
+        self._count(amount or 0)
+        return amount
+
+    def readline(self) -> bytes:
+        data = self._handle.readline()
+        self._count(len(data))
+        return data
+
+    def peek(self, size: int = 0) -> bytes:  # lets the C unpickler prefetch an unframed pickle (protocol 2-3)
+        return self._handle.peek(size)
+
+
+def _load_plain_data(path: Path, source: str, progress: ReadProgress | None) -> Any:
     try:
         handle = open(path, "rb")
     except OSError as exc:
@@ -228,10 +256,10 @@ def _load_plain_data(path: Path, source: str) -> Any:
         handle.seek(0)
         if head == _GZIP_MAGIC:
             parts: list[bytes] = []
-            inflate_gzip(handle.read, size, source, parts.append, None, start=PickleStart(source))
+            inflate_gzip(handle.read, size, source, parts.append, progress, start=PickleStart(source))
             return _unpickle(io.BytesIO(b"".join(parts)), source)
         check_pickle_header(head, source)
-        return _unpickle(handle, source)
+        return _unpickle(_CountingReader(handle, size, progress) if progress else handle, source)
 
 
 def _unpickle(stream: Any, source: str) -> Any:
