@@ -16,7 +16,8 @@ from tuiprof.errors import TraceError
 
 SHIPPED = sorted(p for p in SAMPLES.iterdir() if p.name.endswith(".pt.trace.json.gz") or p.is_dir())
 CASES = [  # (sample, view, extra summary options)
-    *((path, view, ()) for path in SHIPPED for view in ("ops", "modules")),
+    *((path, view, ()) for path in SHIPPED for view in ("operators", "modules")),
+    # "ops": the old name, an alias on both sides (report/catalog.py)
     (SAMPLES / "resnet18_cpu.pt.trace.json.gz", "ops", ("--group-by-shape", "--sort", "calls", "--limit", "7")),
 ]
 
@@ -53,7 +54,7 @@ def test_load_gives_the_rows_summary_prints_as_json_for_every_shipped_sample() -
         options = {"group_by_shape": True, "sort": "calls", "limit": 7} if extra else {}
         rows = loaded[path].table(view, **options)
         assert expected and rows == expected, (path.name, view, extra)
-    assert set(loaded[SHIPPED[0]].views) >= {"ops", "modules", "kernels", "steps", "memory"}
+    assert set(loaded[SHIPPED[0]].views) >= {"operators", "modules", "kernels", "steps", "memory"}
 
 
 def test_a_bad_file_raises_the_line_the_command_line_prints(tmp_path) -> None:
@@ -73,7 +74,7 @@ def test_an_unknown_view_or_sort_key_raises_the_error(resnet_model) -> None:
     from tuiprof.report.api import LoadedTrace
 
     trace = LoadedTrace(resnet_model)
-    with pytest.raises(TraceError, match="not a view of one trace; use one of: ops, modules"):
-        trace.table("operators")
-    with pytest.raises(TraceError, match="not a column of the ops view"):
-        trace.table("ops", sort="self_cpu")
+    with pytest.raises(TraceError, match="not a view of one trace; use one of: operators, modules"):
+        trace.table("operations")
+    with pytest.raises(TraceError, match="not a column of the operators view"):
+        trace.table("operators", sort="self_cpu")

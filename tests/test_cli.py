@@ -161,13 +161,13 @@ def test_the_allocator_is_tuned_where_glibc_is() -> None:
 def test_a_table_on_a_terminal_fits_it_and_names_what_it_left_out(monkeypatch, capsys, width, sort) -> None:
     from tuiprof import cli
     from tuiprof.report import summary
-    from tuiprof.report.views import VIEWS
+    from tuiprof.report.views import TRACE_VIEWS
 
     sample = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
     sorting = ["--sort", sort] if sort else []
     assert cli.main(["summary", sample, "--limit", "3", "--format", "csv", *sorting]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
-    headers = {c.key: c.header for c in VIEWS["ops"].columns}
+    headers = {c.key: c.header for c in TRACE_VIEWS["operators"].columns}
     assert cli.main(["summary", sample, "--limit", "3", *sorting]) == 0  # a pipe: every column the text shows
     piped = capsys.readouterr().out
     every = [h for h in headers.values() if f" {h} " in piped]

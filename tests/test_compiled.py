@@ -208,10 +208,10 @@ def test_decoder_rules(name, computes):
 
 def test_kernel_and_operator_rows_and_details_say_what_kernels_compute():
     from tuiprof.report.details import operator_text
-    from tuiprof.report.views import VIEWS, ViewOptions
+    from tuiprof.report.views import TRACE_VIEWS, ViewOptions
 
     model = load_model(COMPILED_CPU)
-    view = VIEWS["ops"]
+    view = TRACE_VIEWS["operators"]
     assert "computes" in {c.key for c in view.visible_columns(ViewOptions(), model)}
     rows = {row["name"]: row for row in view.build(model, ViewOptions())}
     assert rows["graph_0_cpp_fused_add_silu_1"]["computes"] == "C++ (CPU): add, silu"
@@ -221,19 +221,19 @@ def test_kernel_and_operator_rows_and_details_say_what_kernels_compute():
 
 
 def test_eager_trace_tables_show_no_computes_column(resnet_model):
-    from tuiprof.report.views import VIEWS, ViewOptions
+    from tuiprof.report.views import TRACE_VIEWS, ViewOptions
 
-    for name in ("ops", "kernels"):
-        assert "computes" not in {c.key for c in VIEWS[name].visible_columns(ViewOptions(), resnet_model)}
+    for name in ("operators", "kernels"):
+        assert "computes" not in {c.key for c in TRACE_VIEWS[name].visible_columns(ViewOptions(), resnet_model)}
 
 
 @needs_shared
 def test_rocm_kernel_table_says_what_kernels_compute_at_80_columns():
     from tuiprof.report.details import kernel_text
-    from tuiprof.report.views import VIEWS, ViewOptions
+    from tuiprof.report.views import TRACE_VIEWS, ViewOptions
 
     model = load_model(COMPILED_ROCM)
-    view = VIEWS["kernels"]
+    view = TRACE_VIEWS["kernels"]
     narrow = {c.key for c in view.visible_columns(ViewOptions(), model) if c.narrow}
     assert "computes" in narrow and "launcher" not in narrow  # the launcher repeats a Triton kernel's name
     rows = {row["name"]: row for row in view.build(model, ViewOptions())}

@@ -90,6 +90,18 @@ def test_bare_array_legacy_names_and_string_tids(tmp_path) -> None:
     assert model.memory[0].peak_bytes == 64  # legacy: running sum of Bytes
 
 
+def test_tids_of_digit_like_text_stay_text(tmp_path) -> None:
+    """A tid "\u00b2" passes str.isdigit() but not int(): text, not a crash (found while
+    typing the tid column for mypy; str.isdecimal() is what int() reads)."""
+    events = [
+        _op("aten::mm", 10, 5, 1, tid="\u00b2"),
+        '{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": "\u00b2", "ts": 12, "args": {"Device Type": 0, "Bytes": 64}}',
+    ]
+    model = load_model(_write(tmp_path, _document(events)))
+    assert [s.name for s in model.operators()] == ["aten::mm"]
+    assert model.memory[0].peak_bytes == 64
+
+
 def test_members_after_the_event_array_are_read(tmp_path) -> None:
     tail = ', "traceName": "x", "INFO": ["a ], \\"b\\"]"], "baseTimeNanoseconds": 1700000000000000000'
     store = _load(tmp_path, _document(GOOD, tail))

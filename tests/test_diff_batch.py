@@ -74,9 +74,13 @@ def test_batch_16_to_32_is_compared_per_sample(tmp_path) -> None:
     assert text == "batch 16 -> 32: B is 1.08x faster per sample (-7.7 %, 0.0 % noise)"
     assert len(f"verdict: {text}") <= 80
     assert "per sample: A 62.500us (batch 16), B 57.688us (batch 32), -4.812us" in summary_lines(diff)
-    # Every time table is per sample too: aten::linear's 950 us / 16 against 1796 us / 32, twice.
+    # Every time table is per step and per sample too, like the verdict: aten::linear's 950 us / 16
+    # against 1796 us / 32 (each of the 2 steps holds one call).
     linear = diff.table("ops").row("aten::linear")
-    assert (linear.a, linear.b) == pytest.approx((2 * 950 / 16, 2 * 1796 / 32))
+    assert (linear.a, linear.b) == pytest.approx((950 / 16, 1796 / 32))
+    assert (linear.calls_a, linear.calls_b) == (1.0, 1.0)
+    # the operators' deltas are set against one step's delta per sample, not the sum of both steps'
+    assert diff.coverage.step_delta_us == pytest.approx(1846 / 32 - 1000 / 16)
     assert diff.table("ops").metric == "self CPU time per sample"
     assert [r.a for r in sorted(diff.table("steps").rows, key=lambda r: r.name)] == [62.5, 62.5]
 
@@ -183,12 +187,12 @@ def test_diff_exports_are_exact_and_calls_stay_per_step(tmp_path) -> None:
     b_path = batch_trace(tmp_path / "b.json", 32, step_us=1846.457)
     rows = list(csv_module.DictReader(tuiprof("diff", str(a_path), str(b_path), "--format", "csv").stdout.splitlines()))
     linear = next(r for r in rows if r["table"] == "ops" and r["name"] == "aten::linear")
-    # aten::linear lasts step_us - 50 in each of 2 steps; per sample, from the file's decimals
-    expected_a = 2 * (Decimal("1000.123") - 50) / 16
+    # aten::linear lasts step_us - 50 in each step; per step and per sample, from the file's decimals
+    expected_a = (Decimal("1000.123") - 50) / 16
     assert Decimal(linear["a"]) == expected_a.quantize(Decimal("0.001"), rounding="ROUND_HALF_EVEN")
-    assert linear["calls_a"] == "2.0" and linear["calls_b"] == "2.0"
+    assert linear["calls_a"] == "1.0" and linear["calls_b"] == "1.0"
     document = json.loads(tuiprof("diff", str(a_path), str(b_path), "--format", "json").stdout)
     for value in (document["verdict"]["median_a_us"], document["verdict"]["compared_a_us"], document["verdict"]["delta_pct"]):
         assert len(repr(value).split(".")[-1]) <= 3, value
     ops = document["tables"]["ops"]["rows"]
-    assert next(r for r in ops if r["name"] == "aten::linear")["calls_b"] == 2.0
+    assert next(r for r in ops if r["name"] == "aten::linear")["calls_b"] == 1.0

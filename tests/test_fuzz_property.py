@@ -16,7 +16,7 @@ from tests.conftest import ROOT, SAMPLES
 from tuiprof.analysis import load_model
 from tuiprof.errors import TraceError
 from tuiprof.report.render import render_rows
-from tuiprof.report.views import VIEWS, ViewOptions
+from tuiprof.report.views import TRACE_VIEWS, ViewOptions
 
 _spec = importlib.util.spec_from_file_location("tuiprof_fuzz", ROOT / "scripts" / "fuzz.py")
 fuzz = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
@@ -41,7 +41,7 @@ mutation = st.tuples(st.sampled_from(fuzz.MUTATIONS), st.integers(0, 2**32))
     seed=st.integers(0, len(SEEDS) - 1),
     mutations=st.lists(mutation, min_size=1, max_size=3),
     packed=st.integers(0, 4),
-    view=st.sampled_from(sorted(VIEWS)),
+    view=st.sampled_from(sorted(TRACE_VIEWS)),
 )
 def test_mutated_traces_load_or_fail_cleanly(tmp_path_factory, seed: int, mutations, packed: int, view: str) -> None:
     data = SEEDS[seed]
@@ -57,7 +57,7 @@ def test_mutated_traces_load_or_fail_cleanly(tmp_path_factory, seed: int, mutati
     except TraceError as exc:
         assert "\n" not in str(exc)
         return
-    shown = VIEWS[view]
+    shown = TRACE_VIEWS[view]
     rows = shown.build(model, ViewOptions())
     for fmt in ("markdown", "csv"):
         assert not RAW_CONTROL.search(render_rows(rows, shown.columns, fmt).replace("\n", ""))

@@ -12,7 +12,7 @@ from tests.oracle import _read, covered_ns, recompute, step_device_windows, to_n
 from tuiprof.analysis import load_model
 from tuiprof.report.findings import findings
 from tuiprof.report.details import step_text
-from tuiprof.report.views import VIEWS, ViewOptions, build_launch_rows, build_step_rows
+from tuiprof.report.views import TRACE_VIEWS, ViewOptions, build_launch_rows, build_step_rows
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_steps_show_the_device_window_the_device_columns_are_measured_in(lagging
     """Step 1's device columns (45 + 10 + 2 + 40 us, 58 us idle) add up to its 150 us device
     window, not to its CPU duration: the window stands beside the duration, in the table and
     the detail pane.  A CPU-only trace has no window and no device columns at all."""
-    steps = VIEWS["steps"]
+    steps = TRACE_VIEWS["steps"]
     keys = [c.key for c in steps.visible_columns(ViewOptions(), lagging)]
     assert keys[:5] == ["name", "duration_us", "device_window_us", "kernel_us", "device_idle_us"]
     row = build_step_rows(lagging, None)[0]

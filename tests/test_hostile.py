@@ -21,7 +21,7 @@ from tuiprof.errors import TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import render_rows
-from tuiprof.report.views import VIEWS, Column, ViewOptions
+from tuiprof.report.views import TRACE_VIEWS, Column, ViewOptions
 from tuiprof.trace import decode, load_trace, parallel, source
 
 RESNET = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
@@ -364,9 +364,9 @@ def test_device_events_without_any_operator(tmp_path) -> None:
             "args": {"correlation": 2, "stream": 7, "device": 0}}
     path.write_text(json.dumps({"traceEvents": [kernel, copy]}))
     model = load_model(path)
-    for view in VIEWS.values():
+    for view in TRACE_VIEWS.values():
         render_rows(view.build(model, ViewOptions()), view.columns, "table")
-    assert {r["name"] for r in VIEWS["kernels"].build(model, ViewOptions())} == {"k1", "Memcpy HtoD"}
+    assert {r["name"] for r in TRACE_VIEWS["kernels"].build(model, ViewOptions())} == {"k1", "Memcpy HtoD"}
 
 
 def test_a_kernel_grid_of_nested_lists_is_no_launch_shape(tmp_path) -> None:
@@ -376,7 +376,7 @@ def test_a_kernel_grid_of_nested_lists_is_no_launch_shape(tmp_path) -> None:
     good = dict(kernel, name="k2", args={"grid": [4, 1, 1], "block": [128, 1, 1], "correlation": 2})
     path = tmp_path / "grid.json"
     path.write_text(json.dumps({"traceEvents": [kernel, good]}))
-    rows = {r["name"]: r for r in VIEWS["kernels"].build(load_model(path), ViewOptions())}
+    rows = {r["name"]: r for r in TRACE_VIEWS["kernels"].build(load_model(path), ViewOptions())}
     assert rows["k"]["grid"] in ("", None) and rows["k2"]["grid"] == "4x1x1"
 
 

@@ -285,5 +285,5 @@ def test_cluster_with_a_single_trace_view_is_refused_not_ignored() -> None:
     result = subprocess.run([PY, "-m", "tuiprof", "summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--cluster", ""],
                             capture_output=True, text=True, env=_env(), timeout=120)
     assert result.returncode == 2 and result.stdout == "" and result.stderr.splitlines() == [
-        "tuiprof: --cluster '': is for the run views, not --view ops; add --view ranks (or rank-steps, spread, collectives, collective-types)"
+        "tuiprof: --cluster '': is for the run views, not --view operators; add --view ranks (or rank-steps, spread, collectives, collective-types)"
     ]

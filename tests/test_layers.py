@@ -3,10 +3,14 @@ imports point only down cli -> capture -> tui -> report -> analysis -> trace -> 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pkgutil
+import re
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -65,3 +69,20 @@ def test_the_read_api_loads_no_tui_and_no_torch() -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     assert "tuiprof.report.api" in imported  # the probe can fail: it sees what was loaded
     assert sorted(m for m in imported if m.split(".")[0] in FORBIDDEN) == []
+
+
+def test_headless_layers_type_check(tmp_path) -> None:
+    """mypy, as ``[tool.mypy]`` in pyproject.toml sets it (errors, trace, analysis, report),
+    finds no error, so CI fails on a type error there.  A fresh cache under ``tmp_path``:
+    about 7 s of CPU, and nothing written into the checkout."""
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed (pip install -e '.[test]')")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # Every headless module was checked (a `files` entry lost would check less and still pass).
+    headless = [ROOT / "tuiprof" / "errors.py"] + [f for p in ("trace", "analysis", "report") for f in (ROOT / "tuiprof" / p).glob("*.py")]
+    checked = re.search(r"no issues found in (\d+) source files", result.stdout)
+    assert checked and int(checked[1]) >= len(headless), result.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.views import VIEWS
+from tuiprof.report.views import TRACE_VIEWS
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_short_kernel_names(full: str, short: str) -> None:
 
 
 def test_tables_show_short_names_and_keep_full_ones() -> None:
-    column = VIEWS["kernels"].column("name")
+    column = TRACE_VIEWS["kernels"].column("name")
     full = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int)"
     assert column.format(full) == "vectorized_elementwise_kernel<FillFunctor>"
     assert not column.numeric  # filters and layout treat it as the name column
@@ -226,7 +226,7 @@ async def test_explorer_tables_keep_rows_apart_at_80x24(traces) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
-        for key, table_id in (("4", "#kernels-table"), ("3", "#ops-table"), ("5", "#memory-ops")):
+        for key, table_id in (("4", "#kernels-table"), ("3", "#operators-table"), ("5", "#memory-ops")):
             await pilot.press(key)
             await pilot.pause()
             table = app.query_one(table_id, RowTable)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
+from tests.snapshot_views import SNAPSHOT_VIEWS
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 
@@ -36,7 +37,7 @@ async def _wait_for_load(pilot) -> None:
     ids=["modules-80x24", "operators-80x24", "overview-120x40", "modules-120x40", "memory-120x40"],
 )
 def test_screens(snap_compare, size, keys) -> None:
-    app = ExplorerApp(FileSource(RESNET))
+    app = ExplorerApp(FileSource(RESNET), views=SNAPSHOT_VIEWS)
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
 
 
@@ -54,7 +55,7 @@ def test_screens(snap_compare, size, keys) -> None:
     ids=["overview-80x24", "overview-120x40", "modules-120x40", "operators-120x40", "kernels-120x40", "memory-120x40", "steps-120x40"],
 )
 def test_gpu_screens(snap_compare, size, keys) -> None:
-    app = ExplorerApp(FileSource(H100))
+    app = ExplorerApp(FileSource(H100), views=SNAPSHOT_VIEWS)
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
 
 
@@ -70,7 +71,7 @@ COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # s
     ids=["modules-80x24", "operators-120x40"],
 )
 def test_compiled_screens(snap_compare, size, keys) -> None:
-    app = ExplorerApp(FileSource(COMPILED))
+    app = ExplorerApp(FileSource(COMPILED), views=SNAPSHOT_VIEWS)
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import ROOT, needs_shared
 from tests.gpu_trace import GpuTrace
+from tests.snapshot_views import SNAPSHOT_VIEWS
 from tests.test_timeline import H100, _event, _synthetic_events
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
@@ -268,7 +269,7 @@ def test_timeline_screens(snap_compare, size, keys) -> None:
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
 
-    app = ExplorerApp(FileSource(str(H100)))
+    app = ExplorerApp(FileSource(str(H100)), views=SNAPSHOT_VIEWS)
     assert snap_compare(app, terminal_size=size, press=keys, run_before=open_timeline)
 
 

@@ -12,9 +12,10 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import ROOT, SAMPLES, SHARED_TRACES
+from tests.snapshot_views import SNAPSHOT_VIEWS
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
-from tuiprof.tui.views import VIEWS
+from tuiprof.tui.views import EXPLORER_VIEWS
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -78,9 +79,9 @@ async def test_the_first_frame_holds_one_view_and_keys_pressed_at_once_reach_the
             await pilot.pause(0.01)
         await pilot.press("3")  # no pause: typed as the model appears
         assert app.current_view == "operators"
-        assert "aten::convolution_backward" in _names(app.query_one("#ops-table", RowTable))
+        assert "aten::convolution_backward" in _names(app.query_one("#operators-table", RowTable))
         assert mounted_at_first_frame == [["overview"]]
-        assert [view.id for view in app.query_one("#views").children] == [view.view_id for view in VIEWS]
+        assert [view.id for view in app.query_one("#views").children] == [view.view_id for view in EXPLORER_VIEWS]
         shown = [view.id for view in app.query_one("#views").children if view.display]
         assert shown == ["operators"]
 
@@ -109,7 +110,7 @@ async def test_keys_of_the_loaded_trace_wait_for_it_and_a_view_key_is_kept() -> 
         await _loaded(app, pilot)
         await pilot.pause()
         assert app.current_view == "operators"
-        assert "aten::convolution_backward" in _names(app.query_one("#ops-table", RowTable))
+        assert "aten::convolution_backward" in _names(app.query_one("#operators-table", RowTable))
         assert "Filter" in str(app.query_one(KeyBar).render())
 
 
@@ -133,7 +134,7 @@ async def test_sort_keys_change_row_order() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("3")
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
         assert table.sort_key == "self_cpu_us"
         selfs = [r["self_cpu_us"] for r in table.rows]
         assert selfs == sorted(selfs, reverse=True)
@@ -155,7 +156,7 @@ async def test_a_sort_shows_the_top_of_the_new_order() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("3", "j", "j", "j", "j", "j")
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
 
         def drawn(y: int) -> str:
             return "".join(segment.text for segment in table.render_line(y))
@@ -164,7 +165,7 @@ async def test_a_sort_shows_the_top_of_the_new_order() -> None:
             await pilot.press(*keys)
             if click is not None:
                 header = drawn(0)
-                await pilot.click("#ops-table", offset=(header.index(click) + 1, 0))
+                await pilot.click("#operators-table", offset=(header.index(click) + 1, 0))
             await pilot.pause()
             values = [row[table.sort_key] for row in table.all_rows if row[table.sort_key] is not None]
             extreme = max(values) if table.descending else min(values)  # the oracle: the column's own values
@@ -185,7 +186,7 @@ async def test_filter_narrows_rows_and_escape_restores() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("3")
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
         before = len(table.rows)
         await pilot.press("slash", *"conv", "enter")
         assert 0 < len(table.rows) < before
@@ -205,7 +206,7 @@ async def test_group_by_shape_and_top_level_toggles() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("3")
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
         by_name = len(table.rows)
         await pilot.press("i")
         assert len(table.rows) > by_name
@@ -227,7 +228,7 @@ async def test_export_writes_the_table_as_shown_and_says_its_sort_and_filter(tmp
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("3", "slash", *"batch", "enter", "r", "e")
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
         path = tmp_path / "tuiprof-operators-resnet18_cpu.csv"
         written = _exported_csv(path)
         assert [r["name"] for r in written] == _names(table)
@@ -265,7 +266,10 @@ async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound(
     """? on Operators listed the module tree's keys (expand, collapse), and named the view
     keys "1-10" where they are 1 to 9 and 0."""
     app = ExplorerApp(FileSource(RESNET))
-    bound = {b.key: b.action for b in app.BINDINGS if b.action.startswith("show_view")}  # the oracle: the bindings
+    # The oracle: the view bindings the app holds (TableApp.host_views binds them per app)
+    by_id = {view.view_id: view for view in EXPLORER_VIEWS}
+    bound = {b.key: by_id[b.action.removeprefix("show_view('").removesuffix("')")] for _, b in app._bindings if b.action.startswith("show_view(")}
+    assert len(bound) == min(10, len(EXPLORER_VIEWS))
 
     async def help_of(key: str) -> dict[str, str]:
         await pilot.press(key, "question_mark")
@@ -286,8 +290,7 @@ async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound(
         operators = await help_of("3")
         label, views = next((k, v) for k, v in operators.items() if v.startswith("views: "))
         assert expanded(label) == set(bound), label
-        for key, action in bound.items():
-            view = next(v for v in VIEWS if f"'{v.view_id}'" in action)
+        for key, view in bound.items():
             assert f"{key} {view.title}" in views
         assert "sort by the next column (or click a header)" in operators.values()
         assert not [what for what in operators.values() if "module" in what and "expand" in what or "zoom" in what]
@@ -346,7 +349,7 @@ async def test_gpu_trace_kernels_view() -> None:
         kernels = app.query_one("#kernels-table", RowTable)
         totals = [r["device_total_us"] for r in kernels.rows]
         assert totals and totals == sorted(totals, reverse=True)
-        assert "launched by" in str(app.query_one("#kernel-detail").render())
+        assert "launched by" in str(app.query_one("#kernels-detail").render())
 
 
 async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
@@ -354,7 +357,7 @@ async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("3", "slash", *"aten::conv2d", "enter")
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
         stats = table.current_row["_stats"]
         await pilot.press("enter")
         await pilot.pause()
@@ -363,7 +366,7 @@ async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
         assert sum(r["cpu_total_us"] for r in calls.rows) == pytest.approx(stats.cpu_total_us)
         assert all("Conv2d" in r["module"] for r in calls.rows)
         await pilot.press("escape")
-        assert app.screen.query_one("#ops-table")
+        assert app.screen.query_one("#operators-table")
 
 
 async def test_enter_drills_in_and_escape_goes_back() -> None:
@@ -382,7 +385,7 @@ async def test_enter_drills_in_and_escape_goes_back() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert app.current_view == "operators"
-        assert app.query_one("#ops-table", RowTable).current_row["name"] == first
+        assert app.query_one("#operators-table", RowTable).current_row["name"] == first
         await pilot.press("escape")
         assert app.current_view == "modules"
 
@@ -529,7 +532,7 @@ async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
     document[MEMBER] = json.loads(encode_live_facts(LiveFacts(log_lines=["profiler_start", "[W] a [bracketed] warning"])))
     saved = tmp_path / "saved.json"
     saved.write_text(json.dumps(document))
-    app = ExplorerApp(FileSource(str(saved)))
+    app = ExplorerApp(FileSource(str(saved)), views=SNAPSHOT_VIEWS)  # the views this header was drawn with
     async with app.run_test(size=(80, 24)) as pilot:
         await _loaded(app, pilot)
         header = _text(app.query_one("#header"))
@@ -550,7 +553,7 @@ async def test_brackets_switch_rank_in_every_view() -> None:
         await pilot.pause()
         assert app.model.info.rank == 1 and "rank 1 of 2" in _text(app.query_one("#header"))
         assert app.current_view == "operators"
-        assert app.query_one("#ops-table", RowTable).rows[0]["_stats"] in app.model.operators()
+        assert app.query_one("#operators-table", RowTable).rows[0]["_stats"] in app.model.operators()
         first = app.model
         await pilot.press("right_square_bracket")  # wraps to rank 0
         await app.workers.wait_for_complete()

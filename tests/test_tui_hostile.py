@@ -42,7 +42,7 @@ async def test_hostile_names_and_paths_are_plain_text(tmp_path) -> None:
         started = time.perf_counter()
         await pilot.press("3")
         await pilot.pause()
-        table = app.query_one("#ops-table", RowTable)
+        table = app.query_one("#operators-table", RowTable)
         for _ in range(len(HOSTILE)):
             await pilot.press("j")
         await pilot.pause()

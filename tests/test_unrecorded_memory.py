@@ -35,7 +35,7 @@ def _summary(capsys, *args: str) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize("view", ["ops", "modules"])
+@pytest.mark.parametrize("view", ["operators", "modules"])
 def test_unrecorded_memory_is_unknown_in_every_format(tmp_path, capsys, view) -> None:
     path = _trace(tmp_path, memory=False)
     rows = json.loads(_summary(capsys, path, "--view", view, "--format", "json"))

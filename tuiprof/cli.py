@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
-RUN_VIEW_NAMES = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
-# What fills memory at its peak (report/views.py); listed by hand: the CLI starts without importing the report.
-MEMORY_PEAK_VIEW_NAMES = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
 WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
              "the least useful columns and saying which; a pipe always gets every column)")
 
@@ -112,8 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name, sub in (("live", live), ("run", run)):
         _add_capture_arguments(sub, name)
     from tuiprof.capture.options import add_compile_arguments
+    from tuiprof.capture.watch_commands import add_capture_command, add_watch_arguments
 
     add_compile_arguments(live)
+    add_watch_arguments(run)
+    add_capture_command(commands)
     return parser
 
 
@@ -166,16 +166,17 @@ def configure_cache(args: argparse.Namespace) -> None:
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    from tuiprof.report.catalog import FINDINGS, SNAPSHOT, WATCH, summary_view_names, view_name
     from tuiprof.report.formats import FORMATS
+    from tuiprof.report.views import RUN_VIEWS
 
     parser.add_argument(
-        "--view", choices=("ops", "modules", "kernels", "steps", "memory", *MEMORY_PEAK_VIEW_NAMES, "findings", *RUN_VIEW_NAMES, "snapshot"),
-        default="ops",
-        help="findings: the Overview's findings, one a line (--format json: id, severity, text); "
-        "memory-categories, memory-modules, memory-allocations, memory-what-ifs: what fills memory at its peak "
-        "(torch's categories from a tuiprof capture); "
-        "ranks, rank-steps, spread, collectives, collective-types: every rank of a run directory at once; "
-        "snapshot: an allocator snapshot (torch.cuda.memory._dump_snapshot), told by its content whatever --view says",
+        "--view", type=view_name, choices=summary_view_names(), default="operators",
+        help=f"{FINDINGS}: the Overview's findings, one a line (--format json: id, severity, text); "
+        "memory-*: what fills memory at its peak (torch's categories from a tuiprof capture); "
+        f"{', '.join(RUN_VIEWS)}: every rank of a run directory at once; "
+        f"{WATCH}: the captures of a watch folder (run --watch DIR); "
+        f"{SNAPSHOT}: an allocator snapshot (torch.cuda.memory._dump_snapshot), told by its content whatever --view says",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -183,8 +184,8 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sort", metavar="COLUMN", help="column key to sort by, descending (see --format json keys)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N rows")
-    parser.add_argument("--group-by-shape", action="store_true", help="ops: one row per name and input shapes")
-    parser.add_argument("--top-level-only", action="store_true", help="ops: only calls with no enclosing operator")
+    parser.add_argument("--group-by-shape", action="store_true", help="operators: one row per name and input shapes")
+    parser.add_argument("--top-level-only", action="store_true", help="operators: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
     for flag, dest, end in (("--from", "window_from", "from"), ("--to", "window_to", "up to")):
@@ -276,18 +277,25 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
+    from tuiprof.report.catalog import WATCH, is_run_view
+    from tuiprof.report.views import RUN_VIEWS
     from tuiprof.report.summary import SummaryRequest, print_summary
     from tuiprof.trace import load_trace
     from tuiprof.trace.cache import save_in_background
 
-    if args.cluster is not None and args.view not in RUN_VIEW_NAMES:  # never ignored in silence
-        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {RUN_VIEW_NAMES[0]} (or {', '.join(RUN_VIEW_NAMES[1:])})")
+    if args.cluster is not None and not is_run_view(args.view):  # never ignored in silence
+        first, *others = RUN_VIEWS
+        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {first} (or {', '.join(others)})")
     path = resolve_path(args)
     if _is_snapshot(path, args.view):
         return run_snapshot_summary(path, args)
     _refuse_window(args)
+    if args.view == WATCH:
+        if args.sort:  # never ignored in silence
+            raise TraceError(f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort")
+        return run_watch_summary(path, args.format, args.limit, args.wide)
     request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
-    if args.view in RUN_VIEW_NAMES:
+    if is_run_view(args.view):
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
     store = load_trace(path if trace.stream else trace.path)
@@ -299,11 +307,12 @@ def run_summary(args: argparse.Namespace) -> int:
 def _is_snapshot(path: str, view: str) -> bool:
     """An allocator snapshot, told by its first bytes (a pickle), not its name; ``--view snapshot``
     on anything else is one line."""
+    from tuiprof.report.catalog import SNAPSHOT
     from tuiprof.trace.snapshot import is_snapshot
 
     if is_snapshot(path):
         return True
-    if view == "snapshot":
+    if view == SNAPSHOT:
         raise TraceError(path, "not an allocator snapshot (not a pickle)", "pass a file written by torch.cuda.memory._dump_snapshot")
     return False
 
@@ -385,6 +394,15 @@ def run_run_summary(path: str, request, cluster: str | None) -> int:
     return print_run_summary(summarise_run(open_run(path), cluster=cluster), request)
 
 
+def run_watch_summary(path: str, fmt: str, limit: int | None, wide: bool = False) -> int:
+    """The captures of the watch folder at ``path`` (``--view watch``, and ``open DIR`` off a terminal)."""
+    from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.report.watch import print_watch_summary
+    from tuiprof.trace.watch import read_history
+
+    return print_watch_summary(summarise_watch(read_history(path)), fmt, limit, wide)
+
+
 def run_timeline(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
     from tuiprof.report.timeline import print_timeline
@@ -417,6 +435,14 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
 
 
 def run_open(args: argparse.Namespace) -> int:
+    from tuiprof.trace.watch import is_watch_directory
+
+    if args.path and is_watch_directory(args.path):  # the step-time history and its captures
+        if not sys.stdout.isatty():
+            return run_watch_summary(args.path, args.format, args.limit, args.wide)
+        from tuiprof.tui.watch_app import run_watch_explorer
+
+        return run_watch_explorer(args.path)
     if not sys.stdout.isatty():
         return run_summary(args)
     if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence

@@ -121,6 +121,12 @@ class OperatorCalls:
     def name(self, row: int) -> str:
         return self.names[self.name_id[row]]
 
+    @property
+    def origin_ns(self) -> int:
+        """The trace's time origin: the first call's start (0 without calls). Times shown
+        "from the trace start" (a call's Start, a memory peak's At) count from it."""
+        return int(self.start_ns[0]) if len(self) else 0
+
     def tid(self, row: int) -> int | str:
         return self.threads[self.thread[row]]
 
@@ -160,6 +166,11 @@ class DeviceActivity:
         """A text column (``stream``, ``grid``, ``block``) of one event; "" when absent."""
         code = getattr(self.events, column)[index]
         return self.names[code] if code >= 0 else ""
+
+    @property
+    def launchers(self) -> np.ndarray:
+        """``launcher`` as an array: the call row that launched each event, -1 when unknown."""
+        return np.frombuffer(self.launcher, dtype=np.int64)
 
     @property
     def start_ns(self) -> np.ndarray:
@@ -286,7 +297,7 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, (up, linked), op_rows)
     calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, (up, linked), op_rows)
     del linked, up
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    launcher = activity.launchers
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed

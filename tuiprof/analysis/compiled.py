@@ -219,8 +219,8 @@ def add_compiled_regions(tree: ModuleTree, calls: OperatorCalls, frames: FrameCo
     the trace has none.  The module nodes are kept (an eager one that ran inside a
     region moves under it); calls and backward roots are attributed again, and every
     total filled again, with the regions in place."""
-    span_names = {code: region_node_name(name) for code, name in enumerate(calls.names)}
-    region_codes = [code for code, node_name in span_names.items() if node_name]
+    span_names = {code: node_name for code, name in enumerate(calls.names) if (node_name := region_node_name(name))}
+    region_codes = list(span_names)
     if not region_codes or not len(calls):
         return tree
     name_id = calls.column("name_id")
@@ -247,7 +247,7 @@ def add_compiled_regions(tree: ModuleTree, calls: OperatorCalls, frames: FrameCo
     for row in np.flatnonzero(makes_node).tolist():
         outer = int(region_above[row])
         if outer >= 0 and starts[outer] >= module_start[row]:
-            up = node_of_span[outer]  # the enclosing region is inside the call's module frame
+            up: ModuleNode | None = node_of_span[outer]  # the enclosing region is inside the call's module frame
         else:
             up = tree.by_frame.get(int(module[row]))
         name = span_names[int(name_id[row])]

@@ -116,7 +116,7 @@ class _Placer:
             key = self._graph_key(row, forward_by_sequence)
             graph = self.graphs.get(key) if key else None
             kids = children.get(row, np.empty(0, dtype=np.int64)).tolist()
-            if graph is None:
+            if key is None or graph is None:
                 self.result.graph_calls_unmapped += 1
                 pairs = []
             else:
@@ -213,9 +213,10 @@ class _Placer:
                 self._book(node, backward, [round(value * share) for value in values])
                 if share > held:
                     holder, held = node, share
-                while node is not owner and node is not None:
-                    touched.add(id(node))
-                    node = node.parent
+                up: ModuleNode | None = node
+                while up is not owner and up is not None:
+                    touched.add(id(up))
+                    up = up.parent
             if holder is not None:  # the call's rows (and the operator details) go to its largest share
                 self.moved[kid] = (holder, backward)
         unattributed = self._node(owner, UNATTRIBUTED)

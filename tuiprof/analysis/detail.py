@@ -50,9 +50,9 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     shapes: Counter[str] = Counter()
     with_dims = rows[calls.cpu.dims_len[calls.column("cpu_row")[rows]] > 0]
     if calls.shape_index is not None:  # prepared: the codes of every call
-        codes, keys = calls.shape_index
+        codes, shape_keys = calls.shape_index
         for code, count in counts_first_seen(codes[with_dims]):
-            shapes[keys[code]] += count
+            shapes[shape_keys[code]] += count
     else:
         cache: dict[bytes, str] = {}
         for row in with_dims[:20000].tolist():
@@ -85,12 +85,12 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     mine[rows] = True
     launched = np.flatnonzero(mine[np.frombuffer(activity.launcher, dtype=np.int64)])
     kernel_names = activity.events.name[launched]
-    kernel_time: Counter[str] = Counter()
+    kernel_ns: Counter[str] = Counter()
     kernel_count: dict[str, int] = {}
     for code, count in counts_first_seen(kernel_names):
         name = activity.names[code]
         kernel_count[name] = count
-        kernel_time[name] = int(activity.dur_ns[launched[kernel_names == code]].sum()) / 1000
+        kernel_ns[name] = int(activity.dur_ns[launched[kernel_names == code]].sum())
     share_step = None
     if model.steps:
         step_total = sum(s.duration_us for s in model.steps)
@@ -100,7 +100,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         module_count=len(modules),
         input_shapes=shapes.most_common(limit),
         input_types=types,
-        kernels=[(name, kernel_count[name], us) for name, us in kernel_time.most_common(limit)],
+        kernels=[(name, kernel_count[name], ns / 1000) for name, ns in kernel_ns.most_common(limit)],
         parents=parents.most_common(3),
         share_of_parent_pct=share_parent,
         share_of_step_pct=share_step,

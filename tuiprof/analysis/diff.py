@@ -299,13 +299,15 @@ def diff_traces(
         raise ValueError("each side of a diff needs at least one trace")
     notes: list[str] = []
     step_counts = (len(group_a[0].steps), len(group_b[0].steps))
-    per_step = all(step_counts) and step_counts[0] != step_counts[1]
-    if per_step:
+    batch_a, batch_b = detect_batch(group_a[0]), detect_batch(group_b[0])
+    per_sample = _per_sample(batch_a, batch_b, all(step_counts))
+    # Like with like: per step when the step counts differ, and always when comparing per sample
+    # (the verdict's per-sample step time is one step's; an operator's must be too).
+    per_step = all(step_counts) and (step_counts[0] != step_counts[1] or per_sample)
+    if per_step and step_counts[0] != step_counts[1]:
         notes.append(
             f"A recorded {step_counts[0]} steps and B {step_counts[1]}: operator, module and kernel times are per step"
         )
-    batch_a, batch_b = detect_batch(group_a[0]), detect_batch(group_b[0])
-    per_sample = _per_sample(batch_a, batch_b, all(step_counts))
     notes.extend(_batch_notes(batch_a, batch_b, per_sample, all(step_counts)))
     side_a = _side(group_a, per_step, (batch_a.size or 1) if per_sample else 1)
     side_b = _side(group_b, per_step, (batch_b.size or 1) if per_sample else 1)
@@ -321,7 +323,9 @@ def diff_traces(
     ops = _operator_table(side_a, side_b, metric)
     tables = [
         ops,
-        _shape_table(side_a, side_b, metric),
+        _shape_table(side_a, side_b, metric) if not per_sample else _not_compared(
+            "shapes", "Operators by input shape", _metric_words(metric), "us",
+            "the batch changed, so every input shape did (the Operators table compares per sample)"),
         _module_table(side_a, side_b, metric),
         _kernel_table(side_a, side_b, device_a, device_b),
         _launcher_table(side_a, side_b, device_a, device_b),
@@ -342,7 +346,7 @@ def diff_traces(
         verdict=verdict,
         tables=tuple(tables),
         notes=tuple(notes),
-        coverage=_coverage(ops, steps, metric),
+        coverage=_coverage(ops, steps, metric, per_step),
         peak_a_bytes=_peak(group_a),
         peak_b_bytes=_peak(group_b),
         overlap=_overlap(ops),
@@ -360,7 +364,7 @@ def _batch_notes(batch_a: Batch, batch_b: Batch, per_sample: bool, both_have_ste
     same = batch_a.source == batch_b.source
     sources = f"A and B: {batch_a.source}" if same else f"A: {batch_a.source}; B: {batch_b.source}"
     if per_sample:
-        return [f"batch {batch_a.size} -> {batch_b.size}: times are per sample, memory peaks are not ({sources})"]
+        return [f"batch {batch_a.size} -> {batch_b.size}: times are per step and per sample, memory peaks are not ({sources})"]
     if batch_a.size is None or batch_b.size is None:
         return [f"batch unknown ({sources}): compared per step, as if the batches were equal"]
     if batch_a.size != batch_b.size and not both_have_steps:
@@ -498,7 +502,7 @@ def _placed(model: TraceModel, names: list[str], codes: np.ndarray, ancestors: n
     of a big trace has a million unmatched launches."""
     calls = model.calls
     width = len(calls.names) + 1
-    up_codes = np.where(ancestors >= 0, calls.column("name_id")[np.maximum(ancestors, 0)], -1)
+    up_codes = gather(calls.column("name_id"), ancestors, -1)  # safe when no operator at all
     pairs, inverse = np.unique(codes * width + up_codes + 1, return_inverse=True)
     totals = np.bincount(inverse, weights=times_ns, minlength=len(pairs))
     counts = np.bincount(inverse, minlength=len(pairs))
@@ -539,8 +543,8 @@ def _kernels_under_matched_operator(unmatched: set[str], matched: set[str]) -> C
         codes = [c for c, n in enumerate(activity.names) if n in unmatched]
         rows = np.flatnonzero(np.isin(activity.events.name, codes))
         who = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
-        safe = np.maximum(who, 0)
-        ancestors = np.where(who < 0, -1, np.where(is_matched[safe], safe, above[safe])) if len(rows) else who
+        # gather: safe when the side has device events but no operator at all
+        ancestors = np.where(gather(is_matched, who, False), who, gather(above, who, -1))
         return _placed(model, activity.names, activity.events.name[rows], ancestors, activity.dur_ns[rows])
 
     return values
@@ -819,13 +823,17 @@ def _overlap(ops: DiffTable) -> Overlap:
     return Overlap(share("a"), share("b"))
 
 
-def _coverage(ops: DiffTable, steps: DiffTable, metric: str) -> Coverage:
-    op_delta, step_delta = ops.total_delta, steps.total_delta
+def _coverage(ops: DiffTable, steps: DiffTable, metric: str, per_step: bool) -> Coverage:
+    """Do the operators' deltas add up to the steps'?  Both per step when the operators are."""
     if not steps.rows:
-        return Coverage(op_delta, 0.0, None, "a side has no steps")
+        return Coverage(ops.total_delta, 0.0, None, "a side has no steps")
+    count_a = sum(1 for r in steps.rows if r.a is not None) or 1
+    count_b = sum(1 for r in steps.rows if r.b is not None) or 1
+    total_a, total_b = (steps.total_a / count_a, steps.total_b / count_b) if per_step else (steps.total_a, steps.total_b)
+    op_delta, step_delta = ops.total_delta, total_b - total_a
     if metric == "device":
         return Coverage(op_delta, step_delta, None, "operators are compared by device time, which overlaps CPU time")
-    tolerance = COVERAGE_TOLERANCE * max(steps.total_a, steps.total_b)
+    tolerance = COVERAGE_TOLERANCE * max(total_a, total_b)
     return Coverage(op_delta, step_delta, abs(op_delta - step_delta) <= tolerance)
 
 

@@ -104,7 +104,7 @@ def _is_step(calls: OperatorCalls, rows: np.ndarray) -> np.ndarray:
 def _waited_thread(calls: OperatorCalls, activity: DeviceActivity, start_ns: int, end_ns: int) -> int | None:
     """Thread code of the launcher of the device work that ends the gap (else of the work
     that ended when it began); None when neither was launched by a known call."""
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    launcher = activity.launchers
     finishes = activity.start_ns + activity.dur_ns
     for events in (np.flatnonzero(activity.start_ns == end_ns), np.flatnonzero(finishes == start_ns)):
         known = launcher[events][launcher[events] >= 0]

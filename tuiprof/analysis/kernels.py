@@ -32,7 +32,7 @@ def aggregate_kernels(activity: DeviceActivity, calls: OperatorCalls) -> list[Ke
     if not len(events):
         return []
     codes, grids, blocks, occupancies = events.name, events.grid, events.block, events.occupancy
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    launcher = activity.launchers
     launcher_name = gather(calls.column("name_id"), launcher, -1)
     durations = events.dur_ns
     names = activity.names

@@ -183,13 +183,13 @@ def _most_activations(modules: list[ModuleMemory]) -> ModuleMemory | None:
     def activation_children(module: ModuleMemory) -> list[ModuleMemory]:
         return [by_node[id(c)] for c in module.node.children if id(c) in by_node] if module.node else []
 
-    roots = [m for m in by_node.values() if m.node.parent is None]
+    roots = [m for m in by_node.values() if m.node is not None and m.node.parent is None]  # by_node: every node is set
     best = max(roots, key=lambda m: m.bytes["activation"])
     children = activation_children(best)
     if children:  # below the whole model: its block that holds the most
         best = max(children, key=lambda m: m.bytes["activation"])
     while True:
-        whole = [c for c in activation_children(best) if c.bytes["activation"] == best.bytes["activation"] and c.node.children]
+        whole = [c for c in activation_children(best) if c.bytes["activation"] == best.bytes["activation"] and c.node is not None and c.node.children]
         if not whole:
             return best
         best = whole[0]

@@ -11,9 +11,8 @@ import numpy as np
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
-from tuiprof.analysis.operators import OperatorStats
+from tuiprof.analysis.operators import STEP_WILDCARD, OperatorStats
 
-STEP_ROW = "ProfilerStep*"  # the merged step spans: a container, never "the top operator"
 # A class of modules whose instances hold at least this share of all module time is
 # where the time concentrates: a majority, so no other class at that level can hold more.
 CONCENTRATION_SHARE = 0.5
@@ -115,7 +114,8 @@ def operator_rank_key(model: TraceModel) -> str:
 
 def top_operators(model: TraceModel, limit: int = 5) -> list[OperatorStats]:
     key = operator_rank_key(model)
-    ranked = sorted((s for s in model.operators() if s.name != STEP_ROW), key=lambda s: getattr(s, key), reverse=True)
+    # The merged step spans (ProfilerStep*) are a container, never "the top operator".
+    ranked = sorted((s for s in model.operators() if s.name != STEP_WILDCARD), key=lambda s: getattr(s, key), reverse=True)
     return ranked[:limit]
 
 

@@ -392,7 +392,7 @@ def summarise_locally(pending: list[RankFile], workers: int | None, progress: Pr
                 worker = key.data
                 index = busy.pop(worker)
                 try:
-                    answer = pickle.load(processes[worker].stdout)  # type: ignore[arg-type]
+                    answer = pickle.load(processes[worker].stdout)
                 except (EOFError, pickle.UnpicklingError):  # died (killed for memory?): try here
                     selector.unregister(key.fileobj)
                     answer = summarise_one(pending[index])
@@ -512,9 +512,9 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
             continue
         excess = {}
         for column in CAUSE_COLUMNS:
-            values = [m[column] for r, m in means.items() if r != rank and m[column] is not None]
-            if own[column] is not None and values:
-                excess[column] = own[column] - median(values)
+            values = [value for r, m in means.items() if r != rank and (value := m[column]) is not None]
+            if (own_value := own[column]) is not None and values:
+                excess[column] = own_value - median(values)
         cause = max(excess, key=excess.__getitem__) if excess else None
         if cause is not None and excess[cause] <= threshold / 2:
             cause = None

@@ -97,7 +97,7 @@ def build_steps(
         return []
     step_annotations = {e.name: (e.start_ns, e.start_ns + e.dur_ns) for e in gpu_annotations if is_step_name(e.name)}
     step_of = _step_of_calls(calls, step_rows)
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+    launcher = activity.launchers
     activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
     loading_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(_is_loading)) & (step_of >= 0))
     loading = np.bincount(step_of[loading_rows], weights=calls.column("total_ns")[loading_rows], minlength=len(calls))

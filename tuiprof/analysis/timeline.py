@@ -348,7 +348,7 @@ class Timeline:
             parent = calls.parent[item.ref]
             if parent >= 0:
                 facts.append(("inside", calls.name(parent)))
-            launched = np.flatnonzero(np.frombuffer(model.activity.launcher, dtype=np.int64) == item.ref)
+            launched = np.flatnonzero(model.activity.launchers == item.ref)
             if len(launched):
                 facts.append(("launched", f"{len(launched)} device events"))
                 links.extend(found for found in (self.device_slice(int(i)) for i in launched[:50]) if found)
@@ -359,7 +359,7 @@ class Timeline:
                 text = activity.text(column, item.ref)
                 if text:
                     facts.append((column, text))
-            launcher = int(np.frombuffer(activity.launcher, dtype=np.int64)[item.ref])
+            launcher = int(activity.launchers[item.ref])
             if launcher >= 0:
                 facts.append(("launched by", model.calls.name(launcher)))
                 found = self.call_slice(launcher)
@@ -689,5 +689,5 @@ def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
     activity = model.activity
     launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
     part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
-    part.launcher = launcher.copy()  # type: ignore[assignment]
+    part.launcher = launcher.copy()
     return [replace(k, rows=RowView(rows[np.asarray(k.rows)])) for k in aggregate_kernels(part, model.calls)]

@@ -99,6 +99,10 @@ def run_script(args: Namespace) -> int:
     if not script.is_file():
         raise TraceError(str(script), "no such script", "check the path")
     require_packages("run", ("torch",))
+    if args.watch:
+        from tuiprof.capture.watch_commands import run_watched
+
+        return run_watched(args)
     if args.save:
         check_save_path(args.save)
     config = config_from_args(str(script), args)
@@ -177,7 +181,7 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
 def _print_tables(model) -> None:
     from tuiprof.report.summary import SummaryRequest, print_summary
 
-    for view in ("ops", "modules"):
+    for view in ("operators", "modules"):
         print_summary(model, SummaryRequest(view=view, limit=25))
 
 

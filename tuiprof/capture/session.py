@@ -243,13 +243,17 @@ def finished_active_steps(prof: profile, current_step_finished: bool) -> list[in
     return steps[::-1]
 
 
-def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows) -> profile:
-    """torch.profiler with the config's schedule and switches (CUDA activity when asked)."""
+def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows, first_step: int = 0) -> profile:
+    """torch.profiler with the config's schedule and switches (CUDA activity when asked).
+
+    ``first_step``: the number of the first step it will see, so that its
+    ``ProfilerStep#N`` are the job's own step numbers (a watched job starts
+    one in the middle of a run, :mod:`tuiprof.capture.watch`)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    return profile(
+    prof = profile(
         activities=activities,
         schedule=windows.schedule(
-            schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat)
+            schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat, skip_first=first_step)
         ),
         on_trace_ready=windows,
         record_shapes=config.record_shapes,
@@ -257,6 +261,10 @@ def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows) -> p
         with_stack=config.with_stack,
         with_flops=config.with_flops,
     )
+    if first_step:  # torch numbers from 0; the schedule skips the steps before first_step
+        prof.step_num = first_step
+        prof.current_action = prof._prev_schedule_action = prof.schedule(first_step)
+    return prof
 
 
 def _train_step(

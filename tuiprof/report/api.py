@@ -1,7 +1,7 @@
 """``tuiprof.load(path)``: the read API for scripts and agents.
 
 It answers with what ``tuiprof summary --format json`` prints, as Python
-values: ``load(path).table("ops")`` is that command's list of rows, the same
+values: ``load(path).table("operators")`` is that command's list of rows, the same
 keys and numbers, built by the same code (:func:`tuiprof.report.summary.summary_table`).
 The analysis model is there too (``.model``) for what no table holds.
 
@@ -20,7 +20,8 @@ from tuiprof.analysis import load_model
 from tuiprof.analysis.model import TraceInfo, TraceModel
 from tuiprof.errors import TraceError
 from tuiprof.report.summary import SummaryRequest, summary_table
-from tuiprof.report.views import VIEWS, Row, public_row
+from tuiprof.report.catalog import view_name
+from tuiprof.report.views import TRACE_VIEWS, Row, public_row
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class LoadedTrace:
     @property
     def views(self) -> tuple[str, ...]:
         """The names :meth:`table` accepts (``summary --view`` of one trace)."""
-        return tuple(VIEWS)
+        return tuple(TRACE_VIEWS)
 
     def table(
         self,
-        view: str = "ops",
+        view: str = "operators",
         *,
         sort: str | None = None,
         limit: int | None = None,
@@ -53,10 +54,12 @@ class LoadedTrace:
         Every row is a dict of the view's column keys (every column, raw numbers in
         the unit the key names: ``_us``, ``_bytes``, ``_pct``).  ``sort``: a column key,
         descending (default: the view's order); ``limit``: at most that many rows;
-        ``group_by_shape`` / ``top_level_only``: as the ``ops`` options of the same names.
+        ``group_by_shape`` / ``top_level_only``: as the ``operators`` options of the same names
+        (``ops`` is accepted for ``operators``, as on the command line: report/catalog.py).
         An unknown view or sort key raises :class:`~tuiprof.errors.TraceError`."""
-        if view not in VIEWS:
-            raise TraceError(f"view {view!r}", "not a view of one trace", f"use one of: {', '.join(VIEWS)}")
+        view = view_name(view)
+        if view not in TRACE_VIEWS:
+            raise TraceError(f"view {view!r}", "not a view of one trace", f"use one of: {', '.join(TRACE_VIEWS)}")
         request = SummaryRequest(view, sort, limit, group_by_shape, top_level_only, format="json")
         try:
             _, columns, rows = summary_table(self.model, request)

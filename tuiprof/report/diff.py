@@ -11,7 +11,6 @@ from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 from rich.console import Console
 from rich.text import Text
 
@@ -20,7 +19,7 @@ from tuiprof.errors import TraceError
 from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import plain
-from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, json_text, layout_table, print_layout, render_rows, stdout_is_terminal
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import data_value, format_bytes, format_us
 from tuiprof.report.views import Column, Row
@@ -322,7 +321,9 @@ def overview_text(diff: TraceDiff) -> Text:
 
 def row_detail(table: DiffTable, row: Row) -> Text:
     """The detail pane under a diff table: the row in words."""
-    unit_format = format_bytes if table.unit == "bytes" else format_us
+    def amount(value: float) -> str:  # bytes are whole: format_bytes takes an int
+        return format_bytes(int(value)) if table.unit == "bytes" else format_us(value)
+
     text = Text()
     text.append(str(row["name"]), style="bold")
     if row["detail"]:
@@ -330,11 +331,11 @@ def row_detail(table: DiffTable, row: Row) -> Text:
     text.append("\n")
 
     def side(value: object) -> str:
-        return unit_format(value) if isinstance(value, (int, float)) else "absent"  # type: ignore[arg-type]
+        return amount(value) if isinstance(value, (int, float)) else "absent"
 
     text.append(f"{table.metric}: A {side(row['a'])}, B {side(row['b'])}, ")
     delta = float(row["delta"])  # type: ignore[arg-type]
-    text.append(f"delta {'+' if delta > 0 else ''}{unit_format(delta if table.unit != 'bytes' else int(delta))}",
+    text.append(f"delta {'+' if delta > 0 else ''}{amount(delta)}",
                 style=WORSE if delta > 0 else BETTER if delta < 0 else "")
     if row["share_pct"] is not None:
         text.append(f" ({row['share_pct']:.1f} % of the table's delta)")
@@ -442,7 +443,7 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
         }
         for t in tables
     }
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return json_text(document)
 
 
 CSV_KEYS = ("table", "unit", "name", "detail", "status", "a", "b", "delta", "delta_pct", "share_pct", "calls_a", "calls_b")
@@ -504,7 +505,7 @@ def print_diff(args: Namespace) -> int:
     for model in (*side_a, *side_b):
         report_diagnostics(model)
     diff = diff_traces(side_a, side_b, metric=args.metric, label_a=side_label(side_a), label_b=side_label(side_b))
-    views = TABLES if args.view in ("all", "verdict") else (args.view,)
+    views: tuple[str, ...] = TABLES if args.view in ("all", "verdict") else (args.view,)
     if args.view == "verdict":
         views = ()
     show_verdict = args.view in ("all", "verdict")

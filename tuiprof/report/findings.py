@@ -16,6 +16,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.analysis.ranking import concentrated_modules, costliest_class, module_time_us, operator_rank_key, top_operators
 from tuiprof.analysis.steps import idle_share
+from tuiprof.report.catalog import FINDINGS
 from tuiprof.report.memory_texts import memory_peak_sentence
 from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
@@ -249,5 +250,5 @@ def build_finding_rows(model: TraceModel, options: ViewOptions | None = None) ->
     return finding_rows(findings(model))
 
 
-# Not in VIEWS: a list of sentences, printed one per line (``summary --view findings``), not a table.
-FINDINGS_VIEW = View("findings", "Findings", FINDING_COLUMNS, "", build_finding_rows)
+# Not in TRACE_VIEWS: a list of sentences, printed one per line (``summary --view findings``), not a table.
+FINDINGS_VIEW = View(FINDINGS, "Findings", FINDING_COLUMNS, "", build_finding_rows)

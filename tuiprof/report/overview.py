@@ -61,9 +61,9 @@ class FittedTable:
         for i in shown:
             header, numeric = self.headers[i]
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
-        cut = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts}
+        fitted = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts}
         for row in self.rows:  # names cut by the one rule (report.names), never by rich at their end
-            table.add_row(*(Text(cut[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in cut else row[i] for i in shown))
+            table.add_row(*(Text(fitted[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in fitted else row[i] for i in shown))
         yield table
 
 
@@ -97,12 +97,12 @@ def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
         blocks += [Text(), _kernels_table(model)]
     peak = model.peak_memory
     if peak is not None:
-        origin = model.calls.start_ns[0] if len(model.calls) else 0
+        origin = model.calls.origin_ns
         blocks += [Text(), Text(f"{peak.device} memory", style="bold"), MemoryCurve(peak, origin, 3)]
     return Group(*blocks)
 
 
-def _steps_table(model: TraceModel) -> Table:
+def _steps_table(model: TraceModel) -> FittedTable:
     table = _table("Step time")
     headers = ["step", "duration"]
     if model.has_device:  # the device columns are measured in the step's device window
@@ -124,7 +124,7 @@ def _steps_table(model: TraceModel) -> Table:
     return table
 
 
-def _modules_table(model: TraceModel) -> Table:
+def _modules_table(model: TraceModel) -> FittedTable:
     table = _table("Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules")
     table.add_column("module", numeric=False)
     backward = any(root.backward_cpu_us for root in model.modules.roots)
@@ -135,7 +135,7 @@ def _modules_table(model: TraceModel) -> Table:
         node = group.nodes[0]
         name = group.label if len(group.nodes) > 1 else node.qualified_name or "/".join(node.path.split("/")[-2:])
         share = f"{100 * group.cost_us / module_time_us(model):.0f}%"  # of all module time, as the Modules view's bars
-        cells = [Text(plain(name, DISPLAY_CHARS)), share, format_us(group.summed("cpu_total_us")), *([format_us(group.summed("backward_cpu_us"))] if backward else [])]
+        cells: list[str | Text] = [Text(plain(name, DISPLAY_CHARS)), share, format_us(group.summed("cpu_total_us")), *([format_us(group.summed("backward_cpu_us"))] if backward else [])]
         if model.has_device:
             cells.append(format_us(group.summed("device_total_us") + group.summed("backward_device_us")))
         work = group.summed("flops") + (group.summed("backward_flops") if backward else 0)  # as the times: forward + backward
@@ -144,7 +144,7 @@ def _modules_table(model: TraceModel) -> Table:
     return table
 
 
-def _operators_table(model: TraceModel) -> Table:
+def _operators_table(model: TraceModel) -> FittedTable:
     table = _table("Top operators")
     table.add_column("operator", numeric=False)
     key = operator_rank_key(model)
@@ -155,7 +155,7 @@ def _operators_table(model: TraceModel) -> Table:
     return table
 
 
-def _kernels_table(model: TraceModel) -> Table:
+def _kernels_table(model: TraceModel) -> FittedTable:
     table = _table("Top kernels")
     table.add_column("kernel", numeric=False)
     for header in ("total", "calls"):

@@ -47,7 +47,13 @@ def csv_cell(value: object) -> object:
     return plain(value)
 
 
-def _json_text(document: object) -> str:
+def json_text(document: object) -> str:
+    """``document`` as indented JSON safe to print: every ``--format json`` output
+    (summary, diff, timeline, exports) goes through here.
+
+    Names stay the file's data, not :func:`plain`'s ``\\x7f`` text: DEL, C1 controls
+    and bidi overrides, valid raw in JSON, are written as ``\\u`` escapes, so a
+    terminal never sees them and ``json.loads`` gives the exact name back."""
     text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
@@ -55,7 +61,7 @@ def _json_text(document: object) -> str:
 def render_rows(rows: list[Row], columns: tuple[Column, ...], fmt: str, title: str = "") -> str:
     """Text of ``rows`` in ``fmt``; table text is plain (no colour, ASCII rules)."""
     if fmt == "json":
-        return _json_text([public_row(r, columns) for r in rows])
+        return json_text([public_row(r, columns) for r in rows])
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -106,7 +112,7 @@ def render_export(rows: list[Row], columns: tuple[Column, ...], fmt: str, origin
     comment line (``pandas.read_csv(comment="#")`` skips it), JSON is an object whose
     ``export`` member holds the view, trace, sort, filter and toggles and ``rows`` the rows."""
     if fmt == "json":
-        return _json_text({"export": origin.metadata(len(rows)), "rows": [public_row(r, columns) for r in rows]})
+        return json_text({"export": origin.metadata(len(rows)), "rows": [public_row(r, columns) for r in rows]})
     if fmt == "csv":
         return f"# tuiprof export: {origin.describe(len(rows))}\n" + render_rows(rows, columns, fmt)
     return render_rows(rows, columns, fmt)
@@ -181,8 +187,8 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
     (what the row is) and the sorted column ``keep`` always stay; numbers are never cut."""
     natural = []
     for column in columns:
-        widest = max([cell_len(column.header), *map(cell_len, _cell_texts(rows, column))])
-        natural.append(widest if column.numeric else min(widest, NAME_CELLS))
+        widest_cell = max([cell_len(column.header), *map(cell_len, _cell_texts(rows, column))])
+        natural.append(widest_cell if column.numeric else min(widest_cell, NAME_CELLS))
     widths = dict(zip((c.key for c in columns), natural))
     if width is None:
         return TableLayout(columns, tuple(natural))

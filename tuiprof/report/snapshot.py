@@ -75,7 +75,7 @@ class TableRow(str):
 
 
 def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limit: int) -> list[str]:
-    lines = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  where (innermost own frame)")]
+    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  where (innermost own frame)")]
     for group in groups[:limit]:
         lines.append(TableRow(f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
                               f"{short_where(model, group.stack)}"))

@@ -18,14 +18,14 @@ from tuiprof.report.render import print_rich_table, render_rows, stdout_is_termi
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.findings import FINDINGS_VIEW
 from tuiprof.report.memory_texts import NEEDS_CAPTURE
-from tuiprof.report.views import RUN_VIEWS, VIEWS, Column, Row, View, ViewOptions, run_table_columns, sort_rows
+from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 
 
 @dataclass(frozen=True)
 class SummaryRequest:
     """Which table ``print_summary`` prints, and how (the ``summary`` options)."""
 
-    view: str = "ops"
+    view: str = "operators"  # a name of report/catalog.py
     sort: str | None = None  # a column key; None: the view's default
     limit: int | None = None
     group_by_shape: bool = False
@@ -60,7 +60,7 @@ def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tup
         view = FINDINGS_VIEW
         rows = _sorted_rows(view, view.build(model, ViewOptions()), request.sort or view.default_sort, request.limit)
         return view, view.columns, rows
-    view = VIEWS[request.view]
+    view = TRACE_VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
     # Data formats keep every column (stable keys for scripts); text drops empty ones.
     data_format = request.format in ("json", "csv")
@@ -109,15 +109,15 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     """A view over every rank of a run (ranks, rank-steps, spread, collectives, collective-types)."""
     view = RUN_VIEWS[request.view]
     data_format = request.format in ("json", "csv")
-    columns = view.columns if data_format else run_table_columns(view, run)
-    rows = _sorted_rows(view, view.build(run), request.sort or view.default_sort, request.limit)
+    columns = view.visible_columns(ViewOptions(), None if data_format else run)
+    rows = _sorted_rows(view, view.build(run, ViewOptions()), request.sort or view.default_sort, request.limit)
     for problem in run.problems:  # file names and decoder notes: from the run directory, escaped
         print(f"tuiprof: {plain(problem)}", file=sys.stderr)
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
     _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
         spread = RUN_VIEWS["spread"]
-        _print_rows(spread, spread.build(run), spread.columns, request, spread.title)
+        _print_rows(spread, spread.build(run, ViewOptions()), spread.columns, request, spread.title)
         lines = [f"straggler: {straggler_sentence(s)}" for s in run.stragglers().values()] or ["no straggler"]
         if stdout_is_terminal():  # a sentence, wrapped at the terminal's width
             width = shutil.get_terminal_size().columns

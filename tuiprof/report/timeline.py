@@ -17,7 +17,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 from rich.text import Text
 
 from tuiprof.analysis.gap_activity import GapActivity
@@ -27,6 +26,7 @@ from tuiprof.analysis.steps import DeviceIdle
 from tuiprof.analysis.timeline import LANE_GROUPS, Lane, LaneFrame, RangeStats, SliceDetail, Timeline, build_timeline
 from tuiprof.errors import TraceError
 from tuiprof.report.names import cut_end, fit_name, short_kernel_name
+from tuiprof.report.render import json_text
 from tuiprof.report.units import format_bytes_short, format_pct, format_us, format_us_short
 from tuiprof.trace.store import TraceEvents
 
@@ -271,7 +271,7 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
     if args.format == "json":
         frame = render_json(timeline, start, end, columns, lanes)
         frame["threads_left_out"] = left_out
-        sys.stdout.write(orjson.dumps(frame, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(frame))
     else:
         step = next((s.name for s in timeline.steps if s.number == args.step), None) if args.step is not None else None
         text = render_text(timeline, start, end, columns, lanes, title=model.info.trace_name, step=step)

@@ -22,10 +22,14 @@ def format_us_or_dash(value: float) -> str:
     return format_us(value) if value else "--"
 
 
+# Binary byte units, largest first, named as torch names them (a "MB" is 2**20 bytes).
+BYTE_UNITS = (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10))
+
+
 def format_bytes(value: int) -> str:
     """Bytes in binary units with sign, like torch: ``43.23 MB``, ``-224.00 KB``, ``0 B``."""
     magnitude = abs(value)
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+    for unit, size in BYTE_UNITS:
         if magnitude >= size:
             return f"{value / size:.2f} {unit}"
     return f"{value} B"
@@ -57,7 +61,7 @@ def format_us_short(value: float) -> str:
 def format_bytes_short(value: int) -> str:
     """``153MB``, ``2.6GB``: bytes for headers."""
     magnitude = abs(value)
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+    for unit, size in BYTE_UNITS:
         if magnitude >= size:
             scaled = value / size
             return f"{scaled:.1f}{unit}" if abs(scaled) < 10 else f"{scaled:.0f}{unit}"

@@ -11,20 +11,66 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import msgspec
-
-from tuiprof.analysis.compiled import describe_kernel
-from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import ModuleNode
-from tuiprof.analysis.ranks import LoadDamage, RunSummary, rank_means, spread
-from tuiprof.trace.live import CATEGORY_NAMES
-from tuiprof.report.memory_texts import REMEDIES, peak_place, what_if_text
-from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import data_value, format_bytes, format_count, format_pct, format_us_or_dash
 
+if TYPE_CHECKING:
+    from tuiprof.analysis.model import TraceModel
+    from tuiprof.analysis.modules import ModuleNode
+    from tuiprof.analysis.ranks import LoadDamage, RunSummary
+
+# The registries' names are read by ``tuiprof summary --help`` (report/catalog.py), which loads
+# no heavy module (tests/test_capture_cli.py): numpy, msgspec, rich and the analysis layer are
+# imported by the functions that use them.
+
 Row = dict[str, object]
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    group_by_shape: bool = False
+    top_level_only: bool = False
+    module: ModuleNode | None = None
+
+
+# When a column is worth its place: a test of what the table is built from (a TraceModel,
+# or a RunSummary for the run views; None for the data formats) and of the view's options.
+# Build one with ``recorded`` or ``toggled`` below, never from a view's name or a key's spelling.
+ShownWhen = Callable[[Any, ViewOptions], bool]
+
+
+def recorded(test: Callable[[Any], bool]) -> ShownWhen:
+    """A rule on what the trace (or run) recorded.  The data formats pass no source and
+    keep the column: their keys stay the same from trace to trace, for scripts."""
+    return lambda source, options: source is None or test(source)
+
+
+def toggled(test: Callable[[ViewOptions], bool]) -> ShownWhen:
+    """A rule on the view's options (the i/t toggles): it holds in every format, as the
+    rows only have the column's key when the option is on."""
+    return lambda source, options: test(options)
+
+
+def both(first: ShownWhen, second: ShownWhen) -> ShownWhen:
+    return lambda source, options: first(source, options) and second(source, options)
+
+
+# ------------------------------------------------------------------ the rules, one per fact
+
+HAS_DEVICE_ACTIVITY = recorded(lambda model: model.has_device)  # kernels, memcpys or memsets
+# Device memory: a device's allocator events (a CPU-only run records the CPU's only).
+HAS_DEVICE_MEMORY = recorded(lambda model: model.has_device or any(not t.is_cpu for t in model.memory))
+HAS_INDUCTOR_KERNELS = recorded(lambda model: model.has_inductor_kernels)  # a compiled model's
+HAS_BACKWARD = recorded(lambda model: any(n.backward_cpu_us for n in model.modules.roots))  # training, not inference
+IS_LIVE_CAPTURE = recorded(lambda model: any(n.qualified_name for n in model.modules.walk()))  # names, parameters, shapes
+HAS_MODULE_FRAMES = recorded(lambda model: bool(len(model.modules.by_frame)))  # with_stack=True
+GROUPED_BY_SHAPE = toggled(lambda options: options.group_by_shape)
+HAS_MEMORY_CATEGORIES = recorded(lambda model: bool(model.memory_categories))  # torch's, saved by a tuiprof capture
+RUN_HAS_DEVICE = recorded(lambda run: any(rank.has_device for rank in run.ranks))
+RUN_HAS_DAMAGE = recorded(lambda run: any(rank.damage is not None for rank in run.ranks))  # a truncated or repaired file
+DATA_FORMATS_ONLY = recorded(lambda source: False)  # too long for a table: json, csv and detail panes
 
 
 @dataclass(frozen=True)
@@ -34,6 +80,8 @@ class Column:
     kind: str  # text | kernel (a kernel name, shown short) | us | bytes | count | int | pct | ratio | gbps
     help: str
     narrow: bool = True  # shown at 80 columns
+    shown_when: ShownWhen | None = None  # None: always
+    wide_when: ShownWhen | None = None  # when this holds, the column is left out at 80 columns (narrow=False)
 
     def format(self, value: object) -> str:
         if value is None or value == "":
@@ -41,14 +89,16 @@ class Column:
         if self.kind == "us":
             return format_us_or_dash(float(value))  # type: ignore[arg-type]
         if self.kind == "bytes":
-            return format_bytes(int(value))  # type: ignore[arg-type]
+            return format_bytes(int(value))  # type: ignore[call-overload]
         if self.kind == "count":
             return format_count(float(value)) if value else "--"  # type: ignore[arg-type]
         if self.kind == "pct":
             return format_pct(float(value))  # type: ignore[arg-type]
         if self.kind == "int":
-            return f"{int(value):,}"  # type: ignore[arg-type]
+            return f"{int(value):,}"  # type: ignore[call-overload]
         if self.kind == "kernel":
+            from tuiprof.report.names import short_kernel_name
+
             return short_kernel_name(plain(str(value), DISPLAY_CHARS))
         if self.kind == "ratio":
             return f"{float(value):.2f}x"  # type: ignore[arg-type]
@@ -61,20 +111,18 @@ class Column:
         return self.kind not in ("text", "kernel")
 
 
-@dataclass(frozen=True)
-class ViewOptions:
-    group_by_shape: bool = False
-    top_level_only: bool = False
-    module: ModuleNode | None = None
+Source = TypeVar("Source")  # what a view's rows are built from: a TraceModel (TRACE_VIEWS) or a RunSummary (RUN_VIEWS)
 
 
 @dataclass(frozen=True)
-class View:
-    name: str
+class View(Generic[Source]):
+    name: str  # summary --view NAME, and the explorer's view of the same name (report/catalog.py)
     title: str
     columns: tuple[Column, ...]
     default_sort: str
-    build: Callable[[TraceModel, ViewOptions], list[Row]]
+    build: Callable[[Source, ViewOptions], list[Row]]
+    device_sort: str = ""  # the default sort instead when the trace has device activity
+    walks_calls: bool = False  # building the rows visits every call: off the UI thread on big traces
 
     def column(self, key: str) -> Column:
         for column in self.columns:
@@ -82,45 +130,14 @@ class View:
                 return column
         raise KeyError(key)
 
-    def visible_columns(self, options: ViewOptions, model: TraceModel | None = None) -> tuple[Column, ...]:
-        """Columns worth showing: no input shapes unless grouped, no live-only
-        module columns for files, no device columns for CPU-only traces."""
-        hidden: set[str] = set()
-        if self.name == "ops" and not options.group_by_shape:
-            hidden.add("input_shapes")
-        if model is not None:
-            if self.name in ("ops", "kernels") and not model.has_inductor_kernels:
-                hidden.add("computes")
-            if self.name == "modules" and not any(n.qualified_name for n in model.modules.walk()):
-                hidden |= {"qualified_name", "parameters", "output_shape"}
-            if self.name == "modules" and not any(n.backward_cpu_us for n in model.modules.roots):
-                hidden |= {"backward_cpu_us", "backward_device_us"}  # inference: there is no backward
-            if self.name == "memory" and not len(model.modules.by_frame):
-                hidden.add("peak_module")
-            if self.name == "memory-modules" and not model.memory_categories:  # the allocator's records only
-                hidden |= {c.key for c in self.columns if c.key.removesuffix("_bytes") in CATEGORY_NAMES}
-            if self.name == "memory-allocations" and not model.memory_categories:
-                hidden.add("category")
-            if self.name == "memory-what-ifs":  # a sentence: the detail pane, the lines under a summary, data formats
-                hidden.add("how")
-            if not model.has_device:
-                hidden |= {c.key for c in self.columns if "device" in c.key and "mem" not in c.key}
-                if self.name == "steps":  # columns of device activity, "--" on every row
-                    hidden |= {"kernel_us", "memcpy_us", "memset_us", "communication_us", "idle_pct"}
-            if not model.has_device and all(t.is_cpu for t in model.memory):
-                hidden |= {c.key for c in self.columns if "device_mem" in c.key}
-        shown = tuple(c for c in self.columns if c.key not in hidden)
-        if self.name == "kernels" and model is not None and "computes" not in hidden:
-            # A compiled model's kernel table: what a kernel computes takes the launcher's place at
-            # 80 columns (an Inductor kernel's launcher is an operator named after the kernel).
-            narrow = {"computes": True, "launcher": False}
-            shown = tuple(replace(c, narrow=narrow[c.key]) if c.key in narrow else c for c in shown)
-        return shown
+    def visible_columns(self, options: ViewOptions, source: Any = None) -> tuple[Column, ...]:
+        """The columns worth showing for ``source`` (the model, or the run of a run view; None:
+        a data format, which keeps every column its rows hold): each column's ``shown_when``."""
+        shown = tuple(c for c in self.columns if c.shown_when is None or c.shown_when(source, options))
+        return tuple(replace(c, narrow=False) if c.wide_when and c.wide_when(source, options) else c for c in shown)
 
     def default_sort_for(self, model: TraceModel) -> str:
-        if self.name == "ops" and model.has_device:
-            return "self_device_us"
-        return self.default_sort
+        return self.device_sort if self.device_sort and model.has_device else self.default_sort
 
 
 MEMORY_KEYS = frozenset({"cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes"})
@@ -159,7 +176,7 @@ COMPUTES = Column(
     "computes", "Computes", "text",
     "What an Inductor kernel computes, read from its name: kind and the aten ops fused in it "
     "(triton_poi_fused_mul_silu_2: pointwise: mul, silu). Empty for other names.",
-    narrow=False,
+    narrow=False, shown_when=HAS_INDUCTOR_KERNELS,
 )
 
 OPERATOR_COLUMNS = (
@@ -170,14 +187,14 @@ OPERATOR_COLUMNS = (
     Column("cpu_total_pct", "CPU total %", "pct", "CPU total as a share of all self CPU time.", narrow=False),
     Column("cpu_total_us", "CPU total", "us", "Wall time from start to end of every call, children included."),
     Column("cpu_avg_us", "CPU avg", "us", "CPU total divided by calls.", narrow=False),
-    Column("self_device_us", "Self dev", "us", "Device time of the kernels, memcpys and memsets this operator launched itself."),
-    Column("device_total_us", "Dev total", "us", "Device time of everything launched inside the operator, children included."),
-    Column("device_avg_us", "Dev avg", "us", "Device total divided by calls.", narrow=False),
+    Column("self_device_us", "Self dev", "us", "Device time of the kernels, memcpys and memsets this operator launched itself.", shown_when=HAS_DEVICE_ACTIVITY),
+    Column("device_total_us", "Dev total", "us", "Device time of everything launched inside the operator, children included.", shown_when=HAS_DEVICE_ACTIVITY),
+    Column("device_avg_us", "Dev avg", "us", "Device total divided by calls.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
     Column("calls", "Calls", "int", "Number of calls (torch merges an only child that has its parent's name)."),
     Column("cpu_mem_bytes", "CPU Mem", "bytes", "CPU bytes allocated minus freed during the calls, children included.", narrow=False),
     Column("self_cpu_mem_bytes", "Self CPU Mem", "bytes", "CPU bytes allocated minus freed by the operator itself.", narrow=False),
-    Column("device_mem_bytes", "Dev Mem", "bytes", "Device bytes allocated minus freed during the calls, children included.", narrow=False),
-    Column("self_device_mem_bytes", "Self Dev Mem", "bytes", "Device bytes allocated minus freed by the operator itself.", narrow=False),
+    Column("device_mem_bytes", "Dev Mem", "bytes", "Device bytes allocated minus freed during the calls, children included.", narrow=False, shown_when=HAS_DEVICE_MEMORY),
+    Column("self_device_mem_bytes", "Self Dev Mem", "bytes", "Device bytes allocated minus freed by the operator itself.", narrow=False, shown_when=HAS_DEVICE_MEMORY),
     Column("flops", "FLOPs", "count", "Floating-point operations (torch's formulas: 2 per multiply-add) for conv2d, mm, addmm, bmm, baddbmm, mul, add."),
     Column("flops_per_s", "FLOP/s", "count", "Achieved FLOP/s: FLOPs over device total (CPU total when no device time).", narrow=False),
     Column(
@@ -190,11 +207,13 @@ OPERATOR_COLUMNS = (
         narrow=False,
     ),
     Column("executed_flops_per_s", "Run FLOP/s", "count", "FLOPs run over device total (CPU total when no device time): the rate where the time is.", narrow=False),
-    Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape)."),
+    Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape).", shown_when=GROUPED_BY_SHAPE),
 )
 
 
 def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.analysis.compiled import describe_kernel
+
     table = model.operators(
         group_by_shape=options.group_by_shape, top_level_only=options.top_level_only, module=options.module
     )
@@ -234,24 +253,24 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 MODULE_COLUMNS = (
     Column("path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."),
-    Column("qualified_name", "Qualified name", "text", "Attribute path in the model (live capture only), e.g. layer1.0.conv1.", narrow=False),
+    Column("qualified_name", "Qualified name", "text", "Attribute path in the model (live capture only), e.g. layer1.0.conv1.", narrow=False, shown_when=IS_LIVE_CAPTURE),
     Column("calls", "Calls", "int", "Forward calls of this module instance."),
     Column("self_cpu_us", "Self CPU", "us", "Forward wall time minus the child modules' forward time."),
     Column("cpu_total_us", "CPU total", "us", "Forward wall time of all calls."),
-    Column("backward_cpu_us", "Bwd CPU", "us", "CPU time of the backward ops of this module's forward ops (via autograd sequence numbers)."),
-    Column("device_total_us", "Dev total", "us", "Device time of everything the forward launched."),
-    Column("backward_device_us", "Bwd dev", "us", "Device time of the backward ops' kernels.", narrow=False),
+    Column("backward_cpu_us", "Bwd CPU", "us", "CPU time of the backward ops of this module's forward ops (via autograd sequence numbers).", shown_when=HAS_BACKWARD),
+    Column("device_total_us", "Dev total", "us", "Device time of everything the forward launched.", shown_when=HAS_DEVICE_ACTIVITY),
+    Column("backward_device_us", "Bwd dev", "us", "Device time of the backward ops' kernels.", narrow=False, shown_when=both(HAS_BACKWARD, HAS_DEVICE_ACTIVITY)),
     Column("cpu_mem_bytes", "CPU Mem", "bytes", "Self CPU memory of the operators inside (allocated minus freed).", narrow=False),
     Column("flops", "FLOPs", "count", "Forward FLOPs inside, submodules included (FlopCounterMode's formulas: matmuls and convolutions, 2 per multiply-add; no elementwise ops)."),
     Column("backward_flops", "Bwd FLOPs", "count", "FLOPs of the backward ops of this module's forward ops (convolution_backward: grad input and grad weight as asked, each as much as the forward; mm for linear layers).", narrow=False),
     Column("flops_per_s", "FLOP/s", "count", "Forward plus backward FLOPs over forward plus backward time (device time when larger than CPU time).", narrow=False),
-    Column("parameters", "Params", "int", "Parameter count (live capture only).", narrow=False),
-    Column("output_shape", "Output", "text", "Output shape (live capture only).", narrow=False),
+    Column("parameters", "Params", "int", "Parameter count (live capture only).", narrow=False, shown_when=IS_LIVE_CAPTURE),
+    Column("output_shape", "Output", "text", "Output shape (live capture only).", narrow=False, shown_when=IS_LIVE_CAPTURE),
 )
 
 
 # What a row of the explorer's module tree shows (a legend for ?, not a table).
-MODULE_TREE_LEGEND = View(
+MODULE_TREE_LEGEND: View[TraceModel] = View(
     "module-tree",
     "Module tree rows",
     (
@@ -279,17 +298,17 @@ def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 KERNEL_COLUMNS = (
     Column("name", "Kernel", "kernel", "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name."),
-    COMPUTES,
+    replace(COMPUTES, narrow=True),  # at 80 columns in the launcher's place (an Inductor kernel's launcher is named after it)
     Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
     Column("calls", "Calls", "int", "Launches."),
-    Column("device_total_us", "Total", "us", "Sum of device durations."),
+    Column("device_total_us", "Total", "us", "Sum of device durations.", shown_when=HAS_DEVICE_ACTIVITY),
     Column("avg_us", "Avg", "us", "Mean duration."),
     Column("min_us", "Min", "us", "Shortest launch.", narrow=False),
     Column("max_us", "Max", "us", "Longest launch.", narrow=False),
     Column("grid", "Grid", "text", "Most frequent grid dimensions.", narrow=False),
     Column("block", "Block", "text", "Most frequent block dimensions.", narrow=False),
     Column("occupancy_pct", "Occ %", "pct", "Mean estimated achieved occupancy.", narrow=False),
-    Column("launcher", "Launched by", "text", "The operator that launched it most often."),
+    Column("launcher", "Launched by", "text", "The operator that launched it most often.", wide_when=HAS_INDUCTOR_KERNELS),
 )
 
 
@@ -299,9 +318,11 @@ def _attribute_rows(items, columns: tuple[Column, ...]) -> list[Row]:
 
 
 def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.analysis.compiled import describe_kernel
+
     rows = _attribute_rows(model.kernels, tuple(c for c in KERNEL_COLUMNS if c.key != "computes"))
-    for row in rows:
-        row["computes"] = describe_kernel(row["_stats"].name)
+    for row, kernel in zip(rows, model.kernels):
+        row["computes"] = describe_kernel(kernel.name)
     return rows
 
 
@@ -315,29 +336,32 @@ STEP_COLUMNS = (
         "The step as the device saw it: its GPU annotation, else its CPU span, widened to cover all the device "
         "work the step launched (first start to last end). The device columns are measured in it, so they can "
         "exceed the CPU duration.",
+        shown_when=HAS_DEVICE_ACTIVITY,
     ),
-    Column("kernel_us", "Kernels", "us", "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals)."),
+    Column("kernel_us", "Kernels", "us", "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).", shown_when=HAS_DEVICE_ACTIVITY),
     Column(
         "device_idle_us", "Dev idle", "us",
         "Device window minus the union of all device activity in it, any step's work included. The window is the "
         "step's GPU annotation, else its CPU span, widened to cover all the device work the step launched.",
+        shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column(
         "idle_pct", "Idle %", "pct",
         "Dev idle / Dev window: the device idle share, the same everywhere (Overview finding: all steps' idle "
         "over all their windows; Timeline: idle over the device windows in view, never over the time shown).",
+        shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
-    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False),
-    Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False),
-    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL) inside the step's device window.", narrow=False),
+    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
+    Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
+    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL) inside the step's device window.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
 )
 
 
 def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     rows = _attribute_rows(model.steps, STEP_COLUMNS)
-    for row in rows:  # a CPU-only step has no device window: its idle share is unknown, not 0 %
-        if not row["_stats"].device_window_us:
+    for row, step in zip(rows, model.steps):  # a CPU-only step has no device window: its idle share is unknown, not 0 %
+        if not step.device_window_us:
             row["idle_pct"] = None
     return rows
 
@@ -349,7 +373,7 @@ MEMORY_COLUMNS = (
     Column("peak_bytes", "Peak", "bytes", "Highest allocated bytes seen."),
     Column("peak_at_us", "At", "us", "When the peak happened, from the trace start."),
     Column("peak_operator", "Operator at peak", "text", "Innermost operator running on the allocating thread at the peak."),
-    Column("peak_module", "Module at peak", "text", "Innermost module running then (with_stack traces).", narrow=False),
+    Column("peak_module", "Module at peak", "text", "Innermost module running then (with_stack traces).", narrow=False, shown_when=HAS_MODULE_FRAMES),
     Column("allocations", "Allocs", "int", "Allocation events."),
     Column("frees", "Frees", "int", "Free events.", narrow=False),
 )
@@ -391,7 +415,7 @@ MEMORY_MODULE_COLUMNS = (
     Column("module", "Module", "text", "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'."),
     Column("total_bytes", "At peak", "bytes", "Bytes live at the peak held by the module and its submodules."),
     *(
-        Column(f"{name}_bytes", header, "bytes", help, narrow=narrow)
+        Column(f"{name}_bytes", header, "bytes", help, narrow=narrow, shown_when=HAS_MEMORY_CATEGORIES)
         for name, header, help, narrow in (
             ("activation", "Activations", "Tensors its forward made and kept for backward (to the layer that made them).", True),
             ("parameter", "Params", "Its parameters (named_parameters(recurse=False) of it and its submodules).", True),
@@ -407,7 +431,7 @@ MEMORY_MODULE_COLUMNS = (
 )
 MEMORY_ALLOCATION_COLUMNS = (
     Column("bytes", "Bytes", "bytes", "Bytes live at the peak."),
-    Column("category", "Category", "text", "torch's category (empty: the trace has no categories)."),
+    Column("category", "Category", "text", "torch's category (empty: the trace has no categories).", shown_when=HAS_MEMORY_CATEGORIES),
     Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
     Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
     Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator and module)."),
@@ -416,11 +440,14 @@ MEMORY_WHAT_IF_COLUMNS = (
     Column("remedy", "What if", "text", "A standard remedy for running out of memory."),
     Column("saves_bytes", "Saves", "bytes", "Bytes it would take off the peak (checkpointing: at most)."),
     Column("peak_after_bytes", "Peak after", "bytes", "The peak minus the saving."),
-    Column("how", "Arithmetic", "text", "Where the saving comes from, and what it costs."),
+    # A sentence: the detail pane, the lines under a summary table, data formats.
+    Column("how", "Arithmetic", "text", "Where the saving comes from, and what it costs.", shown_when=DATA_FORMATS_ONLY),
 )
 
 
 def build_memory_category_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.report.memory_texts import peak_place
+
     breakdown = model.memory_breakdown
     if breakdown is None or breakdown.memory is None:
         return []
@@ -437,6 +464,8 @@ def build_memory_category_rows(model: TraceModel, options: ViewOptions) -> list[
 
 
 def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.trace.live import CATEGORY_NAMES
+
     breakdown = model.memory_breakdown
     if breakdown is None:
         return []
@@ -461,6 +490,8 @@ def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> lis
 
 
 def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.report.memory_texts import REMEDIES, what_if_text
+
     breakdown = model.memory_breakdown
     if breakdown is None:
         return []
@@ -473,8 +504,12 @@ def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[R
     ]
 
 
-VIEWS: dict[str, View] = {
-    "ops": View("ops", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows),
+# The tables of one trace (summary --view NAME; report/catalog.py has every view name).
+TRACE_VIEWS: dict[str, View[TraceModel]] = {
+    "operators": View(
+        "operators", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows,
+        device_sort="self_device_us", walks_calls=True,
+    ),
     # Modules keep tree order (children by cost) unless a sort is asked for.
     "modules": View("modules", "Modules", MODULE_COLUMNS, "", build_module_rows),
     "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
@@ -493,14 +528,14 @@ VIEWS: dict[str, View] = {
 
 _RANK_STEP_COLUMNS = (
     Column("step_us", "Step", "us", "Mean ProfilerStep time on the CPU (the whole trace when there are no steps)."),
-    Column("compute_us", "Compute", "us", "Compute kernels: device time in kernels other than communication (union)."),
+    Column("compute_us", "Compute", "us", "Compute kernels: device time in kernels other than communication (union).", shown_when=RUN_HAS_DEVICE),
     Column("communication_us", "Comm", "us", "Communication: NCCL/RCCL kernels (union); gloo's collective spans on CPU-only runs."),
     Column("exposed_communication_us", "Exposed comm", "us", "Communication time with no compute kernel running on any stream (the rank waits)."),
-    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies.", narrow=False),
-    Column("memset_us", "Memset", "us", "Device time in memsets.", narrow=False),
-    Column("device_idle_us", "Dev idle", "us", "Step window on the device with nothing running."),
+    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies.", narrow=False, shown_when=RUN_HAS_DEVICE),
+    Column("memset_us", "Memset", "us", "Device time in memsets.", narrow=False, shown_when=RUN_HAS_DEVICE),
+    Column("device_idle_us", "Dev idle", "us", "Step window on the device with nothing running.", shown_when=RUN_HAS_DEVICE),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) spans."),
-    Column("cpu_bound_us", "CPU-bound", "us", "Device idle while no data loading ran: the device waited for the CPU.", narrow=False),
+    Column("cpu_bound_us", "CPU-bound", "us", "Device idle while no data loading ran: the device waited for the CPU.", narrow=False, shown_when=RUN_HAS_DEVICE),
 )
 RANK_COLUMNS = (
     Column("rank", "Rank", "int", "The rank (distributedInfo.rank)."),
@@ -509,11 +544,11 @@ RANK_COLUMNS = (
     Column("steps", "Steps", "int", "Profiler steps in the rank's trace.", narrow=False),
     Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
     Column("straggler", "Straggler", "text", "When this rank holds the others up: the column its extra work per step went to."),
-    Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False),
+    Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
     Column("damaged", "Damaged", "text", "The rank's file is damaged (truncated, events lost or repaired): its numbers are partial. "
-           "Shown when a rank is; the line on stderr (the detail pane) says what was wrong."),
-    Column("damage", "Damage", "text", "What the load could not read as written (data formats only).", narrow=False),
-    Column("file", "File", "text", "The rank's trace file.", narrow=False),
+           "Shown when a rank is; the line on stderr (the detail pane) says what was wrong.", shown_when=RUN_HAS_DAMAGE),
+    Column("damage", "Damage", "text", "What the load could not read as written (data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
+    Column("file", "File", "text", "The rank's trace file.", narrow=False, shown_when=DATA_FORMATS_ONLY),
 )
 RANK_STEP_COLUMNS = (
     Column("rank", "Rank", "int", "The rank."),
@@ -542,7 +577,7 @@ COLLECTIVE_COLUMNS = (
     Column("max_wait_rank", "Waits most", "int", "The rank that waited longest.", narrow=False),
     Column("algbw_gbps", "Alg BW", "gbps", "Size / transfer time.", narrow=False),
     Column("busbw_gbps", "Bus BW", "gbps", "Algorithm bandwidth x NCCL's factor: all-reduce 2(n-1)/n, all-gather, reduce-scatter, all-to-all (n-1)/n, broadcast 1."),
-    Column("waits_us", "Waits", "text", "Wait of each rank (data formats only).", narrow=False),
+    Column("waits_us", "Waits", "text", "Wait of each rank (data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
 )
 COLLECTIVE_TYPE_COLUMNS = (
     Column("kind", "Collective", "text", "Collective type."),
@@ -557,28 +592,13 @@ COLLECTIVE_TYPE_COLUMNS = (
 )
 
 
-# Columns too long for a table: in data formats (json, csv) and detail panes only.
-DATA_ONLY_RUN_COLUMNS = ("waits_us", "file", "straggler_reason", "damage")
-
-
-def run_table_columns(view: View, run: RunSummary) -> tuple[Column, ...]:
-    """The columns a run view's table shows: not the data-only ones, no device
-    columns (Compute, Memcpy, ...: "--" on every rank) when no rank has a device,
-    and Damaged only when a rank's file is damaged."""
-    hidden = set(DATA_ONLY_RUN_COLUMNS)
-    if not any(summary.has_device for summary in run.ranks):
-        hidden |= {"compute_us", "memcpy_us", "memset_us", "device_idle_us", "cpu_bound_us"}
-    if all(summary.damage is None for summary in run.ranks):
-        hidden.add("damaged")
-    return tuple(c for c in view.columns if c.key not in hidden)
-
-
 def build_rank_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    from tuiprof.analysis.ranks import rank_means
     from tuiprof.report.stragglers import straggler_cause, straggler_sentence  # it reads RANK_COLUMNS' headers
 
     stragglers = run.stragglers()
     last = run.collectives.last_arrivals()
-    rows = []
+    rows: list[Row] = []
     for summary in run.ranks:
         rows.append(
             {
@@ -610,6 +630,8 @@ def damage_label(damage: LoadDamage | None) -> str:
 
 
 def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    import msgspec
+
     return [
         {"rank": summary.rank, "step": step.name, **msgspec.structs.asdict(step)}
         for summary in run.ranks
@@ -618,9 +640,11 @@ def build_rank_step_rows(run: RunSummary, options: ViewOptions | None = None) ->
 
 
 def build_spread_rows(run: RunSummary, options: ViewOptions | None = None) -> list[Row]:
+    from tuiprof.analysis.ranks import spread
+
     rows = []
     for column, stats in spread(run.ranks).items():
-        top = max(run.ranks, key=lambda r: r.mean(column) if r.mean(column) is not None else float("-inf"))
+        top = max(run.ranks, key=lambda r: float("-inf") if (mean := r.mean(column)) is None else mean)
         rows.append(
             {
                 "column": column,
@@ -685,7 +709,7 @@ def build_collective_type_rows(run: RunSummary, options: ViewOptions | None = No
     return rows
 
 
-RUN_VIEWS: dict[str, View] = {
+RUN_VIEWS: dict[str, View[RunSummary]] = {
     "ranks": View("ranks", "Ranks", RANK_COLUMNS, "", build_rank_rows),  # rank order
     "rank-steps": View("rank-steps", "Ranks by step", RANK_STEP_COLUMNS, "", build_rank_step_rows),
     "spread": View("spread", "Spread over ranks", SPREAD_COLUMNS, "", build_spread_rows),
@@ -721,7 +745,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     from tuiprof.analysis.operators import input_shapes_key
 
     calls = model.calls
-    origin = calls.start_ns[0] if len(calls) else 0
+    origin = calls.origin_ns
     shapes: dict[bytes, str] = {}
     tree = model.modules
     _, nodes = tree.frame_index()
@@ -760,7 +784,7 @@ LAUNCH_COLUMNS = (
 def build_launch_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     """One row per launch of a kernel (its KernelStats.rows)."""
     activity = model.activity
-    origin = model.calls.start_ns[0] if len(model.calls) else 0
+    origin = model.calls.origin_ns
     result = []
     for index in rows:
         launcher = activity.launcher[index]

@@ -54,7 +54,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, cast
 
 import msgspec
 import numpy as np
@@ -316,7 +316,7 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
         return None
     if any(rows < 0 for rows in meta.rows.values()) or meta.inputs_bytes < 0:
         return None
-    tables = {}
+    tables: dict[str, Any] = {}  # each table its own Columns class (_TABLES)
     for table, kind in _TABLES.items():
         columns = {}
         for column in fields(kind):
@@ -336,7 +336,8 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
     return TraceEvents(
         source=source, header=header, report=report, names=meta.names, threads=meta.threads,
         cpu=tables["cpu"], frames=tables["frames"], device=tables["device"], memory=tables["memory"],
-        inputs=inputs, gpu_annotations=meta.gpu_annotations, comms_records=meta.comms_records,
+        inputs=cast(bytes, inputs),  # an mmap: everything reads the blob by slices, and those are bytes
+        gpu_annotations=meta.gpu_annotations, comms_records=meta.comms_records,
         other_events=meta.other_events, event_count=meta.event_count, uncompressed_bytes=meta.uncompressed_bytes,
     )
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from itertools import chain, compress
+from typing import Any, ClassVar, cast
 
 import msgspec
 import numpy as np
@@ -44,22 +45,24 @@ _EMPTY_ARGS = EventArgs()
 class Columns:
     """A dataclass of equally long numpy columns, with concatenation and row selection."""
 
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on each subclass: dataclasses.fields() takes them
+
     def __len__(self) -> int:
-        first = fields(self)[0]  # type: ignore[arg-type]
+        first = fields(self)[0]
         return len(getattr(self, first.name))
 
     def take(self, rows: np.ndarray | slice):
-        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})  # type: ignore[arg-type]
+        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
     @classmethod
     def concat(cls, parts: list):
         if not parts:
             return cls.empty()
-        return cls(**{f.name: _joined([getattr(p, f.name) for p in parts]) for f in fields(cls)})  # type: ignore[arg-type]
+        return cls(**{f.name: _joined([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
     @classmethod
     def empty(cls):
-        return cls(**{f.name: np.empty(0, dtype=np.int64) for f in fields(cls)})  # type: ignore[arg-type]
+        return cls(**{f.name: np.empty(0, dtype=np.int64) for f in fields(cls)})
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -444,10 +447,10 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
     addr, _ = _int64([NONE if a.addr is None else a.addr for a in args])
     tids = [e.tid for e in events]
     if not set(map(type, tids)) <= {int}:  # "123" from some writers: a number; other texts: NONE
-        tids = [t if isinstance(t, int) else int(t) if t.isdigit() else NONE for t in tids]
+        tids = [t if isinstance(t, int) else int(t) if t.isdecimal() else NONE for t in tids]
     return AllocatorColumns(
         start_ns=start_ns,
-        tid=int_column(tids),
+        tid=int_column(cast("list[int]", tids)),  # every text replaced just above
         # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
         has_bytes=np.array([v is not None for v in alloc], dtype=np.int64)
         & alloc_fits & total_fits & reserved_fits & kind_fits & device_fits,

@@ -16,6 +16,7 @@ repairs what it can and counts the rest.
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -102,7 +103,7 @@ class DocumentPlan:
     inline_events: list[RawEvent] = field(default_factory=list)
 
 
-def plan_document(buf: bytes | memoryview, report: DecodeReport, source: str = "trace") -> DocumentPlan:
+def plan_document(buf: bytes | memoryview | mmap.mmap, report: DecodeReport, source: str = "trace") -> DocumentPlan:
     """Find the event array, read the members around it and cut it into spans.
 
     Raises :class:`TraceError` when the bytes are not a trace at all.
@@ -208,7 +209,7 @@ def _plan_spans(view: memoryview, pos: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _find_cut(view: memoryview, target: int, end: int) -> tuple[int, int] | None:
+def _find_cut(view: memoryview | GrowingDocument, target: int, end: int) -> tuple[int, int] | None:
     """The first trusted boundary after ``target``: (just after ``}``, at ``{``)."""
     search_from = target
     while search_from < end:
@@ -224,7 +225,7 @@ def _find_cut(view: memoryview, target: int, end: int) -> tuple[int, int] | None
     return None
 
 
-def _event_decodes_at(view: memoryview, pos: int, end: int) -> bool:
+def _event_decodes_at(view: memoryview | GrowingDocument, pos: int, end: int) -> bool:
     """Whether an event object starts at ``pos`` (the next boundary ends it)."""
     window = bytes(view[pos : min(end, pos + _SEARCH_WINDOW)])
     for match in _BOUNDARY.finditer(window):

@@ -202,7 +202,7 @@ class DecodeWorkers:
                     pipe = self.processes[worker].stdin
                     try:
                         pickle.dump((path, *span), pipe)
-                        pipe.flush()  # type: ignore[union-attr]
+                        pipe.flush()
                     except (OSError, ValueError):
                         pass  # that worker is gone: its reader says so, and the loader decodes the span
                 handed.put((span, worker))

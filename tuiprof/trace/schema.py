@@ -135,7 +135,7 @@ EVENT_LIST = list[RawEvent]
 _decode_any = msgspec.json.Decoder().decode
 
 
-def decode_member(raw: msgspec.Raw) -> list[Any] | None:
+def decode_member(raw: msgspec.Raw | bytes) -> list[Any] | None:
     """An undecoded input list (``Input Dims``...) as Python lists; None if absent or broken."""
     if not raw:
         return None

@@ -28,7 +28,7 @@ import pickle
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -327,8 +327,8 @@ class _Decoder:
         if known is not None:
             return known
         if type(frames) in (list, tuple):  # torch shares each distinct frame dict: a stack of frames already seen
-            ids = tuple(map(self.frame_by_identity.get, map(id, frames)))
-            known = self.stack_ids.get(ids) if None not in ids else None
+            seen = tuple(map(self.frame_by_identity.get, map(id, frames)))
+            known = self.stack_ids.get(cast(tuple[int, ...], seen)) if None not in seen else None
             if known is not None:
                 self.by_identity[id(frames)] = known
                 return known
@@ -407,9 +407,9 @@ def _decode_entries(decoder: _Decoder, traces: list | tuple) -> TraceEntries:
     def joined(key: str, dtype: type) -> np.ndarray:
         return np.concatenate([c[key] for c in per_device]).astype(dtype) if per_device else np.zeros(0, dtype=dtype)
 
-    device = np.concatenate([np.full(len(c["action"]), d, dtype=np.int32) for d, c in enumerate(per_device)]) if per_device else np.zeros(0, np.int32)
+    devices = np.concatenate([np.full(len(c["action"]), d, dtype=np.int32) for d, c in enumerate(per_device)]) if per_device else np.zeros(0, np.int32)
     return TraceEntries(
-        device, joined("action", np.int8), joined("address", np.int64), joined("size", np.int64), joined("stream", np.int64),
+        devices, joined("action", np.int8), joined("address", np.int64), joined("size", np.int64), joined("stream", np.int64),
         joined("time_us", np.int64), joined("stack", np.int32), joined("device_free", np.int64), annotations, has_times,
     )
 

@@ -163,6 +163,6 @@ class StoreBuilder:
 
 def as_thread_id(value: int | str) -> int | str:
     """Thread and process ids: legacy files write ``"25738"`` for ``25738``."""
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isdecimal():  # what int() reads (not "\u00b2")
         return int(value)
     return value

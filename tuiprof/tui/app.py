@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 
 from textual import on, work
-from textual.app import ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
@@ -29,8 +28,6 @@ from tuiprof.tui.commands import (
     TREE_COMMANDS,
     Command,
     bindings,
-    help_rows,
-    palette_commands,
     pane_commands,
     shown_view_keys,
     view_commands,
@@ -41,7 +38,7 @@ from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
-from tuiprof.tui.views import VIEWS, view_keys
+from tuiprof.tui.views import EXPLORER_VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.overview import OVERVIEW_COMMANDS
 from tuiprof.tui.widgets.filter_bar import FilterBar
@@ -54,19 +51,23 @@ from tuiprof.tui.widgets.timeline_canvas import TIMELINE_COMMANDS
 class ExplorerApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof"
-    BINDINGS = [*bindings(APP_COMMANDS), *bindings(view_commands(view_keys()))]
+    BINDINGS = bindings(APP_COMMANDS)  # and the view keys (TableApp.host_views)
+    commands = APP_COMMANDS
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
     log_lines: reactive[tuple[str, ...]] = reactive((), init=False)
     _binds = (model, options, log_lines)  # what the header and every view are bound to
 
-    def __init__(self, source: ModelSource, export_dir: Path | None = None) -> None:
+    def __init__(
+        self, source: ModelSource, export_dir: Path | None = None, views: Sequence[type[ExplorerView]] = EXPLORER_VIEWS
+    ) -> None:
         super().__init__(export_dir)
         self.source = source
+        self.views = tuple(views)  # tui/views: EXPLORER_VIEWS; a test may give others
+        self.host_views(view_keys(self.views))
         self._cancel = threading.Event()
-        self._previous_view = VIEWS[0].view_id
-        self._asked_for: str | None = None  # a view key pressed while loading: shown once loaded
+        self.previous_view = self.views[0].view_id
         self.ranks = RankModels()
 
     @classmethod
@@ -75,10 +76,10 @@ class ExplorerApp(TableApp):
                 *OVERVIEW_COMMANDS, *EVENT_LIST_COMMANDS)
 
     def compose(self) -> ComposeResult:
-        yield ExplorerHeader(shown_view_keys(view_keys(), self.keymap), id="header").data_bind(*self._binds)
+        yield ExplorerHeader(shown_view_keys(self.view_keys, self.keymap), id="header").data_bind(*self._binds)
         yield LoadingPanel(self.source.title, live=self.source.live, id="loading")
-        with ContentSwitcher(initial=VIEWS[0].view_id, id="views"):
-            yield self._bound_view(VIEWS[0])  # the others: mounted after the first frame with the model
+        with ContentSwitcher(initial=self.views[0].view_id, id="views"):
+            yield self._bound_view(self.views[0])  # the others: mounted after the first frame with the model
         yield FilterBar(id="filter")
         yield KeyBar()
 
@@ -94,13 +95,13 @@ class ExplorerApp(TableApp):
         if self.quitting:
             return
         switcher = self.query_one("#views", ContentSwitcher)
-        missing = [self._bound_view(view) for view in VIEWS[1:] if not switcher.query(f"#{view.view_id}")]
+        missing = [self._bound_view(view) for view in self.views[1:] if not switcher.query(f"#{view.view_id}")]
         for view in missing:
             view.display = False
         await switcher.mount_all(missing)
-        if self._asked_for is not None:
-            self.action_show_view(self._asked_for)
-            self._asked_for = None
+        if self.asked_for is not None:
+            self.action_show_view(self.asked_for)
+            self.asked_for = None
 
     def _quit_on_signal(self, signum: int) -> None:
         self._cancel.set()
@@ -125,7 +126,7 @@ class ExplorerApp(TableApp):
         with self.batch_update():
             self.log_lines = message.log_lines
             self.model = message.model
-        self.action_show_view(VIEWS[0].view_id)  # always the Overview first: it names the top module and operator
+        self.action_show_view(self.views[0].view_id)  # always the Overview first: it names the top module and operator
         self.refresh_bindings()  # the keys that act on a trace, on the key bar now
         self.call_after_refresh(self._mount_other_views)
 
@@ -137,22 +138,11 @@ class ExplorerApp(TableApp):
 
     # ------------------------------------------------------------ views
 
-    @property
-    def current_view(self) -> str:
-        return self.query_one("#views", ContentSwitcher).current or VIEWS[0].view_id
+    def shows(self, view: type[ExplorerView]) -> bool:
+        return self.model is not None and view.available(self.model, self.log_lines)
 
-    def view(self, view_id: str | None = None) -> ExplorerView:
-        return self.query_one(f"#{view_id or self.current_view}", ExplorerView)
-
-    def action_show_view(self, view_id: str) -> None:
-        if self.model is None:
-            self._asked_for = view_id  # typed ahead: shown once the trace is loaded
-            return
-        if view_id != self.current_view:
-            self._previous_view = self.current_view
-        self.query_one("#views", ContentSwitcher).current = view_id
-        self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
-        self.query_one(ExplorerHeader).current = view_id
+    def draw_tabs(self) -> None:
+        self.query_one(ExplorerHeader).current = self.current_view
 
     def action_show_in_timeline(self) -> None:
         target = self.view().timeline_target() if self.model is not None else None
@@ -181,8 +171,9 @@ class ExplorerApp(TableApp):
         """esc: clear the filter if there is one, else back to the previous view."""
         if self.model is None or self.clear_filter():
             return
-        if self.current_view != VIEWS[0].view_id:
-            self.action_show_view(self._previous_view if self._previous_view != self.current_view else VIEWS[0].view_id)
+        first = self.views[0].view_id
+        if self.current_view != first:
+            self.action_show_view(self.previous_view if self.previous_view != self.current_view else first)
 
     # ------------------------------------------------------------ toggles, export, help, quit
 
@@ -203,7 +194,7 @@ class ExplorerApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows(view_commands(view_keys()), APP_COMMANDS, pane_commands(view), self.keymap)
+        keys = self.help_keys(pane_commands(view))
         self.push_screen(HelpScreen(view.title, keys, view.help_columns() if self.model is not None else None))
 
     async def action_quit(self) -> None:
@@ -214,11 +205,6 @@ class ExplorerApp(TableApp):
             return
         self._cancel.set()
         self.exit(self.quit_code())
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        table = self.view().active_table() if self.model is not None else None
-        yield from palette_commands(self, view_keys(), table, keymap=self.keymap)
 
 
 def run_explorer(path: str, select: str | None = None) -> int:

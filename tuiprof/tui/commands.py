@@ -75,6 +75,9 @@ APP_COMMANDS: tuple[Command, ...] = (
     Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
     Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
     Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
+    Command("less_than_sign", "cycle_view(-1)", "Prev view", "the previous view (every view, also those past the tenth, which have no key)", display="<", palette=False),
+    Command("greater_than_sign", "cycle_view(1)", "Next view", "the next view", display=">", palette=False),
+    Command("V", "views", "Views", "the views palette: every view by name, with its key (type to narrow, enter to go)", display="V", palette=False),
     Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
     Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
@@ -109,6 +112,8 @@ TREE_COMMANDS: tuple[Command, ...] = (
     Command("left,h", "collapse", "Collapse", "collapse the module, or go to its parent", scope="tree", display="← h", palette=False),
     Command("space", "toggle_node", "Toggle", "expand / collapse", scope="tree", palette=False),
 )
+
+VIEW_CYCLE_ACTIONS = ("cycle_view(-1)", "cycle_view(1)", "views")  # how ? says views without a key are reached
 
 NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
     ("tab shift+tab", "next / previous pane"),
@@ -168,9 +173,11 @@ def help_rows(
     app_commands: Iterable[Command] = APP_COMMANDS,
     panes: Iterable[Command] = (),
     keymap: Mapping[str, str] | None = None,
+    unkeyed: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
     """(keys, what) for the help screen: every app command, the view keys (``views``:
-    :func:`view_commands`), then the keys of the current view's panes (``panes``), one row
+    :func:`view_commands`; ``unkeyed``: the titles of the views past the tenth, which
+    have no key, named with the keys that reach them: ``< > or V``), then the keys of the current view's panes (``panes``), one row
     per action: an action under two keys lists both (``↓ j``), a key two panes use says
     both actions (``g home``: "first module / first row").  ``app_commands``: the app's
     own keys, diff mode has its own; ``keymap``: the user's, whose keys are shown."""
@@ -192,7 +199,10 @@ def help_rows(
     keyed = [(view.shown_keys(keymap), view.title) for view in views]
     remapped = any(view.id in keymap for view in views)
     span = " ".join(key for key, _ in keyed) if remapped else key_span([key for key, _ in keyed])
-    add(span, "views: " + ", ".join(f"{key} {title}" for key, title in keyed))
+    reach = [c.shown_keys(keymap) for c in app_commands if c.action in VIEW_CYCLE_ACTIONS]  # < > V
+    how = " or ".join(filter(None, (" ".join(reach[:-1]), *reach[-1:]))) or "ctrl+p"
+    beyond = f"; then {', '.join(unkeyed)} ({how})" if unkeyed else ""
+    add(span, "views: " + ", ".join(f"{key} {title}" for key, title in keyed) + beyond)
     for key, what in NAVIGATION_HELP:
         add(key, what)
     for command in panes:

@@ -8,15 +8,13 @@ swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Group
-from rich.text import Text
 from textual import work
-from textual.app import ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Static
 
 from tuiprof.analysis.diff import TraceDiff, diff_traces, load_side, side_label
@@ -24,27 +22,20 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import (
-    APP_COMMANDS,
-    TABLE_COMMANDS,
-    Command,
-    bindings,
-    help_rows,
-    palette_commands,
-    pane_commands,
-    shown_view_keys,
-    view_commands,
-)
+from tuiprof.tui.commands import APP_COMMANDS, TABLE_COMMANDS, Command, bindings, pane_commands, shown_view_keys, view_commands
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
+from tuiprof.tui.views import view_keys
 from tuiprof.tui.views.diff import DIFF_PAGES, DiffTableView, DiffView, diff_view
 from tuiprof.tui.widgets.filter_bar import FilterBar
+from tuiprof.tui.widgets.header import tab_line
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
 # The single-trace explorer's keys that mean the same here (i: the other grouping).
-SHARED_ACTIONS = ("quit", "help", "filter", "back", "toggle_shapes", "export('csv')", "export('json')")
+SHARED_ACTIONS = ("quit", "help", "filter", "back", "toggle_shapes", "cycle_view(-1)", "cycle_view(1)", "views",
+                  "export('csv')", "export('json')")
 DIFF_COMMANDS: tuple[Command, ...] = (
     *(c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
     Command("i", "toggle_shapes", "Grouping", "operators by input shape, kernels by launching operator (and back)", show=True),
@@ -53,8 +44,7 @@ DIFF_COMMANDS: tuple[Command, ...] = (
 )
 
 
-# (key, view id, page) of each page, as the explorer's view_keys().
-DIFF_PAGE_KEYS = [(str(key), page.view_id, page) for key, page in enumerate(DIFF_PAGES, 1)]
+DIFF_PAGE_KEYS = view_keys(DIFF_PAGES)  # (key, view id, page) of each page
 
 
 class DiffSource:
@@ -78,7 +68,8 @@ class DiffSource:
 class DiffApp(TableApp):
     CSS_PATH = "explorer.tcss"
     TITLE = "tuiprof diff"
-    BINDINGS = [*bindings(DIFF_COMMANDS), *bindings(view_commands(DIFF_PAGE_KEYS))]
+    BINDINGS = bindings(DIFF_COMMANDS)  # and the view keys (TableApp.host_views)
+    commands = DIFF_COMMANDS
 
     diff: reactive[TraceDiff | None] = reactive(None, init=False)
 
@@ -86,6 +77,7 @@ class DiffApp(TableApp):
         super().__init__(export_dir)
         self.source = source
         self.sides: tuple[list[TraceModel], list[TraceModel]] | None = None
+        self.host_views(DIFF_PAGE_KEYS)
 
     @classmethod
     def keymap_commands(cls) -> tuple[Command, ...]:
@@ -118,40 +110,33 @@ class DiffApp(TableApp):
         self.query_one(LoadingPanel).display = False
         self.query_one("#views").display = True
         self.diff = message.diff
-        self.action_show_view(DIFF_PAGES[0].view_id)
+        self.action_show_view(self.asked_for or DIFF_PAGES[0].view_id)
+        self.asked_for = None
         self.refresh_bindings()  # the keys that act on the diff, on the key bar now
 
     # ------------------------------------------------------------ views
 
-    @property
-    def current_view(self) -> str:
-        return self.query_one("#views", ContentSwitcher).current or DIFF_PAGES[0].view_id
-
-    def view(self) -> DiffView:
-        return self.query_one(f"#{self.current_view}", DiffView)
-
-    def action_show_view(self, view_id: str) -> None:
-        if self.diff is None:
-            return
-        self.query_one("#views", ContentSwitcher).current = view_id
-        self.screen.set_focus(self.view().focus_target())
-        self._draw_header()
+    def view(self, view_id: str | None = None) -> DiffView:
+        return self.query_one(f"#{view_id or self.current_view}", DiffView)
 
     def watch_diff(self) -> None:
-        self._draw_header()
+        self.draw_tabs()
 
-    def _draw_header(self) -> None:
+    def draw_tabs(self) -> None:
+        """The header: the verdict's headline, the page tabs, the grouping shown when not the first."""
         if self.diff is None or not self.is_mounted:
             return
         line = headline(self.diff)
         line.no_wrap, line.overflow = True, "ellipsis"
-        tabs = Text(no_wrap=True, overflow="ellipsis")
-        for key, _, page in shown_view_keys(DIFF_PAGE_KEYS, self.keymap):
-            tabs.append(f" {key} {page.title} ", style="reverse bold" if page.view_id == self.current_view else "dim")
+        header = self.query_one("#header", Static)
         view = self.view()
+        marker = ""
         if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
-            tabs.append(f"  [{self.diff.table(view.shown).title}]", style="bold yellow")
-        self.query_one("#header", Static).update(Group(line, tabs))
+            marker = f"  [{self.diff.table(view.shown).title}]"
+        width = max(20, header.size.width or 78)
+        tabs = tab_line(shown_view_keys(self.view_keys, self.keymap), self.current_view, width - len(marker))
+        tabs.append(marker, style="bold yellow")
+        header.update(Group(line, tabs))
 
     # ------------------------------------------------------------ diff keys
 
@@ -173,7 +158,7 @@ class DiffApp(TableApp):
     def action_toggle_shapes(self) -> None:
         if self.diff is not None and not self.view().toggle_grouping():
             self.notify("This view has one grouping.", severity="warning")
-        self._draw_header()
+        self.draw_tabs()
 
     # ------------------------------------------------------------ back, export, help, quit
 
@@ -192,16 +177,11 @@ class DiffApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = help_rows(view_commands(DIFF_PAGE_KEYS), DIFF_COMMANDS, pane_commands(view), self.keymap)
+        keys = self.help_keys(pane_commands(view))
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
         self.exit(self.quit_code())
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        table = self.view().active_table() if self.loaded else None
-        yield from palette_commands(self, DIFF_PAGE_KEYS, table, DIFF_COMMANDS, self.keymap)
 
 
 def run_diff_explorer(source: DiffSource) -> int:

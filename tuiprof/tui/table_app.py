@@ -1,19 +1,23 @@
-"""What the explorer and its diff mode share: quitting cleanly on signals, a
-load worker whose progress shows in the loading panel and whose error ends the
-app (one line on stderr once the terminal is restored, as every other bad input
-gives), the filter bar, esc clearing it, and writing an export of whatever view
-is current."""
+"""What the explorer and its diff mode share: the view host (the views in key
+order, switching between them by key, by < and >, and from the views palette),
+quitting cleanly on signals, a load worker whose progress shows in the loading
+panel and whose error ends the app (one line on stderr once the terminal is
+restored, as every other bad input gives), the filter bar, esc clearing it, and
+writing an export of whatever view is current."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from textual import on
-from textual.app import App
+from textual.app import App, SystemCommand
+from textual.binding import BindingsMap
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher
 
 from tuiprof.cleanup import clean_up
 from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
@@ -21,10 +25,13 @@ from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import ExportOrigin, render_export
 from tuiprof.report.views import Column, Row
-from tuiprof.tui.commands import Command
+from tuiprof.tui.commands import Command, bindings, help_rows, palette_commands, view_commands
 from tuiprof.tui.keymap import load_keymap
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
+from tuiprof.tui.screens.views_palette import views_palette
 from tuiprof.tui.sources import LoadCancelled
+from tuiprof.tui.views import ViewKey
+from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 from tuiprof.tui.widgets.row_table import RowTable
@@ -34,15 +41,22 @@ T = TypeVar("T")
 
 
 class TableApp(App[int]):
-    """An app of views, loaded in a worker.  Subclasses give ``_load()`` (a
-    worker that calls :meth:`load_or_fail`), ``loaded``, ``view()`` (an
-    ``ExplorerView``), and compose ``#views``, a ``LoadingPanel`` and a ``FilterBar``."""
+    """An app of views, loaded in a worker: the one view host of the explorer and of diff mode.
+    Subclasses call :meth:`host_views` (tui/views: ``view_keys``), set ``commands`` (their command
+    table) and give ``keymap_commands()`` (every id their keymap may name), ``_load()`` (a worker
+    that calls :meth:`load_or_fail`), ``loaded`` and ``draw_tabs()``, and compose ``#views`` (a ContentSwitcher of ``ExplorerView`` widgets), a ``LoadingPanel`` and
+    a ``FilterBar``."""
+
+    commands: tuple[Command, ...] = ()
 
     def __init__(self, export_dir: Path | None = None) -> None:
         super().__init__()
         self.export_dir = export_dir or Path.cwd()  # where e/E write
         self.error_text = ""  # a load error, printed on stderr after the app ends
         self.quitting = False  # exit() was called: views mounted meanwhile draw nothing
+        self.view_keys: list[ViewKey] = []  # (key, view id, view), in key order: host_views()
+        self.previous_view = ""  # esc goes back to it
+        self.asked_for: str | None = None  # a view key pressed while loading: shown once loaded
         self.keymap, self.keymap_problem = load_keymap(self.keymap_commands())  # the user's keys, by binding id
         self.set_keymap(self.keymap)
 
@@ -61,8 +75,61 @@ class TableApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.loaded or action not in self.ACTIONS_ON_LOADED
 
-    def view(self):
-        raise NotImplementedError
+    # ------------------------------------------------------------ the view host
+
+    def host_views(self, view_keys: list[ViewKey]) -> None:
+        """Host these views (tui/views: ``view_keys``): each keyed one is bound to its key as a
+        command with an id (``view.operators``), so a keymap remaps it.  Bound per app, not per
+        class, because an explorer may be given its views (``ExplorerApp(source, views=...)``)."""
+        self.view_keys = view_keys
+        self._bindings = BindingsMap.merge([self._bindings, BindingsMap(bindings(view_commands(view_keys)))])
+
+    @property
+    def current_view(self) -> str:
+        return self.query_one("#views", ContentSwitcher).current or self.view_keys[0][1]
+
+    def view(self, view_id: str | None = None) -> ExplorerView:
+        return self.query_one(f"#{view_id or self.current_view}", ExplorerView)
+
+    def shows(self, view: Any) -> bool:
+        """Whether the header lists ``view`` (the explorer leaves out views with nothing for
+        the trace; their key and the palette still reach them)."""
+        return True
+
+    def draw_tabs(self) -> None:
+        """The current view changed: redraw the header's tabs."""
+
+    def action_show_view(self, view_id: str) -> None:
+        if not self.loaded:
+            self.asked_for = view_id  # typed ahead: shown once loaded
+            return
+        if view_id != self.current_view:
+            self.previous_view = self.current_view
+        self.query_one("#views", ContentSwitcher).current = view_id
+        self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
+        self.draw_tabs()
+
+    def action_cycle_view(self, step: int) -> None:
+        """< and >: the previous / next of the views the header lists (wrapping), so every
+        view is a few keys away, also those past the tenth, which have no key."""
+        if not self.loaded:
+            return
+        listed = [view_id for _, view_id, view in self.view_keys if view_id == self.current_view or self.shows(view)]
+        self.action_show_view(listed[(listed.index(self.current_view) + step) % len(listed)])
+
+    def action_views(self) -> None:
+        """V: the views palette, every view named with its key."""
+        self.push_screen(views_palette())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        table = self.view().active_table() if self.loaded else None
+        yield from palette_commands(self, self.view_keys, table, self.commands, self.keymap)
+
+    def help_keys(self, panes: Iterable[Command]) -> list[tuple[str, str]]:
+        """The ``?`` rows: the app's keys, every view (those past the tenth named too), ``panes``' keys."""
+        unkeyed = [view.title for key, _, view in self.view_keys if not key]
+        return help_rows(view_commands(self.view_keys), self.commands, panes, self.keymap, unkeyed)
 
     def _load(self) -> None:
         raise NotImplementedError

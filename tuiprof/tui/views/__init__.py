@@ -1,7 +1,16 @@
-"""The explorer's views, in key order (1, 2, ...): adding a view is a module in
-this folder and one line here."""
+"""The explorer's views, in key order: adding a view is a module in this folder and one
+line at the end of ``EXPLORER_VIEWS`` (appended, so no other view's key moves).
+
+How any number of views stays reachable and named (docs/views.md): the first ten get the
+keys 1-9 and 0; every view is reached with ``<``/``>`` (previous/next view) and from the
+views palette (``V``); the header names as many tabs around the current one as fit.
+The names are report/catalog.py's: a view named like a summary view shows that view.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.collectives import CollectivesView
@@ -15,7 +24,7 @@ from tuiprof.tui.views.ranks import RanksView
 from tuiprof.tui.views.steps import StepsView
 from tuiprof.tui.views.timeline import TimelineView
 
-VIEWS: tuple[type[ExplorerView], ...] = (
+EXPLORER_VIEWS: tuple[type[ExplorerView], ...] = (
     OverviewView,
     ModulesView,
     OperatorsView,
@@ -27,10 +36,12 @@ VIEWS: tuple[type[ExplorerView], ...] = (
     CollectivesView,
     LogView,
 )
-VIEW_KEYS = "1234567890"
+VIEW_KEYS = "1234567890"  # the n-th view's key; views past the tenth have none
+ViewKey = tuple[str, str, Any]  # (key or "", view id, the view: an ExplorerView class or a DiffPage)
 
 
-def view_keys() -> list[tuple[str, str, type[ExplorerView]]]:
-    """(key, view id, view class) for every registered view; views past the tenth have no
-    key ("") and are reached from the header's tabs order and the command palette."""
-    return [(VIEW_KEYS[i] if i < len(VIEW_KEYS) else "", view.view_id, view) for i, view in enumerate(VIEWS)]
+def view_keys(views: Sequence[Any] = EXPLORER_VIEWS) -> list[ViewKey]:
+    """(key, view id, view) for every view (anything with ``view_id`` and ``title``), in
+    order; a view past the tenth has key "" (it is reached with < and >, and from the views
+    palette, V)."""
+    return [(VIEW_KEYS[i] if i < len(VIEW_KEYS) else "", view.view_id, view) for i, view in enumerate(views)]

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import RenderableType
+from rich.text import Text
 from textual import on
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widget import Widget
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import longest_call
-from tuiprof.report.views import Column, Row, View, ViewOptions, sort_rows
+from tuiprof.report.views import TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 from tuiprof.tui.widgets.row_table import RowTable
 
 ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off the UI thread
@@ -28,6 +32,9 @@ ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off 
 class ExplorerView(Vertical):
     view_id: ClassVar[str]
     title: ClassVar[str]
+    # The summary views (report/catalog.py) this view shows besides the one named like it:
+    # a table of a trace has its own explorer view or is shown inside one (tests/test_catalog.py).
+    summary_views: ClassVar[tuple[str, ...]] = ()
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
@@ -109,7 +116,7 @@ class ExplorerView(Vertical):
         columns = columns or view.visible_columns(options, model)
         sort = table.sort_key if table.sort_key in {c.key for c in columns} else (default_sort or view.default_sort_for(model))
         descending = table.descending if table.sort_key == sort else True
-        if view.name == "ops" and len(model.calls) > ASYNC_CALLS:  # even a cached table has rows to build
+        if view.walks_calls and len(model.calls) > ASYNC_CALLS:  # even a cached table has rows to build
             table.empty_message = "computing…"
             table.set_data(columns, [], sort, descending)
             # A closure, not arguments: a worker's description holds the repr() of its arguments,
@@ -135,3 +142,36 @@ class ExplorerView(Vertical):
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
         """The cursor moved in one of the view's tables: update its detail pane."""
+
+
+class TableDetailView(ExplorerView):
+    """One table and a detail pane under it for the cursor's row (Operators, Kernels, Steps,
+    the run views, diff mode's tables): the table is ``#<id>-table``, the pane ``#<id>-detail``."""
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(id=f"{self.id}-table")
+        yield Static(id=f"{self.id}-detail", classes="detail")
+
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        self.query_one(f"#{self.id}-detail", Static).update(self.detail_text(row) if row is not None else Text())
+
+    def detail_text(self, row: Row) -> RenderableType:
+        """What the detail pane says about ``row``."""
+        raise NotImplementedError
+
+
+class TraceTableView(TableDetailView):
+    """A table of one trace: the summary view of the same name (report/catalog.py)."""
+
+    empty_message: ClassVar[str] = "nothing to show"  # what an empty table means, and what to do
+
+    def table_view(self) -> View:
+        return TRACE_VIEWS[self.view_id]
+
+    def help_columns(self) -> View:
+        return self.table_view()
+
+    def show_model(self, model: TraceModel) -> None:
+        table = self.query_one(RowTable)
+        table.empty_message = self.empty_message
+        self.fill_table(table, self.table_view(), self.options)

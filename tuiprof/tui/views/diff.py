@@ -1,7 +1,7 @@
 """Diff mode's views (``tuiprof diff A B`` on a terminal): the Diff overview and
 one A/B/delta table per level.
 
-They are not in :data:`tuiprof.tui.views.VIEWS`: those draw one TraceModel,
+They are not in :data:`tuiprof.tui.views.EXPLORER_VIEWS`: those draw one TraceModel,
 these draw a :class:`TraceDiff` (two runs), which the diff app assigns to
 their ``diff`` reactive.  Like every view they compute nothing: the diff
 comes from analysis/diff.py, its texts and columns from report/diff.py.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -21,7 +22,7 @@ from textual.widgets import Static
 from tuiprof.analysis.diff import TraceDiff
 from tuiprof.report.diff import diff_columns, diff_row, overview_text, row_detail, shown_columns
 from tuiprof.report.views import Column, Row, View
-from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.base import ExplorerView, TableDetailView
 from tuiprof.tui.widgets.row_table import RowTable
 
 DEFAULT_SORT = "abs_delta"
@@ -92,17 +93,13 @@ class DiffOverviewView(DiffView):
         return ("diff-contributors", rows, diff_columns(self.diff.table("ops")))
 
 
-class DiffTableView(DiffView):
+class DiffTableView(DiffView, TableDetailView):
     """One level of the diff (operators, modules, ...), with an alternative
     grouping on ``i`` where the level has one (by input shape, by launcher)."""
 
     def __init__(self, page: DiffPage, **kwargs) -> None:
         super().__init__(page, **kwargs)
         self.shown = page.tables[0]
-
-    def compose(self) -> ComposeResult:
-        yield RowTable(id=f"{self.page.view_id}-table")
-        yield Static(id=f"{self.page.view_id}-detail", classes="detail")
 
     def show_diff(self, diff: TraceDiff) -> None:
         table = self.query_one(RowTable)
@@ -139,12 +136,8 @@ class DiffTableView(DiffView):
         data = self.diff.table(self.shown)
         return View(data.name, f"{data.title} ({data.metric})", diff_columns(data), DEFAULT_SORT, lambda model, options: [])
 
-    def show_detail(self, table: RowTable, row: Row | None) -> None:
-        detail = self.query_one(f"#{self.page.view_id}-detail", Static)
-        if row is None or self.diff is None:
-            detail.update(Text())
-        else:
-            detail.update(row_detail(self.diff.table(self.shown), row))
+    def detail_text(self, row: Row) -> RenderableType:
+        return row_detail(self.diff.table(self.shown), row) if self.diff is not None else Text()
 
 
 def diff_view(page: DiffPage) -> DiffView:

@@ -2,45 +2,31 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.console import RenderableType
 from textual import on
-from textual.app import ComposeResult
-from textual.widgets import Static
 
-from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import longest_launch
 from tuiprof.report.details import kernel_text
-from tuiprof.report.views import LAUNCH_COLUMNS, VIEWS, Row, View, build_launch_rows
+from tuiprof.report.views import LAUNCH_COLUMNS, Row, build_launch_rows
 from tuiprof.tui.screens.events import EventListScreen
-from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.base import TraceTableView
 from tuiprof.tui.widgets.row_table import RowTable
 
 CPU_ONLY = "CPU-only profile: no device activity (no kernels, memcpys or memsets) in this trace"
 
 
-class KernelsView(ExplorerView):
+class KernelsView(TraceTableView):
     view_id = "kernels"
     title = "Kernels"
-
-    def compose(self) -> ComposeResult:
-        yield RowTable(id="kernels-table")
-        yield Static(id="kernel-detail", classes="detail")
+    empty_message = CPU_ONLY
 
     def timeline_target(self) -> tuple | None:
         row = self.query_one(RowTable).current_row
         launch = longest_launch(self.model, row["_stats"].rows) if row and self.model else None
         return ("device", launch) if launch is not None else None
 
-    def help_columns(self) -> View:
-        return VIEWS["kernels"]
-
-    def show_model(self, model: TraceModel) -> None:
-        table = self.query_one(RowTable)
-        table.empty_message = CPU_ONLY
-        self.fill_table(table, VIEWS["kernels"], self.options)
-
-    def show_detail(self, table: RowTable, row: Row | None) -> None:
-        self.query_one("#kernel-detail", Static).update(kernel_text(row["_stats"]) if row is not None else Text())
+    def detail_text(self, row: Row) -> RenderableType:
+        return kernel_text(row["_stats"])
 
     @on(RowTable.Selected, "#kernels-table")
     def _list_launches(self, event: RowTable.Selected) -> None:

@@ -18,7 +18,7 @@ from tuiprof.analysis.memory_peak import ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.memory_chart import CategoryCurve, MemoryCurve
 from tuiprof.report.memory_texts import NEEDS_CAPTURE_SHORT, allocation_detail, module_memory_detail, peak_title, what_if_text
-from tuiprof.report.views import VIEWS, Row, View
+from tuiprof.report.views import TRACE_VIEWS, Row, View
 from tuiprof.tui.commands import MEMORY_COMMANDS, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -30,23 +30,25 @@ TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 l
 DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
 NO_MEMORY = "No [memory] events: profile with profile_memory=True."
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
-CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "ops")
-ALLOCATOR_TABLES = ("ops", "memory-allocations", "memory-modules")
+CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "operators")
+ALLOCATOR_TABLES = ("operators", "memory-allocations", "memory-modules")
 TABLE_TITLES = {
     "memory-modules": "Modules at the peak (their submodules included)",
     "memory-allocations": "Allocations live at the peak",
     "memory-what-ifs": "What would lower the peak",
-    "ops": "Operators: bytes allocated minus freed",
+    "operators": "Operators: bytes allocated minus freed",
 }
 
 
 class MemoryView(ExplorerView):
     view_id = "memory"
     title = "Memory"
+    # The categorised peak as the stacked curve, the others as the tables m cycles through.
+    summary_views = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
     BINDINGS = bindings(MEMORY_COMMANDS)
     PANE_COMMANDS = MEMORY_COMMANDS  # what ? lists for this view, with its table's keys
     _charted: int | None = None  # charts drawn for the terminal's height
-    _table: str = ""  # the VIEWS key of the table shown
+    _table: str = ""  # the TRACE_VIEWS name of the table shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-chart")
@@ -55,10 +57,10 @@ class MemoryView(ExplorerView):
         yield Static(id="memory-detail", classes="detail")
 
     def timeline_target(self) -> tuple | None:
-        return self.longest_call_of(self.query_one(RowTable).current_row) if self._table == "ops" else None
+        return self.longest_call_of(self.query_one(RowTable).current_row) if self._table == "operators" else None
 
     def help_columns(self) -> View:
-        return VIEWS[self._table or "ops"]
+        return TRACE_VIEWS[self._table or "operators"]
 
     def _tables(self, model: TraceModel) -> tuple[str, ...]:
         return CATEGORISED_TABLES if model.memory_categories else ALLOCATOR_TABLES
@@ -85,7 +87,7 @@ class MemoryView(ExplorerView):
     def _show_detail_pane(self) -> None:
         """Operator rows have no detail; a short terminal needs every row for the table."""
         pane = self.query_one("#memory-detail", Static)
-        pane.display = self._table != "ops" and self.app.size.height >= DETAIL_ROWS
+        pane.display = self._table != "operators" and self.app.size.height >= DETAIL_ROWS
 
     def show_model(self, model: TraceModel) -> None:
         self._table = self._tables(model)[0]
@@ -130,13 +132,13 @@ class MemoryView(ExplorerView):
         title.append("  m: next table", style="dim")
         self.query_one("#memory-table-title", Static).update(title)
         self._show_detail_pane()
-        if self._table != "ops":
-            view = VIEWS[self._table]
+        if self._table != "operators":
+            view = TRACE_VIEWS[self._table]
             table.set_data(view.visible_columns(self.options, model), view.build(model, self.options), view.default_sort)
             self._select_most_activations()
             self.show_detail(table, table.current_row)
             return
-        view = VIEWS["ops"]
+        view = TRACE_VIEWS["operators"]
         shown = {c.key for c in view.visible_columns(self.options, model)}
         # Every memory column is what this view is for: none is dropped at 80 columns.
         columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_COLUMNS if key in shown)

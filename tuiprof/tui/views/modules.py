@@ -14,7 +14,7 @@ from textual.widgets import Static, Tree
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.report.details import module_text, operator_text
-from tuiprof.report.views import MODULE_TREE_LEGEND, VIEWS, Row, View, ViewOptions
+from tuiprof.report.views import MODULE_TREE_LEGEND, TRACE_VIEWS, Row, View, ViewOptions
 from tuiprof.tui.messages import JumpTo
 from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
@@ -49,7 +49,7 @@ class ModulesView(ExplorerView):
 
     def help_columns(self) -> View:
         tree_focused = self.screen.focused is self.query_one(ModuleTreeView)
-        return MODULE_TREE_LEGEND if tree_focused else VIEWS["ops"]
+        return MODULE_TREE_LEGEND if tree_focused else TRACE_VIEWS["operators"]
 
     def focus_target(self):
         return self.query_one(ModuleTreeView) if self.model is not None and self.model.modules.roots else self
@@ -67,7 +67,7 @@ class ModulesView(ExplorerView):
         if self.model is None or not self.model.modules.roots:
             return None
         if self.screen.focused is self.query_one(ModuleTreeView):
-            modules = VIEWS["modules"]
+            modules = TRACE_VIEWS["modules"]
             return ("modules", modules.build(self.model, ViewOptions()), modules.visible_columns(self.options, self.model))
         return super().export_rows()
 
@@ -104,7 +104,7 @@ class ModulesView(ExplorerView):
 
     def _fill_selected(self) -> None:
         options = ViewOptions(self.options.group_by_shape, self.options.top_level_only, self.selected)
-        self.fill_table(self.query_one(RowTable), VIEWS["ops"], options)
+        self.fill_table(self.query_one(RowTable), TRACE_VIEWS["operators"], options)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
         if self.model is None or not table.has_focus:

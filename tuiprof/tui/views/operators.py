@@ -3,41 +3,33 @@ enter for every call of the highlighted operator."""
 
 from __future__ import annotations
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
-from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.details import operator_text
-from tuiprof.report.views import CALL_COLUMNS, VIEWS, Row, View, build_call_rows
+from tuiprof.report.views import CALL_COLUMNS, Row, build_call_rows
 from tuiprof.tui.screens.events import EventListScreen
-from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
+from tuiprof.tui.views.base import ASYNC_CALLS, TraceTableView
 from tuiprof.tui.widgets.row_table import RowTable
 
 
-class OperatorsView(ExplorerView):
+class OperatorsView(TraceTableView):
     view_id = "operators"
     title = "Operators"
-
-    def compose(self) -> ComposeResult:
-        yield RowTable(id="ops-table")
-        yield Static(id="ops-detail", classes="detail")
 
     def timeline_target(self) -> tuple | None:
         return self.longest_call_of(self.query_one(RowTable).current_row)
 
-    def help_columns(self) -> View:
-        return VIEWS["ops"]
-
     def show_model(self, model: TraceModel) -> None:
-        self.fill_table(self.query_one(RowTable), VIEWS["ops"], self.options)
+        super().show_model(model)
         if len(model.calls) > ASYNC_CALLS:
             self.run_worker(self._prepare_toggled_tables, thread=True, group="prepare")
 
     def show_options(self, model: TraceModel) -> None:
-        self.fill_table(self.query_one(RowTable), VIEWS["ops"], self.options)
+        self.fill_table(self.query_one(RowTable), self.table_view(), self.options)
 
     def _prepare_toggled_tables(self) -> None:
         """Big traces: build the i and t groupings ahead, so the toggles answer from cache."""
@@ -48,11 +40,10 @@ class OperatorsView(ExplorerView):
                 return
             model.operators(group_by_shape=shapes, top_level_only=top)
 
-    def show_detail(self, table: RowTable, row: Row | None) -> None:
-        text = operator_text(self.model, row["_stats"]) if row is not None and self.model is not None and "_stats" in row else Text()
-        self.query_one("#ops-detail", Static).update(text)
+    def detail_text(self, row: Row) -> RenderableType:
+        return operator_text(self.model, row["_stats"]) if self.model is not None and "_stats" in row else Text()
 
-    @on(RowTable.Selected, "#ops-table")
+    @on(RowTable.Selected, "#operators-table")
     def _list_calls(self, event: RowTable.Selected) -> None:
         """Enter on an operator: every one of its calls (rows built off the UI thread)."""
         model = self.model

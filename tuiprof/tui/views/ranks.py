@@ -10,18 +10,16 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from rich.text import Text
-from textual.app import ComposeResult
-from textual.widgets import Static
+from rich.console import RenderableType
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary, summarise_run
 from tuiprof.errors import TraceError
 from tuiprof.report.details import rank_text
-from tuiprof.report.views import RUN_VIEWS, Row, View, run_table_columns
+from tuiprof.report.views import RUN_VIEWS, Row, View, ViewOptions
 from tuiprof.trace.run import open_run
-from tuiprof.tui.views.base import ExplorerView
+from tuiprof.tui.views.base import TableDetailView
 from tuiprof.tui.widgets.row_table import RowTable
 
 NOT_DISTRIBUTED = "a single-process trace: open a run directory of a distributed run (one trace per rank)"
@@ -41,31 +39,26 @@ def run_of(model: TraceModel) -> RunSummary | str:
         return _runs[directory]
 
 
-class RunView(ExplorerView):
-    """A view of every rank: a table from RUN_VIEWS and a detail pane."""
+class RunView(TableDetailView):
+    """A view of every rank: the run view of the same name (RUN_VIEWS) and a detail pane."""
 
-    run_view: str
     run: RunSummary | None = None
 
     @classmethod
     def available(cls, model: TraceModel, log_lines: tuple[str, ...]) -> bool:
         return (model.info.world_size or 0) > 1
 
-    def compose(self) -> ComposeResult:
-        yield RowTable(id=f"{self.view_id}-table")
-        yield Static(id=f"{self.view_id}-detail", classes="detail")
-
     def help_columns(self) -> View:
-        return RUN_VIEWS[self.run_view]
+        return RUN_VIEWS[self.view_id]
 
     def show_model(self, model: TraceModel) -> None:
         table = self.query_one(RowTable)
         if not self.available(model, ()):
             table.empty_message = NOT_DISTRIBUTED
-            table.set_data(RUN_VIEWS[self.run_view].columns, [])
+            table.set_data(RUN_VIEWS[self.view_id].columns, [])
             return
         table.empty_message = f"summarising {model.info.world_size} ranks…"
-        table.set_data(RUN_VIEWS[self.run_view].columns, [])
+        table.set_data(RUN_VIEWS[self.view_id].columns, [])
         self.run_worker(lambda: self._load(model), thread=True, exclusive=True, group=f"run-{self.view_id}")
 
     def _load(self, model: TraceModel) -> None:
@@ -75,20 +68,18 @@ class RunView(ExplorerView):
 
     def _show_run(self, run: RunSummary | str) -> None:
         table = self.query_one(RowTable)
-        view = RUN_VIEWS[self.run_view]
+        view = RUN_VIEWS[self.view_id]
         if isinstance(run, str):
             table.empty_message = run
             table.set_data(view.columns, [])
             return
         self.run = run
-        table.set_data(run_table_columns(view, run), view.build(run), view.default_sort)
+        table.set_data(view.visible_columns(ViewOptions(), run), view.build(run), view.default_sort)
 
 
 class RanksView(RunView):
     view_id = "ranks"
     title = "Ranks"
-    run_view = "ranks"
 
-    def show_detail(self, table: RowTable, row: Row | None) -> None:
-        detail = self.query_one("#ranks-detail", Static)
-        detail.update(rank_text(row, self.run.problems if self.run else ()) if row is not None else Text())
+    def detail_text(self, row: Row) -> RenderableType:
+        return rank_text(row, self.run.problems if self.run else ())

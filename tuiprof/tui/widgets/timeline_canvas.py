@@ -18,6 +18,7 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
+from tuiprof.analysis.operators import STEP_WILDCARD
 from tuiprof.analysis.timeline import DEFAULT_DEPTH, Lane, Slice, Timeline
 from tuiprof.report.timeline import LABEL_WIDTH, LaneLine, draw, fit, ruler, window_text
 from tuiprof.tui.commands import Command, bindings
@@ -276,7 +277,7 @@ class TimelineCanvas(Widget, can_focus=True):
             self.app.bell()
             return
         view = "kernels" if item.lane.group == "gpu" else "operators"
-        name = "ProfilerStep*" if item.lane.key == "step" else item.name
+        name = STEP_WILDCARD if item.lane.key == "step" else item.name  # the Operators row of every step
         self.post_message(JumpTo(view, name))
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:

@@ -1,0 +1,441 @@
+"""Watching a job (issue 27): the history, the slow rule, captures and the faults.
+
+The job is ``tests/watch_script.py``: a tiny MLP whose DataLoader sleeps
+``--stall-ms`` per batch from step 50 on -- the stall, its step and its cause
+are known by construction.  The oracles read the files themselves (the
+history's JSON lines, the capture's Chrome trace events), never through the
+code under test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tuiprof.errors import TraceError
+
+SCRIPT = str(ROOT / "tests" / "watch_script.py")
+STALL_FROM, STALL_MS = 50, 10.0
+# A short rule for a short job: judged from step 5+20 on, 3 slow steps in a row.
+FAST_RULE = ["--watch-warmup", "5", "--watch-threshold", "1.2:20:3", "--watch-cooldown", "5"]
+
+
+def _tuiprof(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuiprof", *argv], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for line in (directory / "watch.jsonl").read_text().splitlines()]
+
+
+def _trace_steps(path: Path) -> dict[int, dict[str, float]]:
+    """Per ProfilerStep#N of a capture, read from its events: the step's and its data loading's time (us)."""
+    with gzip.open(path) as file:
+        events = [e for e in json.load(file)["traceEvents"] if e.get("ph") == "X"]
+    steps = {}
+    for event in events:
+        if event["name"].startswith("ProfilerStep#"):
+            start, end = event["ts"], event["ts"] + event["dur"]
+            loading = sum(e["dur"] for e in events if e["name"].startswith("enumerate(DataLoader)") and start <= e["ts"] < end)
+            steps[int(event["name"].split("#")[1])] = {"step": event["dur"], "data": loading}
+    return steps
+
+
+@pytest.fixture(scope="module")
+def stalled_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    directory = tmp_path_factory.mktemp("watch") / "w"
+    result = _tuiprof("run", "--watch", str(directory), *FAST_RULE, SCRIPT, "80", "--stall-from", str(STALL_FROM),
+                      "--stall-ms", str(STALL_MS))
+    return directory, result
+
+
+def test_a_stall_from_step_50_is_captured_and_shows_as_data_loading(stalled_run) -> None:
+    directory, result = stalled_run
+    assert result.returncode == 0, result.stderr
+    lines = _lines(directory)
+    steps = [line for line in lines if "s" in line]
+    assert [s["s"] for s in steps] == list(range(1, 81))
+    captures = [line for line in lines if line.get("e") == "capture"]
+    healthy = [c for c in captures if c["trigger"] == "healthy"]
+    slow = [c for c in captures if c["trigger"] == "slow" and c["first_step"] >= STALL_FROM]
+    assert len(healthy) == 1 and healthy[0]["last_step"] < STALL_FROM, captures
+    assert slow, captures
+    # The capture's steps, from its own events: the job's step numbers, each loading for >= the stall.
+    traced = _trace_steps(directory / slow[0]["path"])
+    assert sorted(traced) == list(range(slow[0]["first_step"], slow[0]["last_step"] + 1))
+    assert all(s["data"] >= STALL_MS * 1000 for s in traced.values()), traced
+    assert all(s["data"] < STALL_MS * 1000 for s in _trace_steps(directory / healthy[0]["path"]).values())
+    # The history's data loading times say the same, without the profiler.
+    assert all(s["d"] >= STALL_MS / 1000 for s in steps if s["s"] >= STALL_FROM)
+
+
+def test_the_comparison_with_the_healthy_capture_names_data_loading_first(stalled_run) -> None:
+    from rich.console import Console
+
+    from tuiprof.analysis.watch import compare_captures
+    from tuiprof.report.watch import comparison_text
+
+    directory, _ = stalled_run
+    captures = [line for line in _lines(directory) if line.get("e") == "capture"]
+    healthy = next(c for c in captures if c["trigger"] == "healthy")
+    slow = next(c for c in captures if c["trigger"] == "slow" and c["first_step"] >= STALL_FROM)
+    comparison = compare_captures(str(directory / healthy["path"]), str(directory / slow["path"]))
+    assert comparison.parts[0].part == "data loading"
+    assert comparison.parts[0].delta_us >= STALL_MS * 1000 * 0.9
+    console = Console(width=200, color_system=None, record=True, file=open(os.devnull, "w"))
+    console.print(comparison_text(comparison))
+    text = console.export_text().splitlines()
+    assert text[0].startswith("B is ") and "slower" in text[0]  # the verdict first
+    where = text.index("where the step time went (median per step, healthy -> this capture):")
+    assert text[where + 1].strip().startswith("data loading: +")
+
+
+def test_summary_view_watch_lists_the_captures_against_the_healthy_median(stalled_run) -> None:
+    directory, _ = stalled_run
+    lines = _lines(directory)
+    result = _tuiprof("summary", str(directory), "--view", "watch", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    captures = [line for line in lines if line.get("e") == "capture"]
+    assert [(r["trigger"], r["first_step"], r["last_step"]) for r in rows] == [
+        (c["trigger"], c["first_step"], c["last_step"]) for c in captures]
+    wall = {line["s"]: line["w"] for line in lines if "s" in line}
+
+    def median_us(capture: dict) -> float:
+        return statistics.median(wall[s] for s in range(capture["first_step"], capture["last_step"] + 1)) * 1e6
+
+    healthy = median_us(captures[0])
+    for row, capture in zip(rows, captures):
+        assert row["path"] == str(directory / capture["path"])
+        assert row["median_step_us"] == pytest.approx(median_us(capture), abs=1e-3)  # exports: times to the ns
+        if row["trigger"] != "healthy":
+            assert row["vs_healthy"] == pytest.approx(median_us(capture) / healthy, abs=1e-3)  # ratios: 3 decimals
+    text = _tuiprof("summary", str(directory), "--view", "watch")
+    assert text.returncode == 0 and "80 steps, finished" in text.stdout and "step000007-healthy" in text.stdout
+
+
+def test_summary_view_watch_refuses_sort_in_one_line(stalled_run) -> None:
+    result = _tuiprof("summary", str(stalled_run[0]), "--view", "watch", "--sort", "trigger")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--sort trigger" in result.stderr
+
+
+def test_capture_on_demand_arrives_within_two_steps(tmp_path) -> None:
+    directory, marker = tmp_path / "w", tmp_path / "paused"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "tuiprof", "run", "--watch", str(directory), "--watch-warmup", "200", SCRIPT, "60",
+         "--pause-at", "30", "--pause-s", "2", "--marker", str(marker)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the job never reached step 30"
+        asked = _tuiprof("capture", str(directory), "--timeout", "60")  # step 30 has ended; step 31 runs
+    finally:
+        job.communicate(timeout=120)
+    assert job.returncode == 0
+    assert asked.returncode == 0, asked.stderr
+    demand = [line for line in _lines(directory) if line.get("e") == "capture" and line["trigger"] == "demand"]
+    assert len(demand) == 1
+    # Asked during step 31: it ends, the profiler warms up in 32, records from 33 -- two steps on.
+    assert demand[0]["first_step"] <= 33, demand
+    assert f"steps {demand[0]['first_step']}-{demand[0]['last_step']} captured" in asked.stderr
+
+
+def test_capture_refuses_a_folder_that_is_not_watched(tmp_path) -> None:
+    result = _tuiprof("capture", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "not a watch folder" in result.stderr
+
+
+@pytest.mark.parametrize("case", ["under a file", "another user's"])
+def test_an_unusable_watch_dir_is_one_line_and_exit_2_before_the_script_starts(tmp_path, case) -> None:
+    marker = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    if case == "under a file":
+        (tmp_path / "file").write_text("")
+        directory = tmp_path / "file" / "w"
+    else:
+        if os.getuid() != 0:
+            pytest.skip("giving a folder to another user needs root")
+        directory = tmp_path / "w"
+        directory.mkdir()
+        os.chown(directory, 65534, 65534)
+    result = _tuiprof("run", "--watch", str(directory), str(script))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"tuiprof: --watch {directory}: ")
+    assert not marker.exists()
+
+
+def test_a_crashing_script_leaves_a_readable_history(tmp_path) -> None:
+    from tuiprof.trace.watch import read_history
+
+    directory = tmp_path / "w"
+    result = _tuiprof("run", "--watch", str(directory), SCRIPT, "40", "--crash-at", "20")
+    assert result.returncode == 1
+    assert "RuntimeError: crashed on purpose at step 20" in result.stderr  # the script's own traceback
+    history = read_history(directory)
+    assert history.steps == list(range(1, 20)) and history.end_status == "crashed"
+    assert len(_lines(directory)) == 1 + 19 + 2 + 1  # header, steps, healthy trigger and capture, end
+
+
+# ------------------------------------------------------------------ in this process (tuiprof.watch)
+
+
+def _train(watcher, steps: int, slow_steps: range = range(0), slow_s: float = 0.02) -> None:
+    import torch
+    from torch import nn
+
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(1, steps + 1):
+        loss = model(torch.randn(4, 8)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step in slow_steps:
+            time.sleep(slow_s)
+        if watcher.on == "manual":
+            watcher.step()
+
+
+def test_a_profiler_that_cannot_start_is_written_down_and_the_job_goes_on(tmp_path) -> None:
+    import torch
+
+    import tuiprof
+
+    with torch.profiler.profile():  # another profiler is active: the watcher's cannot start
+        with tuiprof.watch(tmp_path / "w", warmup_steps=2) as watcher:
+            _train(watcher, 10)
+    lines = _lines(tmp_path / "w")
+    assert [line["s"] for line in lines if "s" in line] == list(range(1, 11))
+    failures = [line for line in lines if line.get("e") == "failure"]
+    assert len(failures) == 1 and failures[0]["step"] == 2 and "another profiler is recording" in failures[0]["what"]
+    assert not [line for line in lines if line.get("e") == "capture"] and lines[-1]["status"] == "finished"
+
+
+def test_a_full_disk_during_a_capture_is_written_down_and_the_job_goes_on(tmp_path, monkeypatch) -> None:
+    import errno
+
+    import tuiprof
+    from tuiprof.capture import session
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(session, "write_trace", full)
+    with tuiprof.watch(tmp_path / "w", warmup_steps=2, on="manual") as watcher:
+        _train(watcher, 10)
+    lines = _lines(tmp_path / "w")
+    failures = [line for line in lines if line.get("e") == "failure"]
+    assert len(failures) == 1 and "No space left on device" in failures[0]["what"], lines
+    assert [line["s"] for line in lines if "s" in line] == list(range(1, 11))
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["profiler.log", "watch.jsonl"]  # no partial trace
+
+
+def test_captures_stay_within_the_limit_oldest_slow_first_healthy_kept(tmp_path) -> None:
+    import tuiprof
+
+    directory = tmp_path / "w"
+    # healthy at 3; slow from the sleeps at 20-25 and 40-45; every 10 steps; at most 3 kept.
+    with tuiprof.watch(directory, on="manual", threshold="1.5:5:2", warmup_steps=3, every=10, keep=3, cooldown=0) as watcher:
+        _train(watcher, 60, slow_steps=range(20, 26), slow_s=0.05)
+        _train(watcher, 0)
+    lines = _lines(directory)
+    written = [line for line in lines if line.get("e") == "capture"]
+    dropped = [line["path"] for line in lines if line.get("e") == "dropped"]
+    kept = [c for c in written if c["path"] not in dropped]
+    assert any(c["trigger"] == "slow" for c in written), written
+    assert dropped and len(kept) == 3 and kept[0]["trigger"] == "healthy"
+    assert sorted(p.name for p in directory.glob("*.gz")) == sorted(c["path"] for c in kept)
+    # Each drop took the oldest slow capture while one was kept, else the oldest every-N one.
+    alive: list[dict] = []
+    for line in lines:
+        if line.get("e") == "capture":
+            alive.append(line)
+        elif line.get("e") == "dropped":
+            slow = [c for c in alive if c["trigger"] == "slow"]
+            expected = (slow or [c for c in alive if c["trigger"] == "every"])[0]
+            assert line["path"] == expected["path"]
+            alive.remove(expected)
+
+
+def test_the_slow_rule_matches_a_plain_recomputation() -> None:
+    import random
+
+    from tuiprof.analysis.watch import SlowDetector, SlowRule
+
+    rule = SlowRule(ratio=1.2, window=7, held=2, warmup=4)
+    generator = random.Random(3)
+    times = [generator.choice([1.0, 1.1, 1.3, 2.0, 0.9]) for _ in range(300)]
+    detector = SlowDetector(rule)
+    fired = [index for index, t in enumerate(times) if detector.observe(t)]
+    expected, run, judged = [], 0, times[rule.warmup:]
+    for index in range(rule.window, len(judged)):
+        over = judged[index] > rule.ratio * statistics.median(judged[index - rule.window:index])
+        run = run + 1 if over else 0
+        if run == rule.held:
+            expected.append(index + rule.warmup)
+            run = 0
+    assert fired == expected and fired
+
+
+# ------------------------------------------------------------------ the history as input
+
+
+def _history(tmp_path: Path, body: bytes) -> Path:
+    directory = tmp_path / "w"
+    directory.mkdir()
+    header = b'{"format":"tuiprof-watch","version":1,"pid":1,"started":0,"what":"x.py","settings":{}}\n'
+    (directory / "watch.jsonl").write_bytes(header + body)
+    return directory
+
+
+def test_a_history_being_written_is_read_up_to_its_last_whole_line(tmp_path) -> None:
+    from tuiprof.trace.watch import read_history
+
+    history = read_history(_history(tmp_path, b'{"s":1,"t":0.5,"w":0.5}\n{"s":2,"t":1.0,"w":0.5,"d":0.1}\n{"s":3,"t":1.'))
+    assert history.steps == [1, 2] and history.data_s == [None, 0.1] and history.end_status is None
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b'{"s":1,"t":0.5,"w":-1}\n', ":2: 'w' is not a time >= 0"),
+        (b'{"s":2,"t":0.5,"w":1}\n{"s":1,"t":0.6,"w":1}\n', ":3: step 1 comes after step 2"),
+        (b'[1]\n', ":2: the line is not a JSON object"),
+        (b'{"e":"capture","trigger":"slow","first_step":1,"last_step":2,"path":"../x","bytes":1}\n', "not a file name inside"),
+        (b'{"e":"trigger","step":1,"trigger":"[red]x","why":""}\n', "'trigger' is not one of"),
+    ],
+)
+def test_a_bad_history_line_is_one_error_naming_the_line(tmp_path, body: bytes, problem: str) -> None:
+    from tuiprof.trace.watch import read_history
+
+    with pytest.raises(TraceError) as error:
+        read_history(_history(tmp_path, body))
+    assert problem in str(error.value)
+
+
+def test_a_newer_history_version_is_refused_in_one_line(tmp_path) -> None:
+    directory = tmp_path / "w"
+    directory.mkdir()
+    (directory / "watch.jsonl").write_text('{"format":"tuiprof-watch","version":2,"pid":1,"started":0,"what":"x","settings":{}}\n')
+    result = _tuiprof("summary", str(directory), "--view", "watch")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 2" in result.stderr
+
+
+def test_run_help_states_the_slow_rule() -> None:
+    result = _tuiprof("run", "--help")
+    text = " ".join(result.stdout.split())
+    assert "K steps in a row over RATIO x the median of the last N unprofiled steps" in text
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_summary_view_watch_fits_the_terminal(stalled_run, monkeypatch, capsys, width: int) -> None:
+    import os as os_module
+
+    import tuiprof.report.watch as report
+    from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.report import render
+    from tuiprof.trace.watch import read_history
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    monkeypatch.setattr(report, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(render, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(report.shutil, "get_terminal_size", lambda: os_module.terminal_size((width, 24)))
+    report.print_watch_summary(summarise_watch(read_history(stalled_run[0])), "table", None)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("step000007-healthy" in line for line in lines)
+    assert max(len(line) for line in lines) <= width, lines
+
+
+def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_names_the_slowed_rank(tmp_path) -> None:
+    from tuiprof.analysis.ranks import summarise_run
+    from tuiprof.trace.run import open_run
+
+    directory = tmp_path / "w"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--watch",
+         str(directory), *FAST_RULE, str(ROOT / "tests" / "watch_ddp_script.py"), "150", "--stall-from", "70"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    captures = {}
+    for rank, name in ((0, "watch.jsonl"), (1, "watch.rank1.jsonl")):
+        lines = [json.loads(line) for line in (directory / name).read_text().splitlines()]
+        captures[rank] = [(c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"]
+    assert captures[0] == captures[1], captures  # the same steps on every rank
+    slow = [c for c in captures[0] if c[0] == "slow"]
+    assert slow and slow[0][1] >= 70 and captures[0][0][0] == "healthy" and captures[0][0][2] < 70, captures
+    run = summarise_run(open_run(directory / slow[0][3]), workers=1, use_sidecars=False)
+    assert [r.rank for r in run.ranks] == [0, 1] and list(run.stragglers()) == [1]
+    # rank 1 loads 40 ms slower per step (by construction); the others wait for it
+    assert run.ranks[1].steps[0].data_loading_us >= 40_000 > run.ranks[0].steps[0].data_loading_us
+    # d in the watch explorer: the verdict, then the straggler, before rank 0's own parts
+    from rich.console import Console
+
+    from tuiprof.analysis.watch import compare_captures
+    from tuiprof.report.watch import comparison_text
+
+    healthy = next(c for c in captures[0] if c[0] == "healthy")
+    console = Console(width=200, color_system=None, record=True, file=open(os.devnull, "w"))
+    console.print(comparison_text(compare_captures(str(directory / healthy[3]), str(directory / slow[0][3]))))
+    text = console.export_text().splitlines()
+    assert text[0].startswith("B is ") and text[1].startswith("straggler: rank 1: ") and "Data load" in text[1]
+
+
+@pytest.mark.parametrize("option", [["--save", "x.json.gz"], ["--continue"], ["--repeat", "2"], ["--wait", "0"]])
+def test_watch_refuses_one_off_capture_options(tmp_path, option: list[str]) -> None:
+    result = _tuiprof("run", "--watch", str(tmp_path / "w"), *option, SCRIPT, "5")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and f"run --watch {option[0]}: not used" in result.stderr
+
+
+def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
+    directory = tmp_path / "w"
+    result = _tuiprof("run", "--watch", str(directory), "--catch", "--watch-warmup", "5", "--watch-threshold", "3:20:1",
+                      "--watch-cooldown", "0", SCRIPT, "50", "--slow-step", "40", "--slow-ms", "200")
+    assert result.returncode == 0, result.stderr
+    captures = [line for line in _lines(directory) if line.get("e") == "capture"]
+    slow = [c for c in captures if c["trigger"] == "slow" and c["first_step"] == 40]
+    assert len(slow) == 1 and slow[0]["last_step"] == 40, captures
+    traced = _trace_steps(directory / slow[0]["path"])
+    assert list(traced) == [40] and traced[40]["step"] >= 200_000  # the step, with its 200 ms sleep
+    # Only the kept steps are on disk: every other step's trace was dropped.
+    assert sorted(p.name for p in directory.glob("*.gz")) == sorted(c["path"] for c in captures)
+    assert [c["trigger"] for c in captures].count("healthy") == 1
+
+
+def test_on_a_gpu_each_step_gets_its_device_time_without_a_sync(tmp_path) -> None:
+    import torch
+
+    import tuiprof
+    from tuiprof.trace.watch import read_history
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    a = torch.randn(2048, 2048, device="cuda")
+    with tuiprof.watch(tmp_path / "w", on="manual", healthy=False) as watcher:
+        for step in range(1, 21):
+            for _ in range(10):
+                a = (a @ a).tanh()
+            watcher.step()
+            if step == 1:
+                first_boundary = time.perf_counter()
+        torch.cuda.synchronize()  # every event done: close reads them all (the watcher itself never syncs)
+        all_done = time.perf_counter()
+    history = read_history(tmp_path / "w")
+    assert sorted(history.device_s) == list(range(2, 21))  # a pair per step from the second boundary on
+    assert all(t > 0 for t in history.device_s.values())
+    # the events span the device's work from the first boundary to the last: within that wall time
+    assert sum(history.device_s.values()) <= all_done - first_boundary + 0.001

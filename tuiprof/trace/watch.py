@@ -1,0 +1,291 @@
+"""The watch history: the append-only file ``tuiprof run --watch DIR`` writes as a job runs.
+
+``DIR/watch.jsonl`` holds one JSON object per line, each written whole with
+one ``write()`` on a file opened ``O_APPEND`` (a line is far below the size
+a local filesystem appends atomically), so a reader may read it while the
+job writes it: a last line without its newline is a line being written, or
+the last words of a crashed job, and is left out.  The format is versioned
+and every line is checked on read (the file is input: a line that does not
+fit is one clear error naming the line, never a traceback).
+
+Version 1, line by line (times in seconds; ``docs/watch.md`` is the reference):
+
+- first line, the header:
+  ``{"format": "tuiprof-watch", "version": 1, "pid": 123, "started": 1733350000.0, "what": "train.py", "settings": {...}}``
+- a step, one per optimizer step (short keys: there are millions):
+  ``{"s": 51, "t": 12.5, "w": 0.0213, "d": 0.0101}`` -- step number (1 = the
+  first optimizer step), when it ended (since the watch started), its wall
+  time, the time spent in ``DataLoader.__next__`` within it (absent: no
+  DataLoader), and ``"p": 1`` when the profiler ran (or wrote a trace) in
+  it -- such steps are slower by the profiler, and the slow rule skips them;
+- a step's device time, read later from a CUDA event pair without a sync:
+  ``{"g": 51, "w": 0.0198}``;
+- an event: ``{"e": "trigger", "step": 62, "trigger": "slow", "why": "..."}``,
+  ``{"e": "capture", "trigger": "slow", "first_step": 64, "last_step": 66, "path": "step000064-slow.pt.trace.json.gz", "bytes": 81234}``
+  (under torchrun ``path`` is the capture's run directory, ``step000064-slow``, one trace per rank),
+  ``{"e": "dropped", "path": "...", "why": "..."}``, ``{"e": "failure", "step": 64, "what": "..."}``,
+  ``{"e": "end", "step": 80, "status": "finished"}`` (status: finished, crashed, interrupted).
+
+Imports neither torch nor Textual: ``summary`` and ``open`` read it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+
+from tuiprof.errors import TraceError
+
+HISTORY_NAME = "watch.jsonl"
+REQUEST_NAME = "capture.request"  # ``tuiprof capture DIR`` creates it; the watched process consumes it
+FORMAT = "tuiprof-watch"
+VERSION = 1
+TRIGGERS = ("healthy", "slow", "demand", "every")
+END_STATUSES = ("finished", "crashed", "interrupted")
+MAX_LINE = 64 * 1024  # a longer line is not one tuiprof wrote
+
+
+def history_path(directory: str | os.PathLike[str], rank: int = 0) -> Path:
+    """The history of ``directory``; under torchrun each rank writes its own, rank 0's is the one
+    ``open``/``summary`` read (rank 0 decides the captures, see :mod:`tuiprof.capture.watch_ranks`)."""
+    return Path(directory) / (HISTORY_NAME if rank == 0 else f"watch.rank{rank}.jsonl")
+
+
+def is_watch_directory(path: str | os.PathLike[str]) -> bool:
+    """A folder a watched job wrote (it holds the history file)."""
+    return Path(path).is_dir() and history_path(path).is_file()
+
+
+# ------------------------------------------------------------------ writing
+
+
+def header_line(pid: int, started: float, what: str, settings: dict[str, Any]) -> bytes:
+    return _line({"format": FORMAT, "version": VERSION, "pid": pid, "started": started, "what": what, "settings": settings})
+
+
+def step_line(step: int, ended_s: float, wall_s: float, data_s: float | None, profiled: bool) -> str:
+    """One step's line (formatted by hand: it is written at every step, and a dict through
+    a JSON encoder costs several microseconds more)."""
+    data = "" if data_s is None else f',"d":{data_s:.7f}'
+    mark = ',"p":1' if profiled else ""
+    return f'{{"s":{step},"t":{ended_s:.6f},"w":{wall_s:.7f}{data}{mark}}}\n'
+
+
+def device_line(step: int, device_s: float) -> str:
+    return f'{{"g":{step},"w":{device_s:.7f}}}\n'
+
+
+def event_line(kind: str, **fields: Any) -> bytes:
+    return _line({"e": kind, **fields})
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+# ------------------------------------------------------------------ reading
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A trace written for a trigger: watch steps ``first_step``..``last_step`` (its ProfilerStep#N numbers)."""
+
+    trigger: str  # one of TRIGGERS
+    first_step: int
+    last_step: int
+    path: str  # relative to the watch directory
+    bytes: int
+    dropped: str | None = None  # why it was deleted later (the capture limit, the disk budget), else None
+
+
+@dataclass(frozen=True)
+class Trigger:
+    step: int
+    trigger: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    step: int
+    what: str
+
+
+@dataclass
+class History:
+    """What a watch history holds so far (steps in order; device times by step)."""
+
+    path: Path
+    pid: int = 0
+    started: float = 0.0
+    what: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)
+    ended_s: list[float] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    data_s: list[float | None] = field(default_factory=list)
+    profiled: list[bool] = field(default_factory=list)
+    device_s: dict[int, float] = field(default_factory=dict)
+    triggers: list[Trigger] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    end_status: str | None = None  # None: still running, or killed without a word
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+
+class HistoryReader:
+    """Reads a history, then (``read_new``) only what was appended since: the live view follows a job."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        path = history_path(directory)
+        if not Path(directory).is_dir():
+            raise TraceError(str(directory), "not a folder", "pass the DIR given to tuiprof run --watch")
+        if not path.is_file():
+            raise TraceError(str(directory), f"holds no {HISTORY_NAME}: not a watch folder", "pass the DIR given to tuiprof run --watch")
+        self.history = History(path)
+        self._offset = 0
+        self.lines_read = 0
+
+    def read_new(self) -> bool:
+        """Parse the complete lines appended since the last call; whether any were."""
+        try:
+            with open(self.history.path, "rb") as file:
+                file.seek(self._offset)
+                chunk = file.read()
+        except OSError as exc:
+            raise TraceError(str(self.history.path), f"cannot be read ({exc.strerror})", "check its permissions") from None
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        if not complete:
+            if self._offset == 0 and len(chunk) > MAX_LINE:
+                self.fail(1, "its first line is not a watch history header")
+            return False
+        for raw in complete.split(b"\n")[:-1]:
+            self.lines_read += 1
+            self._take(raw)
+        self._offset += len(complete)
+        return True
+
+    def fail(self, number: int, problem: str) -> NoReturn:
+        raise TraceError(
+            f"{self.history.path}:{number}", problem, "it is not a history tuiprof wrote (or it was edited); remove the line or the file"
+        )
+
+    def _take(self, raw: bytes) -> None:
+        number = self.lines_read
+        if len(raw) > MAX_LINE:
+            self.fail(number, "the line is too long")
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            self.fail(number, "the line is not JSON")
+        if not isinstance(record, dict):
+            self.fail(number, "the line is not a JSON object")
+        if number == 1:
+            self._header(record)
+        elif "s" in record:
+            self._step(record, number)
+        elif "g" in record:
+            self.history.device_s[_int(record, "g", self, number)] = _seconds(record, "w", self, number)
+        elif "e" in record:
+            self._event(record, number)
+        else:
+            self.fail(number, "the line is neither a step nor an event")
+
+    def _header(self, record: dict) -> None:
+        if record.get("format") != FORMAT:
+            self.fail(1, "its first line is not a watch history header")
+        version = record.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            self.fail(1, "the header has no valid version")
+        if version > VERSION:
+            raise TraceError(
+                str(self.history.path), f"history format version {version}; this tuiprof reads up to {VERSION}", "upgrade tuiprof"
+            )
+        history = self.history
+        history.pid = _int(record, "pid", self, 1)
+        history.started = _seconds(record, "started", self, 1)
+        history.what = _text(record, "what", self, 1)
+        settings = record.get("settings")
+        history.settings = settings if isinstance(settings, dict) else {}
+
+    def _step(self, record: dict, number: int) -> None:
+        history = self.history
+        step = _int(record, "s", self, number)
+        if history.steps and step <= history.steps[-1]:
+            self.fail(number, f"step {step} comes after step {history.steps[-1]}")
+        history.steps.append(step)
+        history.ended_s.append(_seconds(record, "t", self, number))
+        history.wall_s.append(_seconds(record, "w", self, number))
+        history.data_s.append(_seconds(record, "d", self, number) if "d" in record else None)
+        history.profiled.append(bool(record.get("p")))
+
+    def _event(self, record: dict, number: int) -> None:
+        history = self.history
+        kind = record["e"]
+        if kind == "trigger":
+            trigger = _choice(record, "trigger", TRIGGERS, self, number)
+            history.triggers.append(Trigger(_int(record, "step", self, number), trigger, _text(record, "why", self, number)))
+        elif kind == "capture":
+            path = _text(record, "path", self, number)
+            if Path(path).is_absolute() or ".." in Path(path).parts or not path:
+                self.fail(number, f"the capture path {path!r} is not a file name inside the folder")
+            first, last = _int(record, "first_step", self, number), _int(record, "last_step", self, number)
+            if last < first:
+                self.fail(number, f"the capture's last step {last} is before its first {first}")
+            trigger = _choice(record, "trigger", TRIGGERS, self, number)
+            history.captures.append(Capture(trigger, first, last, path, _int(record, "bytes", self, number)))
+        elif kind == "dropped":
+            path, why = _text(record, "path", self, number), _text(record, "why", self, number)
+            history.captures = [
+                Capture(c.trigger, c.first_step, c.last_step, c.path, c.bytes, why) if c.path == path else c for c in history.captures
+            ]
+        elif kind == "failure":
+            history.failures.append(Failure(_int(record, "step", self, number), _text(record, "what", self, number)))
+        elif kind == "end":
+            history.end_status = _choice(record, "status", END_STATUSES, self, number)
+        else:
+            self.fail(number, f"unknown event {str(kind)[:40]!r}")
+
+
+def read_history(directory: str | os.PathLike[str]) -> History:
+    """The history of the watch folder ``directory``, as far as it is written."""
+    reader = HistoryReader(directory)
+    reader.read_new()
+    if reader.lines_read == 0:
+        raise TraceError(str(reader.history.path), "is empty: the watched job has not started yet", "try again in a moment")
+    return reader.history
+
+
+def _int(record: dict, key: str, reader: HistoryReader, number: int) -> int:
+    value = record.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        reader.fail(number, f"{key!r} is not a whole number >= 0")
+    return value
+
+
+def _seconds(record: dict, key: str, reader: HistoryReader, number: int) -> float:
+    value = record.get(key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or value == float("inf"):
+        reader.fail(number, f"{key!r} is not a time >= 0")
+    return float(value)
+
+
+def _text(record: dict, key: str, reader: HistoryReader, number: int) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        reader.fail(number, f"{key!r} is not text")
+    return value
+
+
+def _choice(record: dict, key: str, choices: tuple[str, ...], reader: HistoryReader, number: int) -> str:
+    value = record.get(key)
+    if value not in choices:
+        reader.fail(number, f"{key!r} is not one of {', '.join(choices)}")
+    return value
