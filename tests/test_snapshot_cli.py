@@ -45,3 +45,14 @@ def test_what_is_not_offered_for_snapshots_is_one_line(tmp_path: Path) -> None:
                  ("summary", str(SAMPLE), "--view", "snapshot")):
         result = tuiprof(*args)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_a_window_that_cannot_be_is_one_line(tmp_path: Path) -> None:
+    data, _ = make_snapshot(0, steps=30)
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(data))
+    for window in (("--from", "nan"), ("--from", "500", "--to", "100"), ("--to", "inf")):
+        result = tuiprof("summary", str(path), *window)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (window, result.stderr)
+    result = tuiprof("summary", str(SAMPLE), "--from", "5")
+    assert result.returncode == 2 and "timeline" in result.stderr

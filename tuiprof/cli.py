@@ -344,9 +344,16 @@ def run_snapshot_diff(args: argparse.Namespace) -> int:
 
 
 def _window(args: argparse.Namespace):
+    import math
+
     from tuiprof.analysis.snapshot import Window
 
-    return Window(args.window_from, args.window_to)
+    start, end = args.window_from, args.window_to
+    if any(value is not None and not math.isfinite(value) for value in (start, end)):
+        raise TraceError(f"--from {start} --to {end}", "must be numbers of microseconds", "e.g. --from 0 --to 2e6")
+    if start is not None and end is not None and start > end:
+        raise TraceError(f"--from {start:g} --to {end:g}", "ends before it starts", "swap them")
+    return Window(start, end)
 
 
 def _refuse_window(args: argparse.Namespace) -> None:
