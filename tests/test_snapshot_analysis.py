@@ -194,3 +194,18 @@ def test_reading_tells_its_progress_up_to_the_whole_file(tmp_path: Path, protoco
     size = path.stat().st_size
     assert seen and seen[-1] == (size, size)
     assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_an_oom_is_told_fragmented_or_full_from_the_generators_figures() -> None:
+    """The generator fails a request when no gap in its segments fits it and a new segment would
+    pass the capacity: fragmented when its gaps plus the GPU's free bytes would have held it."""
+    from tuiprof.report.snapshot import summary_lines
+
+    data, expected = make_snapshot(5, steps=300)  # a seed with both kinds
+    model = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
+    want = [o["reserved"] - o["allocated"] + o["device_free"] >= o["requested"] > o["largest_free_block"]
+            for device in range(2) for o in expected.ooms if o["device"] == device]
+    assert [o.fragmented for o in model.ooms] == want
+    assert True in want and False in want  # both kinds occur
+    cause = next(line for line in summary_lines(model) if line.startswith("  fragmentation:") or line.startswith("  the GPU was full:"))
+    assert cause.startswith("  fragmentation:" if model.ooms[0].fragmented else "  the GPU was full:")

@@ -103,6 +103,13 @@ class OutOfMemory:
     held_by: list[StackGroup]
     stack: int  # where the failed request was made
 
+    @property
+    def fragmented(self) -> bool:
+        """Enough was free in all (cached in segments plus free on the GPU), but no free block was
+        as large as the request: the memory was there, in pieces."""
+        cached = self.reserved - self.allocated
+        return cached + max(self.device_free, 0) >= self.requested > self.largest_free_block
+
 
 @dataclass
 class DevicePeak:

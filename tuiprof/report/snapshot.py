@@ -112,6 +112,16 @@ def _segment_lines(model: SnapshotModel) -> list[str]:
     return lines
 
 
+def _oom_cause(oom: OutOfMemory) -> str:
+    """What the numbers say to do: fragmentation and a full GPU have different remedies."""
+    free = oom.reserved - oom.allocated + max(oom.device_free, 0)
+    if oom.fragmented:
+        return (f"fragmentation: {format_bytes(free)} free in all, no piece of {format_bytes(oom.requested)}; "
+                "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    return (f"the GPU was full: {format_bytes(free)} free in all for {format_bytes(oom.requested)}; "
+            "hold less (the stacks below) or use a smaller batch")
+
+
 def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
     cached = oom.reserved - oom.allocated
     lines = [
@@ -119,6 +129,7 @@ def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
         f"{format_bytes(oom.requested)} requested from {short_where(model, oom.stack)}",
         f"  free then: {format_bytes(oom.device_free)} on the GPU, {format_bytes(cached)} cached in the allocator's "
         f"segments, the largest free block {format_bytes(oom.largest_free_block)}",
+        f"  {_oom_cause(oom)}",
         f"  held then: {format_bytes(oom.allocated)} allocated of {format_bytes(oom.reserved)} reserved, by:",
     ]
     return lines + _stack_rows(model, oom.held_by, oom.allocated, min(limit, 5))[1:]
@@ -162,7 +173,7 @@ def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
                       "segment_type": s.segment_type} for s in model.segment_use],
         "ooms": [{"device": o.device, "entry": o.index, "time_us": o.time_us, "requested_bytes": o.requested,
                   "device_free_bytes": o.device_free, "allocated_bytes": o.allocated, "reserved_bytes": o.reserved,
-                  "largest_free_block_bytes": o.largest_free_block, "requested_from": stack_lines(model.snapshot, o.stack),
+                  "largest_free_block_bytes": o.largest_free_block, "fragmented": o.fragmented, "requested_from": stack_lines(model.snapshot, o.stack),
                   "held_by": [_group_json(model, g) for g in o.held_by[:limit]]} for o in model.ooms],
     }
 
