@@ -1,5 +1,10 @@
 """Allocator snapshots in the documented format (``torch.cuda.memory._snapshot``), with their answers.
 
+The keys are those torch/csrc/cuda/Module.cpp writes (its docstring lists fewer): ``time_us``,
+``compile_context`` and ``user_metadata`` on every entry, ``device_free`` instead of ``addr`` on an
+``oom``, ``frames`` only on entries with a context, ``active_pending_free`` blocks,
+``allocator_settings`` and ``external_annotations`` at the top.
+
 A small first-fit allocator of its own places allocations in segments
 (``segment_alloc`` when none fits, ``segment_free`` of empty ones now and
 then), frees at random, fails requests past a device capacity (``oom``), and
@@ -95,8 +100,11 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
 
     def entry(device: _Device, action: str, address: int, size: int, stack: int | None, **extra) -> None:
         clock[0] += 7
-        item = {"action": action, "addr": address, "size": size, "stream": 0,
-                "frames": [dict(f) for f in stacks[stack]] if stack is not None else [], **extra}
+        item = {"action": action, "addr": address, "size": size, "stream": 0, "compile_context": "N/A", "user_metadata": "", **extra}
+        if action == "oom":  # torch writes device_free where the others have addr
+            del item["addr"]
+        if stack is not None:  # torch writes frames only for entries recorded with a context
+            item["frames"] = [dict(f) for f in stacks[stack]]
         if with_times:
             item["time_us"] = clock[0]
         device.trace.append(item)
@@ -174,14 +182,16 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
                 live_size, requested, stack = device.live[address]
                 held = any(d is device and a == address for d, a in pending)
                 blocks.append({"address": address, "size": live_size, "requested_size": requested,
-                               "state": "active_awaiting_free" if held else "active_allocated",
+                               "state": "active_pending_free" if held else "active_allocated",
                                "frames": [dict(f) for f in stacks[stack]]})
                 cursor = address + live_size
             if cursor < start + size:
                 blocks.append({"address": cursor, "size": start + size - cursor, "requested_size": 0, "state": "inactive", "frames": []})
             segments.append({
                 "device": device.index, "address": start, "total_size": size, "stream": 0, "segment_type": "large",
-                "segment_pool_id": (0, 0), "allocated_size": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
+                "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "allocated_size": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
                 "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"), "blocks": blocks,
             })
-    return {"segments": segments, "device_traces": [device.trace for device in state]}, expected
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": False}
+    return {"segments": segments, "device_traces": [device.trace for device in state], "allocator_settings": settings,
+            "external_annotations": []}, expected

@@ -209,3 +209,14 @@ def test_an_oom_is_told_fragmented_or_full_from_the_generators_figures() -> None
     assert True in want and False in want  # both kinds occur
     cause = next(line for line in summary_lines(model) if line.startswith("  fragmentation:") or line.startswith("  the GPU was full:"))
     assert cause.startswith("  fragmentation:" if model.ooms[0].fragmented else "  the GPU was full:")
+
+
+@pytest.mark.parametrize("state", ["active_pending_free", "active_awaiting_free"])
+def test_a_block_pending_its_free_is_held_in_either_spelling(state: str) -> None:
+    """torch writes active_pending_free (Module.cpp); its docstring says active_awaiting_free."""
+    data = {"segments": [{"device": 0, "address": 0, "total_size": 2048, "stream": 0, "blocks": [
+        {"address": 0, "size": 1024, "requested_size": 1024, "state": state, "frames": []},
+        {"address": 1024, "size": 1024, "requested_size": 0, "state": "inactive", "frames": []}]}], "device_traces": [[]]}
+    model = analyze_snapshot(decode_snapshot(data, "pending.pickle"))
+    assert (model.peaks[0].allocated, model.peaks[0].reserved) == (1024, 2048)
+    assert model.segment_use[0].allocated == 0  # requested bytes of active_allocated blocks, as segsum counts

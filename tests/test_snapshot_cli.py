@@ -56,3 +56,17 @@ def test_a_window_that_cannot_be_is_one_line(tmp_path: Path) -> None:
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (window, result.stderr)
     result = tuiprof("summary", str(SAMPLE), "--from", "5")
     assert result.returncode == 2 and "timeline" in result.stderr
+
+
+def test_a_snapshot_without_history_says_how_to_record_it(tmp_path: Path) -> None:
+    data, expected = make_snapshot(3, steps=150)
+    data["device_traces"] = [[], []]  # _snapshot() without _record_memory_history(): segments only
+    path = tmp_path / "state.pickle"
+    path.write_bytes(pickle.dumps(data))
+    result = tuiprof("summary", str(path))
+    assert result.returncode == 0, result.stderr
+    from tuiprof.report.units import format_bytes
+
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"{format_bytes(max(expected.live_end.values()))} allocated on cuda:")
+    assert "_record_memory_history()" in first

@@ -14,7 +14,7 @@ def _model_with_markup_in_a_frame():
     data, expected = make_snapshot(1, steps=200)
     for trace in data["device_traces"]:
         for entry in trace:
-            for frame in entry["frames"]:
+            for frame in entry.get("frames", []):
                 if frame["name"].startswith("layer"):
                     frame["filename"] = "/home/user/[bold red]model[/].py"
     return analyze_snapshot(decode_snapshot(data, "markup.pickle")), expected

@@ -29,7 +29,7 @@ from tuiprof.trace.snapshot import ACTION_CODE, BLOCK_STATE_CODE, Snapshot, Trac
 _ALLOC, _FREE = ACTION_CODE["alloc"], ACTION_CODE["free_completed"]
 _SEGMENT_ADDS = (ACTION_CODE["segment_alloc"], ACTION_CODE["segment_map"])
 _SEGMENT_REMOVES = (ACTION_CODE["segment_free"], ACTION_CODE["segment_unmap"])
-_ACTIVE_STATES = (BLOCK_STATE_CODE["active_allocated"], BLOCK_STATE_CODE["active_awaiting_free"])
+_ACTIVE_STATES = (BLOCK_STATE_CODE["active_allocated"], BLOCK_STATE_CODE["active_pending_free"])
 _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3")
 
 
@@ -326,7 +326,7 @@ def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotM
                                     int(timeline.allocated[at]), int(timeline.reserved[at]), group_by_stack(allocations, live)))
         else:  # no entry in the window (or none at all): the state then
             earlier = everything[window.before(entries)[everything]] if window.start is not None else everything
-            row = int(earlier[-1]) if len(earlier) else (-1 if len(everything) else count)
+            row = int(earlier[-1]) if len(earlier) else (-1 if len(everything) else count - 1)  # count - 1: after the last entry
             allocated, reserved, live = _state_at(allocations, segments, device, row)
             peaks.append(DevicePeak(device, -1, -1, -1, allocated, reserved, group_by_stack(allocations, live)))
     ooms = []

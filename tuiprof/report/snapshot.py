@@ -60,8 +60,11 @@ def headline(model: SnapshotModel) -> str:
     if not model.peaks:
         return f"{plain(model.snapshot.source)}: an allocator snapshot with no devices"
     peak = max(model.peaks, key=lambda p: p.allocated)
-    when = "when the snapshot was taken" if peak.row < 0 else _since_start(model, peak.time_us)
-    line = f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {when}"
+    if len(model.snapshot.entries) == 0:  # segments only: a state, not a peak, and how to get the history
+        line = (f"{format_bytes(peak.allocated)} allocated on cuda:{peak.device} when the snapshot was taken; no allocation "
+                "history (torch.cuda.memory._record_memory_history() before the run records it)")
+    else:
+        line = f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {_since_start(model, peak.time_us)}"
     if peak.groups:
         top = peak.groups[0]
         line += f"; {_share(top.bytes, peak.allocated)} of it from {short_where(model, top.stack)}"
@@ -86,7 +89,7 @@ def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limi
 
 
 def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]:
-    when = "when the snapshot was taken (no trace entries)" if peak.row < 0 else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
+    when = "no trace entry to look at (the state when the snapshot was taken, or at --from)" if peak.row < 0 else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
     lines = [f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"]
     if peak.groups:
         largest = max(peak.groups, key=lambda g: (g.largest, -g.stack))

@@ -46,8 +46,9 @@ ACTIONS = (
 )
 ACTION_CODE = {name: code for code, name in enumerate(ACTIONS)}
 OTHER_ACTION = len(ACTIONS)  # an action this version does not know: kept, counted, never an error
-BLOCK_STATES = ("active_allocated", "active_awaiting_free", "inactive")
-BLOCK_STATE_CODE = {name: code for code, name in enumerate(BLOCK_STATES)}
+# torch writes "active_pending_free" (torch/csrc/cuda/Module.cpp); its docstring says "active_awaiting_free": both are read.
+BLOCK_STATES = ("active_allocated", "active_pending_free", "inactive")
+BLOCK_STATE_CODE = {name: code for code, name in enumerate(BLOCK_STATES)} | {"active_awaiting_free": 1}
 FX_FIELDS = ("fx_node_op", "fx_node_name", "fx_original_trace")
 _INT64_MAX = (1 << 63) - 1
 
