@@ -59,3 +59,18 @@ def test_open_off_a_terminal_prints_the_summary(tmp_path: Path) -> None:
     from tuiprof.report.units import format_bytes
 
     assert f"peak {format_bytes(top)} allocated" in result.stdout.splitlines()[0]
+
+
+async def _settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.pause()
+
+
+def test_snapshot_app_screens(snap_compare) -> None:
+    """The app at 80x24: headline, curve, the peak's stacks, the detail pane (then the first OOM's holders).
+    Update with --snapshot-update and look at tests/__snapshots__/test_snapshot_tui/."""
+    from tuiprof.tui.snapshot_app import SnapshotApp
+
+    data, _ = make_snapshot(1, steps=200)
+    app = SnapshotApp(analyze_snapshot(decode_snapshot(data, "gen.pickle")))
+    assert snap_compare(app, terminal_size=(80, 24), press=["o"], run_before=_settle)

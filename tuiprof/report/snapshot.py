@@ -224,7 +224,8 @@ def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
 def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:
     """What the table below shows: the peak of ``device``, or (``oom``) what held memory at its first OOM."""
     if oom:
-        return _oom_lines(model, next(o for o in model.ooms if o.device == device), DEFAULT_STACKS)[0] + "; held by:"
+        first = next(o for o in model.ooms if o.device == device)
+        return f"{_oom_lines(model, first, DEFAULT_STACKS)[0]}\n{_oom_cause(first)}; held then by:"
     return _peak_lines(model, model.peaks[device], 0)[0]
 
 

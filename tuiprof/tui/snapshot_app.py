@@ -27,8 +27,8 @@ class SnapshotApp(App):
     #headline { height: auto; }
     #curve { height: 4; }
     #heading { height: auto; color: $text-muted; }
-    #stacks { height: 1fr; }
-    #detail { height: 12; border-top: solid $primary; overflow-y: auto; }
+    #stacks { height: 3fr; }
+    #detail { height: 2fr; border-top: solid $primary; overflow-y: auto; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit"),
