@@ -149,6 +149,9 @@ WRONG = {
     "size past 64 bits": {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 1 << 100}]]},
     "a frame's line as float": {"segments": [], "device_traces": [[{"action": "alloc", "frames": [{"filename": "a", "line": 1.5}]}]]},
     "a block state unknown": {"segments": [{"address": 0, "total_size": 8, "blocks": [{"size": 8, "state": "x"}]}], "device_traces": []},
+    "a device number of 2**40": {"segments": [{"device": 1 << 40, "address": 0, "total_size": 8, "blocks": []}], "device_traces": []},
+    "a negative device number": {"segments": [{"device": -1, "address": 0, "total_size": 8, "blocks": []}], "device_traces": []},
+    "100,000 devices": {"segments": [], "device_traces": [[]] * 100_000},
     "a recursive trace list": _recursive_list(),
     "a frames list holding itself": _recursive_frames(),
     "a frame holding itself": _recursive_dict(),
@@ -214,3 +217,23 @@ def test_a_protocol_outside_2_to_5_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "p9.pickle"
     path.write_bytes(b"\x80\x09N.")
     assert "protocol 9" in refusal(path)
+
+
+def test_huge_decimal_integers_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "digits.pickle"
+    path.write_bytes(b"\x80\x02L" + b"9" * 1_000_000 + b"L\n.")  # the text LONG opcode: int() of a million digits
+    refusal(path)
+
+
+def test_an_annotation_nested_100000_deep_is_text(tmp_path: Path) -> None:
+    """user_metadata is any plain data: shown through reprlib (bounded depth), never a RecursionError."""
+    def text(value: str) -> bytes:
+        return b"\x8c" + bytes([len(value)]) + value.encode()
+
+    nested = b"]" * 100_000 + b"a" * 99_999  # 100,000 lists, each in the one before (pickle.dumps cannot write it)
+    entry = b"}(" + text("action") + text("annotate") + text("addr") + b"K\x01" + text("size") + b"K\x00" + text("user_metadata") + nested + b"u"
+    body = b"}(" + text("segments") + b"]" + text("device_traces") + b"]]" + entry + b"aau"
+    path = tmp_path / "deep-annotation.pickle"
+    path.write_bytes(b"\x80\x04" + body + b".")
+    shown = read_snapshot(path).entries.annotations[0]
+    assert shown.startswith("[[[[[[") and "..." in shown and len(shown) < 100

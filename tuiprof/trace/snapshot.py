@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import reprlib
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ BLOCK_STATES = ("active_allocated", "active_pending_free", "inactive")
 BLOCK_STATE_CODE = {name: code for code, name in enumerate(BLOCK_STATES)} | {"active_awaiting_free": 1}
 FX_FIELDS = ("fx_node_op", "fx_node_name", "fx_original_trace")
 _INT64_MAX = (1 << 63) - 1
+MAX_DEVICES = 1 << 12  # device numbers: the analysis walks every device up to the highest
 
 
 class RefusedGlobal(pickle.UnpicklingError):
@@ -381,6 +383,8 @@ def decode_snapshot(data: Any, source: str, file_bytes: int = 0) -> Snapshot:
     if "segments" not in top and "device_traces" not in top:
         raise decoder.bad("the top level", "has neither segments nor device_traces")
     traces = decoder.sequence(top.get("device_traces", []), "device_traces")
+    if len(traces) > MAX_DEVICES:
+        raise decoder.bad("device_traces", f"has {len(traces):,} devices, more than {MAX_DEVICES:,}")
     entries = _decode_entries(decoder, traces)
     segments = _decode_segments(decoder, decoder.sequence(top.get("segments", []), "segments"))
     devices = max(len(traces), int(segments.device.max()) + 1 if len(segments) else 0)
@@ -467,8 +471,9 @@ def _entry_by_entry(decoder: _Decoder, trace: list | tuple, device: int) -> dict
 
 
 def _metadata_text(value: Any) -> str:
-    """An annotation as text: plain data only reaches here, so its repr runs no code."""
-    return value if type(value) is str else repr(value)[:1000]
+    """An annotation as text: plain data only reaches here, so its repr runs no code; reprlib
+    bounds its depth and length (a list nested 100,000 deep would exhaust the stack)."""
+    return value if type(value) is str else reprlib.repr(value)
 
 
 def _decode_segments(decoder: _Decoder, segments: list | tuple) -> Segments:
@@ -478,7 +483,10 @@ def _decode_segments(decoder: _Decoder, segments: list | tuple) -> Segments:
         where = f"segments[{number}]"
         segment = decoder.record(segment, where)
         address = decoder.integer(segment.get("address", 0), f"{where}.address")
-        rows["device"].append(decoder.integer(segment.get("device", 0), f"{where}.device"))
+        device = decoder.integer(segment.get("device", 0), f"{where}.device")
+        if not 0 <= device < MAX_DEVICES:
+            raise decoder.bad(f"{where}.device", f"is {device}, not a device number (0-{MAX_DEVICES - 1})")
+        rows["device"].append(device)
         rows["address"].append(address)
         rows["total_size"].append(decoder.integer(segment.get("total_size", 0), f"{where}.total_size"))
         rows["stream"].append(decoder.integer(segment.get("stream", 0), f"{where}.stream"))
