@@ -237,3 +237,20 @@ def test_an_annotation_nested_100000_deep_is_text(tmp_path: Path) -> None:
     path.write_bytes(b"\x80\x04" + body + b".")
     shown = read_snapshot(path).entries.annotations[0]
     assert shown.startswith("[[[[[[") and "..." in shown and len(shown) < 100
+
+
+def test_many_ooms_over_many_live_allocations_end_in_seconds() -> None:
+    """20,000 OOMs with 20,000 allocations live: explaining each would be 4*10^8 steps; the first
+    100 are explained, all are counted."""
+    import time
+
+    from tuiprof.analysis.snapshot import OOMS_EXPLAINED, analyze_snapshot
+    from tuiprof.trace.snapshot import decode_snapshot
+
+    allocs = [{"action": "alloc", "addr": 4096 * i, "size": 4096, "stream": 0} for i in range(20_000)]
+    ooms = [{"action": "oom", "size": 1 << 30, "device_free": 0, "stream": 0}] * 20_000
+    snapshot = decode_snapshot({"segments": [], "device_traces": [allocs + ooms]}, "many-ooms.pickle")
+    started = time.perf_counter()
+    model = analyze_snapshot(snapshot)
+    assert time.perf_counter() - started < 20
+    assert (len(model.ooms), model.oom_count) == (OOMS_EXPLAINED, 20_000)

@@ -31,6 +31,9 @@ _SEGMENT_ADDS = (ACTION_CODE["segment_alloc"], ACTION_CODE["segment_map"])
 _SEGMENT_REMOVES = (ACTION_CODE["segment_free"], ACTION_CODE["segment_unmap"])
 _ACTIVE_STATES = (BLOCK_STATE_CODE["active_allocated"], BLOCK_STATE_CODE["active_pending_free"])
 _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3")
+# Each OOM explained costs a pass over the live allocations: a file of 100,000 OOMs would take hours.
+# A run that fails rarely retries more than a few times; later ones are counted.
+OOMS_EXPLAINED = 100
 
 
 @dataclass
@@ -130,7 +133,8 @@ class SnapshotModel:
     timelines: list[DeviceTimeline]
     peaks: list[DevicePeak]
     segment_use: list[SegmentUse]
-    ooms: list[OutOfMemory]
+    ooms: list[OutOfMemory]  # the first OOMS_EXPLAINED of each device
+    oom_count: int  # all of them
 
 
 def is_own_code(filename: str) -> bool:
@@ -330,7 +334,9 @@ def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotM
             allocated, reserved, live = _state_at(allocations, segments, device, row)
             peaks.append(DevicePeak(device, -1, -1, -1, allocated, reserved, group_by_stack(allocations, live)))
     ooms = []
-    for row in np.flatnonzero((entries.action == ACTION_CODE["oom"]) & inside).tolist():
+    oom_rows = np.flatnonzero((entries.action == ACTION_CODE["oom"]) & inside)
+    explained = np.concatenate([oom_rows[entries.device[oom_rows] == d][:OOMS_EXPLAINED] for d in range(snapshot.device_count)] or [oom_rows])
+    for row in np.sort(explained).tolist():
         device = int(entries.device[row])
         timeline = timelines[device]
         at = int(np.searchsorted(timeline.rows, row))
@@ -340,7 +346,7 @@ def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotM
             largest_free_gap(allocations, segments, device, row),
             group_by_stack(allocations, allocations.live_at(device, row)), int(entries.stack[row]),
         ))
-    return SnapshotModel(snapshot, allocations, segments, timelines, peaks, segment_use(snapshot), ooms)
+    return SnapshotModel(snapshot, allocations, segments, timelines, peaks, segment_use(snapshot), ooms, len(oom_rows))
 
 
 @dataclass

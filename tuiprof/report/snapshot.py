@@ -68,8 +68,8 @@ def headline(model: SnapshotModel) -> str:
     if peak.groups:
         top = peak.groups[0]
         line += f"; {_share(top.bytes, peak.allocated)} of it from {short_where(model, top.stack)}"
-    if model.ooms:
-        line += f"; {plural(len(model.ooms), 'out-of-memory error')}"
+    if model.oom_count:
+        line += f"; {plural(model.oom_count, 'out-of-memory error')}"
     return line
 
 
@@ -151,8 +151,9 @@ def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> list[str
     if model.ooms:  # the first: what failed before the program reacted (later ones follow from it)
         lines.append("")
         lines += _oom_lines(model, model.ooms[0], limit)
-        if len(model.ooms) > 1:
-            lines.append(f"  and {plural(len(model.ooms) - 1, 'later out-of-memory error')} (--format json lists each)")
+        if model.oom_count > 1:
+            listed = "each" if model.oom_count == len(model.ooms) else f"the first {len(model.ooms)}"
+            lines.append(f"  and {plural(model.oom_count - 1, 'later out-of-memory error')} (--format json lists {listed})")
     return lines
 
 
@@ -169,6 +170,7 @@ def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
         "devices": model.snapshot.device_count,
         "trace_entries": len(model.snapshot.entries),
         "times_recorded": model.snapshot.entries.has_times,
+        "oom_count": model.oom_count,
         "peaks": [{"device": p.device, "entry": p.index, "time_us": p.time_us, "allocated_bytes": p.allocated,
                    "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]]} for p in model.peaks],
         "segments": [{"device": s.device, "address": s.address, "reserved_bytes": s.reserved, "allocated_bytes": s.allocated,
