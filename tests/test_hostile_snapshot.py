@@ -254,3 +254,20 @@ def test_many_ooms_over_many_live_allocations_end_in_seconds() -> None:
     model = analyze_snapshot(snapshot)
     assert time.perf_counter() - started < 20
     assert (len(model.ooms), model.oom_count) == (OOMS_EXPLAINED, 20_000)
+
+
+def test_ooms_over_10000_segments_end_in_seconds() -> None:
+    """The largest free gap at each OOM over 10,000 live segments (a loop per segment: 12 s)."""
+    import time
+
+    from tuiprof.analysis.snapshot import analyze_snapshot
+    from tuiprof.trace.snapshot import decode_snapshot
+
+    segments = [{"action": "segment_alloc", "addr": (1 << 20) * i, "size": 1 << 20} for i in range(10_000)]
+    allocs = [{"action": "alloc", "addr": (1 << 20) * i + 4096, "size": 4096} for i in range(10_000)]
+    ooms = [{"action": "oom", "size": 1 << 30, "device_free": 0}] * 100
+    snapshot = decode_snapshot({"segments": [], "device_traces": [segments + allocs + ooms]}, "segments.pickle")
+    started = time.perf_counter()
+    model = analyze_snapshot(snapshot)
+    assert time.perf_counter() - started < 5
+    assert model.ooms[0].largest_free_block == (1 << 20) - 8192  # after the allocation at +4096

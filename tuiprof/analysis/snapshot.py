@@ -241,22 +241,33 @@ def group_by_stack(spans: Lifetimes, chosen: np.ndarray) -> list[StackGroup]:
 
 
 def largest_free_gap(allocations: Lifetimes, segments: Lifetimes, device: int, row: int) -> int:
-    """The largest address range inside the device's segments live after ``row`` that no live allocation covers."""
+    """The largest address range inside the device's segments live after ``row`` that no live
+    allocation covers.  Vectorised over all segments at once (segments do not overlap, so the
+    running highest end of the sorted allocations, floored at each segment's start, is what
+    covers memory up to the next allocation)."""
+    live_segments = segments.live_at(device, row)
+    if not len(live_segments):
+        return 0
+    order = np.argsort(segments.address[live_segments], kind="stable")
+    lows = segments.address[live_segments][order]
+    highs = lows + segments.size[live_segments][order]
     live_allocations = allocations.live_at(device, row)
-    starts = allocations.address[live_allocations]
-    order = np.argsort(starts)
-    starts, ends = starts[order], starts[order] + allocations.size[live_allocations][order]
+    by_address = np.argsort(allocations.address[live_allocations], kind="stable")
+    starts = allocations.address[live_allocations][by_address]
+    ends = starts + allocations.size[live_allocations][by_address]
+    owner = np.searchsorted(lows, starts, side="right") - 1
+    inside = (owner >= 0) & (starts < highs[np.maximum(owner, 0)])
+    starts, ends, owner = starts[inside], ends[inside], owner[inside]
     best = 0
-    for segment in segments.live_at(device, row):
-        low = int(segments.address[segment])
-        high = low + int(segments.size[segment])
-        inside = (starts >= low) & (starts < high)
-        cursor = low
-        for begin, finish in zip(starts[inside].tolist(), ends[inside].tolist()):
-            best = max(best, begin - cursor)
-            cursor = max(cursor, finish)
-        best = max(best, high - cursor)
-    return best
+    covered = np.maximum.accumulate(ends) if len(ends) else ends
+    if len(starts):
+        before = np.concatenate([[np.iinfo(np.int64).min], covered[:-1]])
+        best = int((starts - np.maximum(lows[owner], before)).max())
+    first, last = np.searchsorted(starts, lows), np.searchsorted(starts, highs) - 1
+    has = last >= first  # segments with an allocation: free after the highest end in them
+    tail_cover = lows.copy()
+    tail_cover[has] = np.maximum(lows[has], covered[last[has]])
+    return max(best, int((highs - tail_cover).max()), 0)
 
 
 def segment_use(snapshot: Snapshot) -> list[SegmentUse]:
