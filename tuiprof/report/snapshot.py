@@ -31,6 +31,7 @@ from tuiprof.report.render import stdout_is_terminal
 from tuiprof.report.units import format_bytes, format_pct, format_us, plural
 
 DEFAULT_STACKS = 10
+DETAIL_LINES = 300  # of a stack in the detail pane: a hostile file's million-frame stack stays responsive
 
 
 def short_where(model: SnapshotModel, stack: int) -> str:
@@ -220,7 +221,10 @@ def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
     head = (f"{format_bytes(group.bytes)} ({_share(group.bytes, whole)}) in {plural(group.count, 'allocation')}, "
             f"the largest {format_bytes(group.largest)}")
     frames = stack_lines(model.snapshot, group.stack) or ["(no stack: allocated before the trace began, or recorded without stacks)"]
-    return "\n".join([head, "stack, innermost frame first:", *(plain(line) for line in frames)])
+    shown = [plain(line) for line in frames[:DETAIL_LINES]]
+    if len(frames) > DETAIL_LINES:
+        shown.append(f"... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
+    return "\n".join([head, "stack, innermost frame first:", *shown])
 
 
 def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:
