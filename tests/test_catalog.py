@@ -13,7 +13,7 @@ import tuiprof.report.views as report_views
 import tuiprof.tui.views as explorer_views
 from tests.conftest import SAMPLES
 from tuiprof.cli import build_parser, main
-from tuiprof.report.catalog import WATCH, summary_view_names
+from tuiprof.report.catalog import SNAPSHOT, WATCH, summary_view_names
 from tuiprof.report.findings import FINDINGS_VIEW
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, View
 
@@ -28,7 +28,7 @@ def _view_choices() -> tuple[str, ...]:
 
 
 def test_the_cli_offers_every_registered_view_and_nothing_else() -> None:
-    assert _view_choices() == (*TRACE_VIEWS, FINDINGS_VIEW.name, *RUN_VIEWS, WATCH)
+    assert _view_choices() == (*TRACE_VIEWS, FINDINGS_VIEW.name, *RUN_VIEWS, WATCH, SNAPSHOT)
     assert _view_choices() == summary_view_names()
 
 

@@ -166,7 +166,7 @@ def configure_cache(args: argparse.Namespace) -> None:
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    from tuiprof.report.catalog import FINDINGS, WATCH, summary_view_names, view_name
+    from tuiprof.report.catalog import FINDINGS, SNAPSHOT, WATCH, summary_view_names, view_name
     from tuiprof.report.formats import FORMATS
     from tuiprof.report.views import RUN_VIEWS
 
@@ -175,7 +175,8 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"{FINDINGS}: the Overview's findings, one a line (--format json: id, severity, text); "
         "memory-*: what fills memory at its peak (torch's categories from a tuiprof capture); "
         f"{', '.join(RUN_VIEWS)}: every rank of a run directory at once; "
-        f"{WATCH}: the captures of a watch folder (run --watch DIR)",
+        f"{WATCH}: the captures of a watch folder (run --watch DIR); "
+        f"{SNAPSHOT}: an allocator snapshot (torch.cuda.memory._dump_snapshot), told by its content whatever --view says",
     )
     parser.add_argument(
         "--cluster", metavar="ADDRESS",
@@ -187,6 +188,10 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-level-only", action="store_true", help="operators: only calls with no enclosing operator")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
+    for flag, dest, end in (("--from", "window_from", "from"), ("--to", "window_to", "up to")):
+        parser.add_argument(flag, dest=dest, type=float, metavar="US",
+                            help=f"allocator snapshots: look for the peak and OOMs {end} US microseconds after the first entry "
+                                 "(entry numbers when it has no times); memory allocated earlier still counts")
 
 
 def _add_diff_parser(commands) -> None:
@@ -227,6 +232,8 @@ def run_diff(args: argparse.Namespace) -> int:
     from tuiprof.report.diff import print_diff, wants_explorer
 
     configure_cache(args)
+    if _is_snapshot(args.a, "") or _is_snapshot(args.b, ""):
+        return run_snapshot_diff(args)
     if not wants_explorer(args):
         return print_diff(args)
     from tuiprof.tui.diff_app import DiffSource, run_diff_explorer
@@ -280,6 +287,9 @@ def run_summary(args: argparse.Namespace) -> int:
         first, *others = RUN_VIEWS
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {first} (or {', '.join(others)})")
     path = resolve_path(args)
+    if _is_snapshot(path, args.view):
+        return run_snapshot_summary(path, args)
+    _refuse_window(args)
     if args.view == WATCH:
         if args.sort:  # never ignored in silence
             raise TraceError(f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort")
@@ -292,6 +302,94 @@ def run_summary(args: argparse.Namespace) -> int:
     status = print_summary(analyze(store), request)
     save_in_background(store)  # after the output: the first open is no slower
     return status
+
+
+def _is_snapshot(path: str, view: str) -> bool:
+    """An allocator snapshot, told by its first bytes (a pickle), not its name; ``--view snapshot``
+    on anything else is one line."""
+    from tuiprof.report.catalog import SNAPSHOT
+    from tuiprof.trace.snapshot import is_snapshot
+
+    if is_snapshot(path):
+        return True
+    if view == SNAPSHOT:
+        raise TraceError(path, "not an allocator snapshot (not a pickle)", "pass a file written by torch.cuda.memory._dump_snapshot")
+    return False
+
+
+def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
+    from tuiprof.analysis.snapshot import analyze_snapshot
+    from tuiprof.report.snapshot import print_snapshot_summary
+
+    if args.format not in ("table", "json"):
+        raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
+    return print_snapshot_summary(analyze_snapshot(_read_snapshot_showing_progress(path), _window(args)), args.format, args.limit)
+
+
+def run_snapshot_diff(args: argparse.Namespace) -> int:
+    """Two allocator snapshots: their peaks by stack (text or JSON; no explorer yet)."""
+    from tuiprof.analysis.snapshot import analyze_snapshot, diff_snapshots
+    from tuiprof.report.snapshot import print_snapshot_diff
+    from tuiprof.trace.snapshot import is_snapshot, read_snapshot
+
+    for path in (args.a, args.b):
+        if not is_snapshot(path):
+            raise TraceError(path, "is not an allocator snapshot, and the other file is", "compare two snapshots or two traces")
+    if args.format not in (None, "table", "json"):
+        raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
+    if args.fail_if_slower or args.fail_if_memory:
+        raise TraceError("--fail-if-slower/--fail-if-memory", "are not offered for allocator snapshots", "compare the peaks in --format json")
+    models = [analyze_snapshot(read_snapshot(path)) for path in (args.a, args.b)]
+    return print_snapshot_diff(diff_snapshots(*models), args.format, args.limit)
+
+
+def _window(args: argparse.Namespace):
+    import math
+
+    from tuiprof.analysis.snapshot import Window
+
+    start, end = args.window_from, args.window_to
+    if any(value is not None and not math.isfinite(value) for value in (start, end)):
+        raise TraceError(f"--from {start} --to {end}", "must be numbers of microseconds", "e.g. --from 0 --to 2e6")
+    if start is not None and end is not None and start > end:
+        raise TraceError(f"--from {start:g} --to {end:g}", "ends before it starts", "swap them")
+    return Window(start, end)
+
+
+def _refuse_window(args: argparse.Namespace) -> None:
+    """--from/--to are for snapshots here (timeline has its own): never ignored in silence."""
+    if args.window_from is not None or args.window_to is not None:
+        raise TraceError("--from/--to", "are for allocator snapshots in summary and open", "use tuiprof timeline TRACE --from US --to US")
+
+
+def _read_snapshot_showing_progress(path: str):
+    """read_snapshot, with whole percents on one line of stderr when it is a terminal (cleared after)."""
+    from tuiprof.trace.snapshot import read_snapshot
+
+    if not sys.stderr.isatty():
+        return read_snapshot(path)
+    shown = [-1]
+
+    def progress(done: int, total: int) -> None:
+        percent = 100 * done // total if total else 0
+        if percent != shown[0]:
+            shown[0] = percent
+            print(f"\rtuiprof: reading the allocator snapshot: {percent}% of {total / 1e6:,.0f} MB", end="", file=sys.stderr, flush=True)
+
+    try:
+        return read_snapshot(path, progress)
+    finally:
+        if shown[0] >= 0:
+            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+
+
+def _explore_snapshot(path: str, window) -> int:
+    """Read and analyse first (a bad snapshot is one line, before the app owns the terminal)."""
+    from tuiprof.analysis.snapshot import analyze_snapshot
+    from tuiprof.tui.snapshot_app import run_snapshot_explorer
+
+    snapshot = _read_snapshot_showing_progress(path)
+    return run_snapshot_explorer(analyze_snapshot(snapshot, window))
 
 
 def run_run_summary(path: str, request, cluster: str | None) -> int:
@@ -357,6 +455,9 @@ def run_open(args: argparse.Namespace) -> int:
     if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
     path = resolve_path(args)
+    if _is_snapshot(path, args.view):
+        return _explore_snapshot(path, _window(args))
+    _refuse_window(args)
     trace = choose_trace(path, args.trace)
     if not trace.stream:
         from tuiprof.trace.source import check_trace_start

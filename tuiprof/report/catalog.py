@@ -21,13 +21,17 @@ from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS
 FINDINGS = "findings"
 # A watch folder's captures (tuiprof run --watch DIR; report/watch.py), not a trace's table.
 WATCH = "watch"
+# An allocator snapshot's peak, segments and OOMs (report/snapshot.py); a snapshot is told by
+# its content, so the name only makes the choice explicit (and refuses anything else).
+SNAPSHOT = "snapshot"
 
 
 def summary_view_names() -> tuple[str, ...]:
     """What ``summary --view NAME`` accepts: the tables of one trace, the findings, the tables
-    of every rank of a run, a watch folder's captures; in that order (--help lists them so).
+    of every rank of a run, a watch folder's captures, an allocator snapshot; in that order
+    (--help lists them so).
     Light to import: the CLI's --help reads it."""
-    return (*TRACE_VIEWS, FINDINGS, *RUN_VIEWS, WATCH)
+    return (*TRACE_VIEWS, FINDINGS, *RUN_VIEWS, WATCH, SNAPSHOT)
 
 
 # Older spellings still accepted on the command line (``ops``: the operators view's name

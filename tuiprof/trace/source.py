@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tuiprof.errors import TraceError
 from tuiprof.trace.decode import not_a_trace
@@ -273,6 +274,14 @@ def set_max_inflate_ratio(ratio: float) -> None:
     os.environ["TUIPROF_MAX_INFLATE_RATIO"] = repr(float(ratio))
 
 
+class StartCheck(Protocol):
+    """What checks an inflating document's first bytes: :class:`TraceStart` for traces."""
+
+    def feed(self, data: bytes) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 class TraceStart:
     """Watches the first bytes of a document: a trace starts ``{"`` or ``[{`` / ``[]``.
 
@@ -452,16 +461,18 @@ def inflated_size(trace: TraceFile) -> int:
 
 
 def inflate_gzip(
-    read: Callable[[int], bytes], compressed_size: int | None, source: str, write: Write, progress: ReadProgress | None
+    read: Callable[[int], bytes], compressed_size: int | None, source: str, write: Write, progress: ReadProgress | None,
+    start: StartCheck | None = None,
 ) -> None:
     """Inflate gzip data (concatenated members too) from ``read`` into ``write``, in bounded pieces.
 
-    Refuses data whose first bytes cannot start a trace, and data that
+    Refuses data whose first bytes cannot start a trace (or what ``start`` checks:
+    an allocator snapshot's pickle, :class:`tuiprof.trace.snapshot.PickleStart`), and data that
     inflates past the ratio limit (:func:`max_inflate_ratio`) relative to
     ``compressed_size`` (for a pipe, to what was read so far).
     """
     ratio = max_inflate_ratio()
-    start = TraceStart(source)
+    start = start or TraceStart(source)
     inflater = inflate_lib.decompressobj(wbits=31)
     consumed = written = 0
     in_member = False

@@ -1,0 +1,197 @@
+"""Allocator snapshots in the documented format (``torch.cuda.memory._snapshot``), with their answers.
+
+The keys are those torch/csrc/cuda/Module.cpp writes (its docstring lists fewer): ``time_us``,
+``compile_context`` and ``user_metadata`` on every entry, ``device_free`` instead of ``addr`` on an
+``oom``, ``frames`` only on entries with a context, ``active_pending_free`` blocks,
+``allocator_settings`` and ``external_annotations`` at the top.
+
+A small first-fit allocator of its own places allocations in segments
+(``segment_alloc`` when none fits, ``segment_free`` of empty ones now and
+then), frees at random, fails requests past a device capacity (``oom``), and
+records, as it goes, what the analysis must find: the peak of live bytes per
+device, its time, the bytes by stack there, and for each OOM the request, the
+live bytes, CUDA's free bytes and the largest free gap in the segments.  The
+end state (``segments`` with ``blocks``) is what is live at the end.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+MiB = 1 << 20
+SEGMENT = 2 * MiB
+CAPACITY = 24 * MiB  # per device: a request that would push reserved past it is an oom
+BASE = 0x7F0000000000
+
+
+def library_frame(name: str) -> dict:
+    return {"filename": "/usr/lib/python3.11/site-packages/torch/nn/functional.py", "line": 2000 + len(name), "name": name}
+
+
+def own_frame(line: int, name: str, filename: str = "/home/user/train.py") -> dict:
+    return {"filename": filename, "line": line, "name": name}
+
+
+def make_stacks(fx: bool = True) -> list[list[dict]]:
+    """Frames innermost first, as torch writes them: C++ and library frames inside own code."""
+    stacks = []
+    for layer in range(6):
+        frames = [{"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"}, library_frame("linear")]
+        frames.append(own_frame(10 + layer, f"layer{layer}_forward", "/home/user/model.py"))
+        frames.append(own_frame(100, "main"))
+        stacks.append(frames)
+    if fx:
+        stacks[5][2] = {**stacks[5][2], "fx_node_op": "call_function", "fx_node_name": "addmm_1",
+                        "fx_original_trace": 'File "/home/user/model.py", line 15, in forward\n    x = self.fc(x)'}
+    return stacks
+
+
+@dataclass
+class Expected:
+    peak_bytes: dict[int, int] = field(default_factory=dict)
+    peak_time_us: dict[int, int] = field(default_factory=dict)
+    peak_by_stack: dict[int, dict[int, int]] = field(default_factory=dict)  # device -> stack index -> bytes
+    ooms: list[dict] = field(default_factory=list)
+    live_end: dict[int, int] = field(default_factory=dict)
+    curve: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # device -> (time_us, live bytes after the entry)
+    reserved_end: dict[int, int] = field(default_factory=dict)
+
+
+class _Device:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.next_address = BASE + (index << 36)
+        self.segments: dict[int, int] = {}  # address -> size
+        self.live: dict[int, tuple[int, int, int]] = {}  # address -> (size, requested, stack)
+        self.trace: list[dict] = []
+
+    def gaps(self) -> list[tuple[int, int]]:
+        found = []
+        for start, size in sorted(self.segments.items()):
+            cursor = start
+            for address in sorted(a for a in self.live if start <= a < start + size):
+                if address > cursor:
+                    found.append((cursor, address - cursor))
+                cursor = address + self.live[address][0]
+            if cursor < start + size:
+                found.append((cursor, start + size - cursor))
+        return found
+
+    @property
+    def allocated(self) -> int:
+        return sum(size for size, _, _ in self.live.values())
+
+    @property
+    def reserved(self) -> int:
+        return sum(self.segments.values())
+
+
+def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times: bool = True, fx: bool = True,
+                  awaiting: bool = False) -> tuple[dict, Expected]:
+    """A snapshot dict and its answers.  ``awaiting``: frees complete some entries after they
+    are requested (another stream), the bytes still held in between."""
+    rng = random.Random(seed)
+    stacks = make_stacks(fx)
+    state = [_Device(d) for d in range(devices)]
+    expected = Expected()
+    clock = [0]
+    pending: list[tuple[_Device, int]] = []
+
+    def entry(device: _Device, action: str, address: int, size: int, stack: int | None, **extra) -> None:
+        clock[0] += 7
+        item = {"action": action, "addr": address, "size": size, "stream": 0, "compile_context": "N/A", "user_metadata": "", **extra}
+        if action == "oom":  # torch writes device_free where the others have addr
+            del item["addr"]
+        if stack is not None:  # torch writes frames only for entries recorded with a context
+            item["frames"] = [dict(f) for f in stacks[stack]]
+        if with_times:
+            item["time_us"] = clock[0]
+        device.trace.append(item)
+        expected.curve.setdefault(device.index, []).append((clock[0], device.allocated))
+
+    def complete(device: _Device, address: int) -> None:
+        size, _, stack = device.live.pop(address)
+        entry(device, "free_completed", address, size, stack)
+
+    for _ in range(steps):
+        device = state[rng.randrange(devices)]
+        roll = rng.random()
+        if roll < 0.55 or not device.live:
+            stack = rng.randrange(len(stacks))
+            size = rng.randrange(1, 3 * MiB // 512) * 512
+            requested = size - rng.randrange(0, 512)
+            fits = [(a, s) for a, s in device.gaps() if s >= size]
+            if not fits:
+                segment = -(-size // SEGMENT) * SEGMENT
+                if device.reserved + segment > CAPACITY:
+                    gaps = [s for _, s in device.gaps()]
+                    free = CAPACITY - device.reserved
+                    expected.ooms.append({"device": device.index, "requested": size, "allocated": device.allocated,
+                                          "device_free": free, "largest_free_block": max(gaps, default=0),
+                                          "reserved": device.reserved})
+                    entry(device, "oom", 0, size, stack, device_free=free)
+                    continue
+                address = device.next_address
+                device.next_address += segment + SEGMENT  # segments never touch
+                device.segments[address] = segment
+                entry(device, "segment_alloc", address, segment, stack)
+                fits = [(address, segment)]
+            address = fits[0][0]
+            device.live[address] = (size, requested, stack)
+            entry(device, "alloc", address, size, stack)
+            if device.allocated > expected.peak_bytes.get(device.index, 0):
+                expected.peak_bytes[device.index] = device.allocated
+                expected.peak_time_us[device.index] = device.trace[-1].get("time_us", len(device.trace) - 1)
+                by_stack: dict[int, int] = {}
+                for live_size, _, live_stack in device.live.values():
+                    by_stack[live_stack] = by_stack.get(live_stack, 0) + live_size
+                expected.peak_by_stack[device.index] = by_stack
+            if rng.random() < 0.05:
+                entry(device, "annotate", address, size, None, user_metadata=f"tensor {len(device.trace)} [b]x[/b]")
+        elif roll < 0.95:
+            candidates = [a for a in device.live if (device, a) not in pending]
+            if not candidates:
+                continue
+            address = rng.choice(candidates)
+            size, _, stack = device.live[address]
+            entry(device, "free_requested", address, size, stack)
+            if awaiting and rng.random() < 0.5:
+                pending.append((device, address))
+            else:
+                complete(device, address)
+        elif roll < 0.98:
+            for address, size in sorted(device.segments.items()):
+                if not any(address <= a < address + size for a in device.live):
+                    del device.segments[address]
+                    entry(device, "segment_free", address, size, None)
+        else:
+            entry(device, "snapshot", 0, 0, None)
+        if pending and rng.random() < 0.3:
+            waiting, address = pending.pop(0)
+            complete(waiting, address)
+    segments = []
+    for device in state:
+        expected.live_end[device.index] = device.allocated
+        expected.reserved_end[device.index] = device.reserved
+        for start, size in sorted(device.segments.items()):
+            blocks, cursor = [], start
+            for address in sorted(a for a in device.live if start <= a < start + size):
+                if address > cursor:
+                    blocks.append({"address": cursor, "size": address - cursor, "requested_size": 0, "state": "inactive", "frames": []})
+                live_size, requested, stack = device.live[address]
+                held = any(d is device and a == address for d, a in pending)
+                blocks.append({"address": address, "size": live_size, "requested_size": requested,
+                               "state": "active_pending_free" if held else "active_allocated",
+                               "frames": [dict(f) for f in stacks[stack]]})
+                cursor = address + live_size
+            if cursor < start + size:
+                blocks.append({"address": cursor, "size": start + size - cursor, "requested_size": 0, "state": "inactive", "frames": []})
+            segments.append({
+                "device": device.index, "address": start, "total_size": size, "stream": 0, "segment_type": "large",
+                "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "allocated_size": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
+                "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"), "blocks": blocks,
+            })
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": False}
+    return {"segments": segments, "device_traces": [device.trace for device in state], "allocator_settings": settings,
+            "external_annotations": []}, expected

@@ -1,0 +1,284 @@
+"""An allocator snapshot's summary: the peak and what holds it, segments, OOMs (text and JSON).
+
+The first line names the peak and the stack holding most of it, so the reader
+knows where to look.  Frames and file names are data: every one goes through
+:func:`tuiprof.report.plain.plain`, and the text is written as is, never as
+markup.  Times are shown from the first trace entry (``time_us`` is wall-clock).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+
+import orjson
+
+from tuiprof.analysis.snapshot import (
+    DevicePeak,
+    OutOfMemory,
+    SnapshotDiff,
+    SnapshotModel,
+    StackChange,
+    StackGroup,
+    frame_text,
+    own_frame,
+    stack_lines,
+)
+from tuiprof.report.plain import ELLIPSIS, plain
+from tuiprof.report.render import stdout_is_terminal
+from tuiprof.report.units import format_bytes, format_pct, format_us, plural
+
+DEFAULT_STACKS = 10
+DETAIL_LINES = 300  # of a stack in the detail pane: a hostile file's million-frame stack stays responsive
+
+
+def short_where(model: SnapshotModel, stack: int) -> str:
+    """``model.py:15 layer5_forward``: the stack's own frame with the file's base name."""
+    frame = own_frame(model.snapshot, stack)
+    if frame < 0:
+        return "(no stack)"
+    frames = model.snapshot.frames
+    text = f"{os.path.basename(frames.filename[frame])}:{frames.line[frame]} {frames.name[frame]}"
+    node = frames.fx["fx_node_name"][frame]
+    return plain(f"{text} [fx {node}]" if node else text)
+
+
+def _since_start(model: SnapshotModel, time_us: int) -> str:
+    times = model.snapshot.entries.time_us
+    if not model.snapshot.entries.has_times:
+        return f"entry {time_us:,}"
+    return f"{format_us(time_us - int(times.min()))} into the trace" if len(times) else "-"
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def headline(model: SnapshotModel) -> str:
+    """One line: the highest peak and what holds most of it."""
+    if not model.peaks:
+        return f"{plain(model.snapshot.source)}: an allocator snapshot with no devices"
+    peak = max(model.peaks, key=lambda p: p.allocated)
+    if len(model.snapshot.entries) == 0:  # segments only: a state, not a peak, and how to get the history
+        line = (f"{format_bytes(peak.allocated)} allocated on cuda:{peak.device} when the snapshot was taken; no allocation "
+                "history (torch.cuda.memory._record_memory_history() before the run records it)")
+    else:
+        line = f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {_since_start(model, peak.time_us)}"
+    if peak.groups:
+        top = peak.groups[0]
+        line += f"; {_share(top.bytes, peak.allocated)} of it from {short_where(model, top.stack)}"
+    if model.oom_count:
+        line += f"; {plural(model.oom_count, 'out-of-memory error')}"
+    return line
+
+
+class TableRow(str):
+    """A line of a table: cut at the terminal's width (prose is wrapped)."""
+
+
+def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limit: int) -> list[str]:
+    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  where (innermost own frame)")]
+    for group in groups[:limit]:
+        lines.append(TableRow(f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
+                              f"{short_where(model, group.stack)}"))
+    if len(groups) > limit:
+        rest = sum(g.bytes for g in groups[limit:])
+        lines.append(f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)")
+    return lines
+
+
+def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]:
+    when = "no trace entry to look at (the state when the snapshot was taken, or at --from)" if peak.row < 0 else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
+    lines = [f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"]
+    if peak.groups:
+        largest = max(peak.groups, key=lambda g: (g.largest, -g.stack))
+        lines += _stack_rows(model, peak.groups, peak.allocated, limit)
+        lines.append(f"  largest single allocation: {format_bytes(largest.largest)} from {short_where(model, largest.stack)}")
+    return lines
+
+
+def _segment_lines(model: SnapshotModel) -> list[str]:
+    uses = model.segment_use
+    if not uses:
+        return ["segments: none when the snapshot was taken"]
+    reserved = sum(s.reserved for s in uses)
+    allocated = sum(s.allocated for s in uses)
+    lines = [f"segments when the snapshot was taken: {len(uses):,}, {format_bytes(reserved)} reserved, "
+             f"{format_bytes(allocated)} allocated, {format_bytes(reserved - allocated)} free"]
+    for device in sorted({s.device for s in uses}):
+        mine = [s for s in uses if s.device == device]
+        free = sum(s.free for s in mine)
+        biggest = max(s.largest_free_block for s in mine)
+        lines.append(f"  cuda:{device}: {plural(len(mine), 'segment')}, {format_bytes(free)} free in them, "
+                     f"the largest free block {format_bytes(biggest)}")
+    return lines
+
+
+def _oom_cause(oom: OutOfMemory) -> str:
+    """What the numbers say to do: fragmentation and a full GPU have different remedies."""
+    free = oom.reserved - oom.allocated + max(oom.device_free, 0)
+    if oom.fragmented:
+        return (f"fragmentation: {format_bytes(free)} free in all, no piece of {format_bytes(oom.requested)}; "
+                "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    return (f"the GPU was full: {format_bytes(free)} free in all for {format_bytes(oom.requested)}; "
+            "hold less (the stacks below) or use a smaller batch")
+
+
+def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
+    cached = oom.reserved - oom.allocated
+    lines = [
+        f"out of memory on cuda:{oom.device}, {_since_start(model, oom.time_us)} (entry {oom.index:,}): "
+        f"{format_bytes(oom.requested)} requested from {short_where(model, oom.stack)}",
+        f"  free then: {format_bytes(oom.device_free)} on the GPU, {format_bytes(cached)} cached in the allocator's "
+        f"segments, the largest free block {format_bytes(oom.largest_free_block)}",
+        f"  {_oom_cause(oom)}",
+        f"  held then: {format_bytes(oom.allocated)} allocated of {format_bytes(oom.reserved)} reserved, by:",
+    ]
+    return lines + _stack_rows(model, oom.held_by, oom.allocated, min(limit, 5))[1:]
+
+
+def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> list[str]:
+    entries = model.snapshot.entries
+    lines = [headline(model),
+             f"{plain(model.snapshot.source)}: allocator snapshot, {plural(model.snapshot.device_count, 'device')}, "
+             f"{plural(len(entries), 'trace entry', 'trace entries')}"]
+    for peak in model.peaks:
+        lines.append("")
+        lines += _peak_lines(model, peak, limit)
+    lines.append("")
+    lines += _segment_lines(model)
+    if model.ooms:  # the first: what failed before the program reacted (later ones follow from it)
+        lines.append("")
+        lines += _oom_lines(model, model.ooms[0], limit)
+        if model.oom_count > 1:
+            listed = "each" if model.oom_count == len(model.ooms) else f"the first {len(model.ooms)}"
+            lines.append(f"  and {plural(model.oom_count - 1, 'later out-of-memory error')} (--format json lists {listed})")
+    return lines
+
+
+def _group_json(model: SnapshotModel, group: StackGroup) -> dict:
+    frame = own_frame(model.snapshot, group.stack)
+    return {"bytes": group.bytes, "count": group.count, "largest_bytes": group.largest,
+            "where": frame_text(model.snapshot, frame) if frame >= 0 else None, "frames": stack_lines(model.snapshot, group.stack)}
+
+
+def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
+    """What ``--format json`` prints: stable keys, bytes as integers, times in the file's microseconds."""
+    return {
+        "file": model.snapshot.source,
+        "devices": model.snapshot.device_count,
+        "trace_entries": len(model.snapshot.entries),
+        "times_recorded": model.snapshot.entries.has_times,
+        "oom_count": model.oom_count,
+        "peaks": [{"device": p.device, "entry": p.index, "time_us": p.time_us, "allocated_bytes": p.allocated,
+                   "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]]} for p in model.peaks],
+        "segments": [{"device": s.device, "address": s.address, "reserved_bytes": s.reserved, "allocated_bytes": s.allocated,
+                      "free_bytes": s.free, "largest_free_block_bytes": s.largest_free_block, "stream": s.stream,
+                      "segment_type": s.segment_type} for s in model.segment_use],
+        "ooms": [{"device": o.device, "entry": o.index, "time_us": o.time_us, "requested_bytes": o.requested,
+                  "device_free_bytes": o.device_free, "allocated_bytes": o.allocated, "reserved_bytes": o.reserved,
+                  "largest_free_block_bytes": o.largest_free_block, "fragmented": o.fragmented, "requested_from": stack_lines(model.snapshot, o.stack),
+                  "held_by": [_group_json(model, g) for g in o.held_by[:limit]]} for o in model.ooms],
+    }
+
+
+def fit(line: str, width: int) -> str:
+    """A table row cut to ``width``; prose wrapped, its continuation indented."""
+    if len(line) <= width:
+        return line
+    if isinstance(line, TableRow):
+        return line[: width - 1] + ELLIPSIS
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
+
+
+def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None) -> int:
+    """``tuiprof summary SNAP --view snapshot``: text (cut to the terminal's width) or JSON."""
+    limit = DEFAULT_STACKS if limit is None else max(0, limit)
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(summary_document(model, limit), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit)))
+    return 0
+
+
+def curve(model: SnapshotModel, device: int, buckets: int) -> list[float]:
+    """The device's allocated bytes over its entries in at most ``buckets`` points, each the
+    highest of its span (a peak is never averaged away)."""
+    allocated = model.timelines[device].allocated
+    if not len(allocated):
+        return [float(model.peaks[device].allocated)]
+    buckets = max(1, min(buckets, len(allocated)))
+    edges = [len(allocated) * i // buckets for i in range(buckets + 1)]
+    return [float(allocated[edges[i] : edges[i + 1]].max()) for i in range(buckets)]
+
+
+def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
+    """The detail pane's text for a group: its figures, then its full stack, innermost frame first."""
+    head = (f"{format_bytes(group.bytes)} ({_share(group.bytes, whole)}) in {plural(group.count, 'allocation')}, "
+            f"the largest {format_bytes(group.largest)}")
+    frames = stack_lines(model.snapshot, group.stack) or ["(no stack: allocated before the trace began, or recorded without stacks)"]
+    shown = [plain(line) for line in frames[:DETAIL_LINES]]
+    if len(frames) > DETAIL_LINES:
+        shown.append(f"... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
+    return "\n".join([head, "stack, innermost frame first:", *shown])
+
+
+def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:
+    """What the table below shows: the peak of ``device``, or (``oom``) what held memory at its first OOM."""
+    if oom:
+        first = next(o for o in model.ooms if o.device == device)
+        return f"{_oom_lines(model, first, DEFAULT_STACKS)[0]}\n{_oom_cause(first)}; held then by:"
+    return _peak_lines(model, model.peaks[device], 0)[0]
+
+
+def _signed(value: int) -> str:
+    return ("+" if value > 0 else "") + format_bytes(value)
+
+
+def _change_where(diff: SnapshotDiff, row: StackChange) -> str:
+    return short_where(diff.b, row.b_stack) if row.b_stack >= 0 else short_where(diff.a, row.a_stack)
+
+
+def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
+    """A's peak against B's, then the stacks whose bytes at the peak changed most."""
+    a, b = diff.a_peak.allocated, diff.b_peak.allocated
+    change = b - a
+    line = (f"peak {format_bytes(a)} (A, cuda:{diff.a_peak.device}) -> {format_bytes(b)} (B, cuda:{diff.b_peak.device}): "
+            f"{_signed(change)}" + (f" ({'+' if change > 0 else ''}{format_pct(100 * change / a)})" if a else ""))
+    moved = [row for row in diff.changes if row.change * (1 if change >= 0 else -1) > 0]  # the way the peak went
+    if moved:
+        word = "growth" if change >= 0 else "drop"
+        line += f"; the largest {word}: {_change_where(diff, moved[0])} {_signed(moved[0].change)}"
+    lines = [line, f"A: {plain(diff.a.snapshot.source)}", f"B: {plain(diff.b.snapshot.source)}", "",
+             TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  where (innermost own frame)")]
+    for row in diff.changes[:limit]:
+        lines.append(TableRow(f"  {format_bytes(row.a):>10}  {format_bytes(row.b):>10}  {_signed(row.change):>11}  {_change_where(diff, row)}"))
+    if len(diff.changes) > limit:
+        rest = sum(r.change for r in diff.changes[limit:])
+        lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"))
+    return lines
+
+
+def diff_document(diff: SnapshotDiff, limit: int | None) -> dict:
+    rows = diff.changes if limit is None else diff.changes[:limit]
+    return {
+        "a": {"file": diff.a.snapshot.source, "device": diff.a_peak.device, "peak_bytes": diff.a_peak.allocated, "time_us": diff.a_peak.time_us},
+        "b": {"file": diff.b.snapshot.source, "device": diff.b_peak.device, "peak_bytes": diff.b_peak.allocated, "time_us": diff.b_peak.time_us},
+        "stacks": [{"a_bytes": r.a, "b_bytes": r.b, "change_bytes": r.change, "frames": [f"{f}:{line} {name}" for f, line, name in r.frames]}
+                   for r in rows],
+    }
+
+
+def print_snapshot_diff(diff: SnapshotDiff, fmt: str | None, limit: int | None) -> int:
+    """``tuiprof diff A.pickle B.pickle``: text (fitted to a terminal) or JSON."""
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(diff_document(diff, limit), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+    lines = diff_lines(diff, DEFAULT_STACKS if limit is None else max(0, limit))
+    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in lines))
+    return 0
