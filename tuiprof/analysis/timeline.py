@@ -111,6 +111,32 @@ class StepWindow:
 
 
 @dataclass(frozen=True)
+class CallTarget:
+    """``T`` on an operator (Operators, Modules, Memory): its call at row ``row`` of ``model.calls``."""
+
+    row: int
+
+
+@dataclass(frozen=True)
+class DeviceTarget:
+    """``T`` on a kernel, memcpy or memset: device event ``index`` of ``model.activity``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class WindowTarget:
+    """``T`` or enter on a step: the time window [start_ns, end_ns) to fit the Timeline to."""
+
+    start_ns: int
+    end_ns: int
+
+
+# What another view asks the Timeline to show (tui ShowInTimeline carries it).
+TimelineTarget = CallTarget | DeviceTarget | WindowTarget
+
+
+@dataclass(frozen=True)
 class SliceDetail:
     """What ``enter`` on a slice shows: facts as (label, text), the slices linked to it
     (the launching operator of a kernel, the kernels an operator launched), and for an
@@ -604,7 +630,7 @@ def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, in
     device = {name: (start, end) for name, start, end in windows}
     steps = []
     for stats in model.steps:
-        start, end = stats.start_ns, stats.start_ns + round(stats.duration_us * 1000)
+        start, end = stats.start_ns, stats.end_ns
         if stats.name in device:
             start, end = min(start, device[stats.name][0]), max(end, device[stats.name][1])
         steps.append(StepWindow(stats.name, stats.number, start, end))
