@@ -367,10 +367,10 @@ class Timeline:
             shapes = input_shapes_key(calls, item.ref)
             if shapes != "[]":
                 facts.append(("input shapes", shapes))
-            frame = calls.module[item.ref]
-            node_of_frame, nodes = model.modules.frame_index()
-            if frame >= 0 and frame < len(node_of_frame) and node_of_frame[frame] >= 0:
-                facts.append(("module", nodes[node_of_frame[frame]].path))
+            charged = model.modules.charged_module(item.ref)
+            if charged is not None:
+                module, through_autograd = charged
+                facts.append(("module", f"{module.path} (backward)" if through_autograd else module.path))
             parent = calls.parent[item.ref]
             if parent >= 0:
                 facts.append(("inside", calls.name(parent)))
@@ -417,7 +417,7 @@ class Timeline:
         None when it launched none.  Nested calls are those starting inside it on its thread
         (a thread's calls nest in time), found in one pass over the launches."""
         calls, activity = self.model.calls, self.model.activity
-        launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+        launcher = activity.launchers
         launched = np.flatnonzero(launcher >= 0)
         by = launcher[launched]
         starts = calls.column("start_ns")[by]
@@ -713,7 +713,6 @@ def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
     if not len(rows):
         return []
     activity = model.activity
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
     part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
-    part.launcher = launcher.copy()
+    part.launcher = activity.launchers[rows]
     return [replace(k, rows=RowView(rows[np.asarray(k.rows)])) for k in aggregate_kernels(part, model.calls)]
