@@ -73,3 +73,28 @@ def test_backward_calls_drill_down_names_the_modules_charged(resnet_model) -> No
     expected = Counter(f"{name} (backward)" for name, _ in _backward_modules())
     stats = next(s for s in resnet_model.operators() if s.name == "aten::convolution_backward")
     assert Counter(row["module"] for row in build_call_rows(resnet_model, stats.rows)) == expected
+
+
+def test_the_timeline_detail_names_the_module_a_call_is_charged_to(resnet_model) -> None:
+    """Issue 28 item 8, one answer to "a call's module": the Timeline's detail of a call names
+    the module it ran in, and for a backward call the module of its forward op, marked
+    (backward), as the operator detail and the drill-down above do (it named no module)."""
+    from tuiprof.analysis.timeline import build_timeline
+
+    with gzip.open(SAMPLES / "resnet18_cpu.pt.trace.json.gz", "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    frames = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
+    forward = Counter(
+        _innermost(e, frames)["name"].removeprefix("nn.Module: ")
+        for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution"
+    )
+    backward = Counter(f"{name} (backward)" for name, _ in _backward_modules())
+    timeline, calls = build_timeline(resnet_model), resnet_model.calls
+
+    def modules_named(operator: str) -> Counter:
+        rows = (row for row in range(len(calls)) if calls.name(row) == operator)
+        facts = (dict(timeline.detail(timeline.call_slice(row)).facts) for row in rows)
+        return Counter(fact["module"].rsplit("/", 1)[1] for fact in facts)
+
+    assert modules_named("aten::convolution") == forward
+    assert modules_named("aten::convolution_backward") == backward

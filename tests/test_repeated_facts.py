@@ -34,3 +34,15 @@ def test_one_byte_unit_table_for_long_and_short_sizes() -> None:
     assert [unit for unit, _ in BYTE_UNITS] == ["GB", "MB", "KB"]
     assert (format_bytes(3 << 20), format_bytes_short(3 << 20)) == ("3.00 MB", "3.0MB")
     assert (format_bytes(1023), format_bytes_short(1023)) == ("1023 B", "1023B")
+
+
+def test_the_launcher_column_is_read_as_an_array_in_one_place() -> None:
+    """DeviceActivity.launchers is the one reading of the raw ``launcher`` buffer; analysis/diff.py,
+    detail.py and timeline.py each had their own ``np.frombuffer`` copy (issue 28 item 8)."""
+    from tests.conftest import ROOT
+
+    readers = sorted(
+        str(path.relative_to(ROOT)) for path in (ROOT / "tuiprof").rglob("*.py") if "frombuffer(activity.launcher" in path.read_text()
+        or "frombuffer(self.launcher" in path.read_text()
+    )
+    assert readers == ["tuiprof/analysis/calls.py"]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES, needs_shared
 from tuiprof.analysis import analyze
-from tuiprof.analysis.timeline import build_timeline
+from tuiprof.analysis.timeline import CallTarget, DeviceTarget, TimelineTarget, WindowTarget, build_timeline
 from tuiprof.report.timeline import LABEL_WIDTH, render_json, render_text
 from tuiprof.trace import load_trace
 
@@ -478,3 +479,19 @@ def test_an_idle_gap_says_what_the_cpu_did(tmp_path) -> None:
         "    300us              …::evaluate_function: MmBackward0",
     ]
     assert all(len(line) <= 60 for line in result.stdout.splitlines())
+
+
+def test_timeline_targets_are_frozen_values_told_apart_by_their_type() -> None:
+    """What ``T`` hands the Timeline (issue 28 item 5): a call row, a device event index or a
+    step's window, each a frozen value named by its fields, not a tuple read by position."""
+    call = CallTarget(3)
+    assert call == CallTarget(row=3) and hash(call) == hash(CallTarget(3))
+    assert call != DeviceTarget(3)  # a call row and a device event index are different targets
+    assert WindowTarget(10, 20) == WindowTarget(start_ns=10, end_ns=20) != WindowTarget(10, 21)
+    assert all(isinstance(t, TimelineTarget) for t in (call, DeviceTarget(5), WindowTarget(10, 20)))
+    assert not isinstance(("call", 3), TimelineTarget)
+    with pytest.raises(FrozenInstanceError):
+        call.row = 4  # type: ignore[misc]
+    match WindowTarget(10, 20):
+        case WindowTarget(start, end):
+            assert (start, end) == (10, 20)

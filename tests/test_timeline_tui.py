@@ -296,3 +296,28 @@ async def test_t_shows_a_table_row_in_the_timeline_and_enter_on_a_step_fits_it()
         step = app.model.steps[0]
         assert app.current_view == "timeline"
         assert canvas.start_ns == step.start_ns and canvas.end_ns >= step.start_ns + round(step.duration_us * 1000) - canvas.columns
+
+
+async def test_t_on_a_modules_operator_and_on_a_step_selects_them_in_the_timeline() -> None:
+    """T from Modules selects the longest call of the operator under the cursor (inside the
+    module), T from Steps fits the step's window: the expected call and window are recomputed
+    here from the trace's calls."""
+    app = ExplorerApp(FileSource(str(ROOT / "sample_traces" / "tiny_transformer_cpu.pt.trace.json.gz")))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _press(app, pilot, "2", "enter")  # Modules: into the top module's operators
+        table = app.query_one("#module-ops", RowTable)
+        rows = table.current_row["_stats"].rows
+        calls = app.model.calls
+        longest = max(rows, key=lambda row: (calls.end_ns[row] - calls.start_ns[row], -row))
+        await _press(app, pilot, "T")
+        canvas = app.query_one(TimelineCanvas)
+        assert app.current_view == "timeline"
+        assert canvas.selected is not None and canvas.selected.ref == longest
+        assert canvas.selected.name == calls.name(longest)
+        await _press(app, pilot, "6")  # Steps: the window of the step under the cursor
+        step = app.query_one("#steps-table", RowTable).current_row["name"]
+        await _press(app, pilot, "T")
+        step_row = next(row for row in range(len(calls)) if calls.name(row) == step)
+        assert app.current_view == "timeline"
+        assert (canvas.start_ns, canvas.cursor_ns) == (calls.start_ns[step_row], calls.start_ns[step_row])
+        assert canvas.end_ns >= calls.end_ns[step_row] - canvas.columns  # fitted to whole columns

@@ -690,9 +690,10 @@ async def test_a_source_says_it_is_live_with_a_field_and_the_first_q_stops_it() 
 def test_messages_are_dataclasses_of_what_they_carry() -> None:
     from dataclasses import fields
 
+    from tuiprof.analysis.timeline import WindowTarget
     from tuiprof.tui.messages import JumpTo, LoadAdvanced, ShowInTimeline
 
     assert [f.name for f in fields(JumpTo)] == ["view", "name"]
     assert JumpTo(view="operators", name="aten::mm") == JumpTo("operators", "aten::mm")
-    assert ShowInTimeline(("window", 0, 10)).target == ("window", 0, 10)
+    assert ShowInTimeline(WindowTarget(0, 10)).target == WindowTarget(start_ns=0, end_ns=10)
     assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))

@@ -134,7 +134,7 @@ def extract_collectives(store: TraceEvents, model: TraceModel) -> list[Collectiv
     names = calls.names
     rpc_code = next((code for code, name in enumerate(names) if name == "record_param_comms"), -1)
     backend_codes = {code for code, name in enumerate(names) if _BACKEND_CALL.match(name)}
-    steps = sorted(((s.start_ns, s.start_ns + round(s.duration_us * 1000), s.number) for s in model.steps))
+    steps = sorted((s.start_ns, s.end_ns, s.number) for s in model.steps)
     step_starts = [s[0] for s in steps]
 
     def step_at(time_ns: int) -> int:

@@ -168,9 +168,9 @@ class _Placer:
     def _compiled_node(self, row: int) -> ModuleNode:
         """The module a graph call counts in (its module frame; for a backward graph,
         the module of its forward), else one root node for compiled code outside modules."""
-        charged = self.tree.charged_node
-        if len(charged) > row and charged[row] >= 0:
-            return self.tree.frame_index()[1][int(charged[row])]
+        charged = self.tree.charged_module(row)
+        if charged is not None:
+            return charged[0]
         if self.synthetic_root is None:
             self.synthetic_root = ModuleNode(self.cmap.root or "(compiled)", 0)
             self.tree.roots.append(self.synthetic_root)

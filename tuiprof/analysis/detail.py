@@ -35,10 +35,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     _, nodes = tree.frame_index()
     modules: Counter[tuple[str, bool]] = Counter()
     module_ns: Counter[tuple[str, bool]] = Counter()  # the operator's time in each module: the costliest first
-    owners = tree.charged_node[rows] if len(tree.charged_node) else np.full(len(rows), -1)
-    backward = owners >= 0
-    if len(tree.call_owner):  # charged through autograd, not run inside the module or compiled region
-        backward &= tree.call_owner[rows] < 0
+    owners, backward = tree.charged(rows)
     keys = 2 * owners + backward  # one code per (module, direction); -2: outside modules
     totals = calls.column("total_ns")[rows]
     for key, count in counts_first_seen(keys):
@@ -83,7 +80,7 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
     activity = model.activity
     mine = np.zeros(len(calls) + 1, dtype=bool)  # index -1 (no launcher) lands on the extra slot
     mine[rows] = True
-    launched = np.flatnonzero(mine[np.frombuffer(activity.launcher, dtype=np.int64)])
+    launched = np.flatnonzero(mine[activity.launchers])
     kernel_names = activity.events.name[launched]
     kernel_ns: Counter[str] = Counter()
     kernel_count: dict[str, int] = {}

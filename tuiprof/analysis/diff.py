@@ -548,7 +548,7 @@ def _kernels_under_matched_operator(unmatched: set[str], matched: set[str]) -> C
         is_matched, above = _matched_ancestors(model, matched)
         codes = [c for c, n in enumerate(activity.names) if n in unmatched]
         rows = np.flatnonzero(np.isin(activity.events.name, codes))
-        who = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
+        who = activity.launchers[rows]
         # gather: safe when the side has device events but no operator at all
         ancestors = np.where(gather(is_matched, who, False), who, gather(above, who, -1))
         return _placed(model, activity.names, activity.events.name[rows], ancestors, activity.dur_ns[rows])
@@ -677,9 +677,8 @@ def _kernel_values(model: TraceModel) -> Values:
 def _launcher_values(model: TraceModel) -> Values:
     """(kernel, launching operator) -> device time and launches."""
     activity = model.activity
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)
     name_id = model.calls.column("name_id")
-    launcher_code = gather(name_id, launcher, -1)  # safe when no operator at all
+    launcher_code = gather(name_id, activity.launchers, -1)  # safe when no operator at all
     width = len(activity.names) + 1
     keys = (launcher_code + 1) * width + activity.events.name
     unique, inverse = np.unique(keys, return_inverse=True)

@@ -22,6 +22,7 @@ in the trace's report.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -170,6 +171,26 @@ class ModuleTree:
                 index[frames] = [position[id(node)] for node in self.by_frame.values()]
             self._frame_index = (index, nodes)
         return self._frame_index
+
+    def charged(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For calls ``rows``: the node each one's time is charged to (an index into
+        :meth:`frame_index`'s nodes, -1: outside modules, see ``charged_node``) and whether
+        it is charged through autograd (a backward call, charged to its forward op's module).
+        The one answer to "a call's module" for operator details, call rows and the Timeline."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(self.charged_node):  # no module frames (with_stack=False)
+            return np.full(len(rows), -1, dtype=np.int64), np.zeros(len(rows), dtype=bool)
+        owners = self.charged_node[rows]
+        backward = owners >= 0
+        if len(self.call_owner):  # not run inside the module or compiled region it is charged to
+            backward &= self.call_owner[rows] < 0
+        return owners, backward
+
+    def charged_module(self, row: int) -> tuple[ModuleNode, bool] | None:
+        """The module call ``row``'s time is charged to and whether through autograd
+        (:meth:`charged`); None: outside modules."""
+        owners, backward = self.charged([row])
+        return (self.frame_index()[1][int(owners[0])], bool(backward[0])) if owners[0] >= 0 else None
 
 
 def build_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree:

@@ -172,7 +172,7 @@ def _device_step(step: StepStats) -> StepSummary:
 
 def _cpu_step(step: StepStats, model: TraceModel, collectives: list[CollectiveRecord]) -> StepSummary:
     """A CPU-only rank's step: communication is the backend's spans, compute the CPU operators."""
-    start, end = step.start_ns, step.start_ns + round(step.duration_us * 1000)
+    start, end = step.start_ns, step.end_ns
     comm = [(max(r.start_ns, start), min(r.start_ns + r.dur_ns, end)) for r in collectives]
     comm = [(a, b) for a, b in comm if b > a]
     busy = _cpu_compute_spans(model, start, end)

@@ -37,6 +37,11 @@ class StepStats:
     cpu_bound_us: float = 0.0
 
     @property
+    def end_ns(self) -> int:
+        """Where the step's CPU span ends (``start_ns`` plus its duration)."""
+        return self.start_ns + round(self.duration_us * 1000)
+
+    @property
     def device_window_end_ns(self) -> int:
         return self.device_window_start_ns + round(self.device_window_us * 1000)
 

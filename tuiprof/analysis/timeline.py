@@ -111,6 +111,32 @@ class StepWindow:
 
 
 @dataclass(frozen=True)
+class CallTarget:
+    """``T`` on an operator (Operators, Modules, Memory): its call at row ``row`` of ``model.calls``."""
+
+    row: int
+
+
+@dataclass(frozen=True)
+class DeviceTarget:
+    """``T`` on a kernel, memcpy or memset: device event ``index`` of ``model.activity``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class WindowTarget:
+    """``T`` or enter on a step: the time window [start_ns, end_ns) to fit the Timeline to."""
+
+    start_ns: int
+    end_ns: int
+
+
+# What another view asks the Timeline to show (tui ShowInTimeline carries it).
+TimelineTarget = CallTarget | DeviceTarget | WindowTarget
+
+
+@dataclass(frozen=True)
 class SliceDetail:
     """What ``enter`` on a slice shows: facts as (label, text), the slices linked to it
     (the launching operator of a kernel, the kernels an operator launched), and for an
@@ -341,10 +367,10 @@ class Timeline:
             shapes = input_shapes_key(calls, item.ref)
             if shapes != "[]":
                 facts.append(("input shapes", shapes))
-            frame = calls.module[item.ref]
-            node_of_frame, nodes = model.modules.frame_index()
-            if frame >= 0 and frame < len(node_of_frame) and node_of_frame[frame] >= 0:
-                facts.append(("module", nodes[node_of_frame[frame]].path))
+            charged = model.modules.charged_module(item.ref)
+            if charged is not None:
+                module, through_autograd = charged
+                facts.append(("module", f"{module.path} (backward)" if through_autograd else module.path))
             parent = calls.parent[item.ref]
             if parent >= 0:
                 facts.append(("inside", calls.name(parent)))
@@ -391,7 +417,7 @@ class Timeline:
         None when it launched none.  Nested calls are those starting inside it on its thread
         (a thread's calls nest in time), found in one pass over the launches."""
         calls, activity = self.model.calls, self.model.activity
-        launcher = np.frombuffer(activity.launcher, dtype=np.int64)
+        launcher = activity.launchers
         launched = np.flatnonzero(launcher >= 0)
         by = launcher[launched]
         starts = calls.column("start_ns")[by]
@@ -604,7 +630,7 @@ def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, in
     device = {name: (start, end) for name, start, end in windows}
     steps = []
     for stats in model.steps:
-        start, end = stats.start_ns, stats.start_ns + round(stats.duration_us * 1000)
+        start, end = stats.start_ns, stats.end_ns
         if stats.name in device:
             start, end = min(start, device[stats.name][0]), max(end, device[stats.name][1])
         steps.append(StepWindow(stats.name, stats.number, start, end))
@@ -687,7 +713,6 @@ def _kernels_of(model: TraceModel, rows: np.ndarray) -> list[KernelStats]:
     if not len(rows):
         return []
     activity = model.activity
-    launcher = np.frombuffer(activity.launcher, dtype=np.int64)[rows]
     part = DeviceActivity(names=activity.names, events=activity.events.take(rows))
-    part.launcher = launcher.copy()
+    part.launcher = activity.launchers[rows]
     return [replace(k, rows=RowView(rows[np.asarray(k.rows)])) for k in aggregate_kernels(part, model.calls)]

@@ -747,13 +747,12 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
     calls = model.calls
     origin = calls.origin_ns
     shapes: dict[bytes, str] = {}
-    tree = model.modules
-    _, nodes = tree.frame_index()
+    _, nodes = model.modules.frame_index()
+    owners, backward = model.modules.charged(rows)
     result = []
-    for row in rows:
-        owner = int(tree.charged_node[row]) if len(tree.charged_node) else -1
+    for row, owner, through_autograd in zip(rows, owners.tolist(), backward.tolist()):
         module = nodes[owner].label if owner >= 0 else ""
-        if owner >= 0 and tree.call_owner[row] < 0:  # charged through autograd
+        if through_autograd:
             module += " (backward)"
         result.append(
             {

@@ -23,6 +23,8 @@ damaged or newer categorisation loses only itself.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from tuiprof.trace.compile_log import CompileLog
@@ -102,15 +104,7 @@ def decode_live_facts(raw: msgspec.Raw | None, report: DecodeReport) -> LiveFact
     """The saved member, or None when absent; a damaged one is noted and ignored."""
     if not raw:
         return None
-    try:
-        facts = msgspec.json.decode(raw, type=LiveFacts)
-    except msgspec.MsgspecError as exc:
-        report.note(f"the {MEMBER} member (tuiprof's live-capture facts) cannot be read ({exc}); ignored")
-        return None
-    if facts.version > VERSION:
-        report.note(f"the {MEMBER} member is version {facts.version}, newer than this tuiprof reads; ignored")
-        return None
-    return facts
+    return _decode_versioned(raw, LiveFacts, VERSION, f"the {MEMBER} member (tuiprof's live-capture facts)", report)
 
 
 def encode_memory_categories(categories: MemoryCategories) -> msgspec.Raw:
@@ -122,13 +116,9 @@ def decode_memory_categories(facts: LiveFacts | None, report: DecodeReport) -> M
     newer than this tuiprof, or inconsistent (noted in the report)."""
     if facts is None or bytes(facts.memory_categories) in (b"", b"null"):
         return None
-    try:
-        categories = msgspec.json.decode(facts.memory_categories, type=MemoryCategories)
-    except msgspec.MsgspecError as exc:
-        report.note(f"the memory categories in the {MEMBER} member cannot be read ({exc}); ignored")
-        return None
-    if categories.version > MEMORY_CATEGORIES_VERSION:
-        report.note(f"the memory categories are version {categories.version}, newer than this tuiprof reads; ignored")
+    what = f"the memory categories in the {MEMBER} member"
+    categories = _decode_versioned(facts.memory_categories, MemoryCategories, MEMORY_CATEGORIES_VERSION, what, report)
+    if categories is None:
         return None
     for device in categories.devices:
         problem = _inconsistency(device)
@@ -136,6 +126,23 @@ def decode_memory_categories(facts: LiveFacts | None, report: DecodeReport) -> M
             report.note(f"the memory categories of {device.device!r} are damaged ({problem}); ignored")
             return None
     return categories
+
+
+_Versioned = TypeVar("_Versioned", LiveFacts, MemoryCategories)
+
+
+def _decode_versioned(raw: msgspec.Raw, kind: type[_Versioned], newest: int, what: str, report: DecodeReport) -> _Versioned | None:
+    """``raw`` as a ``kind``; None, with one note naming ``what``, when it cannot be read or a
+    newer tuiprof wrote it (version above ``newest``): either loses only itself, not the trace."""
+    try:
+        value = msgspec.json.decode(raw, type=kind)
+    except msgspec.MsgspecError as exc:
+        report.note(f"{what} cannot be read ({exc}); ignored")
+        return None
+    if value.version > newest:
+        report.note(f"{what}: version {value.version}, newer than this tuiprof reads; ignored")
+        return None
+    return value
 
 
 def _inconsistency(device: DeviceMemoryCategories) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.timeline import TimelineTarget
 
 if TYPE_CHECKING:  # the diff engine loads with diff mode only
     from tuiprof.analysis.diff import TraceDiff
@@ -64,7 +65,6 @@ class JumpTo(Message):
 
 @dataclass
 class ShowInTimeline(Message):
-    """Show one event selected in the Timeline: ("call", call row), ("device", device
-    event index) or ("window", start ns, end ns) for a step."""
+    """Show in the Timeline what another view's ``T`` (or enter on a step) selected."""
 
-    target: tuple
+    target: TimelineTarget

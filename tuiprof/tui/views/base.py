@@ -23,6 +23,7 @@ from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import longest_call
+from tuiprof.analysis.timeline import CallTarget, TimelineTarget
 from tuiprof.report.views import TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -67,14 +68,14 @@ class ExplorerView(Vertical):
         table = self.active_table()
         return (self.view_id, table.rows, table.columns) if table is not None else None
 
-    def timeline_target(self) -> tuple | None:
-        """What ``T`` shows in the Timeline for the cursor's row (see messages.ShowInTimeline)."""
+    def timeline_target(self) -> TimelineTarget | None:
+        """What ``T`` shows in the Timeline for the cursor's row (None: nothing to show)."""
         return None
 
-    def longest_call_of(self, row: Row | None) -> tuple | None:
+    def longest_call_of(self, row: Row | None) -> CallTarget | None:
         """``T`` on an operator row: its longest call."""
         call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
-        return ("call", call) if call is not None else None
+        return CallTarget(call) if call is not None else None
 
     def help_columns(self) -> View | None:
         """The report view whose columns ? explains."""

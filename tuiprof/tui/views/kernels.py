@@ -6,6 +6,7 @@ from rich.console import RenderableType
 from textual import on
 
 from tuiprof.analysis.ranking import longest_launch
+from tuiprof.analysis.timeline import DeviceTarget
 from tuiprof.report.details import kernel_text
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import LAUNCH_COLUMNS, Row, build_launch_rows
@@ -21,10 +22,10 @@ class KernelsView(TraceTableView):
     title = "Kernels"
     empty_message = CPU_ONLY
 
-    def timeline_target(self) -> tuple | None:
+    def timeline_target(self) -> DeviceTarget | None:
         row = self.query_one(RowTable).current_row
         launch = longest_launch(self.model, row["_stats"].rows) if row and self.model else None
-        return ("device", launch) if launch is not None else None
+        return DeviceTarget(launch) if launch is not None else None
 
     def detail_text(self, row: Row) -> RenderableType:
         return kernel_text(row["_stats"])

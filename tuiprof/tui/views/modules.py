@@ -13,6 +13,7 @@ from textual.widgets import Static, Tree
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.timeline import CallTarget
 from tuiprof.report.details import module_text, operator_text
 from tuiprof.report.views import MODULE_TREE_LEGEND, TRACE_VIEWS, Row, View, ViewOptions
 from tuiprof.tui.messages import JumpTo
@@ -44,7 +45,7 @@ class ModulesView(ExplorerView):
                 yield RowTable(id="module-ops")
                 yield Static(id="module-detail", classes="detail")
 
-    def timeline_target(self) -> tuple | None:
+    def timeline_target(self) -> CallTarget | None:
         return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def help_columns(self) -> View:

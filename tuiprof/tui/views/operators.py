@@ -9,6 +9,7 @@ from textual import on
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.timeline import CallTarget
 from tuiprof.report.details import operator_text
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import CALL_COLUMNS, Row, build_call_rows
@@ -21,7 +22,7 @@ class OperatorsView(TraceTableView):
     view_id = "operators"
     title = "Operators"
 
-    def timeline_target(self) -> tuple | None:
+    def timeline_target(self) -> CallTarget | None:
         return self.longest_call_of(self.query_one(RowTable).current_row)
 
     def show_model(self, model: TraceModel) -> None:

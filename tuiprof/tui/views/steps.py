@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from textual import on
 
+from tuiprof.analysis.timeline import WindowTarget
 from tuiprof.report.details import step_text
 from tuiprof.report.views import Row
 from tuiprof.tui.messages import ShowInTimeline
@@ -19,10 +20,10 @@ class StepsView(TraceTableView):
     title = "Steps"
     empty_message = NO_STEPS
 
-    def timeline_target(self) -> tuple | None:
+    def timeline_target(self) -> WindowTarget | None:
         row = self.query_one(RowTable).current_row
         step = row["_stats"] if row else None
-        return ("window", step.start_ns, step.start_ns + round(step.duration_us * 1000)) if step else None
+        return WindowTarget(step.start_ns, step.end_ns) if step else None
 
     @on(RowTable.Selected, "#steps-table")
     def _step_selected(self, event: RowTable.Selected) -> None:

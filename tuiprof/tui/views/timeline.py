@@ -18,7 +18,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.timeline import Timeline, build_timeline
+from tuiprof.analysis.timeline import CallTarget, DeviceTarget, Timeline, TimelineTarget, WindowTarget, build_timeline
 from tuiprof.report.timeline import range_text, slice_text
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.timeline_canvas import TimelineCanvas
@@ -29,7 +29,7 @@ HINT = "enter: detail · v: range · g: next idle gap · f: fit step · +/-: zoo
 class TimelineView(ExplorerView):
     view_id = "timeline"
     title = "Timeline"
-    _pending: tuple | None = None  # a T target that arrived before the timeline's index
+    _pending: TimelineTarget | None = None  # a T target that arrived before the timeline's index
 
     def compose(self) -> ComposeResult:
         yield TimelineCanvas(id="timeline-canvas")
@@ -53,23 +53,26 @@ class TimelineView(ExplorerView):
         if self._pending is not None:  # a T pressed elsewhere before the index was ready
             self.show_target(self._pending)
 
-    def show_target(self, target: tuple) -> None:
-        """Select what another view's ``T`` asked for: ("call", row), ("device", index), ("window", start, end)."""
+    def show_target(self, target: TimelineTarget) -> None:
+        """Select what another view's ``T`` asked for: a call, a device event or a step's window."""
         timeline, canvas = self.timeline, self.query_one(TimelineCanvas)
         if timeline is None or timeline.model is not self.model:
             self._pending = target
             return
         self._pending = None
-        kind, *where = target
-        if kind == "window":
-            canvas.show_window(*where)
-            return
-        item = timeline.call_slice(where[0]) if kind == "call" else timeline.device_slice(where[0])
+        match target:
+            case WindowTarget(start_ns, end_ns):
+                canvas.show_window(start_ns, end_ns)
+                return
+            case CallTarget(row):
+                # The call with the device work it launched: on a GPU the kernels run later, often off a window around the call.
+                item, launched = timeline.call_slice(row), timeline.launched_span(row)
+            case DeviceTarget(index):
+                item, launched = timeline.device_slice(index), None
         if item is None:
             self.app.bell()
             return
-        # A call with the device work it launched: on a GPU the kernels run later, often off a window around the call.
-        canvas.reveal(item, timeline.launched_span(where[0]) if kind == "call" else None)
+        canvas.reveal(item, launched)
 
     @property
     def timeline(self) -> Timeline | None:
