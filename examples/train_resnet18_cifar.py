@@ -36,7 +36,7 @@ def main() -> None:
     model.train()
     for epoch in range(args.epochs):
         running = 0.0
-        for step, (inputs, targets) in enumerate(loader):
+        for step, (inputs, targets) in enumerate(loader):  # noqa: B007 (the count after the loop)
             inputs, targets = inputs.to(device), targets.to(device)
             optimizer.zero_grad()
             with torch.autograd.profiler.record_function("model_train"):

@@ -29,8 +29,8 @@ def _model(tmp_path: Path, name: str, *, kernel: bool = False, memory_device: in
     return load_model(trace.write(tmp_path / f"{name}.json"))
 
 
-def _shown(view: str, model, options: ViewOptions = ViewOptions()) -> set[str]:
-    return {c.key for c in TRACE_VIEWS[view].visible_columns(options, model)}
+def _shown(view: str, model, options: ViewOptions | None = None) -> set[str]:
+    return {c.key for c in TRACE_VIEWS[view].visible_columns(options or ViewOptions(), model)}
 
 
 @pytest.fixture(scope="module")

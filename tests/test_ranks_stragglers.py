@@ -86,7 +86,8 @@ def raw_rank(document: dict) -> dict:
 
             def in_communication(e: dict) -> bool:
                 a, b = span(e)
-                return any(c["tid"] == e["tid"] and span(c)[0] <= a and b <= span(c)[1] for c in named)
+                # called within this iteration only: ``named`` is this rank's
+                return any(c["tid"] == e["tid"] and span(c)[0] <= a and b <= span(c)[1] for c in named)  # noqa: B023
 
             compute = clip([span(e) for e in events if e.get("cat") == "cpu_op" and not in_communication(e)], low, high)
             comm = clip([span(e) for e in events if e["name"].startswith("gloo:")], low, high)

@@ -359,7 +359,7 @@ def render_diff(diff: TraceDiff, fmt: str, views: tuple[str, ...] = TABLES, limi
     if verdict:
         lines = summary_lines(diff)
         if fmt == "markdown":  # nested points for the indented lines
-            lines = ["## tuiprof diff", ""] + [f"  - {l.strip()}" if l.startswith("  ") else f"- {l}" for l in lines]
+            lines = ["## tuiprof diff", ""] + [f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in lines]
         parts.append("\n".join(lines) + "\n")
     for table in tables:
         rows = [diff_row(r) for r in table.rows[:limit]]
