@@ -226,7 +226,7 @@ class _Placer:
             device_ns = int(self.activity.dur_ns[event])
             values = [0, device_ns, 0]
             rest = [a - b for a, b in zip(rest, values)]
-            self._place_kernel(owner, graph.kernels[index], values, device_ns if self.result.on_device else 0, backward, touched)  # type: ignore[union-attr]
+            self._place_kernel(owner, graph.kernels[index], values, device_ns, backward, touched)  # type: ignore[union-attr]
         unattributed = self._node(owner, UNATTRIBUTED)
         self._book(unattributed, backward, rest)
         self.moved[row] = (unattributed, backward)
