@@ -30,6 +30,7 @@ class GpuTrace:
 
     events: list[dict] = field(default_factory=list)
     fake_external_ids: bool = False  # launches and device events carry External id == correlation
+    members: dict = field(default_factory=dict)  # top-level members written after traceEvents ("tuiprofLive")
     _next_external: int = 1
     _next_correlation: int = 1001
 
@@ -68,6 +69,7 @@ class GpuTrace:
         stream: int = 7,
         kind: str = "kernel",
         runtime: str = "cudaLaunchKernel",
+        runtime_category: str = "cuda_runtime",
         grid: tuple[int, int, int] | None = (1, 1, 1),
         block: tuple[int, int, int] | None = (1, 1, 1),
         occupancy: float | None = None,
@@ -75,10 +77,11 @@ class GpuTrace:
         device_external_id: int | None = None,
     ) -> int:
         """A runtime call on ``tid`` launching one device event (kind: kernel, gpu_memcpy,
-        gpu_memset) and its ``ac2g`` flow; returns the correlation id."""
+        gpu_memset) and its ``ac2g`` flow; returns the correlation id.  ``runtime_category``:
+        Kineto writes driver calls (``cuLaunchKernel``, Triton's launches) as ``cuda_driver``."""
         correlation, self._next_correlation = self._next_correlation, self._next_correlation + 1
         launch_external = correlation if self.fake_external_ids else op_external_id
-        self._complete("cuda_runtime", runtime, cpu_ts, cpu_dur, tid, PID, {"External id": launch_external, "correlation": correlation})
+        self._complete(runtime_category, runtime, cpu_ts, cpu_dur, tid, PID, {"External id": launch_external, "correlation": correlation})
         args: dict = {
             "External id": device_external_id if device_external_id is not None else launch_external,
             "correlation": correlation,
@@ -95,6 +98,20 @@ class GpuTrace:
         self._complete(kind, name, gpu_ts, gpu_dur, stream, 0, args)
         self.events.append({"ph": "s", "cat": "ac2g", "id": correlation, "pid": PID, "tid": tid, "ts": cpu_ts, "name": "ac2g", "bp": "e"})
         self.events.append({"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": stream, "ts": gpu_ts, "name": "ac2g", "bp": "e"})
+        return correlation
+
+    def graph_launch(
+        self, op_external_id: int, cpu_ts: float, cpu_dur: float, kernels: list[tuple[str, float, float]],
+        *, stream: int = 7, runtime: str = "cudaGraphLaunch", tid: int = MAIN_THREAD,
+    ) -> int:
+        """A CUDA-graph replay: one ``cudaGraphLaunch`` runtime call and the kernels it ran,
+        ``(name, device ts, device dur)`` each, all carrying the launch's correlation id
+        (as CUPTI reports a graph's kernels); returns the correlation id."""
+        correlation, self._next_correlation = self._next_correlation, self._next_correlation + 1
+        self._complete("cuda_runtime", runtime, cpu_ts, cpu_dur, tid, PID, {"External id": op_external_id, "correlation": correlation})
+        for name, ts, dur in kernels:
+            self._complete("kernel", name, ts, dur, stream, 0,
+                           {"External id": op_external_id, "correlation": correlation, "device": 0, "stream": stream})
         return correlation
 
     def module(self, name: str, ts: float, dur: float, parent: int | None = None) -> int:
@@ -121,6 +138,7 @@ class GpuTrace:
             "schemaVersion": 1,
             "deviceProperties": [{"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 1 << 34, "numSms": 132}],
             "traceEvents": metadata + events,
+            **self.members,
         }
         return re.sub(r'"@ts@([-0-9.]+)@"', r"\1", json.dumps(document))
 

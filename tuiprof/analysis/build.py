@@ -7,6 +7,7 @@ import os
 
 from tuiprof.analysis.calls import build_calls
 from tuiprof.analysis.compiled_map import attach_compiled
+from tuiprof.analysis.cuda_graphs import cuda_graph_replays
 from tuiprof.analysis.compiled import add_compiled_regions
 from tuiprof.analysis.compiled_run import compiled_run
 from tuiprof.analysis.kernels import aggregate_kernels
@@ -45,7 +46,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
         if live is not None:
             name_modules(modules, live)
-        compiled = attach_compiled(modules, calls, live, store.report) if live is not None else None
+        compiled = attach_compiled(modules, calls, activity, live, store.report) if live is not None else None
         model = TraceModel(
             info=_trace_info(store, calls, activity),
             report=store.report,
@@ -59,7 +60,10 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
             compiled=compiled,
-            compiled_run=compiled_run(modules, calls, live.compile_log if live is not None else None, store.report),
+            compiled_run=compiled_run(
+                modules, calls, live.compile_log if live is not None else None, store.report,
+                cuda_graph_replays(store, calls, activity, modules),
+            ),
             memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
             memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,

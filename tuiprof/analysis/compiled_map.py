@@ -12,7 +12,10 @@ qualified names.  The rules (docs/compiled.md):
   whose ``Sequence number`` its ``CompiledFunctionBackward`` carries) and
   direction.  Its direct operator children are matched, in order, to the
   map's kernels of that graph by event name (a kernel the trace lacks is
-  skipped, an event the map lacks stays unmatched).
+  skipped, an event the map lacks stays unmatched).  So are, on a GPU, the
+  device kernels launched by the graph call itself (Triton's driver launches
+  with no operator around them: ``triton_poi_fused_add_0`` on the device), by
+  their own names, in device order.
 - A kernel whose nodes belong to one module goes to that module; a kernel
   fused across modules goes to their deepest common module, and when that is
   the compiled module itself it is split between the compiled module's
@@ -36,9 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuiprof.analysis.arrays import group_rows, nearest_ancestor
-from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.analysis.calls import DeviceActivity, OperatorCalls
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
-from tuiprof.trace.compiled_map import COMPILED_MAP_VERSION, CompiledGraph, CompiledMap
+from tuiprof.trace.compiled_map import COMPILED_MAP_VERSION, CompiledGraph, CompiledKernel, CompiledMap
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.live import LiveFacts
 
@@ -72,7 +75,9 @@ class CompiledAttribution:
         return sum(self.below_root_ns[i] for i in sides) / total if total else None
 
 
-def attach_compiled(tree: ModuleTree, calls: OperatorCalls, facts: LiveFacts, report: DecodeReport) -> CompiledAttribution | None:
+def attach_compiled(
+    tree: ModuleTree, calls: OperatorCalls, activity: DeviceActivity, facts: LiveFacts, report: DecodeReport
+) -> CompiledAttribution | None:
     """Place the compiled graphs' kernels in ``tree`` (built and totalled), per the map in ``facts``."""
     cmap = facts.compiled
     if cmap is None:
@@ -80,14 +85,16 @@ def attach_compiled(tree: ModuleTree, calls: OperatorCalls, facts: LiveFacts, re
     if cmap.version > COMPILED_MAP_VERSION:
         report.note(f"the compiled-kernel map is version {cmap.version}, newer than this tuiprof reads; ignored")
         return CompiledAttribution(compile_s=facts.compile_s)
-    return _Placer(tree, calls, facts, cmap, report).place()
+    return _Placer(tree, calls, activity, facts, cmap, report).place()
 
 
 class _Placer:
     """One pass over the graph calls; numbers are booked per node, then written once."""
 
-    def __init__(self, tree: ModuleTree, calls: OperatorCalls, facts: LiveFacts, cmap: CompiledMap, report: DecodeReport) -> None:
-        self.tree, self.calls, self.cmap, self.report = tree, calls, cmap, report
+    def __init__(
+        self, tree: ModuleTree, calls: OperatorCalls, activity: DeviceActivity, facts: LiveFacts, cmap: CompiledMap, report: DecodeReport
+    ) -> None:
+        self.tree, self.calls, self.activity, self.cmap, self.report = tree, calls, activity, cmap, report
         self.graphs = {(g.region, g.backward): g for g in cmap.graphs}
         self.key_of = {f.qualified_name: key for key, f in facts.modules.items()}
         self.module_facts = facts.modules
@@ -111,18 +118,21 @@ class _Placer:
         keys, groups = group_rows(self.parent)
         children = dict(zip(keys, groups))
         forward_by_sequence = self._forward_functions()
+        launched_by = self._launched_by(graph_rows)
         matched_kernels: dict[tuple[str, bool], set[int]] = {}
         for row in graph_rows.tolist():
             key = self._graph_key(row, forward_by_sequence)
             graph = self.graphs.get(key) if key else None
             kids = children.get(row, np.empty(0, dtype=np.int64)).tolist()
+            launched = launched_by.get(row, [])
             if key is None or graph is None:
                 self.result.graph_calls_unmapped += 1
-                pairs = []
+                pairs, device_pairs = [], []
             else:
                 pairs = _match(kids, [calls.names[c] for c in name_id[kids].tolist()], graph)
-                matched_kernels.setdefault(key, set()).update(k for _, k in pairs)
-            self._place_call(row, self._compiled_node(row), graph, pairs, backward=bool(key and key[1]))
+                device_pairs = _match(launched, [self.activity.name(e) for e in launched], graph)
+                matched_kernels.setdefault(key, set()).update(k for _, k in pairs + device_pairs)
+            self._place_call(row, self._compiled_node(row), graph, pairs, device_pairs, backward=bool(key and key[1]))
         self.result.kernels_missing = sum(len(self.graphs[key].kernels) - len(done) for key, done in matched_kernels.items())
         if self.result.kernels_missing:
             self.report.note(
@@ -140,6 +150,19 @@ class _Placer:
         return self.result
 
     # -- which graph, and which module the call counts in ----------------------------------
+
+    def _launched_by(self, graph_rows: np.ndarray) -> dict[int, list[int]]:
+        """Graph call row -> the device events it launched itself (no operator between:
+        Triton's driver launches), in device start order."""
+        launcher = self.activity.launchers
+        if not len(launcher):
+            return {}
+        events = np.flatnonzero(np.isin(launcher, graph_rows))
+        events = events[np.lexsort((self.activity.start_ns[events], launcher[events]))]
+        launched: dict[int, list[int]] = {}
+        for event, row in zip(events.tolist(), launcher[events].tolist()):
+            launched.setdefault(row, []).append(event)
+        return launched
 
     def _forward_functions(self) -> dict[int, int]:
         """Sequence number -> the ``CompiledFunction`` call carrying it (the forward of a backward graph)."""
@@ -178,53 +201,75 @@ class _Placer:
 
     # -- booking -------------------------------------------------------------------------------
 
-    def _place_call(self, row: int, owner: ModuleNode, graph: CompiledGraph | None, pairs: list[tuple[int, int]], backward: bool) -> None:
+    def _place_call(
+        self,
+        row: int,
+        owner: ModuleNode,
+        graph: CompiledGraph | None,
+        pairs: list[tuple[int, int]],
+        device_pairs: list[tuple[int, int]],
+        backward: bool,
+    ) -> None:
+        """Book a graph call's matched kernels (operator children ``pairs``, device events it
+        launched itself ``device_pairs``) in their modules, and the rest as unattributed."""
         side = int(backward)
         self.result.graph_ns[side] += self._cost(row)
         rest = self._values(row)
-        touched = set()
+        touched: set[int] = set()
         for kid, index in pairs:
-            kernel = graph.kernels[index]  # type: ignore[union-attr]
-            weights: dict[str, int] = {}
-            for module, count in zip(kernel.modules, kernel.nodes):
-                path = self.cmap.modules[module].path
-                weights[path] = weights.get(path, 0) + count
-                if path:  # every module the kernel computes is a row (and ran), also one fused into an ancestor's kernel
-                    touched.add(id(self._node(owner, path)))
             values = self._values(kid)
             rest = [a - b for a, b in zip(rest, values)]
-            cost = self._cost(kid)
-            holder, held = None, 0.0
-            targets = kernel_targets(weights, self.class_of)
-            if not targets:  # no module: the compiled module's own
-                self.result.root_ns[side] += cost
-            if len(weights) > 1:  # each module it fused lists it, with where its time went
-                fused = (kernel.kernel, tuple(sorted(weights)), tuple(path or "(compiled module)" for path, _ in targets))
-                for path in weights:
-                    listing = self._node(owner, path).fused_kernels if path else owner.fused_kernels
-                    if fused not in listing:
-                        listing.append(fused)
-            for path, share in targets:
-                if not path:  # the compiled module's own: it keeps the time as self time
-                    self.result.root_ns[side] += round(cost * share)
-                    continue
-                node = self._node(owner, path)
-                self.result.below_root_ns[side] += round(cost * share)
-                self._book(node, backward, [round(value * share) for value in values])
-                if share > held:
-                    holder, held = node, share
-                up: ModuleNode | None = node
-                while up is not owner and up is not None:
-                    touched.add(id(up))
-                    up = up.parent
+            holder = self._place_kernel(owner, graph.kernels[index], values, self._cost(kid), backward, touched)  # type: ignore[union-attr]
             if holder is not None:  # the call's rows (and the operator details) go to its largest share
                 self.moved[kid] = (holder, backward)
+        for event, index in device_pairs:
+            device_ns = int(self.activity.dur_ns[event])
+            values = [0, device_ns, 0]
+            rest = [a - b for a, b in zip(rest, values)]
+            self._place_kernel(owner, graph.kernels[index], values, device_ns, backward, touched)  # type: ignore[union-attr]
         unattributed = self._node(owner, UNATTRIBUTED)
         self._book(unattributed, backward, rest)
         self.moved[row] = (unattributed, backward)
         if not backward:
             for key in touched | {id(unattributed)}:
                 self.graph_calls_seen[key] = self.graph_calls_seen.get(key, 0) + 1
+
+    def _place_kernel(
+        self, owner: ModuleNode, kernel: CompiledKernel, values: list[int], cost: int, backward: bool, touched: set[int]
+    ) -> ModuleNode | None:
+        """Book one kernel call's ``values`` ([cpu, device ns, FLOPs]) in its modules, by the rules;
+        returns the node that got its largest share (None: the compiled module kept it)."""
+        side = int(backward)
+        weights: dict[str, int] = {}
+        for module, count in zip(kernel.modules, kernel.nodes):
+            path = self.cmap.modules[module].path
+            weights[path] = weights.get(path, 0) + count
+            if path:  # every module the kernel computes is a row (and ran), also one fused into an ancestor's kernel
+                touched.add(id(self._node(owner, path)))
+        holder, held = None, 0.0
+        targets = kernel_targets(weights, self.class_of)
+        if not targets:  # no module: the compiled module's own
+            self.result.root_ns[side] += cost
+        if len(weights) > 1:  # each module it fused lists it, with where its time went
+            fused = (kernel.kernel, tuple(sorted(weights)), tuple(path or "(compiled module)" for path, _ in targets))
+            for path in weights:
+                listing = self._node(owner, path).fused_kernels if path else owner.fused_kernels
+                if fused not in listing:
+                    listing.append(fused)
+        for path, share in targets:
+            if not path:  # the compiled module's own: it keeps the time as self time
+                self.result.root_ns[side] += round(cost * share)
+                continue
+            node = self._node(owner, path)
+            self.result.below_root_ns[side] += round(cost * share)
+            self._book(node, backward, [round(value * share) for value in values])
+            if share > held:
+                holder, held = node, share
+            up: ModuleNode | None = node
+            while up is not owner and up is not None:
+                touched.add(id(up))
+                up = up.parent
+        return holder
 
     def _cost(self, row: int) -> int:
         return int(self.calls.column("device_total_ns" if self.result.on_device else "total_ns")[row])

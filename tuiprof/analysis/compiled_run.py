@@ -20,6 +20,10 @@ Three sources, the best one wins per fact:
   them: outside every region (the loss after a compiled model), or inside one
   at a graph break (the region span encloses their frame).
 
+With ``reduce-overhead`` on a GPU, the CUDA-graph replays and the kernels
+inside them are counted from the trace's ``cudaGraphLaunch`` calls
+(:mod:`tuiprof.analysis.cuda_graphs`).
+
 Pure Python and numpy, no torch.
 """
 
@@ -33,6 +37,7 @@ import numpy as np
 from tuiprof.analysis.arrays import nearest_ancestor
 from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.analysis.compiled import REGION_PREFIX, is_region_node
+from tuiprof.analysis.cuda_graphs import CudaGraphs
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
 from tuiprof.trace.compile_log import COMPILE_LOG_VERSION, CompileLog
 from tuiprof.trace.decode import DecodeReport
@@ -81,6 +86,7 @@ class CompiledRun:
     nested_frames: int  # frames whose regions ran inside another's: a graph break each, as the trace shows
     eager_modules: tuple[EagerModule, ...]  # by cost, largest first
     module_us: float  # the module tree's cost (every root), the base of eager shares
+    cuda_graphs: CudaGraphs | None = None  # CUDA-graph replays (reduce-overhead on a GPU); None: the trace has none
 
     @property
     def graph_break_count(self) -> int:
@@ -98,7 +104,9 @@ class CompiledRun:
         return tuple(site for site in self.graph_breaks if any(_frame_of(c) == frame for c in site.compile_ids))
 
 
-def compiled_run(tree: ModuleTree, calls: OperatorCalls, log: CompileLog | None, report: DecodeReport) -> CompiledRun | None:
+def compiled_run(
+    tree: ModuleTree, calls: OperatorCalls, log: CompileLog | None, report: DecodeReport, cuda_graphs: CudaGraphs | None = None
+) -> CompiledRun | None:
     """The compiled run's facts, None for a trace with no compiled region and no log."""
     if log is not None and log.version > COMPILE_LOG_VERSION:
         report.note(f"the compile log is version {log.version}, newer than this tuiprof reads; ignored")
@@ -116,6 +124,7 @@ def compiled_run(tree: ModuleTree, calls: OperatorCalls, log: CompileLog | None,
         nested_frames=sum(1 for frame in frames if frame.nested),
         eager_modules=eager,
         module_us=tree.cost_us,
+        cuda_graphs=cuda_graphs,
     )
 
 

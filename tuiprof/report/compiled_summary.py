@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tuiprof.analysis.compiled_map import UNATTRIBUTED, CompiledAttribution
 from tuiprof.analysis.compiled_run import BreakSite, CompiledFrame, CompiledRun
+from tuiprof.analysis.cuda_graphs import GraphReplays
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.units import format_us, plural
 
@@ -57,7 +58,15 @@ def compiled_lines(model: TraceModel) -> list[str]:
     if model.compiled_run is not None:
         run = model.compiled_run
         lines += [graph_breaks_text(run), recompilations_text(run), *([eager_text(run)] if run.eager_modules else [])]
+        if run.cuda_graphs is not None:
+            lines.append(cuda_graphs_text(run.cuda_graphs.total))
     return lines
+
+
+def cuda_graphs_text(replays: GraphReplays) -> str:
+    """``CUDA graphs: 3 replays, 12 kernels, 1.2ms of device time`` (reduce-overhead on a GPU)."""
+    return (f"CUDA graphs: {plural(replays.replays, 'replay')}, {plural(replays.kernels, 'kernel')}, "
+            f"{format_us(replays.device_ns / 1000)} of device time")
 
 
 def break_site_text(site: BreakSite, full_path: bool = False) -> str:
@@ -117,6 +126,9 @@ def region_lines(run: CompiledRun, region: str) -> list[str]:
     lines += [f"recompiled {compile_id}: {reason}" for compile_id, reason in frame.recompile_reasons if compile_id == f"{frame_id}/{compile_number}"]
     if frame.nested:
         lines.append("ran inside another frame's region: the code after a graph break")
+    replays = run.cuda_graphs.by_region.get(region) if run.cuda_graphs is not None else None
+    if replays is not None:
+        lines.append(cuda_graphs_text(replays))
     for site in run.breaks_in(frame_id):
         lines.append(f"graph break at {break_site_text(site, full_path=True)}")
         lines += [f"  {line.strip()}" for line in site.reason.splitlines()[1:]]
