@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.analysis.intervals import innermost_spans_at
+from tuiprof.analysis.python_stack import Stack, python_stacks
 from tuiprof.trace.columns import NONE
 from tuiprof.trace.memory import MemoryRecords
-from tuiprof.trace.store import TraceEvents, as_thread_id
+from tuiprof.trace.store import TraceEvents
+
+MAX_ATTRIBUTED = 500  # allocations live at the peak named one by one (operator, module, stack); the rest in one row
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,8 @@ class MemoryTimeline:
     frees: int
     # (bytes, thread, start ns) of each allocation not freed by the peak (paired by Addr), largest first
     live_at_peak: tuple[tuple[int, int | str, int], ...] = ()
+    # the Python stack of each of the first MAX_ATTRIBUTED of live_at_peak (analysis/python_stack.py)
+    live_stacks: tuple[Stack, ...] = ()
 
     @property
     def is_cpu(self) -> bool:
@@ -44,6 +49,8 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
         mine = np.flatnonzero(records.device == index)
         allocated = records.allocated[mine]
         peak = int(mine[int(np.argmax(allocated))])  # the first record at the highest level
+        live = live_at(records, mine[mine <= peak])
+        queries = [(tid, start) for _, tid, start in live[:MAX_ATTRIBUTED]]
         timelines.append(
             MemoryTimeline(
                 device=device,
@@ -55,7 +62,8 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
                 peak_operator_row=innermost_call_at(calls, records.tids[peak], int(records.start_ns[peak])),
                 allocations=int((records.bytes[mine] > 0).sum()),
                 frees=int((records.bytes[mine] < 0).sum()),
-                live_at_peak=live_at(records, mine[mine <= peak]),
+                live_at_peak=live,
+                live_stacks=tuple(python_stacks(store.frames, store.names, store.threads, queries)),
             )
         )
     timelines.sort(key=lambda t: (t.is_cpu, t.device))
@@ -82,29 +90,7 @@ def innermost_call_at(calls: OperatorCalls, tid: int | str, time_ns: int) -> int
 
 
 def innermost_calls_at(calls: OperatorCalls, tids: list[int | str], times_ns: list[int]) -> np.ndarray:
-    """:func:`innermost_call_at` for many (thread, time) queries at once, -1 where none holds:
-    per thread one sweep in time order, a heap of the calls started so far, latest start on
-    top, ended ones dropped for good (later queries come later)."""
-    found = np.full(len(times_ns), -1, dtype=np.int64)
-    starts, ends, threads = calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")
-    by_thread: dict[int | str, list[int]] = {}
-    for query, tid in enumerate(tids):
-        by_thread.setdefault(as_thread_id(tid), []).append(query)
-    for tid, queries in by_thread.items():
-        if tid not in calls.threads:
-            continue
-        queries.sort(key=lambda q: times_ns[q])
-        last = int(np.searchsorted(starts, times_ns[queries[-1]], side="right"))  # rows are in start order
-        rows = np.flatnonzero(threads[:last] == calls.threads.index(tid)).tolist()
-        open_calls: list[int] = []  # -row: rows are in start order, so the latest start is the largest row
-        next_row = 0
-        for query in queries:
-            time_ns = times_ns[query]
-            while next_row < len(rows) and starts[rows[next_row]] <= time_ns:
-                heapq.heappush(open_calls, -rows[next_row])
-                next_row += 1
-            while open_calls and ends[-open_calls[0]] < time_ns:
-                heapq.heappop(open_calls)
-            if open_calls:
-                found[query] = -open_calls[0]
-    return found
+    """:func:`innermost_call_at` for many (thread, time) queries at once, -1 where none holds."""
+    return innermost_spans_at(
+        (calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")), calls.threads, tids, times_ns
+    )

@@ -7,6 +7,8 @@ from rich.text import Text
 
 from tuiprof.analysis.memory_peak import MemoryBreakdown, ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.python_stack import user_frame
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_us
 
 CATEGORY_WORDS = {
@@ -26,6 +28,7 @@ NEEDS_CAPTURE = (
     "so the peak is shown by operator and module."
 )
 NEEDS_CAPTURE_SHORT = "Categories need a tuiprof capture · m: allocations at peak"  # fits 60 columns
+STACK_JOINER = " > "  # a stack on one line (data formats), outermost frame first
 REMEDIES = {
     "grads-to-none": "Gradients to None",
     "no-momentum": "SGD without momentum",
@@ -128,6 +131,12 @@ def allocation_detail(allocation: PeakAllocation) -> Text:
     text.append(allocation.operator or "(none: allocated before the capture, or outside every operator)")
     text.append("\nmodule: ")
     text.append(allocation.module or "(outside every module's forward)")
+    text.append("\nPython stack (outermost first):" if allocation.stack else "\nPython stack: ", style="bold")
+    if not allocation.stack:
+        text.append("(none: allocated before the capture, on a thread without Python frames, or a trace without with_stack)")
+    user = user_frame(allocation.stack)
+    for frame in allocation.stack:
+        text.append("\n  " + plain(frame, DISPLAY_CHARS), style="bold" if frame == user else "")
     return text
 
 
