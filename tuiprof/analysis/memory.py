@@ -41,6 +41,23 @@ class MemoryTimeline:
     def is_cpu(self) -> bool:
         return self.device == "CPU" or self.device.startswith(("MKLDNN", "IDEEP"))
 
+    @property
+    def before_trace_bytes(self) -> int:
+        """Bytes of the peak no allocation in the trace accounts for: memory allocated before
+        the capture began (a CUDA allocator's Total Allocated counts the model's weights)."""
+        return max(0, self.peak_bytes - sum(size for size, _, _ in self.live_at_peak))
+
+
+@dataclass(frozen=True)
+class PeakFigure:
+    """The one memory peak the header, the Overview and the Memory view name (TraceModel.peak_figure)."""
+
+    device: str
+    bytes: int
+    at_ns: int
+    allocator: bool  # True: the allocator's Total Allocated ("allocator peak"); False: torch's categories ("peak")
+    before_trace_bytes: int  # of ``bytes``, memory allocated before the capture began
+
 
 def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[MemoryTimeline]:
     records = store.memory_records

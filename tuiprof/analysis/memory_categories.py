@@ -61,6 +61,12 @@ class CategorisedMemory:
     def peak_by_category(self) -> dict[str, int]:
         return dict(zip(self.categories, self.bytes[self.peak_index].tolist()))
 
+    @property
+    def before_trace_bytes(self) -> int:
+        """Bytes live at the peak of tensors that existed before the capture (parameters,
+        optimizer state): torch counts them, the allocator's events never saw them allocated."""
+        return sum(t.bytes for t in self.live_at_peak if t.made_ns < 0)
+
 
 def categorised_memory(saved: MemoryCategories | None, base_time_ns: int) -> list[CategorisedMemory]:
     """Every device of a saved categorisation; ``base_time_ns`` is the trace's

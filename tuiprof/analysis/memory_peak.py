@@ -98,6 +98,7 @@ class MemoryBreakdown:
     what_ifs: list[WhatIf]
     most_activations: ModuleMemory | None
     phases: tuple[tuple[int, int, str], ...] = ()  # (start ns, end ns, phase) of every step, for the curve
+    before_trace_bytes: int = 0  # of the peak, memory allocated before the capture began
 
     @property
     def by_category(self) -> list[tuple[str, int]]:
@@ -121,6 +122,7 @@ def memory_breakdown(model: TraceModel) -> MemoryBreakdown | None:
     return MemoryBreakdown(
         device=timeline.device, peak_bytes=timeline.peak_bytes, peak_ns=timeline.peak_ns, step=step, phase=phase,
         memory=None, modules=modules, allocations=_merged(allocations), what_ifs=[], most_activations=None,
+        before_trace_bytes=timeline.before_trace_bytes,
     )
 
 
@@ -138,6 +140,7 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
         device=memory.device, peak_bytes=memory.peak_bytes, peak_ns=memory.peak_ns, step=step, phase=phase,
         memory=memory, modules=modules, allocations=allocations,
         what_ifs=_what_ifs(model, memory, step, most), most_activations=most, phases=_phases(model),
+        before_trace_bytes=memory.before_trace_bytes,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tuiprof.analysis.memory import PeakFigure
 from tuiprof.analysis.memory_peak import MemoryBreakdown, ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.python_stack import user_frame
@@ -43,6 +44,51 @@ def share(part: int, whole: int) -> str:
         return "--"
     percent = round(100 * part / whole)
     return "<1 %" if part and not percent else f"{percent} %"
+
+
+# The two peaks, named the same way in the header, the Overview, the Memory view and summary:
+# "peak" is torch's categorised peak (every tensor torch sees, those from before the trace
+# included), "allocator peak" the Total Allocated of the [memory] events (what the header shows
+# only when a trace has no categories).  docs/memory.md, "Two peaks".
+PEAK = "peak"
+ALLOCATOR_PEAK = "allocator peak"
+MIN_BEFORE_SHARE = 0.01  # memory from before the trace under 1 % of the peak is not worth a line
+
+
+def peak_name(figure: PeakFigure) -> str:
+    return ALLOCATOR_PEAK if figure.allocator else PEAK
+
+
+def before_trace_sentence(peak_bytes: int, before_bytes: int) -> str | None:
+    """``204.92 MB was allocated before the trace began: ...``: why the allocations a trace
+    shows do not add up to its peak (``peak_bytes``).  None when it is a trifle."""
+    if before_bytes <= MIN_BEFORE_SHARE * peak_bytes:
+        return None
+    return f"{format_bytes(before_bytes)} was allocated before the trace began: weights and buffers the trace never saw allocated."
+
+
+def memory_peak_lines(model: TraceModel, view: str) -> list[str]:
+    """The lines ``summary`` prints above a memory table: the peak once (not on every row) and
+    the memory from before the trace, in the words of the header and the Overview."""
+    figure = model.peak_figure
+    if figure is None:
+        return []
+    lines = []
+    if view == "memory":
+        if not figure.allocator:  # the table's allocator peaks next to the categorised one
+            lines.append(
+                f"Allocator peaks: what the trace saw allocated. The {PEAK} by torch's categories is "
+                f"{format_bytes(figure.bytes)} {figure.device} (--view memory-categories), tensors from before the trace included."
+            )
+    else:
+        breakdown = model.memory_breakdown
+        place = peak_place(breakdown) if breakdown is not None else ""
+        at = format_us((figure.at_ns - model.calls.origin_ns) / 1000)
+        lines.append(f"{figure.device} memory {peak_name(figure)} {format_bytes(figure.bytes)} at {at}{' ' + place if place else ''}.")
+    before = before_trace_sentence(figure.bytes, figure.before_trace_bytes)
+    if before is not None:
+        lines.append(before)
+    return lines
 
 
 def peak_place(breakdown: MemoryBreakdown) -> str:
