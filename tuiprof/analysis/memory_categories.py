@@ -84,12 +84,15 @@ def with_stacks(memory: CategorisedMemory, store: TraceEvents) -> CategorisedMem
     thread_at: dict[tuple[int, int], int | str] = {}
     for row in np.flatnonzero(records.bytes > 0).tolist():
         thread_at.setdefault((int(records.start_ns[row]), int(records.bytes[row])), records.tids[row])
-    found = [(i, thread_at.get((t.made_ns, t.bytes))) for i, t in enumerate(memory.live_at_peak) if t.made_ns >= 0]
-    found = [(i, tid) for i, tid in found if tid is not None]
-    queries = [(tid, memory.live_at_peak[i].made_ns) for i, tid in found]
+    found: list[tuple[int, int | str]] = []
+    for index, tensor in enumerate(memory.live_at_peak):
+        tid = thread_at.get((tensor.made_ns, tensor.bytes)) if tensor.made_ns >= 0 else None
+        if tid is not None:
+            found.append((index, tid))
+    queries = [(tid, memory.live_at_peak[index].made_ns) for index, tid in found]
     tensors = list(memory.live_at_peak)
-    for (i, _), stack in zip(found, python_stacks(store.frames, store.names, store.threads, queries)):
-        tensors[i] = replace(tensors[i], stack=stack)
+    for (index, _), stack in zip(found, python_stacks(store.frames, store.names, store.threads, queries)):
+        tensors[index] = replace(tensors[index], stack=stack)
     return replace(memory, live_at_peak=tuple(tensors))
 
 

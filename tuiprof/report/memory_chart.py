@@ -151,11 +151,11 @@ class CategoryCurve:
             for stack in columns:
                 text.append(*self._cell(stack, top, line))
             yield text
-        marks = Text("phase".rjust(axis) + " ", style="dim")
+        phase_row = Text("phase".rjust(axis) + " ", style="dim")
         for column in range(width):
             mark, style = self._phase_at(column, width)
-            marks.append("▲" if column == peak_column else mark, style="bold red" if column == peak_column else style)
-        yield marks
+            phase_row.append("▲" if column == peak_column else mark, style="bold red" if column == peak_column else style)
+        yield phase_row
         times = memory.times_ns
         start = format_us((int(times[0]) - self.origin_ns) / 1000)
         end = format_us((int(times[-1]) - self.origin_ns) / 1000)
