@@ -55,6 +55,13 @@ ALLOCATOR_PEAK = "allocator peak"
 MIN_BEFORE_SHARE = 0.01  # memory from before the trace under 1 % of the peak is not worth a line
 
 
+def short_frame(frame: str) -> str:
+    """``modeling_vit.py(366): forward`` for ``transformers/models/vit/modeling_vit.py(366): forward``:
+    a frame in a table column, its folders left to the detail pane and data formats."""
+    place, colon, function = frame.partition("): ")
+    return place.replace("\\", "/").rpartition("/")[2] + colon + function if colon else frame
+
+
 def peak_name(figure: PeakFigure) -> str:
     return ALLOCATOR_PEAK if figure.allocator else PEAK
 

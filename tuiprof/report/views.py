@@ -456,7 +456,7 @@ MEMORY_ALLOCATION_COLUMNS = (
     Column("category", "Category", "text", "torch's category (empty: the trace has no categories).", shown_when=HAS_MEMORY_CATEGORIES, spoken=category_words),
     Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
     Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
-    Column("code", "Code", "text", "The deepest frame of user code (not torch, the standard library or a built-in) in the Python stack it was allocated in (with_stack).", shown_when=HAS_MODULE_FRAMES),
+    Column("code", "Code", "text", "The deepest frame of user code (not torch, the standard library or a built-in) in the Python stack it was allocated in (with_stack), as file(line): function without the file's folders (the stack has them).", shown_when=HAS_MODULE_FRAMES),
     Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator, module and stack)."),
     Column("stack", "Stack", "text", "The Python stack it was allocated in, outermost frame first, frames joined by ' > ' (the detail pane has one per line).", shown_when=DATA_FORMATS_ONLY),
 )
@@ -505,7 +505,7 @@ def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Ro
 
 def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     from tuiprof.analysis.python_stack import user_frame
-    from tuiprof.report.memory_texts import STACK_JOINER
+    from tuiprof.report.memory_texts import STACK_JOINER, short_frame
 
     breakdown = model.memory_breakdown
     if breakdown is None:
@@ -513,7 +513,7 @@ def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> lis
     return [
         {
             "bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module,
-            "code": user_frame(a.stack), "count": a.count, "stack": STACK_JOINER.join(a.stack), "_stats": a,
+            "code": short_frame(user_frame(a.stack)), "count": a.count, "stack": STACK_JOINER.join(a.stack), "_stats": a,
         }
         for a in breakdown.allocations
     ]
