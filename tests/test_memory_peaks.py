@@ -112,3 +112,15 @@ def test_the_memory_view_computes_nothing() -> None:
     source = (ROOT / "tuiprof" / "tui" / "views" / "memory.py").read_text()
     for computing in ("model.calls", "model.modules", "model.memory[", "is_cpu", "format_bytes", "replace("):
         assert computing not in source, computing
+
+
+def test_records_without_addresses_claim_nothing_from_before_the_trace(tmp_path) -> None:
+    """Without Addr no allocation pairs with its free: the peak is not 'allocated before the trace'."""
+    trace = GpuTrace()
+    trace.step(1, 0, 100)
+    trace.op("aten::mm", 10, 20)
+    trace.memory(12, 4096, 4096)
+    trace.events[-1]["args"].pop("Addr")
+    model = load_model(trace.write(tmp_path / "no_addr.json"))
+    assert model.peak_figure.before_trace_bytes == 0
+    assert not any("before the trace" in f.text for f in findings(model))

@@ -36,6 +36,7 @@ class MemoryTimeline:
     live_at_peak: tuple[tuple[int, int | str, int], ...] = ()
     # the Python stack of each of the first MAX_ATTRIBUTED of live_at_peak (analysis/python_stack.py)
     live_stacks: tuple[Stack, ...] = ()
+    addressed: bool = True  # every record has an Addr, so allocations and frees pair up
 
     @property
     def is_cpu(self) -> bool:
@@ -44,7 +45,10 @@ class MemoryTimeline:
     @property
     def before_trace_bytes(self) -> int:
         """Bytes of the peak no allocation in the trace accounts for: memory allocated before
-        the capture began (a CUDA allocator's Total Allocated counts the model's weights)."""
+        the capture began (a CUDA allocator's Total Allocated counts the model's weights).
+        0 when records without an ``Addr`` leave allocations unpaired (nothing can be said)."""
+        if not self.addressed:
+            return 0
         return max(0, self.peak_bytes - sum(size for size, _, _ in self.live_at_peak))
 
 
@@ -81,6 +85,7 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
                 frees=int((records.bytes[mine] < 0).sum()),
                 live_at_peak=live,
                 live_stacks=tuple(python_stacks(store.frames, store.names, store.threads, queries)),
+                addressed=bool((records.addr[mine] != NONE).all()),
             )
         )
     timelines.sort(key=lambda t: (t.is_cpu, t.device))
