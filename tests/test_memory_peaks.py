@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from tests.conftest import ROOT
@@ -95,6 +96,16 @@ def test_allocator_curve_starts_at_zero_and_marks_its_peak_under_the_highest_col
     top_row = chart[0]
     spike = next(i for i, ch in enumerate(top_row) if ch == "█")
     assert axis[spike] == "▲" and "allocator peak" in lines[5]
+
+
+@pytest.mark.parametrize("spike", [0, 59])
+def test_a_peak_at_either_end_is_marked_too(spike: int) -> None:
+    times = tuple(range(0, 60_000, 1000))
+    allocated = tuple(300_000_000 if i == spike else 100_000_000 for i in range(60))
+    timeline = MemoryTimeline("CUDA:0", times, allocated, (), allocated[spike], times[spike], -1, 60, 0)
+    lines = _lines(MemoryCurve(timeline, 0, 4))
+    column = next(i for i, ch in enumerate(lines[0]) if ch == "█")
+    assert lines[4][column] == "▲" and lines[4].count("▲") == 1
 
 
 def test_category_curve_starts_at_zero_and_explains_its_phase_letters() -> None:

@@ -88,10 +88,15 @@ def _axis_label(top: int, line: int, height: int, axis: int) -> str:
 
 
 def _time_axis(start: str, end: str, width: int, axis: int, peak_column: int) -> Text:
-    """``start ... ▲ ... end``: the time axis, the peak's column marked where it leaves the labels room."""
+    """``start ... ▲ ... end``: the time axis with the peak's column marked; a time label the
+    mark would fall on gives way to it (the legend says when the peak was)."""
+    if peak_column < len(start) + 1:
+        start = ""
+    elif peak_column >= width - len(end) - 1:
+        end = ""
     text = Text(" " * (axis + 1) + start + end.rjust(width - len(start)), style="dim")
-    at = axis + 1 + peak_column
-    if 0 <= peak_column < width and axis + 1 + len(start) < at < axis + 1 + width - len(end):
+    if 0 <= peak_column < width:
+        at = axis + 1 + peak_column
         text = text[:at] + Text("▲", style="bold red") + text[at + 1 :]
     return text
 
