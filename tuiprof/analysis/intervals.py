@@ -19,12 +19,9 @@ Times are integer nanoseconds, as everywhere in the analysis layer.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 
 import numpy as np
-
-from tuiprof.trace.store import as_thread_id
 
 NO_EVENT = -1
 
@@ -292,35 +289,3 @@ def _running_argmax(values: np.ndarray) -> np.ndarray:
     # A position that sets a new running maximum is where the running maximum comes from.
     setter = np.where(values == running, positions, 0)
     return np.maximum.accumulate(setter)
-
-
-def innermost_spans_at(
-    spans: tuple[np.ndarray, np.ndarray, np.ndarray], threads: list[int | str], tids: list[int | str], times_ns: list[int]
-) -> np.ndarray:
-    """The latest-starting span (start, end, thread code into ``threads``; rows in start order)
-    holding each (thread, time) query, -1 where none does: per thread one sweep in time order,
-    a heap of the spans started so far, latest start on top, ended ones dropped for good
-    (later queries come later)."""
-    found = np.full(len(times_ns), -1, dtype=np.int64)
-    starts, ends, span_threads = spans
-    by_thread: dict[int | str, list[int]] = {}
-    for query, tid in enumerate(tids):
-        by_thread.setdefault(as_thread_id(tid), []).append(query)
-    for tid, queries in by_thread.items():
-        if tid not in threads:
-            continue
-        queries.sort(key=lambda q: times_ns[q])
-        last = int(np.searchsorted(starts, times_ns[queries[-1]], side="right"))  # rows are in start order
-        rows = np.flatnonzero(span_threads[:last] == threads.index(tid)).tolist()
-        open_spans: list[int] = []  # -row: rows are in start order, so the latest start is the largest row
-        next_row = 0
-        for query in queries:
-            time_ns = times_ns[query]
-            while next_row < len(rows) and starts[rows[next_row]] <= time_ns:
-                heapq.heappush(open_spans, -rows[next_row])
-                next_row += 1
-            while open_spans and ends[-open_spans[0]] < time_ns:
-                heapq.heappop(open_spans)
-            if open_spans:
-                found[query] = -open_spans[0]
-    return found

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
-from tuiprof.analysis.intervals import innermost_spans_at
 from tuiprof.analysis.python_stack import Stack, python_stacks
 from tuiprof.trace.columns import NONE
 from tuiprof.trace.memory import MemoryRecords
-from tuiprof.trace.store import TraceEvents
+from tuiprof.trace.store import TraceEvents, as_thread_id
 
 MAX_ATTRIBUTED = 500  # allocations live at the peak named one by one (operator, module, stack); the rest in one row
 
@@ -71,7 +71,6 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
         allocated = records.allocated[mine]
         peak = int(mine[int(np.argmax(allocated))])  # the first record at the highest level
         live = live_at(records, mine[mine <= peak])
-        queries = [(tid, start) for _, tid, start in live[:MAX_ATTRIBUTED]]
         timelines.append(
             MemoryTimeline(
                 device=device,
@@ -84,10 +83,15 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
                 allocations=int((records.bytes[mine] > 0).sum()),
                 frees=int((records.bytes[mine] < 0).sum()),
                 live_at_peak=live,
-                live_stacks=tuple(python_stacks(store.frames, store.names, store.threads, queries)),
                 addressed=bool((records.addr[mine] != NONE).all()),
             )
         )
+    # Every device's stacks in one pass over the frames (each pass sorts them all).
+    named = [t.live_at_peak[:MAX_ATTRIBUTED] for t in timelines]
+    stacks = python_stacks(store.frames, store.names, store.threads, [(tid, start) for live in named for _, tid, start in live])
+    for index, live in enumerate(named):
+        timelines[index] = replace(timelines[index], live_stacks=tuple(stacks[: len(live)]))
+        stacks = stacks[len(live) :]
     timelines.sort(key=lambda t: (t.is_cpu, t.device))
     return timelines
 
@@ -112,7 +116,29 @@ def innermost_call_at(calls: OperatorCalls, tid: int | str, time_ns: int) -> int
 
 
 def innermost_calls_at(calls: OperatorCalls, tids: list[int | str], times_ns: list[int]) -> np.ndarray:
-    """:func:`innermost_call_at` for many (thread, time) queries at once, -1 where none holds."""
-    return innermost_spans_at(
-        (calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")), calls.threads, tids, times_ns
-    )
+    """:func:`innermost_call_at` for many (thread, time) queries at once, -1 where none holds:
+    per thread one sweep in time order, a heap of the calls started so far, latest start on
+    top, ended ones dropped for good (later queries come later)."""
+    found = np.full(len(times_ns), -1, dtype=np.int64)
+    starts, ends, threads = calls.column("start_ns"), calls.column("end_ns"), calls.column("thread")
+    by_thread: dict[int | str, list[int]] = {}
+    for query, tid in enumerate(tids):
+        by_thread.setdefault(as_thread_id(tid), []).append(query)
+    for tid, queries in by_thread.items():
+        if tid not in calls.threads:
+            continue
+        queries.sort(key=lambda q: times_ns[q])
+        last = int(np.searchsorted(starts, times_ns[queries[-1]], side="right"))  # rows are in start order
+        rows = np.flatnonzero(threads[:last] == calls.threads.index(tid)).tolist()
+        open_calls: list[int] = []  # -row: rows are in start order, so the latest start is the largest row
+        next_row = 0
+        for query in queries:
+            time_ns = times_ns[query]
+            while next_row < len(rows) and starts[rows[next_row]] <= time_ns:
+                heapq.heappush(open_calls, -rows[next_row])
+                next_row += 1
+            while open_calls and ends[-open_calls[0]] < time_ns:
+                heapq.heappop(open_calls)
+            if open_calls:
+                found[query] = -open_calls[0]
+    return found

@@ -18,26 +18,36 @@ import sys
 
 import numpy as np
 
-from tuiprof.analysis.intervals import innermost_spans_at
 from tuiprof.analysis.modules import MAX_MODULE_DEPTH, frame_parents
 from tuiprof.trace.columns import FrameColumns
+from tuiprof.trace.store import as_thread_id
 
 Stack = tuple[str, ...]
 LIBRARY_PACKAGES = frozenset(sys.stdlib_module_names) | {"torch"}
 
 
 def python_stacks(frames: FrameColumns, names: list[str], threads: list[int | str], queries: list[tuple[int | str, int]]) -> list[Stack]:
-    """The stack at each (thread id, time ns) query, outermost first; () where no frame holds it."""
+    """The stack at each (thread id, time ns) query, outermost first; () where no frame holds it.
+
+    Frames nest on their thread, so every frame enclosing a moment is the last frame started
+    by then or one of its callers: each query is a binary search and a short walk up."""
     if not len(frames) or not queries:
         return [() for _ in queries]
-    order = np.argsort(frames.start_ns, kind="stable")
-    spans = (frames.start_ns[order], frames.end_ns[order], frames.thread[order])
-    innermost = innermost_spans_at(spans, threads, [tid for tid, _ in queries], [time for _, time in queries])
+    order = np.lexsort((frames.start_ns, frames.thread))  # by thread, then start
+    sorted_threads, sorted_starts = frames.thread[order], frames.start_ns[order]
     parent, _ = frame_parents(frames)  # loops were counted when the module tree was built
-    stacks = []
-    for found in innermost.tolist():
+    code_of = {tid: code for code, tid in enumerate(threads)}
+    stacks: list[Stack] = []
+    for tid, time_ns in queries:
+        code = code_of.get(as_thread_id(tid), -1)
+        low, high = np.searchsorted(sorted_threads, code), np.searchsorted(sorted_threads, code, side="right")
+        last = low + int(np.searchsorted(sorted_starts[low:high], time_ns, side="right")) - 1
+        row = int(order[last]) if code >= 0 and last >= low else -1
+        climbed = 0
+        while row >= 0 and frames.end_ns[row] < time_ns:  # ended before the moment: not on its stack
+            row = int(parent[row]) if climbed < MAX_MODULE_DEPTH else -1  # links from a file: bounded
+            climbed += 1
         stack: list[str] = []
-        row = int(order[found]) if found >= 0 else -1
         while row >= 0 and len(stack) < MAX_MODULE_DEPTH:
             stack.append(names[int(frames.name[row])])
             row = int(parent[row])
