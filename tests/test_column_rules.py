@@ -138,10 +138,15 @@ def test_memory_category_columns_show_when_torch_categorised_the_memory() -> Non
     which only a tuiprof capture saves; the what-ifs' arithmetic is a sentence, data formats only."""
     categories = ("activation", "parameter", "gradient", "optimizer_state", "input", "temporary", "autograd_detail", "unknown")
     by_category = {f"{name}_bytes" for name in categories}
-    categorised, allocator_only = SimpleNamespace(memory_categories=object()), SimpleNamespace(memory_categories=None)
+    frames = SimpleNamespace(by_frame={0: object()})  # with_stack: Python frames, so stacks
+    categorised = SimpleNamespace(memory_categories=object(), modules=frames)
+    allocator_only = SimpleNamespace(memory_categories=None, modules=SimpleNamespace(by_frame={}))
     assert by_category <= _shown("memory-modules", categorised)
     assert not by_category & _shown("memory-modules", allocator_only)
     assert "category" in _shown("memory-allocations", categorised)
     assert "category" not in _shown("memory-allocations", allocator_only)
+    assert "code" in _shown("memory-allocations", categorised)  # the deepest user frame: with_stack traces
+    assert "code" not in _shown("memory-allocations", allocator_only)
+    assert "stack" not in _shown("memory-allocations", categorised)  # the whole stack: data formats and the detail
     assert "how" not in _shown("memory-what-ifs", categorised)
     assert "how" in {c.key for c in TRACE_VIEWS["memory-what-ifs"].visible_columns(ViewOptions(), None)}

@@ -13,7 +13,7 @@ from tuiprof.analysis.compiled_run import compiled_run
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
-from tuiprof.analysis.memory_categories import categorised_memory
+from tuiprof.analysis.memory_categories import categorised_memory, with_stacks
 from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
 from tuiprof.analysis.steps import build_steps
@@ -64,7 +64,9 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
                 modules, calls, live.compile_log if live is not None else None, store.report,
                 cuda_graph_replays(store, calls, activity, modules),
             ),
-            memory_categories=tuple(categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)),
+            memory_categories=tuple(
+                with_stacks(memory, store) for memory in categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)
+            ),
             memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,
         )

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.analysis.python_stack import Stack, python_stacks
 from tuiprof.trace.columns import NONE
 from tuiprof.trace.memory import MemoryRecords
 from tuiprof.trace.store import TraceEvents, as_thread_id
+
+MAX_ATTRIBUTED = 500  # allocations live at the peak named one by one (operator, module, stack); the rest in one row
 
 
 @dataclass(frozen=True)
@@ -31,10 +34,33 @@ class MemoryTimeline:
     frees: int
     # (bytes, thread, start ns) of each allocation not freed by the peak (paired by Addr), largest first
     live_at_peak: tuple[tuple[int, int | str, int], ...] = ()
+    # the Python stack of each of the first MAX_ATTRIBUTED of live_at_peak (analysis/python_stack.py)
+    live_stacks: tuple[Stack, ...] = ()
+    addressed: bool = True  # every record has an Addr, so allocations and frees pair up
 
     @property
     def is_cpu(self) -> bool:
         return self.device == "CPU" or self.device.startswith(("MKLDNN", "IDEEP"))
+
+    @property
+    def before_trace_bytes(self) -> int:
+        """Bytes of the peak no allocation in the trace accounts for: memory allocated before
+        the capture began (a CUDA allocator's Total Allocated counts the model's weights).
+        0 when records without an ``Addr`` leave allocations unpaired (nothing can be said)."""
+        if not self.addressed:
+            return 0
+        return max(0, self.peak_bytes - sum(size for size, _, _ in self.live_at_peak))
+
+
+@dataclass(frozen=True)
+class PeakFigure:
+    """The one memory peak the header, the Overview and the Memory view name (TraceModel.peak_figure)."""
+
+    device: str
+    bytes: int
+    at_ns: int
+    allocator: bool  # True: the allocator's Total Allocated ("allocator peak"); False: torch's categories ("peak")
+    before_trace_bytes: int  # of ``bytes``, memory allocated before the capture began
 
 
 def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[MemoryTimeline]:
@@ -44,6 +70,7 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
         mine = np.flatnonzero(records.device == index)
         allocated = records.allocated[mine]
         peak = int(mine[int(np.argmax(allocated))])  # the first record at the highest level
+        live = live_at(records, mine[mine <= peak])
         timelines.append(
             MemoryTimeline(
                 device=device,
@@ -55,9 +82,16 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
                 peak_operator_row=innermost_call_at(calls, records.tids[peak], int(records.start_ns[peak])),
                 allocations=int((records.bytes[mine] > 0).sum()),
                 frees=int((records.bytes[mine] < 0).sum()),
-                live_at_peak=live_at(records, mine[mine <= peak]),
+                live_at_peak=live,
+                addressed=bool((records.addr[mine] != NONE).all()),
             )
         )
+    # Every device's stacks in one pass over the frames (each pass sorts them all).
+    named = [t.live_at_peak[:MAX_ATTRIBUTED] for t in timelines]
+    stacks = python_stacks(store.frames, store.names, store.threads, [(tid, start) for live in named for _, tid, start in live])
+    for index, live in enumerate(named):
+        timelines[index] = replace(timelines[index], live_stacks=tuple(stacks[: len(live)]))
+        stacks = stacks[len(live) :]
     timelines.sort(key=lambda t: (t.is_cpu, t.device))
     return timelines
 

@@ -12,11 +12,13 @@ tensors torch can see, which can differ a little from the allocator's peak
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tuiprof.analysis.python_stack import Stack, python_stacks
 from tuiprof.trace.live import DeviceMemoryCategories, MemoryCategories
+from tuiprof.trace.store import TraceEvents
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class LiveTensor:
     module: str  # the trace's module name ("Conv2d_1"), "" outside every module
     tensor_id: int  # torch's tensor id, -1 for memory with no tensor
     made_ns: int  # when it was allocated, on the trace's clock; -1: before the capture
+    stack: Stack = ()  # the Python stack it was allocated in, outermost first (analysis/python_stack.py)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,12 @@ class CategorisedMemory:
     def peak_by_category(self) -> dict[str, int]:
         return dict(zip(self.categories, self.bytes[self.peak_index].tolist()))
 
+    @property
+    def before_trace_bytes(self) -> int:
+        """Bytes live at the peak of tensors that existed before the capture (parameters,
+        optimizer state): torch counts them, the allocator's events never saw them allocated."""
+        return sum(t.bytes for t in self.live_at_peak if t.made_ns < 0)
+
 
 def categorised_memory(saved: MemoryCategories | None, base_time_ns: int) -> list[CategorisedMemory]:
     """Every device of a saved categorisation; ``base_time_ns`` is the trace's
@@ -65,6 +74,26 @@ def categorised_memory(saved: MemoryCategories | None, base_time_ns: int) -> lis
     if saved is None:
         return []
     return [memory for device in saved.devices if (memory := _replay(device, base_time_ns)) is not None]
+
+
+def with_stacks(memory: CategorisedMemory, store: TraceEvents) -> CategorisedMemory:
+    """``memory`` with the Python stack of each tensor live at its peak.  The categories
+    do not save a thread: a tensor's is the one of the allocator record made at the same
+    nanosecond with the same bytes (the capture writes both from one allocation)."""
+    records = store.memory_records
+    thread_at: dict[tuple[int, int], int | str] = {}
+    for row in np.flatnonzero(records.bytes > 0).tolist():
+        thread_at.setdefault((int(records.start_ns[row]), int(records.bytes[row])), records.tids[row])
+    found: list[tuple[int, int | str]] = []
+    for index, tensor in enumerate(memory.live_at_peak):
+        tid = thread_at.get((tensor.made_ns, tensor.bytes)) if tensor.made_ns >= 0 else None
+        if tid is not None:
+            found.append((index, tid))
+    queries = [(tid, memory.live_at_peak[index].made_ns) for index, tid in found]
+    tensors = list(memory.live_at_peak)
+    for (index, _), stack in zip(found, python_stacks(store.frames, store.names, store.threads, queries)):
+        tensors[index] = replace(tensors[index], stack=stack)
+    return replace(memory, live_at_peak=tuple(tensors))
 
 
 def _replay(saved: DeviceMemoryCategories, base_time_ns: int) -> CategorisedMemory | None:

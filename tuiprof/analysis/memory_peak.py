@@ -26,17 +26,17 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tuiprof.analysis.calls import OperatorCalls
-from tuiprof.analysis.memory import MemoryTimeline, innermost_calls_at
+from tuiprof.analysis.memory import MAX_ATTRIBUTED, MemoryTimeline, innermost_calls_at
 from tuiprof.analysis.memory_categories import CategorisedMemory
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.python_stack import Stack
 from tuiprof.analysis.steps import StepStats
 from tuiprof.analysis.timeline import PHASES, profiler_step_rows, step_phases
 
 # Categories that grow with the batch: halving it halves them (parameters, gradients
 # and optimizer state are per parameter; torch's "unknown" is left as it is).
 BATCH_CATEGORIES = ("input", "activation", "temporary", "autograd_detail")
-MAX_ATTRIBUTED = 500  # JSON-only: allocations live at the peak named one by one, the rest in one row
 UNNAMED = "(smaller allocations, not named)"
 
 
@@ -49,6 +49,7 @@ class PeakAllocation:
     operator: str
     module: str  # the module's label ("layer1.0.conv1 (Conv2d)" or "Conv2d_1"); "" outside every module
     count: int = 1
+    stack: Stack = ()  # the Python stack it was allocated in, outermost first; () when unknown
 
 
 @dataclass
@@ -97,6 +98,7 @@ class MemoryBreakdown:
     what_ifs: list[WhatIf]
     most_activations: ModuleMemory | None
     phases: tuple[tuple[int, int, str], ...] = ()  # (start ns, end ns, phase) of every step, for the curve
+    before_trace_bytes: int = 0  # of the peak, memory allocated before the capture began
 
     @property
     def by_category(self) -> list[tuple[str, int]]:
@@ -120,6 +122,7 @@ def memory_breakdown(model: TraceModel) -> MemoryBreakdown | None:
     return MemoryBreakdown(
         device=timeline.device, peak_bytes=timeline.peak_bytes, peak_ns=timeline.peak_ns, step=step, phase=phase,
         memory=None, modules=modules, allocations=_merged(allocations), what_ifs=[], most_activations=None,
+        before_trace_bytes=timeline.before_trace_bytes,
     )
 
 
@@ -129,7 +132,7 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
     owned = [(nodes.get(t.module), t.module, t.bytes, t.category) for t in memory.live_at_peak]
     modules = _module_rows(model, [(node, name, size) for node, name, size, _ in owned], [c for *_, c in owned])
     allocations = [
-        PeakAllocation(t.bytes, t.category, t.operator, _label(nodes.get(t.module), t.module))
+        PeakAllocation(t.bytes, t.category, t.operator, _label(nodes.get(t.module), t.module), stack=t.stack)
         for t in memory.live_at_peak
     ]
     most = _most_activations(modules)
@@ -137,6 +140,7 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
         device=memory.device, peak_bytes=memory.peak_bytes, peak_ns=memory.peak_ns, step=step, phase=phase,
         memory=memory, modules=modules, allocations=allocations,
         what_ifs=_what_ifs(model, memory, step, most), most_activations=most, phases=_phases(model),
+        before_trace_bytes=memory.before_trace_bytes,
     )
 
 
@@ -237,6 +241,7 @@ class _JsonAllocation:
     bytes: int
     operator: str
     module_node: ModuleNode | None
+    stack: Stack = ()
 
 
 def _json_allocations(model: TraceModel, timeline: MemoryTimeline) -> list[_JsonAllocation]:
@@ -247,9 +252,9 @@ def _json_allocations(model: TraceModel, timeline: MemoryTimeline) -> list[_Json
     _, nodes = model.modules.frame_index()
     charged = model.modules.charged_node
     found = []
-    for (size, _, _), call in zip(named, calls):
+    for (size, _, _), call, stack in zip(named, calls, timeline.live_stacks):
         node = nodes[int(charged[call])] if call >= 0 and len(charged) and charged[call] >= 0 else None
-        found.append(_JsonAllocation(size, _outermost_operator(model.calls, call), node))
+        found.append(_JsonAllocation(size, _outermost_operator(model.calls, call), node, stack))
     found += [_JsonAllocation(size, UNNAMED, None) for size, _, _ in timeline.live_at_peak[MAX_ATTRIBUTED:]]
     return found
 
@@ -268,11 +273,13 @@ def _outermost_operator(calls: OperatorCalls, row: int) -> str:
 
 
 def _merged(allocations: list[_JsonAllocation]) -> list[PeakAllocation]:
-    """One row per operator and module: bytes and allocations live at the peak."""
-    groups: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    """One row per operator, module and stack: bytes and allocations live at the peak."""
+    groups: dict[tuple[str, str, Stack], list[int]] = defaultdict(lambda: [0, 0])
     for allocation in allocations:
-        group = groups[(allocation.operator, _label(allocation.module_node, ""))]
+        group = groups[(allocation.operator, _label(allocation.module_node, ""), allocation.stack)]
         group[0] += allocation.bytes
         group[1] += 1
-    merged = [PeakAllocation(size, "", operator, module, count) for (operator, module), (size, count) in groups.items()]
+    merged = [
+        PeakAllocation(size, "", operator, module, count, stack) for (operator, module, stack), (size, count) in groups.items()
+    ]
     return sorted(merged, key=lambda a: -a.bytes)

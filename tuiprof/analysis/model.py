@@ -10,7 +10,7 @@ from tuiprof.analysis.compiled_map import CompiledAttribution
 from tuiprof.analysis.compiled_run import CompiledRun
 from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
-from tuiprof.analysis.memory import MemoryTimeline
+from tuiprof.analysis.memory import MemoryTimeline, PeakFigure
 from tuiprof.analysis.memory_categories import CategorisedMemory
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators
@@ -145,6 +145,19 @@ class TraceModel:
         device = [m for m in self.memory_categories if not m.is_cpu]
         pool = device or self.memory_categories
         return max(pool, key=lambda m: m.peak_bytes) if pool else None
+
+    @property
+    def peak_figure(self) -> PeakFigure | None:
+        """The memory peak the header, the Overview and the Memory view show, one figure
+        everywhere: torch's categorised peak when a capture saved it (every tensor torch
+        sees, those from before the trace included), else the allocator's peak."""
+        categorised = self.categorised_peak
+        if categorised is not None:
+            return PeakFigure(categorised.device, categorised.peak_bytes, categorised.peak_ns, False, categorised.before_trace_bytes)
+        timeline = self.peak_memory
+        if timeline is None:
+            return None
+        return PeakFigure(timeline.device, timeline.peak_bytes, timeline.peak_ns, True, timeline.before_trace_bytes)
 
     @cached_property
     def memory_breakdown(self):

@@ -253,9 +253,15 @@ def module_above_frames(frames: FrameColumns) -> tuple[np.ndarray, int]:
     A repeated Python id means its last frame.  The ids come from the file, so
     their links can loop (2 -> 3 -> 2, or one flipped digit): each loop is cut
     above its earliest frame, which becomes a root (``arrays.break_cycles``)."""
-    parent = look_up(id_table(frames.python_id, NONE, last=True), frames.parent_id, NONE)
-    parent, loops = break_cycles(parent, frames.start_ns)
+    parent, loops = frame_parents(frames)
     return nearest_ancestor(parent, frames.module >= 0), loops
+
+
+def frame_parents(frames: FrameColumns) -> tuple[np.ndarray, int]:
+    """For every frame, its caller's row by the ``Python parent id`` links (-1 at the top),
+    and how many loops in those links were cut (see :func:`module_above_frames`)."""
+    parent = look_up(id_table(frames.python_id, NONE, last=True), frames.parent_id, NONE)
+    return break_cycles(parent, frames.start_ns)
 
 
 def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:

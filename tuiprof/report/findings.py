@@ -17,7 +17,7 @@ from tuiprof.analysis.ranks import RunSummary
 from tuiprof.analysis.ranking import concentrated_modules, costliest_class, module_time_us, operator_rank_key, top_operators
 from tuiprof.analysis.steps import idle_share
 from tuiprof.report.catalog import FINDINGS
-from tuiprof.report.memory_texts import memory_peak_sentence
+from tuiprof.report.memory_texts import before_trace_sentence, memory_peak_sentence
 from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
 from tuiprof.report.views import Column, Row, View, ViewOptions
@@ -192,7 +192,17 @@ def memory_peak(model: TraceModel) -> Finding | None:
     peak = model.peak_memory
     if peak is None or peak.peak_operator_row < 0:
         return None
-    return Finding("memory-peak", "info", f"Peak {peak.device} memory {format_bytes(peak.peak_bytes)} during {model.calls.name(peak.peak_operator_row)}.")
+    return Finding(
+        "memory-peak", "info",
+        f"{peak.device} memory allocator peak {format_bytes(peak.peak_bytes)} during {model.calls.name(peak.peak_operator_row)}.",
+    )
+
+
+def memory_before_trace(model: TraceModel) -> Finding | None:
+    """How much of the peak the trace never saw allocated (the weights): why its allocations do not add up."""
+    figure = model.peak_figure
+    sentence = before_trace_sentence(figure.bytes, figure.before_trace_bytes) if figure is not None else None
+    return Finding("memory-before-trace", "info", sentence) if sentence else None
 
 
 def damaged_file(model: TraceModel) -> Finding | None:
@@ -222,7 +232,7 @@ def straggler(run: RunSummary) -> Finding | None:
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
     top_module, top_operator, data_loading, gpu_idle, no_steps, copies, launch_bound, backward_ratio,
-    module_tree_missing, shapes_and_flops, external_ids_ignored, memory_not_recorded, memory_peak, damaged_file,
+    module_tree_missing, shapes_and_flops, external_ids_ignored, memory_not_recorded, memory_peak, memory_before_trace, damaged_file,
 )
 
 

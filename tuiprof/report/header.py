@@ -32,9 +32,9 @@ def header_parts(model: TraceModel) -> dict[str, str]:
         parts["steps"] = f"{plural(len(model.steps), 'step')} × {format_us_short(model.step_time_us)}"
     else:
         parts["steps"] = f"{format_us_short(info.duration_us)} traced"
-    peak = model.peak_memory
+    peak = model.peak_figure  # named as the Overview and the Memory view name it (report/memory_texts.py)
     if peak is not None:
-        parts["peak"] = f"peak {format_bytes_short(peak.peak_bytes)} {peak.device}"
+        parts["peak"] = f"{'alloc peak' if peak.allocator else 'peak'} {format_bytes_short(peak.bytes)} {peak.device}"
     if model.step_flops:  # FLOPs of a step (FlopCounterMode's formulas) over the step time
         flops = f"{format_count(model.step_flops).replace(' ', '')}FLOP" + ("/step" if model.steps else "")
         if model.step_flops_per_s:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tuiprof.analysis.memory import PeakFigure
 from tuiprof.analysis.memory_peak import MemoryBreakdown, ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.python_stack import user_frame
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_bytes, format_us
 
 CATEGORY_WORDS = {
@@ -26,6 +29,7 @@ NEEDS_CAPTURE = (
     "so the peak is shown by operator and module."
 )
 NEEDS_CAPTURE_SHORT = "Categories need a tuiprof capture · m: allocations at peak"  # fits 60 columns
+STACK_JOINER = " > "  # a stack on one line (data formats), outermost frame first
 REMEDIES = {
     "grads-to-none": "Gradients to None",
     "no-momentum": "SGD without momentum",
@@ -40,6 +44,58 @@ def share(part: int, whole: int) -> str:
         return "--"
     percent = round(100 * part / whole)
     return "<1 %" if part and not percent else f"{percent} %"
+
+
+# The two peaks, named the same way in the header, the Overview, the Memory view and summary:
+# "peak" is torch's categorised peak (every tensor torch sees, those from before the trace
+# included), "allocator peak" the Total Allocated of the [memory] events (what the header shows
+# only when a trace has no categories).  docs/memory.md, "Two peaks".
+PEAK = "peak"
+ALLOCATOR_PEAK = "allocator peak"
+MIN_BEFORE_SHARE = 0.01  # memory from before the trace under 1 % of the peak is not worth a line
+
+
+def short_frame(frame: str) -> str:
+    """``modeling_vit.py(366): forward`` for ``transformers/models/vit/modeling_vit.py(366): forward``:
+    a frame in a table column, its folders left to the detail pane and data formats."""
+    place, colon, function = frame.partition("): ")
+    return place.replace("\\", "/").rpartition("/")[2] + colon + function if colon else frame
+
+
+def peak_name(figure: PeakFigure) -> str:
+    return ALLOCATOR_PEAK if figure.allocator else PEAK
+
+
+def before_trace_sentence(peak_bytes: int, before_bytes: int) -> str | None:
+    """``204.92 MB was allocated before the trace began: ...``: why the allocations a trace
+    shows do not add up to its peak (``peak_bytes``).  None when it is a trifle."""
+    if before_bytes <= MIN_BEFORE_SHARE * peak_bytes:
+        return None
+    return f"{format_bytes(before_bytes)} was allocated before the trace began: weights and buffers the trace never saw allocated."
+
+
+def memory_peak_lines(model: TraceModel, view: str) -> list[str]:
+    """The lines ``summary`` prints above a memory table: the peak once (not on every row) and
+    the memory from before the trace, in the words of the header and the Overview."""
+    figure = model.peak_figure
+    if figure is None:
+        return []
+    lines = []
+    if view == "memory":
+        if not figure.allocator:  # the table's allocator peaks next to the categorised one
+            lines.append(
+                f"Allocator peaks: what the trace saw allocated. The {PEAK} by torch's categories is "
+                f"{format_bytes(figure.bytes)} {figure.device} (--view memory-categories), tensors from before the trace included."
+            )
+    else:
+        breakdown = model.memory_breakdown
+        place = peak_place(breakdown) if breakdown is not None else ""
+        at = format_us((figure.at_ns - model.calls.origin_ns) / 1000)
+        lines.append(f"{figure.device} memory {peak_name(figure)} {format_bytes(figure.bytes)} at {at}{' ' + place if place else ''}.")
+    before = before_trace_sentence(figure.bytes, figure.before_trace_bytes)
+    if before is not None:
+        lines.append(before)
+    return lines
 
 
 def peak_place(breakdown: MemoryBreakdown) -> str:
@@ -128,6 +184,12 @@ def allocation_detail(allocation: PeakAllocation) -> Text:
     text.append(allocation.operator or "(none: allocated before the capture, or outside every operator)")
     text.append("\nmodule: ")
     text.append(allocation.module or "(outside every module's forward)")
+    text.append("\nPython stack (outermost first):" if allocation.stack else "\nPython stack: ", style="bold")
+    if not allocation.stack:
+        text.append("(none: allocated before the capture, on a thread without Python frames, or a trace without with_stack)")
+    user = user_frame(allocation.stack)
+    for frame in allocation.stack:
+        text.append("\n  " + plain(frame, DISPLAY_CHARS), style="bold" if frame == user else "")
     return text
 
 

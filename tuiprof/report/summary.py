@@ -17,7 +17,7 @@ from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.findings import FINDINGS_VIEW
-from tuiprof.report.memory_texts import NEEDS_CAPTURE
+from tuiprof.report.memory_texts import NEEDS_CAPTURE, memory_peak_lines
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 
 
@@ -46,6 +46,9 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     view, columns, rows = summary_table(model, request)
     report_diagnostics(model)
     sort = request.sort or view.default_sort_for(model)
+    if view.name.startswith("memory") and request.format not in ("json", "csv"):  # the peak once, above its table
+        width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
+        sys.stdout.write("".join(f"{wrap_sentence(line, width) if width else line}\n" for line in memory_peak_lines(model, view.name)))
     _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
     if view.name == "memory-what-ifs" and request.format not in ("json", "csv"):  # the arithmetic, a sentence a line
         width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0

@@ -82,6 +82,7 @@ class Column:
     narrow: bool = True  # shown at 80 columns
     shown_when: ShownWhen | None = None  # None: always
     wide_when: ShownWhen | None = None  # when this holds, the column is left out at 80 columns (narrow=False)
+    spoken: Callable[[str], str] | None = None  # a text value for people (tables), the value itself for data formats
 
     def format(self, value: object) -> str:
         if value is None or value == "":
@@ -104,7 +105,8 @@ class Column:
             return f"{float(value):.2f}x"  # type: ignore[arg-type]
         if self.kind == "gbps":
             return f"{float(value):.2f} GB/s"  # type: ignore[arg-type]
-        return plain(str(value), DISPLAY_CHARS)  # text from a trace: control characters escaped, length capped
+        text = self.spoken(str(value)) if self.spoken is not None else str(value)
+        return plain(text, DISPLAY_CHARS)  # text from a trace: control characters escaped, length capped
 
     @property
     def numeric(self) -> bool:
@@ -370,7 +372,7 @@ def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 MEMORY_COLUMNS = (
     Column("device", "Device", "text", "Allocator device (CPU, CUDA:0, HIP:0...)."),
-    Column("peak_bytes", "Peak", "bytes", "Highest allocated bytes seen."),
+    Column("peak_bytes", "Alloc peak", "bytes", "The allocator peak: the highest Total Allocated of the [memory] events (memory allocated before the trace counts on CUDA, not on CPU; memory-categories' peak counts every tensor torch sees)."),
     Column("peak_at_us", "At", "us", "When the peak happened, from the trace start."),
     Column("peak_operator", "Operator at peak", "text", "Innermost operator running on the allocating thread at the peak."),
     Column("peak_module", "Module at peak", "text", "Innermost module running then (with_stack traces).", narrow=False, shown_when=HAS_MODULE_FRAMES),
@@ -400,16 +402,36 @@ def build_memory_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     return rows
 
 
+MEMORY_OPERATOR_KEYS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
+
+
+def memory_operator_columns(options: ViewOptions, model: TraceModel) -> tuple[tuple[Column, ...], str]:
+    """The Operators table as the Memory view shows it, and its sort: the memory columns only,
+    none dropped at 80 columns (they are what the view is for), a device's self bytes first
+    when a device allocated."""
+    view = TRACE_VIEWS["operators"]
+    shown = {c.key for c in view.visible_columns(options, model)}
+    columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_OPERATOR_KEYS if key in shown)
+    return columns, "self_device_mem_bytes" if any(not t.is_cpu for t in model.memory) else "self_cpu_mem_bytes"
+
+
 # ------------------------------------------------------------------ what fills memory at the peak
 # (analysis/memory_peak.py; torch's categories from a tuiprof capture, else the allocator's records)
 
+
+def category_words(category: str) -> str:
+    """A category as people read it (``optimizer state``); data formats keep torch's key (``optimizer_state``)."""
+    return category.replace("_", " ")
+
+
 MEMORY_CATEGORY_COLUMNS = (
-    Column("category", "Category", "text", "torch's category (torch.profiler._memory_profiler.Category) in lower case; unknown: memory torch could not tie to a tensor."),
+    Column("category", "Category", "text", "torch's category (torch.profiler._memory_profiler.Category) in lower case, optimizer_state in data formats and 'optimizer state' in tables; unknown: memory torch could not tie to a tensor.", spoken=category_words),
     Column("bytes_at_peak", "At peak", "bytes", "Bytes of the category live at the peak of the categorised memory (torch's peak: the highest total of its export_memory_timeline)."),
     Column("share", "Share", "pct", "Share of the peak."),
-    Column("peak_at_us", "Peak at", "us", "When the peak happened, from the trace start."),
-    Column("step", "Step", "text", "The profiler step and phase (forward, backward, optimizer) the peak falls in."),
-    Column("device", "Device", "text", "The device whose peak this is (a GPU's before the CPU's).", narrow=False),
+    # The same on every row: a table says them once, above it (report/memory_texts.memory_peak_lines).
+    Column("peak_at_us", "Peak at", "us", "When the peak happened, from the trace start.", shown_when=DATA_FORMATS_ONLY),
+    Column("step", "Step", "text", "The profiler step and phase (forward, backward, optimizer) the peak falls in.", shown_when=DATA_FORMATS_ONLY),
+    Column("device", "Device", "text", "The device whose peak this is (a GPU's before the CPU's).", shown_when=DATA_FORMATS_ONLY),
 )
 MEMORY_MODULE_COLUMNS = (
     Column("module", "Module", "text", "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'."),
@@ -431,10 +453,12 @@ MEMORY_MODULE_COLUMNS = (
 )
 MEMORY_ALLOCATION_COLUMNS = (
     Column("bytes", "Bytes", "bytes", "Bytes live at the peak."),
-    Column("category", "Category", "text", "torch's category (empty: the trace has no categories).", shown_when=HAS_MEMORY_CATEGORIES),
+    Column("category", "Category", "text", "torch's category (empty: the trace has no categories).", shown_when=HAS_MEMORY_CATEGORIES, spoken=category_words),
     Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
     Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
-    Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator and module)."),
+    Column("code", "Code", "text", "The deepest frame of user code (not torch, the standard library or a built-in) in the Python stack it was allocated in (with_stack), as file(line): function without the file's folders (the stack has them).", shown_when=HAS_MODULE_FRAMES),
+    Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator, module and stack)."),
+    Column("stack", "Stack", "text", "The Python stack it was allocated in, outermost frame first, frames joined by ' > ' (the detail pane has one per line).", shown_when=DATA_FORMATS_ONLY),
 )
 MEMORY_WHAT_IF_COLUMNS = (
     Column("remedy", "What if", "text", "A standard remedy for running out of memory."),
@@ -480,11 +504,17 @@ def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Ro
 
 
 def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
+    from tuiprof.analysis.python_stack import user_frame
+    from tuiprof.report.memory_texts import STACK_JOINER, short_frame
+
     breakdown = model.memory_breakdown
     if breakdown is None:
         return []
     return [
-        {"bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module, "count": a.count, "_stats": a}
+        {
+            "bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module,
+            "code": short_frame(user_frame(a.stack)), "count": a.count, "stack": STACK_JOINER.join(a.stack), "_stats": a,
+        }
         for a in breakdown.allocations
     ]
 

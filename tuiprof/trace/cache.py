@@ -375,7 +375,7 @@ def _consistent(meta: _Meta, tables: dict[str, Columns]) -> bool:
         _codes(cpu.name, names, False), _codes(cpu.thread, threads, False),
         _within(cpu.category, 0, len(CPU_CATEGORIES)), not (np.diff(launches.view(np.int8)) < 0).any(),
         _times(cpu.start_ns, cpu.dur_ns),
-        _codes(frames.thread, threads, False), _codes(frames.module, names, True),
+        _codes(frames.thread, threads, False), _codes(frames.name, names, False), _codes(frames.module, names, True),
         _times(frames.start_ns) and _times(frames.end_ns) and not (frames.end_ns < frames.start_ns).any(),
         _codes(device.name, names, False), _within(device.kind, 0, len(DEVICE_KINDS)),
         not (np.diff(device.kind) < 0).any(), _times(device.start_ns, device.dur_ns),

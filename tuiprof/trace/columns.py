@@ -110,9 +110,11 @@ def input_texts(cpu: CpuEvents, inputs: bytes, row: int) -> tuple[bytes, bytes, 
 
 @dataclass
 class FrameColumns(Columns):
-    """``python_function`` frames; ``module`` is the name code of an ``nn.Module``
-    frame's module (``Conv2d_1``), ``NONE`` for other frames."""
+    """``python_function`` frames; ``name`` is the frame's name code
+    (``train.py(42): forward``, the Python stacks of allocations), ``module`` the name
+    code of an ``nn.Module`` frame's module (``Conv2d_1``), ``NONE`` for other frames."""
 
+    name: np.ndarray
     thread: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
@@ -374,6 +376,7 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
         for name in dict.fromkeys(frame_names)
     }
     frame_columns = FrameColumns(
+        name=int_column([code(name, len(names)) for name in frame_names]),
         thread=int_column([thread(e.tid, len(threads)) for e in frames]),
         start_ns=frame_start,
         end_ns=frame_start + frame_dur,

@@ -123,6 +123,7 @@ class StoreBuilder:
             self._input_offset += len(chunk.inputs)
         if len(frames):
             frames.thread = thread_map[frames.thread]
+            frames.name = name_map[frames.name]
             modules = frames.module >= 0
             frames.module[modules] = name_map[frames.module[modules]]
             self._frames.append(frames)

@@ -3,32 +3,28 @@ capture saved them, else allocated and reserved), the peak marked, and one
 table at a time (``m`` cycles): the modules holding the peak's bytes, the
 allocations live at it, the remedies' arithmetic, and the per-operator
 allocation table.  Everything drawn here is computed in analysis/memory_peak.py
-and worded in report/memory_texts.py."""
+and drawn or worded in report/memory_chart.py and report/memory_texts.py:
+this view only places it and follows the keys."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from tuiprof.analysis.memory_peak import ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.memory_chart import CategoryCurve, MemoryCurve
-from tuiprof.report.memory_texts import NEEDS_CAPTURE_SHORT, allocation_detail, module_memory_detail, peak_title, what_if_text
-from tuiprof.report.views import TRACE_VIEWS, Row, View
+from tuiprof.report.memory_chart import memory_view_chart
+from tuiprof.report.memory_texts import allocation_detail, module_memory_detail, what_if_text
+from tuiprof.report.views import TRACE_VIEWS, Row, View, memory_operator_columns
 from tuiprof.tui.commands import MEMORY_COMMANDS, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
 
-MEMORY_COLUMNS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
 CHARTS = 2  # devices charted (the first when the terminal is short); the table covers all
 TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
 TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 lines, not 4
 DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
-NO_MEMORY = "No [memory] events: profile with profile_memory=True."
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
 CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "operators")
 ALLOCATOR_TABLES = ("operators", "memory-allocations", "memory-modules")
@@ -47,7 +43,7 @@ class MemoryView(ExplorerView):
     summary_views = ("memory-categories", "memory-modules", "memory-allocations", "memory-what-ifs")
     BINDINGS = bindings(MEMORY_COMMANDS)
     PANE_COMMANDS = MEMORY_COMMANDS  # what ? lists for this view, with its table's keys
-    _charted: int | None = None  # charts drawn for the terminal's height
+    _charted: int = 0  # charts drawn for the terminal's height
     _table: str = ""  # the TRACE_VIEWS name of the table shown
 
     def compose(self) -> ComposeResult:
@@ -80,7 +76,7 @@ class MemoryView(ExplorerView):
             self.query_one(RowTable).select_where(lambda row: row.get("_stats") is most)
 
     def on_resize(self) -> None:
-        if self.model is not None and self._charts() != self._charted:
+        if self.model is not None:
             self._draw_charts(self.model)  # the table stays as it is
         self._show_detail_pane()
 
@@ -102,29 +98,12 @@ class MemoryView(ExplorerView):
         self.show_options(self.model)
 
     def _draw_charts(self, model: TraceModel) -> None:
-        chart = self.query_one("#memory-chart", Static)
         self._charted = self._charts()
-        if not model.memory and not model.memory_categories:
-            chart.update(Text(NO_MEMORY))  # plain: "[memory]" is no markup
-            return
-        origin = model.calls.start_ns[0] if len(model.calls) else 0
-        # A file's breakdown (allocations searched in the calls) waits until its table is asked for.
-        breakdown = model.memory_breakdown if model.categorised_peak is not None else None
-        if breakdown is not None:
-            height = 6 if self.app.size.height >= TALL_CURVE_ROWS else 4
-            chart.update(Group(peak_title(breakdown), CategoryCurve(breakdown.memory, origin, height, breakdown.phases)))
-            return
-        curves: list = []
-        for timeline in model.memory[: self._charted]:
-            label = ""
-            if timeline.peak_operator_row >= 0:
-                label = model.calls.name(timeline.peak_operator_row)
-                node = model.modules.by_frame.get(model.calls.module[timeline.peak_operator_row])
-                if node is not None:
-                    label += f" ({node.label})"
-            curves += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, origin, 4, label)]
-        curves.append(Text(model.memory_categories_problem or NEEDS_CAPTURE_SHORT, style="dim", no_wrap=True, overflow="ellipsis"))
-        chart.update(Group(*curves))
+        rows = self.app.size.height
+        categorised_height = 6 if rows >= TALL_CURVE_ROWS else 4 if rows >= DETAIL_ROWS else 3
+        height = categorised_height if model.categorised_peak is not None else 4
+        chart = memory_view_chart(model, self._charted, height, compact=rows < DETAIL_ROWS)
+        self.query_one("#memory-chart", Static).update(chart)
 
     def show_options(self, model: TraceModel) -> None:
         table = self.query_one(RowTable)
@@ -138,12 +117,8 @@ class MemoryView(ExplorerView):
             self._select_most_activations()
             self.show_detail(table, table.current_row)
             return
-        view = TRACE_VIEWS["operators"]
-        shown = {c.key for c in view.visible_columns(self.options, model)}
-        # Every memory column is what this view is for: none is dropped at 80 columns.
-        columns = tuple(replace(view.column(key), narrow=True) for key in MEMORY_COLUMNS if key in shown)
-        sort = "self_device_mem_bytes" if any(not t.is_cpu for t in model.memory) else "self_cpu_mem_bytes"
-        self.fill_table(table, view, self.options, columns=columns, default_sort=sort)
+        columns, sort = memory_operator_columns(self.options, model)
+        self.fill_table(table, TRACE_VIEWS["operators"], self.options, columns=columns, default_sort=sort)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
         item = row.get("_stats") if row is not None else None
