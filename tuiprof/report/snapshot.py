@@ -17,12 +17,15 @@ import orjson
 
 from tuiprof.analysis.snapshot import (
     DevicePeak,
+    ModuleGroup,
     OutOfMemory,
     SnapshotDiff,
     SnapshotModel,
     StackChange,
     StackGroup,
     frame_text,
+    module_path,
+    module_text,
     own_frame,
     stack_lines,
 )
@@ -89,6 +92,24 @@ def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limi
     return lines
 
 
+def module_where(model: SnapshotModel, stack: int) -> str:
+    """The stack's module path as plain text (``model.py:15 > linear.py``)."""
+    return plain(module_text(module_path(model.snapshot, stack)))
+
+
+def _module_rows(modules: list[ModuleGroup], whole: int, limit: int) -> list[str]:
+    """The peak by module: only when some allocation ran inside a module's forward."""
+    if not any(m.path for m in modules):
+        return []
+    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  module (its forward's file)")]
+    for group in modules[:limit]:
+        lines.append(TableRow(f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"))
+    if len(modules) > limit:
+        rest = sum(m.bytes for m in modules[limit:])
+        lines.append(f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)")
+    return lines
+
+
 def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]:
     when = "no trace entry to look at (the state when the snapshot was taken, or at --from)" if peak.row < 0 else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
     lines = [f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"]
@@ -96,6 +117,9 @@ def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]
         largest = max(peak.groups, key=lambda g: (g.largest, -g.stack))
         lines += _stack_rows(model, peak.groups, peak.allocated, limit)
         lines.append(f"  largest single allocation: {format_bytes(largest.largest)} from {short_where(model, largest.stack)}")
+        by_module = _module_rows(peak.modules, peak.allocated, limit)
+        if by_module:
+            lines += [f"cuda:{peak.device}: the peak by nn.Module", *by_module]
     return lines
 
 
@@ -161,7 +185,8 @@ def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> list[str
 def _group_json(model: SnapshotModel, group: StackGroup) -> dict:
     frame = own_frame(model.snapshot, group.stack)
     return {"bytes": group.bytes, "count": group.count, "largest_bytes": group.largest,
-            "where": frame_text(model.snapshot, frame) if frame >= 0 else None, "frames": stack_lines(model.snapshot, group.stack)}
+            "where": frame_text(model.snapshot, frame) if frame >= 0 else None,
+            "module": list(module_path(model.snapshot, group.stack)), "frames": stack_lines(model.snapshot, group.stack)}
 
 
 def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
@@ -173,7 +198,8 @@ def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
         "times_recorded": model.snapshot.entries.has_times,
         "oom_count": model.oom_count,
         "peaks": [{"device": p.device, "entry": p.index, "time_us": p.time_us, "allocated_bytes": p.allocated,
-                   "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]]} for p in model.peaks],
+                   "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]],
+                   "modules": [{"module": list(m.path), "bytes": m.bytes, "count": m.count} for m in p.modules[:limit]]} for p in model.peaks],
         "segments": [{"device": s.device, "address": s.address, "reserved_bytes": s.reserved, "allocated_bytes": s.allocated,
                       "free_bytes": s.free, "largest_free_block_bytes": s.largest_free_block, "stream": s.stream,
                       "segment_type": s.segment_type} for s in model.segment_use],
@@ -224,7 +250,7 @@ def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
     shown = [plain(line) for line in frames[:DETAIL_LINES]]
     if len(frames) > DETAIL_LINES:
         shown.append(f"... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
-    return "\n".join([head, "stack, innermost frame first:", *shown])
+    return "\n".join([head, f"module: {module_where(model, group.stack)}", "stack, innermost frame first:", *shown])
 
 
 def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:

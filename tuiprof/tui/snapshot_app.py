@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Sparkline, Static
 
 from tuiprof.analysis.snapshot import SnapshotModel, StackGroup
-from tuiprof.report.snapshot import curve, device_heading, headline, short_where, stack_detail
+from tuiprof.report.snapshot import curve, device_heading, headline, module_where, short_where, stack_detail
 from tuiprof.report.units import format_bytes
 
 CURVE_POINTS = 200
@@ -54,7 +54,7 @@ class SnapshotApp(App):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("bytes", "share", "allocs", "where (innermost own frame)")
+        table.add_columns("bytes", "share", "allocs", "where (innermost own frame)", "module")
         self.show()
 
     def show(self) -> None:
@@ -72,7 +72,7 @@ class SnapshotApp(App):
         for group in self.groups:
             share = f"{100 * group.bytes / whole:.1f}%" if whole else "-"
             table.add_row(Text(format_bytes(group.bytes), justify="right"), Text(share, justify="right"),
-                          Text(f"{group.count:,}", justify="right"), Text(short_where(model, group.stack)))
+                          Text(f"{group.count:,}", justify="right"), Text(short_where(model, group.stack)), Text(module_where(model, group.stack)))
         self.show_detail(0)
 
     def show_detail(self, row: int) -> None:
