@@ -121,10 +121,11 @@ class _Device:
 
 
 def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times: bool = True, fx: bool = True,
-                  awaiting: bool = False, modules: bool = False) -> tuple[dict, Expected]:
+                  awaiting: bool = False, modules: bool = False, time_origin_us: int = 0) -> tuple[dict, Expected]:
     """A snapshot dict and its answers.  ``awaiting``: frees complete some entries after they
     are requested (another stream), the bytes still held in between.  ``modules``: the stacks of
-    :func:`make_module_stacks` (``expected.stack_modules`` their paths)."""
+    :func:`make_module_stacks` (``expected.stack_modules`` their paths).  ``time_origin_us``: added
+    to every ``time_us`` (real ones are microseconds since the epoch)."""
     rng = random.Random(seed)
     stacks = make_stacks(fx)
     expected = Expected()
@@ -142,7 +143,7 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
         if stack is not None:  # torch writes frames only for entries recorded with a context
             item["frames"] = [dict(f) for f in stacks[stack]]
         if with_times:
-            item["time_us"] = clock[0]
+            item["time_us"] = time_origin_us + clock[0]
         device.trace.append(item)
         expected.curve.setdefault(device.index, []).append((clock[0], device.allocated))
 

@@ -29,6 +29,7 @@ from tuiprof.analysis.snapshot import (
     own_frame,
     stack_lines,
 )
+from tuiprof.analysis.snapshot_trace import PeakPlace
 from tuiprof.report.plain import ELLIPSIS, plain
 from tuiprof.report.render import stdout_is_terminal
 from tuiprof.report.units import format_bytes, format_pct, format_us, plural
@@ -75,6 +76,41 @@ def headline(model: SnapshotModel) -> str:
     if model.oom_count:
         line += f"; {plural(model.oom_count, 'out-of-memory error')}"
     return line
+
+
+def _distance(us: float) -> str:
+    """A gap between the two files' clocks: hours and minutes read better than 3600.000s."""
+    if us >= 3600e6:
+        return f"{us / 3600e6:.1f} h"
+    if us >= 60e6:
+        return f"{us / 60e6:.1f} min"
+    return format_us(us)
+
+
+def placement_line(place: PeakPlace) -> str:
+    """Where the highest peak fell in the ``--trace`` file, in one line (names are plain text)."""
+    trace = plain(place.trace)
+    if place.peak_ns is None:
+        return f"the peak is not placed in {trace}: the snapshot has no times"
+    if not place.inside:
+        if place.trace_end_ns < place.trace_start_ns:
+            return f"the peak is not in the trace {trace}: it has no operators"
+        before = place.peak_ns < place.trace_start_ns
+        gap = (place.trace_start_ns - place.peak_ns) if before else (place.peak_ns - place.trace_end_ns)
+        return (f"the peak is not in the trace {trace}: it falls {_distance(gap / 1000)} {'before' if before else 'after'} "
+                "the trace (another run or time range; both files must come from one host's clock)")
+    where = f"peak at step {place.step.rsplit('#', 1)[-1]}" if place.step else "peak outside every ProfilerStep"
+    if place.operator is None:
+        return f"{where}, between operators ({trace})"
+    module = f" (module {plain(place.module)})" if place.module else ""
+    return f"{where}, during {plain(place.operator)}{module}"
+
+
+def placement_document(place: PeakPlace) -> dict:
+    return {"file": place.trace, "inside": place.inside, "peak_time_us": None if place.peak_ns is None else place.peak_ns / 1000,
+            "trace_start_us": place.trace_start_ns / 1000, "trace_end_us": place.trace_end_ns / 1000,
+            "step": place.step, "operator": place.operator, "module": place.module,
+            "thread": place.thread if place.thread is None or isinstance(place.thread, int) else str(place.thread)}
 
 
 class TableRow(str):
@@ -163,9 +199,9 @@ def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
     return lines + _stack_rows(model, oom.held_by, oom.allocated, min(limit, 5))[1:]
 
 
-def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> list[str]:
+def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> list[str]:
     entries = model.snapshot.entries
-    lines = [headline(model),
+    lines = [headline(model), *([placement_line(place)] if place else []),
              f"{plain(model.snapshot.source)}: allocator snapshot, {plural(model.snapshot.device_count, 'device')}, "
              f"{plural(len(entries), 'trace entry', 'trace entries')}"]
     for peak in model.peaks:
@@ -189,9 +225,9 @@ def _group_json(model: SnapshotModel, group: StackGroup) -> dict:
             "module": list(module_path(model.snapshot, group.stack)), "frames": stack_lines(model.snapshot, group.stack)}
 
 
-def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
+def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> dict:
     """What ``--format json`` prints: stable keys, bytes as integers, times in the file's microseconds."""
-    return {
+    return ({"trace": placement_document(place)} if place else {}) | {
         "file": model.snapshot.source,
         "devices": model.snapshot.device_count,
         "trace_entries": len(model.snapshot.entries),
@@ -220,14 +256,15 @@ def fit(line: str, width: int) -> str:
     return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
 
 
-def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None) -> int:
-    """``tuiprof summary SNAP --view snapshot``: text (cut to the terminal's width) or JSON."""
+def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None, place: PeakPlace | None = None) -> int:
+    """``tuiprof summary SNAP --view snapshot``: text (cut to the terminal's width) or JSON;
+    ``place``: where the peak fell in a ``--trace`` file."""
     limit = DEFAULT_STACKS if limit is None else max(0, limit)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps(summary_document(model, limit), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(summary_document(model, limit, place), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
-    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit)))
+    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit, place)))
     return 0
 
 
