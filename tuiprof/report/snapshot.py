@@ -79,7 +79,9 @@ def headline(model: SnapshotModel) -> str:
 
 
 def _distance(us: float) -> str:
-    """A gap between the two files' clocks: hours and minutes read better than 3600.000s."""
+    """A gap between the two files' clocks: days, hours and minutes read better than 3600.000s."""
+    if us >= 2 * 86400e6:
+        return f"{us / 86400e6:,.1f} days"
     if us >= 3600e6:
         return f"{us / 3600e6:.1f} h"
     if us >= 60e6:
