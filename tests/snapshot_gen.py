@@ -47,6 +47,38 @@ def make_stacks(fx: bool = True) -> list[list[dict]]:
     return stacks
 
 
+MODULE_PY = "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"
+
+
+def _called_as_module(forward: dict) -> list[dict]:
+    """A forward frame and the two frames nn.Module.__call__ puts outside it (innermost first)."""
+    return [forward, {"filename": MODULE_PY, "line": 1750, "name": "_call_impl"}, {"filename": MODULE_PY, "line": 1739, "name": "_wrapped_call_impl"}]
+
+
+def make_module_stacks() -> tuple[list[list[dict]], list[tuple[str, ...]]]:
+    """Stacks through nn.Module forwards and each one's module path, written by hand: Net
+    (model.py) calls fc1 at line 15 and fc2 at line 16 (both linear.py), and its own forward
+    allocates at line 17; a forward not called through module.py (a helper named forward) is no
+    module; an FX frame's original trace names the eager forwards; one stack has no module."""
+    linear = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"}
+    malloc = [{"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"}, library_frame("linear")]
+    main = [own_frame(40, "main")]
+    net = lambda line: _called_as_module(own_frame(line, "forward", "/home/user/model.py"))  # noqa: E731
+    fx = {"filename": "/tmp/torchinductor_user/ab/cab.py", "line": 9, "name": "call", "fx_node_op": "call_function", "fx_node_name": "addmm",
+          "fx_original_trace": 'File "/home/user/model.py", line 16, in forward\n    x = self.fc2(x)\n'
+                               'File "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 125, in forward\n    return F.linear(x)'}
+    stacks = [
+        malloc + _called_as_module(linear) + net(15) + main,
+        malloc + _called_as_module(linear) + net(16) + main,
+        malloc + net(17) + main,
+        malloc + [own_frame(5, "forward", "/home/user/helpers.py")] + main,  # called directly: not a module
+        malloc + main,
+        [fx] + main,
+    ]
+    paths = [("model.py:15", "linear.py"), ("model.py:16", "linear.py"), ("model.py",), (), (), ("model.py:16", "linear.py")]
+    return stacks, paths
+
+
 @dataclass
 class Expected:
     peak_bytes: dict[int, int] = field(default_factory=dict)
@@ -56,6 +88,7 @@ class Expected:
     live_end: dict[int, int] = field(default_factory=dict)
     curve: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # device -> (time_us, live bytes after the entry)
     reserved_end: dict[int, int] = field(default_factory=dict)
+    stack_modules: list[tuple[str, ...]] = field(default_factory=list)  # modules=True: each stack's module path
 
 
 class _Device:
@@ -88,13 +121,17 @@ class _Device:
 
 
 def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times: bool = True, fx: bool = True,
-                  awaiting: bool = False) -> tuple[dict, Expected]:
+                  awaiting: bool = False, modules: bool = False, time_origin_us: int = 0) -> tuple[dict, Expected]:
     """A snapshot dict and its answers.  ``awaiting``: frees complete some entries after they
-    are requested (another stream), the bytes still held in between."""
+    are requested (another stream), the bytes still held in between.  ``modules``: the stacks of
+    :func:`make_module_stacks` (``expected.stack_modules`` their paths).  ``time_origin_us``: added
+    to every ``time_us`` (real ones are microseconds since the epoch)."""
     rng = random.Random(seed)
     stacks = make_stacks(fx)
-    state = [_Device(d) for d in range(devices)]
     expected = Expected()
+    if modules:
+        stacks, expected.stack_modules = make_module_stacks()
+    state = [_Device(d) for d in range(devices)]
     clock = [0]
     pending: list[tuple[_Device, int]] = []
 
@@ -106,7 +143,7 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
         if stack is not None:  # torch writes frames only for entries recorded with a context
             item["frames"] = [dict(f) for f in stacks[stack]]
         if with_times:
-            item["time_us"] = clock[0]
+            item["time_us"] = time_origin_us + clock[0]
         device.trace.append(item)
         expected.curve.setdefault(device.index, []).append((clock[0], device.allocated))
 

@@ -220,3 +220,23 @@ def test_a_block_pending_its_free_is_held_in_either_spelling(state: str) -> None
     model = analyze_snapshot(decode_snapshot(data, "pending.pickle"))
     assert (model.peaks[0].allocated, model.peaks[0].reserved) == (1024, 2048)
     assert model.segment_use[0].allocated == 0  # requested bytes of active_allocated blocks, as segsum counts
+
+
+def test_module_forward_frames_name_modules_and_the_peak_is_grouped_by_them() -> None:
+    """Paths written by hand in the generator (make_module_stacks): nn.Module forwards called
+    through module.py, a helper named forward that is no module, an FX node's original trace."""
+    from tests.snapshot_gen import make_module_stacks
+    from tuiprof.analysis.snapshot import module_path
+
+    data, expected = make_snapshot(3, steps=300, modules=True)
+    model = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
+    stack_index = {_frames_key(frames): number for number, frames in enumerate(make_module_stacks()[0])}
+    for peak in model.peaks:
+        want: dict[tuple[str, ...], int] = {}
+        for stack, size in expected.peak_by_stack[peak.device].items():
+            want[expected.stack_modules[stack]] = want.get(expected.stack_modules[stack], 0) + size
+        assert {m.path: m.bytes for m in peak.modules} == want
+        assert [m.bytes for m in peak.modules] == sorted(want.values(), reverse=True)
+        for group in peak.groups:
+            assert module_path(model.snapshot, group.stack) == expected.stack_modules[stack_index[_stack_key(model.snapshot, group.stack)]]
+    assert len({m.path for p in model.peaks for m in p.modules}) >= 3

@@ -124,7 +124,8 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
         help="trace .json / .json.gz, a run directory, or - to read the trace from stdin"
         + ("" if required else " (default: the shipped resnet18 sample)"),
     )
-    parser.add_argument("--trace", metavar="RANK|NAME", help="in a run directory: which trace (rank number or part of the name)")
+    parser.add_argument("--trace", metavar="RANK|NAME", help="in a run directory: which trace (rank number or part of the name); "
+                        "with an allocator snapshot: a profiler trace of the same run, to place the peak in a step and an operator")
     parser.add_argument(
         "--max-inflate-ratio", type=float, metavar="N", default=None,
         help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
@@ -323,7 +324,18 @@ def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
 
     if args.format not in ("table", "json"):
         raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
-    return print_snapshot_summary(analyze_snapshot(_read_snapshot_showing_progress(path), _window(args)), args.format, args.limit)
+    model = analyze_snapshot(_read_snapshot_showing_progress(path), _window(args))
+    return print_snapshot_summary(model, args.format, args.limit, _place_peak(model, args.trace))
+
+
+def _place_peak(model, trace: str | None):
+    """``--trace`` with a snapshot: where its peak fell in that profiler trace (None without one)."""
+    if trace is None:
+        return None
+    from tuiprof.analysis.snapshot_trace import place_peak
+    from tuiprof.trace import load_trace
+
+    return place_peak(model, load_trace(trace))
 
 
 def run_snapshot_diff(args: argparse.Namespace) -> int:
@@ -383,13 +395,14 @@ def _read_snapshot_showing_progress(path: str):
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)
 
 
-def _explore_snapshot(path: str, window) -> int:
+def _explore_snapshot(path: str, window, trace: str | None) -> int:
     """Read and analyse first (a bad snapshot is one line, before the app owns the terminal)."""
     from tuiprof.analysis.snapshot import analyze_snapshot
     from tuiprof.tui.snapshot_app import run_snapshot_explorer
 
     snapshot = _read_snapshot_showing_progress(path)
-    return run_snapshot_explorer(analyze_snapshot(snapshot, window))
+    model = analyze_snapshot(snapshot, window)
+    return run_snapshot_explorer(model, _place_peak(model, trace))
 
 
 def run_run_summary(path: str, request, cluster: str | None) -> int:
@@ -456,7 +469,7 @@ def run_open(args: argparse.Namespace) -> int:
         raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
     path = resolve_path(args)
     if _is_snapshot(path, args.view):
-        return _explore_snapshot(path, _window(args))
+        return _explore_snapshot(path, _window(args), args.trace)
     _refuse_window(args)
     trace = choose_trace(path, args.trace)
     if not trace.stream:

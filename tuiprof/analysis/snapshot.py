@@ -14,13 +14,22 @@ Decisions (the issue leaves them open):
   and including k.  The peak is the first entry where it is highest.
 - Allocations at the peak are grouped by their full stack; a group is named
   by the innermost frame of the user's own code (:func:`is_own_code`).
+- A stack's modules (:func:`module_path`): a frame named ``forward`` whose caller (the next
+  frame out) is ``_call_impl`` or ``_wrapped_call_impl`` of ``torch/nn/modules/module.py`` is an
+  ``nn.Module`` forward; an FX frame's ``fx_original_trace`` lines ``in forward`` are the eager
+  forwards the compiled node came from.  Frames carry no class or attribute name, so a module
+  is named by its forward's file, and its instance by the line its parent's forward runs (the
+  call ``self.fc(x)``): the path ``model.py:15 > linear.py`` (the innermost module's own line is
+  where it allocated, not which module it is, and is left out).
 - Two snapshots are compared at their highest peaks (whatever the device),
   stacks matched by their frames (file, line, function), not by id.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +68,15 @@ class StackGroup:
     bytes: int
     count: int
     largest: int
+
+
+@dataclass
+class ModuleGroup:
+    """Allocations live at the peak whose innermost module is ``path`` (() : outside any module)."""
+
+    path: tuple[str, ...]
+    bytes: int
+    count: int
 
 
 @dataclass
@@ -123,6 +141,7 @@ class DevicePeak:
     allocated: int
     reserved: int
     groups: list[StackGroup]
+    modules: list[ModuleGroup] = field(default_factory=list)
 
 
 @dataclass
@@ -171,6 +190,50 @@ def stack_lines(snapshot: Snapshot, stack: int) -> list[str]:
         original = snapshot.frames.fx["fx_original_trace"][frame]
         lines.extend("    " + part for part in original.splitlines() if part.strip())
     return lines
+
+
+_MODULE_CALLERS = ("_call_impl", "_wrapped_call_impl")
+_MODULE_PY = "torch/nn/modules/module.py"
+_TRACEBACK_LINE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<name>\S+)')
+
+
+def _forward_frames(snapshot: Snapshot, stack: int) -> list[tuple[str, int]]:
+    """(filename, line) of each ``nn.Module`` forward in ``stack``, outermost first (rule above)."""
+    frames = snapshot.frames
+    ids = snapshot.stacks.frame_ids(stack).tolist()
+    found: list[tuple[str, int]] = []
+    for position, frame in enumerate(ids):  # innermost first
+        original = frames.fx["fx_original_trace"][frame]
+        if original:  # a traceback, outermost first: its innermost forward comes first here
+            found.extend(reversed([(m["file"], int(m["line"])) for m in _TRACEBACK_LINE.finditer(original) if m["name"] == "forward"]))
+            continue
+        caller = ids[position + 1] if position + 1 < len(ids) else -1
+        if (frames.name[frame] == "forward" and caller >= 0 and frames.name[caller] in _MODULE_CALLERS
+                and frames.filename[caller].replace("\\", "/").endswith(_MODULE_PY)):
+            found.append((frames.filename[frame], int(frames.line[frame])))
+    return found[::-1]
+
+
+def module_path(snapshot: Snapshot, stack: int) -> tuple[str, ...]:
+    """The stack's modules, outermost first: ``("model.py:15", "linear.py")`` (see the module
+    docstring); () when no frame is a module's forward."""
+    forwards = _forward_frames(snapshot, stack)
+    return tuple(f"{os.path.basename(name)}:{line}" for name, line in forwards[:-1]) + tuple(os.path.basename(name) for name, _ in forwards[-1:])
+
+
+def module_text(path: tuple[str, ...]) -> str:
+    return " > ".join(path) if path else "(outside any module)"
+
+
+def group_by_module(snapshot: Snapshot, groups: list[StackGroup]) -> list[ModuleGroup]:
+    """The peak's stack groups by their module path, most bytes first (ties: the path)."""
+    found: dict[tuple[str, ...], ModuleGroup] = {}
+    for group in groups:
+        path = module_path(snapshot, group.stack)
+        row = found.setdefault(path, ModuleGroup(path, 0, 0))
+        row.bytes += group.bytes
+        row.count += group.count
+    return sorted(found.values(), key=lambda g: (-g.bytes, g.path))
 
 
 def lifetimes(snapshot: Snapshot, adds: tuple[int, ...], removes: tuple[int, ...]) -> Lifetimes:
@@ -337,13 +400,15 @@ def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotM
         if at >= 0:
             row = int(rows[at])
             live = allocations.live_at(device, row)
+            groups = group_by_stack(allocations, live)
             peaks.append(DevicePeak(device, row, int(np.searchsorted(everything, row)), int(timeline.time_us[at]),
-                                    int(timeline.allocated[at]), int(timeline.reserved[at]), group_by_stack(allocations, live)))
+                                    int(timeline.allocated[at]), int(timeline.reserved[at]), groups, group_by_module(snapshot, groups)))
         else:  # no entry in the window (or none at all): the state then
             earlier = everything[window.before(entries)[everything]] if window.start is not None else everything
             row = int(earlier[-1]) if len(earlier) else (-1 if len(everything) else count - 1)  # count - 1: after the last entry
             allocated, reserved, live = _state_at(allocations, segments, device, row)
-            peaks.append(DevicePeak(device, -1, -1, -1, allocated, reserved, group_by_stack(allocations, live)))
+            groups = group_by_stack(allocations, live)
+            peaks.append(DevicePeak(device, -1, -1, -1, allocated, reserved, groups, group_by_module(snapshot, groups)))
     ooms = []
     oom_rows = np.flatnonzero((entries.action == ACTION_CODE["oom"]) & inside)
     explained = np.concatenate([oom_rows[entries.device[oom_rows] == d][:OOMS_EXPLAINED] for d in range(snapshot.device_count)] or [oom_rows])

@@ -17,15 +17,19 @@ import orjson
 
 from tuiprof.analysis.snapshot import (
     DevicePeak,
+    ModuleGroup,
     OutOfMemory,
     SnapshotDiff,
     SnapshotModel,
     StackChange,
     StackGroup,
     frame_text,
+    module_path,
+    module_text,
     own_frame,
     stack_lines,
 )
+from tuiprof.analysis.snapshot_trace import PeakPlace
 from tuiprof.report.plain import ELLIPSIS, plain
 from tuiprof.report.render import stdout_is_terminal
 from tuiprof.report.units import format_bytes, format_pct, format_us, plural
@@ -74,6 +78,43 @@ def headline(model: SnapshotModel) -> str:
     return line
 
 
+def _distance(us: float) -> str:
+    """A gap between the two files' clocks: days, hours and minutes read better than 3600.000s."""
+    if us >= 2 * 86400e6:
+        return f"{us / 86400e6:,.1f} days"
+    if us >= 3600e6:
+        return f"{us / 3600e6:.1f} h"
+    if us >= 60e6:
+        return f"{us / 60e6:.1f} min"
+    return format_us(us)
+
+
+def placement_line(place: PeakPlace) -> str:
+    """Where the highest peak fell in the ``--trace`` file, in one line (names are plain text)."""
+    trace = plain(place.trace)
+    if place.peak_ns is None:
+        return f"the peak is not placed in {trace}: the snapshot has no times"
+    if not place.inside:
+        if place.trace_end_ns < place.trace_start_ns:
+            return f"the peak is not in the trace {trace}: it has no operators"
+        before = place.peak_ns < place.trace_start_ns
+        gap = (place.trace_start_ns - place.peak_ns) if before else (place.peak_ns - place.trace_end_ns)
+        return (f"the peak is not in the trace {trace}: it falls {_distance(gap / 1000)} {'before' if before else 'after'} "
+                "the trace (another run or time range; both files must come from one host's clock)")
+    where = f"peak at step {place.step.rsplit('#', 1)[-1]}" if place.step else "peak outside every ProfilerStep"
+    if place.operator is None:
+        return f"{where}, between operators ({trace})"
+    module = f" (module {plain(place.module)})" if place.module else ""
+    return f"{where}, during {plain(place.operator)}{module}"
+
+
+def placement_document(place: PeakPlace) -> dict:
+    return {"file": place.trace, "inside": place.inside, "peak_time_us": None if place.peak_ns is None else place.peak_ns / 1000,
+            "trace_start_us": place.trace_start_ns / 1000, "trace_end_us": place.trace_end_ns / 1000,
+            "step": place.step, "operator": place.operator, "module": place.module,
+            "thread": place.thread if place.thread is None or isinstance(place.thread, int) else str(place.thread)}
+
+
 class TableRow(str):
     """A line of a table: cut at the terminal's width (prose is wrapped)."""
 
@@ -89,6 +130,24 @@ def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limi
     return lines
 
 
+def module_where(model: SnapshotModel, stack: int) -> str:
+    """The stack's module path as plain text (``model.py:15 > linear.py``)."""
+    return plain(module_text(module_path(model.snapshot, stack)))
+
+
+def _module_rows(modules: list[ModuleGroup], whole: int, limit: int) -> list[str]:
+    """The peak by module: only when some allocation ran inside a module's forward."""
+    if not any(m.path for m in modules):
+        return []
+    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  module (its forward's file)")]
+    for group in modules[:limit]:
+        lines.append(TableRow(f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"))
+    if len(modules) > limit:
+        rest = sum(m.bytes for m in modules[limit:])
+        lines.append(f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)")
+    return lines
+
+
 def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]:
     when = "no trace entry to look at (the state when the snapshot was taken, or at --from)" if peak.row < 0 else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
     lines = [f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"]
@@ -96,6 +155,9 @@ def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]
         largest = max(peak.groups, key=lambda g: (g.largest, -g.stack))
         lines += _stack_rows(model, peak.groups, peak.allocated, limit)
         lines.append(f"  largest single allocation: {format_bytes(largest.largest)} from {short_where(model, largest.stack)}")
+        by_module = _module_rows(peak.modules, peak.allocated, limit)
+        if by_module:
+            lines += [f"cuda:{peak.device}: the peak by nn.Module", *by_module]
     return lines
 
 
@@ -139,9 +201,9 @@ def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
     return lines + _stack_rows(model, oom.held_by, oom.allocated, min(limit, 5))[1:]
 
 
-def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> list[str]:
+def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> list[str]:
     entries = model.snapshot.entries
-    lines = [headline(model),
+    lines = [headline(model), *([placement_line(place)] if place else []),
              f"{plain(model.snapshot.source)}: allocator snapshot, {plural(model.snapshot.device_count, 'device')}, "
              f"{plural(len(entries), 'trace entry', 'trace entries')}"]
     for peak in model.peaks:
@@ -161,19 +223,21 @@ def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> list[str
 def _group_json(model: SnapshotModel, group: StackGroup) -> dict:
     frame = own_frame(model.snapshot, group.stack)
     return {"bytes": group.bytes, "count": group.count, "largest_bytes": group.largest,
-            "where": frame_text(model.snapshot, frame) if frame >= 0 else None, "frames": stack_lines(model.snapshot, group.stack)}
+            "where": frame_text(model.snapshot, frame) if frame >= 0 else None,
+            "module": list(module_path(model.snapshot, group.stack)), "frames": stack_lines(model.snapshot, group.stack)}
 
 
-def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS) -> dict:
+def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> dict:
     """What ``--format json`` prints: stable keys, bytes as integers, times in the file's microseconds."""
-    return {
+    return ({"trace": placement_document(place)} if place else {}) | {
         "file": model.snapshot.source,
         "devices": model.snapshot.device_count,
         "trace_entries": len(model.snapshot.entries),
         "times_recorded": model.snapshot.entries.has_times,
         "oom_count": model.oom_count,
         "peaks": [{"device": p.device, "entry": p.index, "time_us": p.time_us, "allocated_bytes": p.allocated,
-                   "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]]} for p in model.peaks],
+                   "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]],
+                   "modules": [{"module": list(m.path), "bytes": m.bytes, "count": m.count} for m in p.modules[:limit]]} for p in model.peaks],
         "segments": [{"device": s.device, "address": s.address, "reserved_bytes": s.reserved, "allocated_bytes": s.allocated,
                       "free_bytes": s.free, "largest_free_block_bytes": s.largest_free_block, "stream": s.stream,
                       "segment_type": s.segment_type} for s in model.segment_use],
@@ -194,14 +258,15 @@ def fit(line: str, width: int) -> str:
     return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
 
 
-def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None) -> int:
-    """``tuiprof summary SNAP --view snapshot``: text (cut to the terminal's width) or JSON."""
+def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None, place: PeakPlace | None = None) -> int:
+    """``tuiprof summary SNAP --view snapshot``: text (cut to the terminal's width) or JSON;
+    ``place``: where the peak fell in a ``--trace`` file."""
     limit = DEFAULT_STACKS if limit is None else max(0, limit)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps(summary_document(model, limit), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(summary_document(model, limit, place), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
-    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit)))
+    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit, place)))
     return 0
 
 
@@ -224,7 +289,7 @@ def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
     shown = [plain(line) for line in frames[:DETAIL_LINES]]
     if len(frames) > DETAIL_LINES:
         shown.append(f"... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
-    return "\n".join([head, "stack, innermost frame first:", *shown])
+    return "\n".join([head, f"module: {module_where(model, group.stack)}", "stack, innermost frame first:", *shown])
 
 
 def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:

@@ -16,7 +16,16 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Sparkline, Static
 
 from tuiprof.analysis.snapshot import SnapshotModel, StackGroup
-from tuiprof.report.snapshot import curve, device_heading, headline, short_where, stack_detail
+from tuiprof.analysis.snapshot_trace import PeakPlace
+from tuiprof.report.snapshot import (
+    curve,
+    device_heading,
+    headline,
+    module_where,
+    placement_line,
+    short_where,
+    stack_detail,
+)
 from tuiprof.report.units import format_bytes
 
 CURVE_POINTS = 200
@@ -36,16 +45,18 @@ class SnapshotApp(App):
         Binding("o", "toggle_oom", "Peak/OOM"),
     ]
 
-    def __init__(self, model: SnapshotModel) -> None:
+    def __init__(self, model: SnapshotModel, place: PeakPlace | None = None) -> None:
         super().__init__()
         self.model = model
+        self.place = place
         self.device = max(model.peaks, key=lambda p: p.allocated).device if model.peaks else 0
         self.showing_oom = False
         self.groups: list[StackGroup] = []
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(headline(self.model)), id="headline")
+            first = headline(self.model) + (f"\n{placement_line(self.place)}" if self.place else "")
+            yield Static(Text(first), id="headline")
             yield Sparkline([0.0], id="curve")
             yield Static(id="heading")
             yield DataTable(id="stacks", cursor_type="row", zebra_stripes=True)
@@ -54,7 +65,7 @@ class SnapshotApp(App):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("bytes", "share", "allocs", "where (innermost own frame)")
+        table.add_columns("bytes", "share", "allocs", "where (innermost own frame)", "module")
         self.show()
 
     def show(self) -> None:
@@ -72,7 +83,7 @@ class SnapshotApp(App):
         for group in self.groups:
             share = f"{100 * group.bytes / whole:.1f}%" if whole else "-"
             table.add_row(Text(format_bytes(group.bytes), justify="right"), Text(share, justify="right"),
-                          Text(f"{group.count:,}", justify="right"), Text(short_where(model, group.stack)))
+                          Text(f"{group.count:,}", justify="right"), Text(short_where(model, group.stack)), Text(module_where(model, group.stack)))
         self.show_detail(0)
 
     def show_detail(self, row: int) -> None:
@@ -98,5 +109,5 @@ class SnapshotApp(App):
             self.notify(f"no out-of-memory error on cuda:{self.device}")
 
 
-def run_snapshot_explorer(model: SnapshotModel) -> int:
-    return int(SnapshotApp(model).run() or 0)
+def run_snapshot_explorer(model: SnapshotModel, place: PeakPlace | None = None) -> int:
+    return int(SnapshotApp(model, place).run() or 0)
