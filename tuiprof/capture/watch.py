@@ -165,6 +165,7 @@ class Watcher:
         self._pending: list[str] = []  # step lines not written yet
         self._flush_at = 0.0
         self._next_request_check = 0.0
+        self._registered: Path | None = None  # this process's entry in the capture PID registry
 
     # ------------------------------------------------------------ life
 
@@ -175,6 +176,13 @@ class Watcher:
         prepare_directory(self.directory, self.rank)
         self._fd = os.open(history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict()))
+        if self.rank == 0:  # ``tuiprof capture PID`` finds DIR here (rank 0 alone takes requests)
+            from tuiprof.capture.watch_registry import register
+
+            try:
+                self._registered = register(os.getpid(), self.directory)
+            except (OSError, ValueError) as exc:
+                self._fail(f"tuiprof capture {os.getpid()} will not find this job (registry: {exc}); use tuiprof capture DIR")
         self._started = self._last = time.perf_counter()
         original = _BaseDataLoaderIter.__next__
         watcher = self
@@ -218,6 +226,11 @@ class Watcher:
             undo()
         self._hooks.clear()
         self._read_device_times()
+        if self._registered is not None:
+            from tuiprof.capture.watch_registry import unregister
+
+            unregister(self._registered)
+            self._registered = None
         self._write(event_line("end", step=self.step_number, status=status))
         os.close(self._fd)
         self._fd = None
