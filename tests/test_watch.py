@@ -497,6 +497,38 @@ def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
     assert [c["trigger"] for c in captures].count("healthy") == 1
 
 
+def test_catch_under_torchrun_keeps_the_same_one_slow_step_on_every_rank(tmp_path) -> None:
+    from tuiprof.analysis.ranks import summarise_run
+    from tuiprof.trace.run import open_run
+
+    directory = tmp_path / "w"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--watch",
+         str(directory), "--catch", "--watch-warmup", "5", "--watch-threshold", "3:10:1", "--watch-cooldown", "0",
+         str(ROOT / "tests" / "watch_ddp_script.py"), "30", "--stall-from", "0", "--slow-step", "20", "--slow-ms", "1000"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    captures = {}
+    for rank, name in ((0, "watch.jsonl"), (1, "watch.rank1.jsonl")):
+        lines = [json.loads(line) for line in (directory / name).read_text().splitlines()]
+        captures[rank] = [(c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"]
+    assert captures[0] == captures[1], captures  # the same kept steps on every rank
+    rank1_triggers = [json.loads(line) for line in (directory / "watch.rank1.jsonl").read_text().splitlines() if '"trigger"' in line]
+    assert [t["why"] for t in rank1_triggers] == ["rank 0 kept step 5", "rank 0 kept step 20"]  # rank 0 decided
+    assert ("slow", 20, 20, "step000020-slow") in captures[0] and captures[0][0][:3] == ("healthy", 5, 5), captures
+    # Only the kept steps are on disk, one run directory each, one trace per rank.
+    assert sorted(p.name for p in directory.iterdir() if p.is_dir()) == sorted(c[3] for c in captures[0])
+    slow = directory / "step000020-slow"
+    assert sorted(p.name for p in slow.iterdir()) == ["trace.rank0.pt.trace.json.gz", "trace.rank1.pt.trace.json.gz"]
+    # rank 1 loaded step 20's batch 1 s slower (by construction); each rank's trace holds step 20 alone
+    traced = {rank: _trace_steps(slow / f"trace.rank{rank}.pt.trace.json.gz") for rank in (0, 1)}
+    assert list(traced[0]) == list(traced[1]) == [20]
+    assert traced[1][20]["data"] >= 1_000_000 > traced[0][20]["data"]
+    run = summarise_run(open_run(slow), workers=1, use_sidecars=False)  # it opens as a run directory
+    assert [r.rank for r in run.ranks] == [0, 1] and list(run.stragglers()) == [1]
+
+
 def test_on_a_gpu_each_step_gets_its_device_time_without_a_sync(tmp_path) -> None:
     import torch
 

@@ -63,8 +63,6 @@ def run_watched(args: Namespace) -> int:
     launch = torchrun_launch()
     refuse_with_watch(args)
     settings = watch_settings_from_args(args)
-    if launch and settings.catch:
-        raise TraceError("run --watch --catch", "not supported under torchrun yet (docs/watch.md)", "drop --catch")
     prepare_directory(directory, launch.rank if launch else 0)  # before the script starts: exit 2, not an unwatched job
     config = config_from_args(str(script), args)
     from tuiprof.capture.watch import Watcher
@@ -161,7 +159,8 @@ def add_watch_arguments(parser) -> None:
     group.add_argument("--catch", action="store_true",
                        help="profile every step and keep the trace of each step over RATIO x the median (one step "
                             "each; also the healthy, demand and every-N steps), dropping the others at once: catches "
-                            "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md)")
+                            "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md); "
+                            "under torchrun every rank keeps the steps rank 0 keeps")
     group.add_argument("--watch-cooldown", type=int, default=100, metavar="STEPS",
                        help="steps after a capture before a slow or every-N trigger (default 100)")
 
