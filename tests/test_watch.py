@@ -152,6 +152,87 @@ def test_capture_on_demand_arrives_within_two_steps(tmp_path) -> None:
     assert f"steps {demand[0]['first_step']}-{demand[0]['last_step']} captured" in asked.stderr
 
 
+def test_capture_by_pid_finds_the_watch_folder_and_captures(tmp_path) -> None:
+    directory, marker, runtime = tmp_path / "w", tmp_path / "paused", tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "tuiprof", "run", "--watch", str(directory), "--watch-warmup", "200", SCRIPT, "60",
+         "--pause-at", "30", "--pause-s", "2", "--marker", str(marker)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    entry = runtime / "tuiprof" / "watching" / str(job.pid)
+    try:
+        deadline = time.monotonic() + 90
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the job never reached step 30"
+        # the registry entry: the job's own, private, naming its folder
+        assert entry.read_text() == str(directory.resolve()) and entry.stat().st_mode & 0o777 == 0o600
+        asked = subprocess.run([sys.executable, "-m", "tuiprof", "capture", str(job.pid), "--timeout", "60"],
+                               capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    finally:
+        job.communicate(timeout=120)
+    assert job.returncode == 0
+    assert asked.returncode == 0, asked.stderr
+    demand = [line for line in _lines(directory) if line.get("e") == "capture" and line["trigger"] == "demand"]
+    assert len(demand) == 1 and demand[0]["first_step"] <= 33, demand
+    assert not entry.exists()  # removed when the watch closed
+
+
+def _registry_entry(runtime: Path, pid: int, directory: Path, mode: int = 0o600) -> Path:
+    folder = runtime / "tuiprof" / "watching"
+    folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+    entry = folder / str(pid)
+    entry.write_text(str(directory))
+    entry.chmod(mode)
+    return entry
+
+
+def _watch_folder(path: Path, pid: int) -> Path:
+    path.mkdir(mode=0o700)
+    header = {"format": "tuiprof-watch", "version": 1, "pid": pid, "started": 1.0, "what": "x.py", "settings": {}}
+    (path / "watch.jsonl").write_text(json.dumps(header) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("case", ["not watched", "ended", "pid reused", "entry open to others"])
+def test_capture_by_pid_refuses_what_it_cannot_trust_in_one_line(tmp_path, case: str) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    alive = os.getpid()  # this test's process: alive, ours
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    pid, problem = {
+        "not watched": (alive, "no watched process of yours has this pid"),
+        "ended": (int(ended), "the process has ended"),
+        "pid reused": (alive, "is not this process's watch folder"),
+        "entry open to others": (alive, "mode 644, open to other users"),
+    }[case]
+    if case != "not watched":
+        header_pid = 1 if case == "pid reused" else pid  # the folder of another (earlier) process
+        _registry_entry(runtime, pid, _watch_folder(tmp_path / "w", header_pid), 0o644 if case == "entry open to others" else 0o600)
+    result = subprocess.run([sys.executable, "-m", "tuiprof", "capture", str(pid), "--timeout", "1"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=60, env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"tuiprof: capture {pid}: ") and problem in result.stderr, result.stderr
+    assert not (tmp_path / "w" / "capture.request").exists()
+
+
+def test_capture_by_pid_refuses_another_users_process(tmp_path, monkeypatch) -> None:
+    from tuiprof.capture import watch_registry
+
+    def not_permitted(pid: int, signal: int) -> None:  # kill(pid, 0) on another user's process (we may be root here)
+        raise PermissionError(1, "Operation not permitted")
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    _registry_entry(runtime, 4242, _watch_folder(tmp_path / "w", 4242))
+    monkeypatch.setattr(watch_registry.os, "kill", not_permitted)
+    with pytest.raises(TraceError, match="belongs to another user"):
+        watch_registry.watched_directory(4242)
+
+
 def test_capture_refuses_a_folder_that_is_not_watched(tmp_path) -> None:
     result = _tuiprof("capture", str(tmp_path))
     assert result.returncode == 2
@@ -414,6 +495,38 @@ def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
     # Only the kept steps are on disk: every other step's trace was dropped.
     assert sorted(p.name for p in directory.glob("*.gz")) == sorted(c["path"] for c in captures)
     assert [c["trigger"] for c in captures].count("healthy") == 1
+
+
+def test_catch_under_torchrun_keeps_the_same_one_slow_step_on_every_rank(tmp_path) -> None:
+    from tuiprof.analysis.ranks import summarise_run
+    from tuiprof.trace.run import open_run
+
+    directory = tmp_path / "w"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--watch",
+         str(directory), "--catch", "--watch-warmup", "5", "--watch-threshold", "3:10:1", "--watch-cooldown", "0",
+         str(ROOT / "tests" / "watch_ddp_script.py"), "30", "--stall-from", "0", "--slow-step", "20", "--slow-ms", "1000"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    captures = {}
+    for rank, name in ((0, "watch.jsonl"), (1, "watch.rank1.jsonl")):
+        lines = [json.loads(line) for line in (directory / name).read_text().splitlines()]
+        captures[rank] = [(c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"]
+    assert captures[0] == captures[1], captures  # the same kept steps on every rank
+    rank1 = [json.loads(line) for line in (directory / "watch.rank1.jsonl").read_text().splitlines()]
+    assert [t["why"] for t in rank1 if t.get("e") == "trigger"] == ["rank 0 kept step 5", "rank 0 kept step 20"]  # rank 0 decided
+    assert ("slow", 20, 20, "step000020-slow") in captures[0] and captures[0][0][:3] == ("healthy", 5, 5), captures
+    # Only the kept steps are on disk, one run directory each, one trace per rank.
+    assert sorted(p.name for p in directory.iterdir() if p.is_dir()) == sorted(c[3] for c in captures[0])
+    slow = directory / "step000020-slow"
+    assert sorted(p.name for p in slow.iterdir()) == ["trace.rank0.pt.trace.json.gz", "trace.rank1.pt.trace.json.gz"]
+    # rank 1 loaded step 20's batch 1 s slower (by construction); each rank's trace holds step 20 alone
+    traced = {rank: _trace_steps(slow / f"trace.rank{rank}.pt.trace.json.gz") for rank in (0, 1)}
+    assert list(traced[0]) == list(traced[1]) == [20]
+    assert traced[1][20]["data"] >= 1_000_000 > traced[0][20]["data"]
+    run = summarise_run(open_run(slow), workers=1, use_sidecars=False)  # it opens as a run directory
+    assert [r.rank for r in run.ranks] == [0, 1] and list(run.stragglers()) == [1]
 
 
 def test_on_a_gpu_each_step_gets_its_device_time_without_a_sync(tmp_path) -> None:

@@ -165,6 +165,7 @@ class Watcher:
         self._pending: list[str] = []  # step lines not written yet
         self._flush_at = 0.0
         self._next_request_check = 0.0
+        self._registered: Path | None = None  # this process's entry in the capture PID registry
 
     # ------------------------------------------------------------ life
 
@@ -175,6 +176,13 @@ class Watcher:
         prepare_directory(self.directory, self.rank)
         self._fd = os.open(history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict()))
+        if self.rank == 0:  # ``tuiprof capture PID`` finds DIR here (rank 0 alone takes requests)
+            from tuiprof.capture.watch_registry import register
+
+            try:
+                self._registered = register(os.getpid(), self.directory)
+            except (OSError, ValueError) as exc:
+                self._fail(f"tuiprof capture {os.getpid()} will not find this job (registry: {exc}); use tuiprof capture DIR")
         self._started = self._last = time.perf_counter()
         original = _BaseDataLoaderIter.__next__
         watcher = self
@@ -218,6 +226,11 @@ class Watcher:
             undo()
         self._hooks.clear()
         self._read_device_times()
+        if self._registered is not None:
+            from tuiprof.capture.watch_registry import unregister
+
+            unregister(self._registered)
+            self._registered = None
         self._write(event_line("end", step=self.step_number, status=status))
         os.close(self._fd)
         self._fd = None
@@ -252,8 +265,7 @@ class Watcher:
         try:
             fires = judged and self.detector.observe(wall)
             if self.settings.catch:
-                if capturing:
-                    self._catch(step, judged and self.detector.last_over, now)
+                self._catch(step, judged and self.detector.last_over, now, capturing)
                 return
             if capturing:
                 self._advance_profiler()
@@ -358,14 +370,7 @@ class Watcher:
         if free < MIN_FREE_BYTES:
             self._fail(f"no capture at step {step}: {free // 2**20} MiB free on the disk of {self.directory}")
             return
-        first_active = step + 1 + settings.warmup
-        if self.launch:  # a run directory per capture, one file per rank: it opens in the ranks views
-            from tuiprof.capture.distributed import rank_trace_path
-
-            folder = self.directory / f"step{first_active:06d}-{trigger}"
-            path = rank_trace_path(folder / "trace.pt.trace.json.gz", self.launch)
-        else:
-            path = self.directory / f"step{first_active:06d}-{trigger}.pt.trace.json.gz"
+        path = self._capture_path(step + 1 + settings.warmup, trigger)
         config = replace(self.config, wait=0, warmup=settings.warmup, active=settings.active, repeat=1)
         windows = TraceWindows(lambda prof, window: self._save(prof, window, trigger, path))
         if _another_profiler_records():
@@ -405,27 +410,55 @@ class Watcher:
             return
         self._profiler, self._windows = profiler, windows
 
-    def _catch(self, step: int, over: bool, now: float) -> None:
+    def _catch(self, step: int, over: bool, now: float, capturing: bool) -> None:
         """The step ended: its trace is kept for a trigger (healthy, a step over the threshold,
-        demand, every N), else dropped by the profiler at once.
+        demand, every N), else dropped by the profiler at once.  Under torchrun rank 0 decides
+        and publishes its verdict (even when its own profiler failed); the other ranks take it
+        when they close the step's window (:meth:`_close_due_window`).
 
         Its window is closed at the next safe point, not here: closing a profiler session
         and opening the next inside ``optimizer.step()`` (its ``record_function`` still
         open) crashes Kineto after a few cycles (torch 2.14, seen: a segfault in
         ``stop_trace``).  The safe point is the start of the next forward or data loading,
         which in a training loop is right after the optimizer step."""
-        trigger, why = self._trigger(step, over, now)
-        if trigger:
-            self._write(event_line("trigger", step=step, trigger=trigger, why=why))
-            if trigger in ("slow", "every"):
-                self._cooldown_until = step + self.settings.cooldown
-        self._caught = trigger
+        if not self._follows_rank0():
+            trigger, why = self._trigger(step, over, now)
+            if trigger:
+                self._write(event_line("trigger", step=step, trigger=trigger, why=why))
+                if trigger in ("slow", "every"):
+                    self._cooldown_until = step + self.settings.cooldown
+            if self._channel is not None:
+                self._channel.publish_verdict(step, trigger)
+            self._caught = trigger
+        if not capturing:
+            self._caught = None
+            return
         self._window_due = True
         if self.on == "manual":
             self._close_due_window()
 
+    def _follows_rank0(self) -> bool:
+        """Under torchrun, every rank but 0 takes rank 0's decisions."""
+        return self._channel is not None and self.rank != 0
+
+    def _take_verdict(self) -> bool:
+        """A rank other than 0, ``--catch``: whether (and for what) rank 0 kept the step whose window
+        closes now; False when rank 0 gave no verdict in time (this rank then stops profiling)."""
+        step = self.step_number
+        try:
+            self._caught = self._channel.verdict(step)
+        except Exception as exc:  # rank 0 silent (TimeoutError) or the store gone: keep nothing more
+            self._fail(f"--catch: {exc}; watching only")
+            self._stop_profiler()
+            return False
+        if self._caught:
+            self._write(event_line("trigger", step=step, trigger=self._caught, why=f"rank 0 kept step {step}"))
+        return True
+
     def _close_due_window(self) -> None:
         self._window_due = False
+        if self._follows_rank0() and not self._take_verdict():
+            return
         try:
             with self._profiler_log():
                 self._profiler.step()
@@ -443,7 +476,7 @@ class Watcher:
             return
         step = window.steps[-1]  # every step is its own window (the ones before it were dropped)
         window = replace(window, steps=[step])
-        self._save(prof, window, self._caught, self.directory / f"step{step:06d}-{self._caught}.pt.trace.json.gz")
+        self._save(prof, window, self._caught, self._capture_path(step, self._caught))
         self._profiled = True  # writing the trace lands in the next step
 
     def _advance_profiler(self) -> None:
@@ -502,6 +535,15 @@ class Watcher:
                 except OSError:
                     pass
             self._write(event_line("dropped", path=self._entry(gone.path), why=why))
+
+    def _capture_path(self, first_step: int, trigger: str) -> Path:
+        """Where a capture from ``first_step`` goes: a trace file in DIR, or (torchrun) this rank's file
+        in the capture's run directory, one file per rank, which opens in the ranks views."""
+        if not self.launch:
+            return self.directory / f"step{first_step:06d}-{trigger}.pt.trace.json.gz"
+        from tuiprof.capture.distributed import rank_trace_path
+
+        return rank_trace_path(self.directory / f"step{first_step:06d}-{trigger}" / "trace.pt.trace.json.gz", self.launch)
 
     def _entry(self, path: Path) -> str:
         """A capture's path in the history: its file, or (torchrun) its run directory, relative to DIR."""

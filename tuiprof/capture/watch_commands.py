@@ -9,6 +9,8 @@ traceback and a history that ends ``crashed``.
 ``capture DIR`` asks the watched job for a capture now: it creates
 ``DIR/capture.request`` (only in a folder of this user's), which the job
 takes at its next step boundary, and waits until the capture is written.
+``capture PID`` finds DIR first in the user's registry of watched processes
+(:mod:`tuiprof.capture.watch_registry`).
 Imports nothing heavy at module level.
 """
 
@@ -61,8 +63,6 @@ def run_watched(args: Namespace) -> int:
     launch = torchrun_launch()
     refuse_with_watch(args)
     settings = watch_settings_from_args(args)
-    if launch and settings.catch:
-        raise TraceError("run --watch --catch", "not supported under torchrun yet (docs/watch.md)", "drop --catch")
     prepare_directory(directory, launch.rank if launch else 0)  # before the script starts: exit 2, not an unwatched job
     config = config_from_args(str(script), args)
     from tuiprof.capture.watch import Watcher
@@ -97,10 +97,14 @@ def run_watched(args: Namespace) -> int:
 
 
 def request_capture(args: Namespace) -> int:
-    """``tuiprof capture DIR``: ask the watched job for a capture, wait until it is written."""
+    """``tuiprof capture DIR|PID``: ask the watched job for a capture, wait until it is written."""
     from tuiprof.trace.watch import REQUEST_NAME, HistoryReader
 
     directory = Path(args.directory)
+    if args.directory.isdigit() and not directory.exists():  # a PID: its DIR from the registry, checked
+        from tuiprof.capture.watch_registry import watched_directory
+
+        directory = watched_directory(int(args.directory))
     reader = HistoryReader(directory)
     if directory.stat().st_uid != os.getuid():
         raise TraceError(str(directory), "belongs to another user", "ask for captures only in your own watch folders")
@@ -155,13 +159,15 @@ def add_watch_arguments(parser) -> None:
     group.add_argument("--catch", action="store_true",
                        help="profile every step and keep the trace of each step over RATIO x the median (one step "
                             "each; also the healthy, demand and every-N steps), dropping the others at once: catches "
-                            "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md)")
+                            "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md); "
+                            "under torchrun every rank keeps the steps rank 0 keeps")
     group.add_argument("--watch-cooldown", type=int, default=100, metavar="STEPS",
                        help="steps after a capture before a slow or every-N trigger (default 100)")
 
 
 def add_capture_command(commands) -> None:
     capture = commands.add_parser("capture", help="ask a job watched into DIR (run --watch DIR) for a capture now")
-    capture.add_argument("directory", metavar="DIR", help="the job's watch folder (yours)")
+    capture.add_argument("directory", metavar="DIR|PID", help="the job's watch folder (yours), or its process id "
+                         "(rank 0's under torchrun; found in your registry of watched jobs, docs/watch.md)")
     capture.add_argument("--timeout", type=float, default=60.0, metavar="S", help="wait at most S seconds for the capture (default 60)")
     capture.set_defaults(handler=request_capture)

@@ -12,6 +12,16 @@ start their profiler at boundary B too; a rank that hears of it too late
 writes a failure line and skips that capture.  Each rank writes its own trace
 into the capture's run directory ``DIR/stepNNNNNN-TRIGGER/`` (the rank in the
 file's name, ``distributedInfo`` in its header), which opens in the ranks views.
+
+``--catch`` (every rank profiles every step): rank 0 judges each step and
+writes its verdict under ``CATCH_KEY/N`` (the trigger the step is kept for,
+or ``-``); every other rank, before closing its window of step N, waits for
+that key (a blocking store ``wait``: the store answers as soon as rank 0 has
+written it) and keeps or drops its own trace of step N alike.  So the kept
+step numbers agree across ranks.  Rank 0 deletes the key of step
+N - :data:`CATCH_KEYS_KEPT` as it writes step N's (the store stays small on
+a job of millions of steps); a rank that many steps behind rank 0 cannot
+exist in a job whose steps meet in collectives.
 """
 
 from __future__ import annotations
@@ -23,6 +33,10 @@ KEY = "tuiprof-watch/capture"
 POLL_SECONDS = 0.1  # a store round trip (~0.1 ms) this often: about 0.1 % of the time
 LEAD_SECONDS = 0.5  # five polls: a rank hears of a capture before its start boundary
 MAX_LEAD = 10_000
+CATCH_KEY = "tuiprof-watch/catch"
+CATCH_KEYS_KEPT = 1024  # step verdicts kept in the store behind rank 0's latest
+CATCH_WAIT_SECONDS = 60.0  # a rank waits this long for rank 0's verdict, then keeps nothing more
+NOT_KEPT = "-"
 
 
 def lead_steps(median_step_s: float | None) -> int:
@@ -71,3 +85,28 @@ class RankChannel:
             return None
         self._sequence = int(sequence)
         return int(boundary), trigger
+
+    def publish_verdict(self, step: int, trigger: str | None) -> bool:
+        """Rank 0, ``--catch``: step ``step`` is kept for ``trigger`` (None: dropped) on every rank;
+        False when there is no store yet."""
+        if not self._ready():
+            return False
+        self._store.set(f"{CATCH_KEY}/{step}", trigger or NOT_KEPT)
+        if step > CATCH_KEYS_KEPT:
+            self._store.delete_key(f"{CATCH_KEY}/{step - CATCH_KEYS_KEPT}")
+        return True
+
+    def verdict(self, step: int) -> str | None:
+        """The other ranks, ``--catch``: the trigger rank 0 kept step ``step`` for (None: dropped),
+        waiting for it at most CATCH_WAIT_SECONDS; TimeoutError when rank 0 did not say."""
+        if not self._ready():
+            return None  # before the process group: rank 0 keeps its steps alone
+        from datetime import timedelta
+
+        key = f"{CATCH_KEY}/{step}"
+        try:
+            self._store.wait([key], timedelta(seconds=CATCH_WAIT_SECONDS))
+        except Exception as exc:  # the store's timeout (DistStoreError, RuntimeError by version)
+            raise TimeoutError(f"rank 0 gave no verdict on step {step} within {CATCH_WAIT_SECONDS:g} s") from exc
+        trigger = self._store.get(key).decode()
+        return None if trigger == NOT_KEPT else trigger
