@@ -34,6 +34,8 @@ def private_cache(tmp_path_factory):
     (tests/test_cache.py turns it on)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        # the registry of watched processes (tuiprof capture PID) lives there too, never the user's
+        patch.setenv("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
         patch.setenv("TUIPROF_NO_CACHE", "1")
         yield
 
