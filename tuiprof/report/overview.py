@@ -4,7 +4,7 @@ comes from analysis/ranking.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
@@ -75,13 +75,14 @@ def _table(title: str) -> FittedTable:
     return FittedTable(title)
 
 
-def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
-    """The page; ``run_findings`` (the run's straggler, report/findings.py) go first."""
+def overview(model: TraceModel, where: Callable[[str], str], run_findings: Sequence[Finding] = ()) -> Group:
+    """The page; ``run_findings`` (the run's straggler, report/findings.py) go first; each
+    finding points where ``where`` says (the explorer: a view and its key)."""
     blocks: list[RenderableType] = []
     found = [*run_findings, *findings(model)]
     if found:
         blocks.append(Text("Findings", style="bold underline"))
-        blocks.extend(Text(f" • {plain(finding.text, 2 * DISPLAY_CHARS)}") for finding in found)
+        blocks.extend(Text(f" • {plain(finding.pointed(where), 2 * DISPLAY_CHARS)}") for finding in found)
         blocks.append(Text())
     if model.steps:
         blocks += [_steps_table(model), Text()]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
+import textwrap
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -261,3 +263,12 @@ def build_rich_table(rows: list[Row], layout: TableLayout, title: str, ascii_rul
 
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def print_notice(text: str) -> None:
+    """A notice on stderr: on a terminal, wrapped between words at its width (a path longer
+    than a line is folded, nothing else is cut mid-word); on a pipe, one line for grep."""
+    if sys.stderr.isatty():
+        width = shutil.get_terminal_size().columns
+        text = textwrap.fill(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
+    print(text, file=sys.stderr)
