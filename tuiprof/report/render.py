@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuiprof.report.names import fit_names, short_kernel_names
+from tuiprof.report.names import fit_name, fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import Column, Row, public_row
 
@@ -182,7 +182,9 @@ def _cell_texts(rows: list[Row], column: Column) -> list[str]:
 
 def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None, keep: str = "") -> TableLayout:
     """Every column at its widest cell (names at most ``NAME_CELLS``) when ``width`` is None
-    (a pipe, ``--wide``); else what fits ``width`` cells, in this order: the columns shown
+    (a pipe, ``--wide``); else what fits ``width`` cells, in this order: columns with no
+    value in any row go (all ``--``: they tell nothing, so they never cost a column that has
+    values), the columns shown
     only on wide screens go (``Column.narrow`` False, right to left), then names are cut
     (the first text column down to ``MIN_NAME`` cells, the others to ``MIN_OTHER_TEXT``),
     then other columns go from the right, then the name is cut further.  The first column
@@ -204,6 +206,10 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
         return candidates[-1] if candidates else None
 
     dropped: list[Column] = []
+    empty = [c for c in shown[1:] if c.key != keep and all(t in ("--", "") for t in _cell_texts(rows, c))]
+    if excess() > 0:  # all of them, for good: an empty one back in a place a value lost tells nothing
+        dropped += empty
+        shown = [c for c in shown if c not in empty]
     while excess() > 0 and (drop := last_droppable(wide_only=True)) is not None:
         dropped.append(shown.pop(drop))
     texts = [c for c in shown if not c.numeric]
@@ -218,7 +224,7 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
             floor = min(widest[column.key], MIN_PANE_NAME)
             widths[column.key] = max(floor, min(widest[column.key], widths[column.key] - excess()))
     # Room left where a wide column went: columns come back, numbers before names (a name takes what is left).
-    for column in sorted(reversed(dropped), key=lambda c: not c.numeric):
+    for column in sorted((c for c in reversed(dropped) if c not in empty), key=lambda c: not c.numeric):
         room = -excess() - RULE_CELLS
         if room >= (widest[column.key] if column.numeric else min(widest[column.key], MIN_OTHER_TEXT)):
             widths[column.key] = min(widest[column.key], room)
@@ -231,7 +237,18 @@ def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, k
     (a line says which columns were left out) unless ``wide``."""
     console = Console()
     layout = layout_table(rows, columns, None if wide else console.width, keep)
+    if not wide:
+        title = fit_title(title, min(layout.width, console.width))
     print_layout(console, build_rich_table(rows, layout, title, ascii_rules=False), layout)
+
+
+def fit_title(title: str, width: int) -> str:
+    """``View - trace name`` in ``width`` cells, the name after the first `` - `` cut by the
+    one rule (``fit_name``), so that rich never wraps the title in the middle of a word."""
+    head, sep, name = title.partition(" - ")
+    if cell_len(title) <= width or not sep:
+        return title
+    return head + sep + fit_name(name, max(width - cell_len(head + sep), 8))
 
 
 def print_layout(console: Console, table: Table, layout: TableLayout) -> None:

@@ -146,8 +146,12 @@ def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) 
 
 
 def _print_rows(view: View, rows: list[Row], columns, request: SummaryRequest, title: str, sort: str = "") -> None:
-    """A terminal gets a table fitted to its width (the sorted column kept) unless ``--wide``;
-    a pipe every column."""
+    """A terminal gets a table fitted to its width (the sorted column kept, the title's trace
+    name cut to fit) unless ``--wide``; a pipe every column.  A table with no rows is one
+    line on stderr, not an empty header (the data formats keep theirs: scripts read it)."""
+    if not rows and request.format == "table":
+        print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
+        return
     if request.format == "table" and stdout_is_terminal():
         print_rich_table(rows, columns, title, keep=sort, wide=request.wide)
     else:
