@@ -240,7 +240,7 @@ def test_step_flops() -> None:
     finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0, flops_source="measured", steps=[_step()]))
     assert finding.id == "step-flops"
     assert "per step: 2.00 GFLOP forward only (no backward in this trace)" in finding.text
-    assert "500.000ms, 4.00 GFLOP/s achieved" in finding.text
+    assert "500.000ms, 4.00 GFLOP/s over the mean step time" in finding.text
 
 
 def test_overview_tables_drop_numbers_rather_than_cut_them() -> None:
@@ -385,3 +385,20 @@ def test_a_notice_on_a_terminal_wraps_between_words(monkeypatch, capsys) -> None
     assert len(lines) > 1 and max(map(len, lines)) <= 60
     words = " ".join(line.strip() for line in lines).split()
     assert "showing" in words and "RANK|NAME)" in words
+
+
+def test_each_flop_rate_says_what_it_divides_by(resnet_model) -> None:
+    """The Overview's rate is the step's FLOPs over the mean step; the Modules detail's is the
+    module's FLOPs over its own forward + backward time (shorter than the step: it reads
+    higher).  Each label says which, and each figure is that quotient (recomputed here)."""
+    from tuiprof.report.details import module_text
+    from tuiprof.report.units import format_count
+
+    steps = resnet_model.steps
+    step_rate = resnet_model.step_flops / (sum(s.duration_us for s in steps) / len(steps) / 1e6)
+    finding = F.shapes_and_flops(resnet_model)
+    assert f"{format_count(step_rate)}FLOP/s over the mean step time" in finding.text
+    root = resnet_model.modules.roots[0]
+    fwd_bwd_us = max(root.cpu_total_us + root.backward_cpu_us, root.device_total_us + root.backward_device_us)
+    module_rate = (root.flops + root.backward_flops) / (fwd_bwd_us / 1e6)
+    assert f"({format_count(module_rate).replace(' ', '')}FLOP/s over its fwd+bwd time)" in module_text(resnet_model, root).plain

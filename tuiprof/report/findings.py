@@ -166,7 +166,9 @@ def shapes_and_flops(model: TraceModel) -> Finding | None:
     if not model.info.record_shapes and len(model.calls):
         return Finding("no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
     if model.step_flops:
-        rate = f", {format_count(model.step_flops_per_s)}FLOP/s achieved" if model.step_flops_per_s else ""
+        # The step's rate: over the whole mean step (data loading, optimizer included); a module's
+        # rate (Modules) divides by its own forward + backward time, so it reads higher.
+        rate = f", {format_count(model.step_flops_per_s)}FLOP/s over the mean step time" if model.step_flops_per_s else ""
         training = any(root.backward_cpu_us for root in model.modules.roots) or any(s.name.startswith("autograd::") for s in model.operators())
         what = "forward + backward" if training else "forward only (no backward in this trace)"
         where = f"per step: {format_count(model.step_flops)}FLOP {what}" if model.steps else (
