@@ -39,7 +39,8 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append(plain(stats.name, DISPLAY_CHARS), style="bold")
     text.append(f"  {plural(stats.calls, 'call')}")
     if detail.share_of_step_pct is not None:
-        text.append(f" · {detail.share_of_step_pct:.1f}% of step time")
+        # its CPU total per step over the mean step: not the Overview's share of self CPU time
+        text.append(f" · CPU total {detail.share_of_step_pct:.1f}% of the mean step")
     if detail.share_of_parent_pct is not None and detail.parents:
         text.append(f" · {detail.share_of_parent_pct:.0f}% of ")
         text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
