@@ -289,9 +289,9 @@ def test_overview_modules_table_starts_where_the_time_concentrates(tmp_path) -> 
         return [line.split() for line in console.export_text().splitlines()[2:]]
 
     with_q = rows(_transformer(tmp_path, q_projection=True))
-    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["6", "x", "Linear", "12%", "120.000us", "--"]]
+    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["└", "6", "x", "Linear", "12%", "120.000us", "--"]]
     without = rows(_transformer(tmp_path, q_projection=False))
-    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["Layer_3/Attention_3", "12%", "120.000us", "--"]]
+    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["└", "Layer_3/Attention_3", "12%", "120.000us", "--"]]
 
 
 @pytest.mark.parametrize("width", [60, 80])
