@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TraceError as exc:
-        print(f"tuiprof: {plain(str(exc))}", file=sys.stderr)
+        from tuiprof.report.render import print_notice
+
+        print_notice(f"tuiprof: {plain(str(exc))}")  # on a terminal, wrapped between words
         return exc.exit_code
     except KeyboardInterrupt:
         print("tuiprof: interrupted", file=sys.stderr)

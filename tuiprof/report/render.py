@@ -9,6 +9,7 @@ import shutil
 import textwrap
 import sys
 from collections.abc import Iterable
+from typing import TextIO
 from dataclasses import dataclass
 
 import orjson
@@ -282,10 +283,12 @@ def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def print_notice(text: str) -> None:
-    """A notice on stderr: on a terminal, wrapped between words at its width (a path longer
-    than a line is folded, nothing else is cut mid-word); on a pipe, one line for grep."""
-    if sys.stderr.isatty():
+def print_notice(text: str, file: TextIO | None = None) -> None:
+    """A notice on stderr (or ``file``, a capture's copy of the terminal): on a terminal,
+    wrapped between words at its width (a path longer than a line is folded, nothing else
+    is cut mid-word); on a pipe, one line for grep."""
+    stream = file or sys.stderr
+    if stream.isatty():
         width = shutil.get_terminal_size().columns
         text = textwrap.fill(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
-    print(text, file=sys.stderr)
+    print(text, file=stream, flush=True)

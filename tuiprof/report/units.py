@@ -1,4 +1,9 @@
-"""Human formatting of times, bytes and counts (the same in every view)."""
+"""Human formatting of times, bytes and counts (the same in every view).
+
+The spacing rule: a time is glued to its unit, as torch's tables write it (``18.347ms``,
+``24.1s``): tables, panes, the capture's progress and exit lines alike.  Bytes and counts
+keep torch's space (``43.23 MB``, ``296.09 M``); a pane that wraps at spaces glues them
+(report/details.py).  Every time on screen comes from a function here."""
 
 from __future__ import annotations
 
