@@ -401,4 +401,4 @@ def test_each_flop_rate_says_what_it_divides_by(resnet_model) -> None:
     root = resnet_model.modules.roots[0]
     fwd_bwd_us = max(root.cpu_total_us + root.backward_cpu_us, root.device_total_us + root.backward_device_us)
     module_rate = (root.flops + root.backward_flops) / (fwd_bwd_us / 1e6)
-    assert f"({format_count(module_rate).replace(' ', '')}FLOP/s over its fwd+bwd time)" in module_text(resnet_model, root).plain
+    assert f"({format_count(module_rate).replace(' ', '')}FLOP/s over fwd+bwd)" in module_text(resnet_model, root).plain

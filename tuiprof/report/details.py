@@ -137,7 +137,7 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
         text.append(f"fwd {_glued(format_count(module.flops))} bwd {_glued(format_count(module.backward_flops))}")
         if module.flops_per_s:
             # over the module's own fwd + bwd time, not the step's (the Overview's rate): it reads higher
-            text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s over its fwd+bwd time)")
+            text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s over fwd+bwd)")
     else:
         text.append("--")
     text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")
