@@ -65,12 +65,13 @@ class FittedTable:
             header, numeric = self.headers[i]
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
         fitted = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts[1:]}
-        for pad in set(self.indents):  # the first column: in what its row's indent leaves (never cut)
+        first: dict[str, dict[str, str]] = {}  # the first column, by indent: cut in what the indent leaves
+        for pad in set(self.indents):
             rows = [row for indent, row in zip(self.indents, self.rows) if indent == pad]
-            fitted[(0, pad)] = fit_names((row[0].plain for row in rows if len(pad) + row[0].cell_len > widths[0]), widths[0] - len(pad))
+            first[pad] = fit_names((row[0].plain for row in rows if len(pad) + row[0].cell_len > widths[0]), widths[0] - len(pad))
         for pad, row in zip(self.indents, self.rows):  # names cut by the one rule (report.names), never by rich at their end
-            cut = {i: fitted[(0, pad) if i == 0 else i] for i in texts}
-            cells = [Text(cut[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in cut else row[i] for i in shown]
+            short = {0: first[pad], **fitted}
+            cells = [Text(short[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in short else row[i] for i in shown]
             table.add_row(Text(pad) + cells[0], *cells[1:])
         yield table
 
@@ -143,16 +144,14 @@ def _modules_table(model: TraceModel) -> FittedTable:
     headers = ["share", "fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
     for header in headers:
         table.add_column(header)
-    top, *_ = breakdown = module_breakdown(model, OVERVIEW_TOP) or [None]
+    breakdown = module_breakdown(model, OVERVIEW_TOP)
     for index, group in enumerate(breakdown):  # where the time concentrates, then its parts, indented under it
-        if group is None:
-            break
-        node = group.nodes[0]
-        inside = len(top.nodes) == 1 and node.path.startswith(top.nodes[0].path + "/")
+        node, top = group.nodes[0], breakdown[0].nodes
+        inside = len(top) == 1 and node.path.startswith(top[0].path + "/")
         if len(group.nodes) > 1:
             name = group.label
         elif inside and not node.qualified_name:  # a part of the module above: named from there
-            name = node.path[len(top.nodes[0].path) + 1:]
+            name = node.path[len(top[0].path) + 1:]
         else:
             name = node.qualified_name or "/".join(node.path.split("/")[-2:])
         share = f"{100 * group.cost_us / module_time_us(model):.0f}%"  # of all module time, as the Modules view's bars
