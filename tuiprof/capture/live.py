@@ -17,7 +17,7 @@ from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
 from tuiprof.capture.config import ANALYSING, SAVING, CaptureConfig, CaptureProgress
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
-from tuiprof.report.units import format_us_short
+from tuiprof.report.units import format_clock
 from tuiprof.trace import load_trace
 
 
@@ -111,7 +111,7 @@ def describe_progress(progress: CaptureProgress, elapsed: bool = True) -> str:
     ``writing the trace…`` after the last step (torch's export takes seconds).
 
     ``elapsed=False`` for the explorer's loading panel, which shows its own clock."""
-    clock = f" · {format_us_short(progress.elapsed_s * 1e6)}" if elapsed else ""
+    clock = f" · {format_clock(progress.elapsed_s)}" if elapsed else ""
     if progress.phase == "setup":
         return f"{progress.message}…{clock}"
     if progress.phase == SAVING:

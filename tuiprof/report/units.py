@@ -63,6 +63,12 @@ def format_us_short(value: float) -> str:
     return f"{value:.0f}us"
 
 
+def format_clock(seconds: float) -> str:
+    """``4.2s``: a running clock (progress lines, the loading panel), in seconds to a tenth
+    so that it reads steadily as it ticks; glued like every time."""
+    return f"{seconds:.1f}s"
+
+
 def format_bytes_short(value: int) -> str:
     """``153MB``, ``2.6GB``: bytes for headers."""
     magnitude = abs(value)
