@@ -610,7 +610,7 @@ def test_live_progress_names_the_trace_steps_then_says_it_writes_the_trace(tmp_p
     assert active == in_trace == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     saving = [text for phase, text in lines if phase == "saving"]
     assert len(saving) == 1 and saving[0].startswith("writing the trace (5/5 steps run)…")
-    assert [phase for phase, _ in lines][-2:] == ["saving", "done"]
+    assert [phase for phase, _ in lines][-2:] == ["saving", "done"] and lines[-1][1].startswith("5/5 steps run · done")
 
 
 def test_exit_line_counts_the_capture_not_what_follows(tmp_path, monkeypatch, capsys) -> None:

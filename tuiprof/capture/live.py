@@ -116,8 +116,11 @@ def describe_progress(progress: CaptureProgress, elapsed: bool = True) -> str:
         return f"{progress.message}…{clock}"
     if progress.phase == SAVING:
         return f"writing the trace ({progress.step}/{progress.total_steps} steps run)…{clock}"
-    number = min(progress.step + 1, progress.total_steps)
-    text = f"ProfilerStep#{number - 1} ({number}/{progress.total_steps}) · {progress.phase}{clock}"
+    if progress.phase == "done":  # ``step`` counts the steps that finished, none is running
+        text = f"{progress.step}/{progress.total_steps} steps run · done{clock}"
+    else:
+        number = min(progress.step + 1, progress.total_steps)
+        text = f"ProfilerStep#{number - 1} ({number}/{progress.total_steps}) · {progress.phase}{clock}"
     if progress.loss is not None:
         text += f" · loss {progress.loss:.4f}"
     if progress.message:
