@@ -150,7 +150,7 @@ def test_sigint_keeps_what_was_captured(tmp_path) -> None:
     assert proc.returncode == 0, seen + err
     assert "Traceback" not in err and "did not finish" not in err
     steps = [name for name in (e.get("name", "") for e in _raw_trace(trace)["traceEvents"]) if name.startswith("ProfilerStep#")]
-    ran = re.search(r"tuiprof: (\d+) steps run in [0-9.]+ s; the trace holds (\d+) \(ProfilerStep#1-#(\d+)\)", err)
+    ran = re.search(r"tuiprof: (\d+) steps run in [0-9.]+m?s \(capture\); the trace holds (\d+) \(ProfilerStep#1-#(\d+)\)", err)
     assert ran, err
     assert int(ran.group(2)) == len(steps) == int(ran.group(1)) - 1 == int(ran.group(3))  # all but the warmup step
     assert steps == [f"ProfilerStep#{n}" for n in range(1, len(steps) + 1)]
@@ -533,10 +533,10 @@ def test_live_explorer_shows_progress_during_capture_then_the_trace(tmp_path) ->
         # Progress messages coalesce (a newer one replaces one not yet drawn): on a busy machine a
         # step can pass undrawn, so any step with its phase, time and loss will do, then any active one.
         # The panel's own clock ends the line (it keeps running between reports).
-        step_at = term.wait_for(r"step [1-5]/5 · (wait|warmup|active)( · loss [0-9.]+)? · [0-9.]+ s")
-        active_at = term.wait_for(r"step [3-5]/5 · active( · loss [0-9.]+)? · [0-9.]+ s")
+        step_at = term.wait_for(r"ProfilerStep#[0-4] \([1-5]/5\) · (wait|warmup|active)( · loss [0-9.]+)? · [0-9.]+m?s")
+        active_at = term.wait_for(r"ProfilerStep#[2-4] \([3-5]/5\) · active( · loss [0-9.]+)? · [0-9.]+m?s")
         explorer_at = term.wait_for(r"Findings")  # the Overview of the loaded trace
-        assert re.search(r"step [2-5]/5 · (warmup|active) · loss [0-9.]+ · [0-9.]+ s", term.text)
+        assert re.search(r"ProfilerStep#[1-4] \([2-5]/5\) · (warmup|active) · loss [0-9.]+ · [0-9.]+m?s", term.text)
         assert torch_at < building_at < step_at <= active_at < explorer_at
         term.press("q")
         assert term.finish() == 0
@@ -552,7 +552,7 @@ def test_q_during_warmup_in_the_explorer_says_nothing_was_recorded(tmp_path) -> 
     args = ("live", *TINY, "--wait", "1", "--warmup", "300", "--active", "1")
     term = Terminal(args, tmp_path, columns=220)
     try:
-        term.wait_for(r"step \d+/302 · warmup")  # the screen may skip a fast step
+        term.wait_for(r"\(\d+/302\) · warmup")  # the screen may skip a fast step
         term.press("q")  # "stopping after this step…" shows until the step ends (too briefly to wait for)
         term.wait_for(r"stopped after step \d+/302 \(warmup\): nothing was recorded yet \(the profiler records step 302;")
         assert term.finish() == 130  # the explorer ends by itself: no error page waits for a second q
@@ -581,12 +581,99 @@ def test_q_during_the_active_steps_in_the_explorer_shows_them_and_exits_0(tmp_pa
     args = ("live", *TINY, "--no-stack", "--wait", "0", "--warmup", "1", "--active", "300")
     term = Terminal(args, tmp_path, columns=220)
     try:
-        term.wait_for(r"step \d+/301 · active")
+        term.wait_for(r"\(\d+/301\) · active")
         term.press("q")  # stop after this step and show what was recorded
         term.wait_for(r"Findings")
         term.press("q")
         assert term.finish() == 0
-        assert re.search(r"tuiprof: \d+ steps run in [0-9.]+ s; the trace holds \d+ \(ProfilerStep#1", term.text)
+        assert re.search(r"tuiprof: \d+ steps run in [0-9.]+m?s \(capture\); the trace holds \d+ \(ProfilerStep#1", term.text)
     finally:
         if term.proc.poll() is None:
             term.proc.kill()
+
+
+# ------------------------------------------------------------------ progress and exit lines (walkthrough #13, #14)
+
+
+def test_live_progress_names_the_trace_steps_then_says_it_writes_the_trace(tmp_path) -> None:
+    """Each active step's progress line names the ProfilerStep#N the trace holds for it (read
+    from the file), and after the last step progress says the trace is being written."""
+    from tuiprof.capture.live import LiveCapture, describe_progress
+
+    config = CaptureConfig(model=TINY[0], device="cpu", batch_size=2, input_shape="8x64", wait=1, warmup=1, active=3)
+    trace = tmp_path / "tiny.json.gz"
+    live = LiveCapture(config, tmp_path, trace)
+    lines: list[tuple[str, str]] = []
+    live.capture(lambda progress: lines.append((progress.phase, describe_progress(progress))))
+    in_trace = [e["name"] for e in _raw_trace(trace)["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    active = [re.match(r"(ProfilerStep#\d+) \(\d+/5\) · active · ", text).group(1) for phase, text in lines if phase == "active"]
+    assert active == in_trace == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    saving = [text for phase, text in lines if phase == "saving"]
+    assert len(saving) == 1 and saving[0].startswith("writing the trace (5/5 steps run)…")
+    assert [phase for phase, _ in lines][-2:] == ["saving", "done"] and lines[-1][1].startswith("5/5 steps run · done")
+
+
+def test_exit_line_counts_the_capture_not_what_follows(tmp_path, monkeypatch, capsys) -> None:
+    """The time on the exit line ends when the trace is written: 3 s spent afterwards (in the
+    explorer or reading tables) are not in it."""
+    from tuiprof import cli
+    from tuiprof.capture import commands
+
+    looked = commands._live_without_ui
+
+    def then_looking(live) -> int:
+        code = looked(live)
+        time.sleep(3)
+        return code
+
+    monkeypatch.setattr(commands, "_live_without_ui", then_looking)
+    started = time.perf_counter()
+    assert cli.main(["live", *TINY, "--no-tui", "--no-stack", "--wait", "0", "--warmup", "1", "--active", "2"]) == 0
+    wall = time.perf_counter() - started
+    err = capsys.readouterr().err
+    ran = re.search(r"tuiprof: 3 steps run in ([0-9.]+)(ms|s) \(capture\); the trace holds 2 \(ProfilerStep#1-#2\)", err)
+    assert ran, err
+    seconds = float(ran.group(1)) / (1000 if ran.group(2) == "ms" else 1)
+    assert seconds <= wall - 3
+
+
+def test_exit_line_states_compile_time_apart() -> None:
+    from tuiprof.capture.config import describe_steps
+
+    assert describe_steps(5, [2, 3, 4], None, 43.04, 24.1) == [
+        "5 steps run in 43.0s (capture, 24.1s of it compiling); the trace holds 3 (ProfilerStep#2-#4)"
+    ]
+
+
+def test_capture_lines_on_a_terminal_fit_80_columns_between_words(monkeypatch) -> None:
+    """The longest capture notices (stopped in warm-up, a compiling progress line) on an
+    80-column terminal: every line fits, no word is cut, one clock a line."""
+    import io
+
+    from tuiprof.capture.config import CaptureProgress
+    from tuiprof.capture.live import NothingCaptured, describe_progress
+    from tuiprof.report.render import print_notice
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "80")
+    config = CaptureConfig(model=TINY[0], device="cpu", batch_size=2, input_shape="8x64", wait=1, warmup=300, active=1)
+    texts = [
+        f"tuiprof: {NothingCaptured(config, 12)}",
+        "tuiprof: " + describe_progress(CaptureProgress(0, 5, "setup", 22.0, None, "compiling resnet18 (torch.compile)")),
+        "tuiprof: " + describe_steps_line(),
+    ]
+    for text in texts:
+        terminal = Tty()
+        print_notice(text, terminal)
+        lines = terminal.getvalue().splitlines()
+        assert max(map(len, lines)) <= 80 and " ".join(line.strip() for line in lines).split() == text.split()
+        assert all(len(re.findall(r"\d\.\d+m?s\b", line)) <= 1 for line in lines)
+
+
+def describe_steps_line() -> str:
+    from tuiprof.capture.config import describe_steps
+
+    return describe_steps(300, list(range(1, 300)), None, 123.4, 61.2)[0]

@@ -229,3 +229,38 @@ def test_open_in_a_terminal_lets_a_trace_through(monkeypatch) -> None:
     monkeypatch.setattr(app, "run_explorer", lambda path, *a: opened.append(path) or 0)
     assert cli.main(["open", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")]) == 0
     assert opened
+
+
+# ------------------------------------------------------------------ summary fitted to 60 columns (walkthrough #12)
+
+
+def test_an_empty_column_goes_before_one_with_values() -> None:
+    """Two columns compete for the last place: the one that is ``--`` in every row goes,
+    the one with values stays (whatever their order or wide-screen flags)."""
+    from tuiprof.report.render import layout_table
+    from tuiprof.report.views import Column
+
+    columns = (Column("name", "Step", "text", ""), Column("comm", "Comm", "us", ""), Column("idle", "Dev idle", "us", ""))
+    rows = [{"name": "ProfilerStep#6", "idle": 6334.5, "comm": None}]
+    # name 14 + idle 9 + rules: room for one of the two numbers only
+    layout = layout_table(rows, columns, 14 + 3 + 9 + 3 + 1 + 2)
+    assert [c.key for c in layout.columns] == ["name", "idle"] and [c.key for c in layout.dropped] == ["comm"]
+
+
+def test_summary_title_is_cut_not_wrapped_and_an_empty_view_prints_no_header(monkeypatch, capsys, tmp_path) -> None:
+    import shutil
+
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    long_name = tmp_path / ("tracelens__h100__Falconsai_nsfw_image_detection_" + "x" * 20 + ".json.gz")
+    shutil.copy(SAMPLES / "resnet18_cpu.pt.trace.json.gz", long_name)
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert cli.main(["summary", str(long_name), "--view", "steps"]) == 0
+    title = capsys.readouterr().out.splitlines()[0]
+    assert title.strip().startswith("Steps - ") and title.strip().endswith(".json.gz") and "…" in title
+    assert cli.main(["summary", str(long_name), "--view", "kernels"]) == 0  # a CPU trace: no kernels
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == "tuiprof: the kernels view of this trace is empty"

@@ -269,3 +269,23 @@ def test_region_spans_without_dynamo_become_nodes_by_the_documented_names(tmp_pa
     assert (function.backward_cpu_us, function.backward_device_us) == (80, 3)
     assert (nodes["[graph zyxwvuts]"].cpu_total_us, nodes["[graph zyxwvuts]"].device_total_us) == (50, 5)
     assert nodes["[compiled backward]"].cpu_total_us == 50
+
+
+def test_overview_top_modules_never_list_a_module_and_its_descendant_as_peers():
+    """The compiled MLP: the region [compiled 2:0] runs inside [compiled 1:0] (the trace's
+    spans nest), so the Overview lists it under that row, indented and named from there,
+    never as a second row whose share would seem to add to its parent's."""
+    from rich.console import Console
+
+    from tuiprof.report.overview import _modules_table
+
+    events = _events(COMPILED_CPU)
+    regions = {e["name"]: e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 2/0")}
+    outer = [e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 1/0")]
+    assert regions and outer and all(any(_inside(o, r) for o in outer) for r in regions.values())  # nested, in the file
+
+    console = Console(width=100, record=True)
+    console.print(_modules_table(load_model(str(COMPILED_CPU))))
+    lines = console.export_text().splitlines()[2:]
+    assert lines[0].startswith("Block_0/[compiled 1:0]")
+    assert lines[1].startswith("└ [compiled 2:0] ")

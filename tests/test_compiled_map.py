@@ -25,6 +25,7 @@ from tests.conftest import ROOT  # noqa: E402
 from tuiprof.analysis import analyze  # noqa: E402
 from tuiprof.capture.compiled import module_path  # noqa: E402
 from tuiprof.capture.config import CaptureConfig  # noqa: E402
+from tuiprof.report.units import format_us_short  # noqa: E402
 from tuiprof.capture.session import profile_training  # noqa: E402
 from tuiprof.report.compiled_summary import compiled_lines  # noqa: E402
 from tuiprof.report.details import module_text  # noqa: E402
@@ -241,7 +242,7 @@ def test_map_naming_kernels_absent_from_the_trace_is_counted_on_stderr(compiled,
 def test_compile_time_is_shown_beside_the_step_time(compiled) -> None:
     result, model = compiled
     lines = compiled_lines(model)
-    assert lines[0].startswith(f"compile {result.facts.compile_s:.1f} s") and "per profiled step" in lines[0]
+    assert lines[0].startswith(f"compile {format_us_short(result.facts.compile_s * 1e6)} vs ") and "per profiled step" in lines[0]
     assert "below the compiled one" in lines[1]
 
 

@@ -44,3 +44,25 @@ def test_csv_and_json_times_are_exact_decimals(capsys) -> None:
             checked += 1
     assert checked == 3
     assert all(-Decimal(str(v)).as_tuple().exponent <= 3 for r in data.values() for k, v in r.items() if k.endswith("_us") and v is not None)
+
+
+def test_uncounted_flops_are_empty_not_zero(capsys) -> None:
+    """An operator no FLOPs formula covers (relu: elementwise) shows ``--`` on screen, so the
+    CSV cell is empty and JSON null, as unrecorded memory is; a convolution keeps its count."""
+    assert cli.main(["summary", str(SAMPLE), "--view", "operators", "--format", "csv"]) == 0
+    rows = {row["name"]: row for row in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert rows["aten::relu_"]["flops"] == "" and rows["aten::relu_"]["executed_flops"] == ""
+    assert int(rows["aten::conv2d"]["flops"]) > 0
+    assert cli.main(["summary", str(SAMPLE), "--view", "modules", "--format", "json"]) == 0
+    relu = [row for row in json.loads(capsys.readouterr().out) if row["path"].split("/")[-1].startswith("ReLU")]
+    assert relu and all(row["flops"] is None for row in relu)
+
+
+def test_operator_detail_names_the_base_of_its_share(resnet_model) -> None:
+    """The detail's share is the operator's CPU total per step over the mean step, not the
+    Overview's share of self CPU time: its words say so."""
+    from tuiprof.report.details import operator_text
+
+    stats = next(s for s in resnet_model.operators() if s.name == "aten::conv2d")
+    text = operator_text(resnet_model, stats).plain
+    assert "of step time" not in text and "CPU total" in text and "% of the mean step" in text

@@ -240,7 +240,7 @@ def test_step_flops() -> None:
     finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0, flops_source="measured", steps=[_step()]))
     assert finding.id == "step-flops"
     assert "per step: 2.00 GFLOP forward only (no backward in this trace)" in finding.text
-    assert "500.000ms, 4.00 GFLOP/s achieved" in finding.text
+    assert "500.000ms, 4.00 GFLOP/s over the mean step time" in finding.text
 
 
 def test_overview_tables_drop_numbers_rather_than_cut_them() -> None:
@@ -289,9 +289,9 @@ def test_overview_modules_table_starts_where_the_time_concentrates(tmp_path) -> 
         return [line.split() for line in console.export_text().splitlines()[2:]]
 
     with_q = rows(_transformer(tmp_path, q_projection=True))
-    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["6", "x", "Linear", "12%", "120.000us", "--"]]
+    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["└", "6", "x", "Linear", "12%", "120.000us", "--"]]
     without = rows(_transformer(tmp_path, q_projection=False))
-    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["Layer_3/Attention_3", "12%", "120.000us", "--"]]
+    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["└", "Layer_3/Attention_3", "12%", "120.000us", "--"]]
 
 
 @pytest.mark.parametrize("width", [60, 80])
@@ -329,3 +329,76 @@ def test_summary_findings_view_on_a_pipe_and_as_json(capsys, resnet_model) -> No
     assert capsys.readouterr().out.splitlines() == [f"{f.severity}: {f.text}" for f in expected]  # one a line, for grep
     assert cli.main(["summary", sample, "--view", "findings", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"id": f.id, "severity": f.severity, "text": f.text} for f in expected]
+
+
+def test_summary_findings_of_a_run_lead_with_its_straggler(capsys) -> None:
+    """``summary RUN_DIR --view findings`` names the run's straggler first, as the Overview
+    of a rank does (rank 1 of the shipped gloo run: its data loading is ~21 ms longer), and
+    points at the run's --view, never at a key of the explorer."""
+    import re
+
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+
+    assert cli.main(["summary", str(SAMPLES / "ddp_gloo_2ranks"), "--view", "findings"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("warning: Straggler rank 1:") and lines[0].endswith("See summary --view ranks.")
+    assert not any(re.search(r"view, \d\)|\(\d\)", line) for line in lines)
+
+
+def test_findings_point_where_each_surface_looks(capsys) -> None:
+    """The memory peak's finding: ``summary`` names its --view, the explorer its view and key."""
+    import asyncio
+    from pathlib import Path
+
+    from tuiprof import cli
+
+    trace = str(Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz")
+    assert cli.main(["summary", trace, "--view", "findings"]) == 0
+    peak = [line for line in capsys.readouterr().out.splitlines() if "Peak CPU memory" in line]
+    assert peak and peak[0].endswith("See summary --view memory-categories.") and "Memory view" not in peak[0]
+
+    async def overview_text() -> str:
+        from tests.test_tui import _loaded, _text
+        from tuiprof.tui.app import ExplorerApp
+        from tuiprof.tui.sources import FileSource
+
+        app = ExplorerApp(FileSource(trace))
+        async with app.run_test(size=(160, 40)) as pilot:
+            await _loaded(app, pilot)
+            return _text(app.query_one("#overview-body"))
+
+    assert "See the Memory view (5)." in " ".join(asyncio.run(overview_text()).split())
+
+
+def test_a_notice_on_a_terminal_wraps_between_words(monkeypatch, capsys) -> None:
+    """The run directory notice on a 60-column terminal: every line fits, no word is split."""
+    import os
+
+    from tests.conftest import SAMPLES
+    from tuiprof import cli
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a: os.terminal_size((60, 20)))
+    cli.choose_trace(str(SAMPLES / "ddp_gloo_2ranks"), None)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 60
+    words = " ".join(line.strip() for line in lines).split()
+    assert "showing" in words and "RANK|NAME)" in words
+
+
+def test_each_flop_rate_says_what_it_divides_by(resnet_model) -> None:
+    """The Overview's rate is the step's FLOPs over the mean step; the Modules detail's is the
+    module's FLOPs over its own forward + backward time (shorter than the step: it reads
+    higher).  Each label says which, and each figure is that quotient (recomputed here)."""
+    from tuiprof.report.details import module_text
+    from tuiprof.report.units import format_count
+
+    steps = resnet_model.steps
+    step_rate = resnet_model.step_flops / (sum(s.duration_us for s in steps) / len(steps) / 1e6)
+    finding = F.shapes_and_flops(resnet_model)
+    assert f"{format_count(step_rate)}FLOP/s over the mean step time" in finding.text
+    root = resnet_model.modules.roots[0]
+    fwd_bwd_us = max(root.cpu_total_us + root.backward_cpu_us, root.device_total_us + root.backward_device_us)
+    module_rate = (root.flops + root.backward_flops) / (fwd_bwd_us / 1e6)
+    assert f"({format_count(module_rate).replace(' ', '')}FLOP/s over fwd+bwd)" in module_text(resnet_model, root).plain

@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TraceError as exc:
-        print(f"tuiprof: {plain(str(exc))}", file=sys.stderr)
+        from tuiprof.report.render import print_notice
+
+        print_notice(f"tuiprof: {plain(str(exc))}")  # on a terminal, wrapped between words
         return exc.exit_code
     except KeyboardInterrupt:
         print("tuiprof: interrupted", file=sys.stderr)
@@ -278,7 +280,7 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
-    from tuiprof.report.catalog import WATCH, is_run_view
+    from tuiprof.report.catalog import FINDINGS, WATCH, is_run_view
     from tuiprof.report.views import RUN_VIEWS
     from tuiprof.report.summary import SummaryRequest, print_summary
     from tuiprof.trace import load_trace
@@ -300,7 +302,8 @@ def run_summary(args: argparse.Namespace) -> int:
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
     store = load_trace(path if trace.stream else trace.path)
-    status = print_summary(analyze(store), request)
+    model = analyze(store)
+    status = print_summary(model, request, run_findings(model) if args.view == FINDINGS else ())
     save_in_background(store)  # after the output: the first open is no slower
     return status
 
@@ -405,6 +408,22 @@ def _explore_snapshot(path: str, window, trace: str | None) -> int:
     return run_snapshot_explorer(model, _place_peak(model, trace))
 
 
+def run_findings(model) -> tuple:
+    """The straggler of the run ``model`` is a rank of (every rank summarised), as the
+    Overview names it first; () for a single-process trace or a run that cannot be read."""
+    from tuiprof.analysis.ranks import summarise_run
+    from tuiprof.report.findings import straggler
+    from tuiprof.trace.run import open_run
+
+    if (model.info.world_size or 0) < 2:
+        return ()
+    try:
+        found = straggler(summarise_run(open_run(Path(model.info.source).parent)))
+    except TraceError:  # the run views say what is wrong with the run
+        return ()
+    return (found,) if found is not None else ()
+
+
 def run_run_summary(path: str, request, cluster: str | None) -> int:
     """Every rank of the run at ``path`` at once (``--view ranks`` and the other run views)."""
     from tuiprof.analysis.ranks import summarise_run
@@ -441,16 +460,14 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
     """The trace to open: ``path`` itself, or the chosen trace of a run directory
     (saying which one is shown and how to pick another).  Bad paths fail here."""
     from tuiprof.report.plain import plain
+    from tuiprof.report.render import print_notice
     from tuiprof.trace import resolve_trace
 
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print(
-            f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
-            " (pick another with --trace RANK|NAME)",
-            file=sys.stderr,
-        )
+        print_notice(f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
+                     " (pick another with --trace RANK|NAME)")
     return chosen
 
 

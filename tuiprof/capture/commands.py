@@ -13,7 +13,6 @@ once progress is on screen.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import sys
 import tempfile
@@ -24,10 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from tuiprof.capture.config import CaptureConfig, CaptureProgress, describe_steps, parse_shape
+from tuiprof.capture.config import ANALYSING, SAVING, CaptureConfig, CaptureProgress, describe_steps, parse_shape
 from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
 from tuiprof.capture.options import check_folder, check_save_path, config_from_args, refuse_model_options, require_packages
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
+from tuiprof.report.render import print_notice
 
 
 def run_live(args: Namespace) -> int:
@@ -51,8 +51,8 @@ def run_live(args: Namespace) -> int:
             code = _live_in_explorer(live, saved=bool(args.save))
     result = live.result
     if result is not None and result.trace_path is not None:
-        for line in describe_steps(result.steps_done, result.trace_steps, result.dropped_step, time.perf_counter() - started):
-            print(f"tuiprof: {line}", file=sys.stderr)
+        for line in describe_steps(result.steps_done, result.trace_steps, result.dropped_step, live.capture_s, result.facts.compile_s):
+            print_notice(f"tuiprof: {line}")
     _say_where_the_trace_is(args.save, result is not None and result.trace_path is not None)
     return code
 
@@ -77,21 +77,21 @@ def _live_without_ui(live) -> int:
 
         def on_progress(progress: CaptureProgress) -> None:
             now = time.perf_counter()
-            if now - last[0] >= 0.5 or progress.phase in ("setup", "done", "active") or progress.step == 0:
+            if now - last[0] >= 0.5 or progress.phase in ("setup", "done", "active", SAVING) or progress.step == 0:
                 last[0] = now
-                print(f"tuiprof: {describe_progress(progress)}", file=terminal, flush=True)
+                print_notice(f"tuiprof: {describe_progress(progress)}", terminal)
 
         with _stop_on_sigint(live.stop, terminal):
             result = live.capture(on_progress)
+        if result.trace_path is not None:
+            print_notice(f"tuiprof: {ANALYSING}…", terminal)
     model = live.build_model()  # NothingCaptured (exit 130) when no active step finished
     _print_tables(model)
     from tuiprof.report.compiled_summary import compiled_lines
-    from tuiprof.report.summary import wrap_sentence
 
-    print(f"tuiprof: profiler log: {len(result.facts.log_lines)} lines", file=sys.stderr)
-    width = shutil.get_terminal_size().columns if sys.stderr.isatty() else 0
-    for line in compiled_lines(model):  # sentences: wrapped at a terminal's width
-        print(wrap_sentence(f"tuiprof: {line}", width) if width else f"tuiprof: {line}", file=sys.stderr)
+    print_notice(f"tuiprof: profiler log: {len(result.facts.log_lines)} lines")
+    for line in compiled_lines(model):
+        print_notice(f"tuiprof: {line}")
     return 0
 
 
@@ -132,7 +132,7 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
     with _terminal() as terminal:
 
         def on_progress(progress: CaptureProgress) -> None:
-            print(f"tuiprof: {describe_progress(progress)}", file=terminal, flush=True)
+            print_notice(f"tuiprof: {describe_progress(progress)}", terminal)
 
         on_progress(CaptureProgress(0, config.total_steps, "setup", time.perf_counter() - started, None, "importing torch"))
         from tuiprof.capture.script import profile_script
@@ -148,24 +148,24 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
             finally:
                 sys.stderr = sys.__stderr__
     if result.exit_note:
-        print(f"tuiprof: {script} {result.exit_note}", file=sys.stderr)
+        print_notice(f"tuiprof: {script} {result.exit_note}")
     if not result.written:
-        print(
+        print_notice(
             f"tuiprof: {script}: {result.steps} optimizer steps seen, {config.total_steps} needed "
-            f"(wait {config.wait}, warmup {config.warmup}, active {config.active}); nothing was recorded",
-            file=sys.stderr,
+            f"(wait {config.wait}, warmup {config.warmup}, active {config.active}); nothing was recorded"
         )
         return EXIT_INTERRUPTED if result.interrupted else EXIT_BAD_INPUT
-    steps = describe_steps(result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started)
+    steps = describe_steps(result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started, result.facts.compile_s)
     launch = torchrun_launch()
     if launch:
         for line in steps:
-            print(f"tuiprof: rank {launch.rank}: {line}", file=sys.stderr)
+            print_notice(f"tuiprof: rank {launch.rank}: {line}")
         return finish_rank(trace_path, launch, args.no_tui)
     from tuiprof.analysis import analyze
     from tuiprof.trace import load_trace
 
     result.facts.log_lines = read_log()
+    print_notice(f"tuiprof: {ANALYSING}…")
     model = analyze(load_trace(trace_path), result.facts)
     if args.no_tui or not sys.stdout.isatty():
         _print_tables(model)
@@ -176,7 +176,7 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
 
         code = run_app(ExplorerApp(PreparedSource(model, f"run {script.name}", result.facts.log_lines)))
     for line in steps:
-        print(f"tuiprof: {line}", file=sys.stderr)
+        print_notice(f"tuiprof: {line}")
     _say_where_the_trace_is(args.save, True)
     return code
 
@@ -193,9 +193,9 @@ def _say_where_the_trace_is(save: str | None, captured: bool) -> None:
     if not captured:
         return
     if save:
-        print(f"tuiprof: trace saved: {save} (reopen: tuiprof open {save})", file=sys.stderr)
+        print_notice(f"tuiprof: trace saved: {save} (reopen: tuiprof open {save})")
     else:
-        print("tuiprof: the trace was not kept (add --save PATH.json.gz to keep it)", file=sys.stderr)
+        print_notice("tuiprof: the trace was not kept (add --save PATH.json.gz to keep it)")
 
 
 @contextmanager

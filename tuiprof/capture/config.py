@@ -41,6 +41,12 @@ class CaptureConfig:
         return "warmup" if cycle < self.wait + self.warmup else "active"
 
 
+# The phase after the last step: torch writes the trace (seconds on a real model), then
+# tuiprof analyses it; progress says so rather than sitting still at the last step.
+SAVING = "saving"
+ANALYSING = "analysing the captured trace"  # what follows: tuiprof reads the trace it wrote
+
+
 @dataclass(frozen=True)
 class CaptureProgress:
     step: int  # steps finished
@@ -51,13 +57,22 @@ class CaptureProgress:
     message: str = ""
 
 
-def describe_steps(steps_run: int, trace_steps: list[int], unfinished_step: int | None, elapsed_s: float) -> list[str]:
+def describe_steps(
+    steps_run: int, trace_steps: list[int], unfinished_step: int | None, capture_s: float, compile_s: float | None = None
+) -> list[str]:
     """The lines a capture ends with: the steps run, and exactly the steps its trace holds.
 
-    ``4 steps run in 3.0 s; the trace holds 2 (ProfilerStep#2-#3)``, then, when the
-    capture stopped inside a step, ``ProfilerStep#4 did not finish and was left out of
-    the trace`` (see :mod:`tuiprof.capture.unfinished_step`).  Each fits 80 columns."""
-    text = f"{steps_run} step{'' if steps_run == 1 else 's'} run in {elapsed_s:.1f} s; the trace holds {len(trace_steps)}"
+    ``4 steps run in 3.00s (capture); the trace holds 2 (ProfilerStep#2-#3)``: the time
+    is the capture's alone (never the time spent in the explorer afterwards), with
+    ``--compile`` its compiling part named (``43.0s (capture, 24.1s of it compiling)``);
+    then, when the capture stopped inside a step, ``ProfilerStep#4 did not finish and was
+    left out of the trace`` (see :mod:`tuiprof.capture.unfinished_step`).  Times are
+    written glued to their unit, as every time tuiprof prints (report/units.py)."""
+    from tuiprof.report.units import format_us_short
+
+    compiling = f", {format_us_short(compile_s * 1e6)} of it compiling" if compile_s else ""
+    text = (f"{steps_run} step{'' if steps_run == 1 else 's'} run in {format_us_short(capture_s * 1e6)} (capture{compiling});"
+            f" the trace holds {len(trace_steps)}")
     if trace_steps:
         last = f"-#{trace_steps[-1]}" if len(trace_steps) > 1 else ""
         text += f" (ProfilerStep#{trace_steps[0]}{last})"

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
-from tuiprof.capture.config import CaptureConfig, CaptureProgress
+from tuiprof.capture.config import ANALYSING, SAVING, CaptureConfig, CaptureProgress
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
+from tuiprof.report.units import format_clock
 from tuiprof.trace import load_trace
 
 
@@ -64,6 +65,7 @@ class LiveCapture:
         self.stop = threading.Event()
         self.started = time.perf_counter() if started is None else started  # progress counts from here
         self.result = None  # CaptureResult once captured
+        self.capture_s = 0.0  # seconds from the start to the trace written, once captured
 
     def capture(self, on_progress: Callable[[CaptureProgress], None] | None = None, stopped: Callable[[], bool] | None = None):
         """Run the capture (imports torch: seconds, so the UI is already up)."""
@@ -77,6 +79,7 @@ class LiveCapture:
                 started=self.started, read_log=self.log_lines,
             )
         self.result.facts.log_lines = self.log_lines()
+        self.capture_s = time.perf_counter() - self.started  # the exit line's time: not the explorer's
         return self.result
 
     def build_model(self) -> TraceModel:
@@ -98,18 +101,26 @@ class LiveCapture:
             report(describe_progress(progress, elapsed=False), progress.step / total if total and progress.phase != "setup" else None)
 
         self.capture(on_progress, lambda: cancelled() or self.stop.is_set())
-        report("analysing the captured trace", None)
+        report(ANALYSING, None)
         return self.build_model(), self.log_lines()
 
 
 def describe_progress(progress: CaptureProgress, elapsed: bool = True) -> str:
-    """``step 3/5 · active · 4.2 s · loss 2.3026`` (the loss of the step before).
+    """``ProfilerStep#2 (3/5) · active · 4.2s · loss 2.3026`` (the loss of the step before):
+    the step as the trace names it (torch numbers them from 0), then how far the run is;
+    ``writing the trace…`` after the last step (torch's export takes seconds).
 
     ``elapsed=False`` for the explorer's loading panel, which shows its own clock."""
-    clock = f" · {progress.elapsed_s:.1f} s" if elapsed else ""
+    clock = f" · {format_clock(progress.elapsed_s)}" if elapsed else ""
     if progress.phase == "setup":
         return f"{progress.message}…{clock}"
-    text = f"step {min(progress.step + 1, progress.total_steps)}/{progress.total_steps} · {progress.phase}{clock}"
+    if progress.phase == SAVING:
+        return f"writing the trace ({progress.step}/{progress.total_steps} steps run)…{clock}"
+    if progress.phase == "done":  # ``step`` counts the steps that finished, none is running
+        text = f"{progress.step}/{progress.total_steps} steps run · done{clock}"
+    else:
+        number = min(progress.step + 1, progress.total_steps)
+        text = f"ProfilerStep#{number - 1} ({number}/{progress.total_steps}) · {progress.phase}{clock}"
     if progress.loss is not None:
         text += f" · loss {progress.loss:.4f}"
     if progress.message:

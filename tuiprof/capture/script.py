@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuiprof.capture.config import CaptureConfig, CaptureProgress
+from tuiprof.capture.config import SAVING, CaptureConfig, CaptureProgress
 from tuiprof.trace.live import LiveFacts
 
 
@@ -65,6 +65,7 @@ def profile_script(
         on_progress(CaptureProgress(step, config.total_steps, phase, time.perf_counter() - started, None, message))
 
     def save(prof, window: SavedWindow) -> None:
+        progress(SAVING)  # torch's export takes seconds: say so after the last step
         if config.with_flops:
             result.facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:

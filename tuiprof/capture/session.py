@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
 
-from tuiprof.capture.config import CaptureConfig, CaptureError, CaptureProgress, parse_shape
+from tuiprof.capture.config import SAVING, CaptureConfig, CaptureError, CaptureProgress, parse_shape
 from tuiprof.capture.memory_categories import memory_categories_member
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
 from tuiprof.capture.unfinished_step import drop_unfinished_step
@@ -114,10 +114,13 @@ def profile_training(
                 model,
                 lambda compiled: _train_step(compiled, criterion, optimizer, first_inputs, first_targets, config.mode == "train", device),
                 config.compile_mode, config.dynamic,
-                on_tick=lambda seconds: note(f"compiling {config.model} (torch.compile): {seconds:.0f} s so far"),
+                # one clock a line: the progress line's own (since the start)
+                on_tick=lambda seconds: note(f"compiling {config.model} (torch.compile)"),
             )
 
     def save(prof: profile, window: SavedWindow) -> None:
+        if on_progress:  # torch's export takes seconds: say so after the last step
+            on_progress(CaptureProgress(result.steps_done, config.total_steps, SAVING, time.perf_counter() - started, loss_value))
         if config.with_flops:
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:

@@ -9,18 +9,19 @@ from tuiprof.analysis.compiled_map import UNATTRIBUTED, CompiledAttribution
 from tuiprof.analysis.compiled_run import BreakSite, CompiledFrame, CompiledRun
 from tuiprof.analysis.cuda_graphs import GraphReplays
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.units import format_us, plural
+from tuiprof.report.units import format_us, format_us_short, plural
 
 
 def compile_time_text(model: TraceModel) -> str | None:
-    """``compile 31.2 s vs 84.1ms per profiled step``, None when no capture measured it.
+    """``compile 31.2s vs 84.100ms per profiled step``, None when no capture measured it
+    (times glued to their unit, as everywhere: report/units.py).
 
     ``tuiprof live --compile`` measures its unprofiled warm-up step; ``run`` and
     ``profile()`` take Dynamo's own count over the run (docs/compiled.md)."""
     compiled = model.compiled
     if compiled is None or compiled.compile_s is None:
         return None
-    text = f"compile {compiled.compile_s:.1f} s"
+    text = f"compile {format_us_short(compiled.compile_s * 1e6)}"
     if model.steps:
         mean_us = sum(step.duration_us for step in model.steps) / len(model.steps)
         text += f" vs {format_us(mean_us)} per profiled step"

@@ -40,7 +40,8 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append(plain(stats.name, DISPLAY_CHARS), style="bold")
     text.append(f"  {plural(stats.calls, 'call')}")
     if detail.share_of_step_pct is not None:
-        text.append(f" · {detail.share_of_step_pct:.1f}% of step time")
+        # its CPU total per step over the mean step: not the Overview's share of self CPU time
+        text.append(f" · CPU total {detail.share_of_step_pct:.1f}% of the mean step")
     if detail.share_of_parent_pct is not None and detail.parents:
         text.append(f" · {detail.share_of_parent_pct:.0f}% of ")
         text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
@@ -138,7 +139,8 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
     if module.flops or module.backward_flops:
         text.append(f"fwd {_glued(format_count(module.flops))} bwd {_glued(format_count(module.backward_flops))}")
         if module.flops_per_s:
-            text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s)")
+            # over the module's own fwd + bwd time, not the step's (the Overview's rate): it reads higher
+            text.append(f" ({_glued(format_count(module.flops_per_s))}FLOP/s over fwd+bwd)")
     else:
         text.append("--")
     text.append(f" · mem {_glued(format_bytes(module.cpu_mem_bytes)) if model.info.profile_memory else UNRECORDED}")

@@ -39,7 +39,19 @@ LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipMod
 class Finding:
     id: str  # stable, for tests and exports: "gpu-idle"
     severity: str  # "warning": costs time now; "info": a fact about the trace or how it was recorded
-    text: str
+    text: str  # the finding alone: never names a key or a command (each surface says where to look)
+    see: str = ""  # where the details are: a view name of report/catalog.py ("ranks"), or ""
+
+    def pointed(self, where: Callable[[str], str]) -> str:
+        """The text and where to look, in the words of one surface: ``where("ranks")`` is
+        ``the Ranks view (8)`` in the explorer, ``summary --view ranks`` on the command line."""
+        pointer = where(self.see) if self.see else ""
+        return f"{self.text} See {pointer}." if pointer else self.text
+
+
+def summary_pointer(view: str) -> str:
+    """Where to look, for the command line (``summary --view findings``)."""
+    return f"summary --view {view}"
 
 
 def data_loading(model: TraceModel) -> Finding | None:
@@ -154,7 +166,9 @@ def shapes_and_flops(model: TraceModel) -> Finding | None:
     if not model.info.record_shapes and len(model.calls):
         return Finding("no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
     if model.step_flops:
-        rate = f", {format_count(model.step_flops_per_s)}FLOP/s achieved" if model.step_flops_per_s else ""
+        # The step's rate: over the whole mean step (data loading, optimizer included); a module's
+        # rate (Modules) divides by its own forward + backward time, so it reads higher.
+        rate = f", {format_count(model.step_flops_per_s)}FLOP/s over the mean step time" if model.step_flops_per_s else ""
         training = any(root.backward_cpu_us for root in model.modules.roots) or any(s.name.startswith("autograd::") for s in model.operators())
         what = "forward + backward" if training else "forward only (no backward in this trace)"
         where = f"per step: {format_count(model.step_flops)}FLOP {what}" if model.steps else (
@@ -188,7 +202,7 @@ def memory_not_recorded(model: TraceModel) -> Finding | None:
 def memory_peak(model: TraceModel) -> Finding | None:
     categorised = memory_peak_sentence(model)  # what the peak is made of, when a capture saved torch's categories
     if categorised is not None:
-        return Finding("memory-peak", "info", categorised)
+        return Finding("memory-peak", "info", categorised, see="memory-categories")
     peak = model.peak_memory
     if peak is None or peak.peak_operator_row < 0:
         return None
@@ -221,13 +235,13 @@ def damaged_file(model: TraceModel) -> Finding | None:
 
 def straggler(run: RunSummary) -> Finding | None:
     """The rank of the run that holds the others up (the one with the most extra work
-    per step first), in the words of the Ranks view (8); a rule over the run, not the trace."""
+    per step first), in the words of the Ranks view; a rule over the run, not the trace."""
     found = sorted(run.stragglers().values(), key=lambda s: (s.excess_us, s.last_arrivals), reverse=True)
     if not found:
         return None
     others = ", ".join(f"rank {s.rank} ({straggler_cause(s)})" for s in found[1:])
     also = f" Also {others}." if others else ""
-    return Finding("straggler", "warning", f"Straggler {straggler_sentence(found[0])} (Ranks view, 8).{also}")
+    return Finding("straggler", "warning", f"Straggler {straggler_sentence(found[0])}.{also}", see="ranks")
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
@@ -246,18 +260,19 @@ def findings(model: TraceModel) -> list[Finding]:
 FINDING_COLUMNS = (
     Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
     Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
-    Column("text", "Text", "text", "What the Overview says."),
+    Column("text", "Text", "text", "What the Overview says, and where to look (summary: the --view)."),
 )
 
 
-def finding_rows(found: Sequence[Finding]) -> list[Row]:
-    """Findings as rows of FINDING_COLUMNS (a run's straggler first where the caller has one)."""
-    return [{"id": f.id, "severity": f.severity, "text": f.text} for f in found]
+def finding_rows(found: Sequence[Finding], where: Callable[[str], str] = summary_pointer) -> list[Row]:
+    """Findings as rows of FINDING_COLUMNS (a run's straggler first where the caller has one),
+    each pointing where ``where`` says (the command line's --view unless told)."""
+    return [{"id": f.id, "severity": f.severity, "text": f.pointed(where)} for f in found]
 
 
-def build_finding_rows(model: TraceModel, options: ViewOptions | None = None) -> list[Row]:
-    """The Overview's findings, in its order (report/findings.py's rules)."""
-    return finding_rows(findings(model))
+def build_finding_rows(model: TraceModel, options: ViewOptions | None = None, run_findings: Sequence[Finding] = ()) -> list[Row]:
+    """The Overview's findings, in its order (report/findings.py's rules), after the run's."""
+    return finding_rows((*run_findings, *findings(model)))
 
 
 # Not in TRACE_VIEWS: a list of sentences, printed one per line (``summary --view findings``), not a table.

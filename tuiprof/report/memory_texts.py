@@ -109,7 +109,7 @@ def peak_place(breakdown: MemoryBreakdown) -> str:
 
 def memory_peak_sentence(model: TraceModel) -> str | None:
     """The Overview's one line: ``Peak CPU memory 159.7 MB in backward of step 3: 28 %
-    parameters, ...; layer4 holds the most activations (Memory view, 5).``  None without
+    parameters, ...; layer4 holds the most activations.``  None without
     categories.  Short enough for the Overview's finding width (report/plain.py)."""
     if model.categorised_peak is None:  # before the breakdown: a file's costs a search per allocation
         return None
@@ -122,7 +122,7 @@ def memory_peak_sentence(model: TraceModel) -> str | None:
     most = breakdown.most_activations
     if most is not None:
         text += f"; {most.label} holds the most activations"
-    return text + " (Memory view, 5)."
+    return text + "."
 
 
 def what_if_text(what_if: WhatIf) -> str:

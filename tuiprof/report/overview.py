@@ -4,7 +4,7 @@ comes from analysis/ranking.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
@@ -32,15 +32,18 @@ class FittedTable:
         self.title = title
         self.headers: list[tuple[str, bool]] = []  # (header, numeric)
         self.rows: list[list[Text]] = []
+        self.indents: list[str] = []  # before each row's first cell, never cut: a part under the row above
 
     def add_column(self, header: str, numeric: bool = True) -> None:
         self.headers.append((header, numeric))
 
-    def add_row(self, *cells: str | Text) -> None:
+    def add_row(self, *cells: str | Text, indent: str = "") -> None:
         self.rows.append([cell if isinstance(cell, Text) else Text(cell) for cell in cells])
+        self.indents.append(indent)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         widths = [max([len(h)] + [row[i].cell_len for row in self.rows]) for i, (h, _) in enumerate(self.headers)]
+        widths[0] = max(len(self.headers[0][0]), *(len(pad) + row[0].cell_len for pad, row in zip(self.indents, self.rows)))
         gap = 2  # rich's default padding: one space each side, none at the edges
         texts = [i for i, (_, numeric) in enumerate(self.headers) if not numeric]
         spare = options.max_width - sum(widths) - gap * (len(widths) - 1)
@@ -61,13 +64,22 @@ class FittedTable:
         for i in shown:
             header, numeric = self.headers[i]
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
-        fitted = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts}
-        for row in self.rows:  # names cut by the one rule (report.names), never by rich at their end
-            table.add_row(*(Text(fitted[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in fitted else row[i] for i in shown))
+        fitted = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts[1:]}
+        first: dict[str, dict[str, str]] = {}  # the first column, by indent: cut in what the indent leaves
+        for pad in set(self.indents):
+            rows = [row for indent, row in zip(self.indents, self.rows) if indent == pad]
+            first[pad] = fit_names((row[0].plain for row in rows if len(pad) + row[0].cell_len > widths[0]), widths[0] - len(pad))
+        for pad, row in zip(self.indents, self.rows):  # names cut by the one rule (report.names), never by rich at their end
+            short = {0: first[pad], **fitted}
+            cells = [Text(short[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in short else row[i] for i in shown]
+            table.add_row(Text(pad) + cells[0], *cells[1:])
         yield table
 
 
 MIN_NAME = 16  # the name column's floor before numbers would have to go
+# Before each part of the top modules: they are inside the first row (its children's classes,
+# or its instances), never peers of it whose shares would add up.
+PART_INDENT = "└ "
 MIN_OTHER_TEXT = 10
 
 
@@ -75,13 +87,14 @@ def _table(title: str) -> FittedTable:
     return FittedTable(title)
 
 
-def overview(model: TraceModel, run_findings: Sequence[Finding] = ()) -> Group:
-    """The page; ``run_findings`` (the run's straggler, report/findings.py) go first."""
+def overview(model: TraceModel, where: Callable[[str], str], run_findings: Sequence[Finding] = ()) -> Group:
+    """The page; ``run_findings`` (the run's straggler, report/findings.py) go first; each
+    finding points where ``where`` says (the explorer: a view and its key)."""
     blocks: list[RenderableType] = []
     found = [*run_findings, *findings(model)]
     if found:
         blocks.append(Text("Findings", style="bold underline"))
-        blocks.extend(Text(f" • {plain(finding.text, 2 * DISPLAY_CHARS)}") for finding in found)
+        blocks.extend(Text(f" • {plain(finding.pointed(where), 2 * DISPLAY_CHARS)}") for finding in found)
         blocks.append(Text())
     if model.steps:
         blocks += [_steps_table(model), Text()]
@@ -131,16 +144,23 @@ def _modules_table(model: TraceModel) -> FittedTable:
     headers = ["share", "fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
     for header in headers:
         table.add_column(header)
-    for group in module_breakdown(model, OVERVIEW_TOP):  # where the time concentrates, then its parts
-        node = group.nodes[0]
-        name = group.label if len(group.nodes) > 1 else node.qualified_name or "/".join(node.path.split("/")[-2:])
+    breakdown = module_breakdown(model, OVERVIEW_TOP)
+    for index, group in enumerate(breakdown):  # where the time concentrates, then its parts, indented under it
+        node, top = group.nodes[0], breakdown[0].nodes
+        inside = len(top) == 1 and node.path.startswith(top[0].path + "/")
+        if len(group.nodes) > 1:
+            name = group.label
+        elif inside and not node.qualified_name:  # a part of the module above: named from there
+            name = node.path[len(top[0].path) + 1:]
+        else:
+            name = node.qualified_name or "/".join(node.path.split("/")[-2:])
         share = f"{100 * group.cost_us / module_time_us(model):.0f}%"  # of all module time, as the Modules view's bars
         cells: list[str | Text] = [Text(plain(name, DISPLAY_CHARS)), share, format_us(group.summed("cpu_total_us")), *([format_us(group.summed("backward_cpu_us"))] if backward else [])]
         if model.has_device:
             cells.append(format_us(group.summed("device_total_us") + group.summed("backward_device_us")))
         work = group.summed("flops") + (group.summed("backward_flops") if backward else 0)  # as the times: forward + backward
         cells.append(format_count(work) if work else "--")
-        table.add_row(*cells)
+        table.add_row(*cells, indent=PART_INDENT if index else "")
     return table
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
+import textwrap
 import sys
 from collections.abc import Iterable
+from typing import TextIO
 from dataclasses import dataclass
 
 import orjson
@@ -16,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuiprof.report.names import fit_names, short_kernel_names
+from tuiprof.report.names import fit_name, fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import Column, Row, public_row
 
@@ -180,7 +183,9 @@ def _cell_texts(rows: list[Row], column: Column) -> list[str]:
 
 def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None, keep: str = "") -> TableLayout:
     """Every column at its widest cell (names at most ``NAME_CELLS``) when ``width`` is None
-    (a pipe, ``--wide``); else what fits ``width`` cells, in this order: the columns shown
+    (a pipe, ``--wide``); else what fits ``width`` cells, in this order: columns with no
+    value in any row go (all ``--``: they tell nothing, so they never cost a column that has
+    values), the columns shown
     only on wide screens go (``Column.narrow`` False, right to left), then names are cut
     (the first text column down to ``MIN_NAME`` cells, the others to ``MIN_OTHER_TEXT``),
     then other columns go from the right, then the name is cut further.  The first column
@@ -202,6 +207,10 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
         return candidates[-1] if candidates else None
 
     dropped: list[Column] = []
+    empty = [c for c in shown[1:] if c.key != keep and all(t in ("--", "") for t in _cell_texts(rows, c))]
+    if excess() > 0:  # all of them, for good: an empty one back in a place a value lost tells nothing
+        dropped += empty
+        shown = [c for c in shown if c not in empty]
     while excess() > 0 and (drop := last_droppable(wide_only=True)) is not None:
         dropped.append(shown.pop(drop))
     texts = [c for c in shown if not c.numeric]
@@ -216,7 +225,7 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
             floor = min(widest[column.key], MIN_PANE_NAME)
             widths[column.key] = max(floor, min(widest[column.key], widths[column.key] - excess()))
     # Room left where a wide column went: columns come back, numbers before names (a name takes what is left).
-    for column in sorted(reversed(dropped), key=lambda c: not c.numeric):
+    for column in sorted((c for c in reversed(dropped) if c not in empty), key=lambda c: not c.numeric):
         room = -excess() - RULE_CELLS
         if room >= (widest[column.key] if column.numeric else min(widest[column.key], MIN_OTHER_TEXT)):
             widths[column.key] = min(widest[column.key], room)
@@ -229,7 +238,18 @@ def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, k
     (a line says which columns were left out) unless ``wide``."""
     console = Console()
     layout = layout_table(rows, columns, None if wide else console.width, keep)
+    if not wide:
+        title = fit_title(title, min(layout.width, console.width))
     print_layout(console, build_rich_table(rows, layout, title, ascii_rules=False), layout)
+
+
+def fit_title(title: str, width: int) -> str:
+    """``View - trace name`` in ``width`` cells, the name after the first `` - `` cut by the
+    one rule (``fit_name``), so that rich never wraps the title in the middle of a word."""
+    head, sep, name = title.partition(" - ")
+    if cell_len(title) <= width or not sep:
+        return title
+    return head + sep + fit_name(name, max(width - cell_len(head + sep), 8))
 
 
 def print_layout(console: Console, table: Table, layout: TableLayout) -> None:
@@ -261,3 +281,14 @@ def build_rich_table(rows: list[Row], layout: TableLayout, title: str, ascii_rul
 
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def print_notice(text: str, file: TextIO | None = None) -> None:
+    """A notice on stderr (or ``file``, a capture's copy of the terminal): on a terminal,
+    wrapped between words at its width (a path longer than a line is folded, nothing else
+    is cut mid-word); on a pipe, one line for grep."""
+    stream = file or sys.stderr
+    if stream.isatty():
+        width = shutil.get_terminal_size().columns
+        text = textwrap.fill(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
+    print(text, file=stream, flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rich.console import Console
@@ -16,7 +17,7 @@ from tuiprof.errors import TraceError
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
-from tuiprof.report.findings import FINDINGS_VIEW
+from tuiprof.report.findings import FINDINGS_VIEW, Finding, build_finding_rows
 from tuiprof.report.memory_texts import NEEDS_CAPTURE, memory_peak_lines
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 
@@ -34,10 +35,11 @@ class SummaryRequest:
     wide: bool = False  # on a terminal: every column, however wide (else fitted to its width)
 
 
-def print_summary(model: TraceModel, request: SummaryRequest) -> int:
-    """Print the view the request asks for; diagnostics go to stderr."""
+def print_summary(model: TraceModel, request: SummaryRequest, run_findings: Sequence[Finding] = ()) -> int:
+    """Print the view the request asks for; diagnostics go to stderr.  ``run_findings``
+    (the straggler of the run the trace is a rank of) lead ``--view findings``, as in the Overview."""
     if request.view == FINDINGS_VIEW.name:
-        return print_findings(model, request)
+        return print_findings(model, request, run_findings)
     if request.view.startswith("memory-") and not model.memory_categories:
         if request.view == "memory-categories":  # what the JSON supports instead: allocations by operator and module
             request = replace(request, view="memory-allocations")
@@ -56,12 +58,14 @@ def print_summary(model: TraceModel, request: SummaryRequest) -> int:
     return 0
 
 
-def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tuple[Column, ...], list[Row]]:
+def summary_table(
+    model: TraceModel, request: SummaryRequest, run_findings: Sequence[Finding] = ()
+) -> tuple[View, tuple[Column, ...], list[Row]]:
     """The view, columns and sorted rows ``summary`` prints for ``request`` (and
     ``tuiprof.load(...).table`` returns, as the JSON format's rows)."""
     if request.view == FINDINGS_VIEW.name:
         view = FINDINGS_VIEW
-        rows = _sorted_rows(view, view.build(model, ViewOptions()), request.sort or view.default_sort, request.limit)
+        rows = _sorted_rows(view, build_finding_rows(model, run_findings=run_findings), request.sort or view.default_sort, request.limit)
         return view, view.columns, rows
     view = TRACE_VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
@@ -72,12 +76,12 @@ def summary_table(model: TraceModel, request: SummaryRequest) -> tuple[View, tup
     return view, columns, rows
 
 
-def print_findings(model: TraceModel, request: SummaryRequest) -> int:
+def print_findings(model: TraceModel, request: SummaryRequest, run_findings: Sequence[Finding] = ()) -> int:
     """``--view findings``: the Overview's findings.  As text, one finding a line,
     ``severity: text``; on a terminal a finding longer than its width wraps under
     its own text (every line fits), on a pipe it stays on one line for grep.
     The data formats (json, csv, markdown) carry id, severity and text."""
-    view, _, rows = summary_table(model, request)
+    view, _, rows = summary_table(model, request, run_findings)
     report_diagnostics(model)
     if request.format != "table":
         sys.stdout.write(render_rows(rows, view.columns, request.format, f"{view.title} - {model.info.trace_name}"))
@@ -145,8 +149,12 @@ def _sorted_rows(view: View, rows: list[Row], sort_key: str, limit: int | None) 
 
 
 def _print_rows(view: View, rows: list[Row], columns, request: SummaryRequest, title: str, sort: str = "") -> None:
-    """A terminal gets a table fitted to its width (the sorted column kept) unless ``--wide``;
-    a pipe every column."""
+    """A terminal gets a table fitted to its width (the sorted column kept, the title's trace
+    name cut to fit) unless ``--wide``; a pipe every column.  A table with no rows is one
+    line on stderr, not an empty header (the data formats keep theirs: scripts read it)."""
+    if not rows and request.format == "table":
+        print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
+        return
     if request.format == "table" and stdout_is_terminal():
         print_rich_table(rows, columns, title, keep=sort, wide=request.wide)
     else:

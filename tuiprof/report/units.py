@@ -1,4 +1,9 @@
-"""Human formatting of times, bytes and counts (the same in every view)."""
+"""Human formatting of times, bytes and counts (the same in every view).
+
+The spacing rule: a time is glued to its unit, as torch's tables write it (``18.347ms``,
+``24.1s``): tables, panes, the capture's progress and exit lines alike.  Bytes and counts
+keep torch's space (``43.23 MB``, ``296.09 M``); a pane that wraps at spaces glues them
+(report/details.py).  Every time on screen comes from a function here."""
 
 from __future__ import annotations
 
@@ -56,6 +61,12 @@ def format_us_short(value: float) -> str:
             digits = 0 if abs(scaled) >= 100 else 1 if abs(scaled) >= 10 else 2
             return f"{scaled:.{digits}f}{unit}"
     return f"{value:.0f}us"
+
+
+def format_clock(seconds: float) -> str:
+    """``4.2s``: a running clock (progress lines, the loading panel), in seconds to a tenth
+    so that it reads steadily as it ticks; glued like every time."""
+    return f"{seconds:.1f}s"
 
 
 def format_bytes_short(value: int) -> str:

@@ -155,6 +155,20 @@ def unrecorded_memory(model: TraceModel, rows: list[Row]) -> list[Row]:
     return rows
 
 
+FLOPS_KEYS = frozenset({"flops", "backward_flops", "executed_flops"})
+
+
+def uncounted_flops(rows: list[Row]) -> list[Row]:
+    """``rows`` with a FLOPs count of 0 made None (``--`` on screen, JSON null, an empty CSV
+    cell): 0 means no formula covered the work (elementwise ops, an op torch has no formula
+    for), an unknown count, as unrecorded memory is, not a measured zero."""
+    for row in rows:
+        for key in FLOPS_KEYS.intersection(row):
+            if not row[key]:
+                row[key] = None
+    return rows
+
+
 def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
     """Sort by one column; text sorts ascending-first like a file list."""
 
@@ -248,7 +262,7 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             row["input_shapes"] = stats.input_shapes
         row["_stats"] = stats
         rows.append(row)
-    return unrecorded_memory(model, rows)
+    return uncounted_flops(unrecorded_memory(model, rows))
 
 
 # ------------------------------------------------------------------ modules
@@ -293,7 +307,7 @@ def module_row(node: ModuleNode) -> Row:
 
 def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     nodes = options.module.walk() if options.module else model.modules.walk()
-    return unrecorded_memory(model, [module_row(node) for node in nodes])
+    return uncounted_flops(unrecorded_memory(model, [module_row(node) for node in nodes]))
 
 
 # ------------------------------------------------------------------ kernels
@@ -797,7 +811,7 @@ def build_call_rows(model: TraceModel, rows: Sequence[int]) -> list[Row]:
                 "input_shapes": input_shapes_key(calls, row, shapes),
             }
         )
-    return unrecorded_memory(model, result)
+    return uncounted_flops(unrecorded_memory(model, result))
 
 
 LAUNCH_COLUMNS = (

@@ -43,7 +43,7 @@ class OverviewView(ExplorerView):
 
     def show_model(self, model: TraceModel) -> None:
         self.run_findings = ()
-        self.query_one("#overview-body", Static).update(overview(model))
+        self.query_one("#overview-body", Static).update(overview(model, self.pointer))
         if RunView.available(model, ()):  # a rank of a run: name the run's straggler first
             # the run the Ranks view summarises too (once, whichever asks first)
             self.run_worker(lambda: self._load_run(model), thread=True, exclusive=True, group="overview-run")
@@ -59,9 +59,19 @@ class OverviewView(ExplorerView):
     def _show_run_findings(self, model: TraceModel, found: tuple[Finding, ...]) -> None:
         if model is self.model:
             self.run_findings = found
-            self.query_one("#overview-body", Static).update(overview(model, found))
+            self.query_one("#overview-body", Static).update(overview(model, self.pointer, found))
 
     def export_rows(self):
         """The findings, the part of the Overview no other view has."""
         assert self.model is not None
-        return ("overview-findings", finding_rows((*self.run_findings, *findings(self.model))), FINDING_COLUMNS)
+        return ("overview-findings", finding_rows((*self.run_findings, *findings(self.model)), self.pointer), FINDING_COLUMNS)
+
+    def pointer(self, see: str) -> str:
+        """Where a finding's details are, in the explorer: ``the Memory view (5)`` for a
+        table shown inside a view (``summary_views``); '' for a view this app lacks."""
+        from tuiprof.tui.views import view_keys  # the registry imports this module
+
+        for key, view_id, view in view_keys(getattr(self.app, "views", ())):
+            if see == view_id or see in getattr(view, "summary_views", ()):
+                return f"the {view.title} view ({key})" if key else f"the {view.title} view (< >)"
+        return ""

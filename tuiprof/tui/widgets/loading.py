@@ -16,6 +16,7 @@ from textual.containers import Center, Vertical
 from textual.widgets import ProgressBar, Static
 
 from tuiprof.report.plain import DISPLAY_CHARS, plain
+from tuiprof.report.units import format_clock
 
 
 class LoadingPanel(Vertical):
@@ -49,7 +50,7 @@ class LoadingPanel(Vertical):
         if not self.display:  # loaded: the panel is hidden for good
             self.clock.stop()
             return
-        elapsed = f"{time.monotonic() - self.started:.1f} s"
+        elapsed = format_clock(time.monotonic() - self.started)
         self.query_one("#loading-text", Static).update(Text(f"{self.text} · {elapsed}" if self.text else elapsed))
 
     def stopping(self) -> None:
