@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -696,3 +697,57 @@ def test_messages_are_dataclasses_of_what_they_carry() -> None:
     assert JumpTo(view="operators", name="aten::mm") == JumpTo("operators", "aten::mm")
     assert ShowInTimeline(("window", 0, 10)).target == ("window", 0, 10)
     assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))
+
+
+ALL_KEY_TITLES = ("Quit", "Help", "Filter", "By shape", "Top-level", "Export", "Sort", "Reverse", "Back",
+                  "Zoom in", "Zoom out", "Fit step", "Idle gap", "Range", "Table")
+
+
+def _key_bar_titles(app: ExplorerApp) -> tuple[str, list[str]]:
+    """The key bar's line and the titles it shows whole (` k Title `: a title cut short is not one)."""
+    bar = str(app.screen.query_one(KeyBar).render()).rstrip()
+    shown = [title for title in ALL_KEY_TITLES if re.search(rf"(^| )\S+ {re.escape(title)}( |$)", bar)]
+    return bar, shown
+
+
+@pytest.mark.parametrize("width", [80, 60])
+async def test_key_bar_keeps_quit_and_drops_whole_keys(width: int) -> None:
+    """At 80 columns the drill-in bar lost `e Export` mid-key (`e`) and the Timeline's `- Zoom out`
+    (`- Zoom`); Quit went first.  Every key shown is whole, and Quit (Back in a drill-in) stays."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await _loaded(app, pilot)
+        for keys, kept in ((("3",), "Quit"), (("3", "enter"), "Back"), (("7",), "Quit"), (("2",), "Quit")):
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            bar, shown = _key_bar_titles(app)
+            assert kept in shown, bar
+            assert len(bar) <= width, bar
+            leftover = bar
+            for title in shown:  # nothing but whole keys (and the palette hint) on the line
+                leftover = re.sub(rf"\S+ {re.escape(title)}( |$)", "", leftover, count=1)
+            assert leftover.replace("^p palette", "").strip() == "", bar
+            if keys == ("7",):
+                assert {"Zoom in", "Zoom out"} <= set(shown), bar  # the Timeline's own keys before the app's
+            if keys[-1] == "enter":
+                await pilot.press("escape")
+
+
+async def test_empty_views_offer_no_keys_that_act_on_rows() -> None:
+    """Kernels on a CPU trace, Ranks and Collectives on one trace, Log without a log: no Sort,
+    Reverse, Export, By shape, Top-level or Filter on the key bar (nothing to act on)."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(100, 24)) as pilot:
+        await _loaded(app, pilot)
+        for key in ("4", "8", "9", "0"):
+            await pilot.press(key)
+            await pilot.pause()
+            bar, shown = _key_bar_titles(app)
+            assert set(shown) == {"Quit", "Help"}, (key, bar)
+        await pilot.press("3")
+        await pilot.pause()
+        bar, shown = _key_bar_titles(app)
+        assert {"Sort", "Export", "By shape", "Filter"} <= set(shown), bar

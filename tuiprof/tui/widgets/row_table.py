@@ -94,6 +94,11 @@ class RowTable(ScrollView, can_focus=True):
         self._apart = {c.key: apart for c in columns if (apart := told_apart(c, (row.get(c.key) for row in sample)))}
         self._measure()
         self._apply()
+        self.refresh_bindings()  # sort and the app's keys on rows come and go with the rows (check_action)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No sort on a table without rows: it would only move an empty header's arrow."""
+        return bool(self.all_rows) or action not in ("next_sort", "reverse_sort")
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
