@@ -192,7 +192,7 @@ class RowTable(ScrollView, can_focus=True):
 
     def _cell_widths(self) -> list[int]:
         """Final widths: the first text column (the name) takes what the screen has left,
-        and gives way first when the screen is too narrow."""
+        and gives way last (after the other text columns) when the screen is too narrow."""
         widths = [self._widths.get(c.key, 8) for c in self._shown]
         spare = self.size.width - sum(w + GAP for w in widths)
         first_text = next((i for i, c in enumerate(self._shown) if not c.numeric), None)
@@ -201,11 +201,12 @@ class RowTable(ScrollView, can_focus=True):
         if spare >= 0:
             widths[first_text] += spare  # the name takes what is left
             return widths
-        # Too narrow: the name yields first, then the other text columns; numbers never.
-        # In a narrow pane the name may go below MIN_NAME rather than push numbers off the edge.
+        # Too narrow: the other text columns (launcher, module) yield first, then the name
+        # (what the row is: it keeps its width longest); numbers never.  In a narrow pane the
+        # name may go below MIN_NAME rather than push numbers off the edge.
         numbers = sum(w + GAP for w, c in zip(widths, self._shown) if c.numeric)
         name_floor = max(MIN_PANE_NAME, min(MIN_NAME, self.size.width - numbers - GAP))
-        for i, column in sorted(enumerate(self._shown), key=lambda item: item[0] != first_text):
+        for i, column in sorted(enumerate(self._shown), key=lambda item: item[0] == first_text):
             floor = name_floor if i == first_text else MIN_OTHER_TEXT
             if column.numeric or spare >= 0 or widths[i] <= floor:
                 continue
