@@ -343,8 +343,13 @@ class Timeline:
                 facts.append(("input shapes", shapes))
             frame = calls.module[item.ref]
             node_of_frame, nodes = model.modules.frame_index()
+            tree = model.modules
             if frame >= 0 and frame < len(node_of_frame) and node_of_frame[frame] >= 0:
                 facts.append(("module", nodes[node_of_frame[frame]].path))
+            elif item.ref < len(tree.charged_node) and tree.charged_node[item.ref] >= 0:
+                # A backward call runs in no module: autograd charges it to the forward's module,
+                # as the Operators detail says (ModuleTree.charged_node).
+                facts.append(("module", f"{nodes[int(tree.charged_node[item.ref])].path} (backward)"))
             parent = calls.parent[item.ref]
             if parent >= 0:
                 facts.append(("inside", calls.name(parent)))
