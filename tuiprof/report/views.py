@@ -82,6 +82,9 @@ class Column:
     narrow: bool = True  # shown at 80 columns
     shown_when: ShownWhen | None = None  # None: always
     wide_when: ShownWhen | None = None  # when this holds, the column is left out at 80 columns (narrow=False)
+    # Sorted by this column, a narrow table may show this other column in its place (the
+    # diff's |Delta| by the signed Delta: the size of a change tells no faster from slower).
+    stands_in: str = ""
 
     def format(self, value: object) -> str:
         if value is None or value == "":

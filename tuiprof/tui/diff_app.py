@@ -126,9 +126,9 @@ class DiffApp(TableApp):
         """The header: the verdict's headline, the page tabs, the grouping shown when not the first."""
         if self.diff is None or not self.is_mounted:
             return
-        line = headline(self.diff)
-        line.no_wrap, line.overflow = True, "ellipsis"
         header = self.query_one("#header", Static)
+        line = headline(self.diff, max(20, header.size.width or 78))
+        line.no_wrap, line.overflow = True, "ellipsis"
         view = self.view()
         marker = ""
         if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
@@ -154,6 +154,10 @@ class DiffApp(TableApp):
         if isinstance(view, DiffTableView):
             key = view.cycle_sort()
             self.notify({"a": "by A", "b": "by B", "abs_delta": "by the size of the change"}[key], title="Sort", timeout=2)
+
+    def toggled_on(self, action: str) -> bool:
+        view = self.view() if self.diff is not None else None
+        return action == "toggle_shapes" and isinstance(view, DiffTableView) and view.shown != view.page.tables[0]
 
     def action_toggle_shapes(self) -> None:
         if self.diff is not None and not self.view().toggle_grouping():

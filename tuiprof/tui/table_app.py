@@ -112,9 +112,14 @@ class TableApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.ACTIONS_ON_LOADED and not self.loaded:
             return False
-        if action in self.ACTIONS_ON_ROWS and self.is_attached and self.query("#views") and self.view().is_empty():
+        if action in self.ACTIONS_ON_ROWS and not self.toggled_on(action) and self.is_attached and self.query("#views") and self.view().is_empty():
             return False
         return True
+
+    def toggled_on(self, action: str) -> bool:
+        """Whether the toggle ``action`` is on: then it stays on the key bar of an empty view,
+        the way back (by input shape can leave a table empty)."""
+        return False
 
     # ------------------------------------------------------------ the view host
 

@@ -165,8 +165,9 @@ class RowTable(ScrollView, can_focus=True):
         then numbers from the right; the name yields first and the sorted column always stays."""
         available = max(20, self.size.width or 80)
         shown = list(self.columns)
-        while self._total(shown) > available and any(not c.narrow and c.key != self.sort_key for c in shown):
-            drop = max(i for i, c in enumerate(shown) if not c.narrow and c.key != self.sort_key)
+        keep = self._kept_for_sort()
+        while self._total(shown) > available and any(not c.narrow and c.key != keep for c in shown):
+            drop = max(i for i, c in enumerate(shown) if not c.narrow and c.key != keep)
             shown.pop(drop)
         # Still too wide: keep the name readable, drop numbers from the right
         # (never the sort column).
@@ -174,9 +175,18 @@ class RowTable(ScrollView, can_focus=True):
             return sum(min(self._widths.get(c.key, 8), MIN_NAME) if not c.numeric else self._widths.get(c.key, 8) for c in columns) + GAP * len(columns)
 
         while squeezed(shown) > available and sum(c.numeric for c in shown) > 1:
-            drop = max(i for i, c in enumerate(shown) if c.numeric and c.key != self.sort_key)
+            drop = max(i for i, c in enumerate(shown) if c.numeric and c.key != keep)
             shown.pop(drop)
         self._shown = tuple(shown)
+
+    def _kept_for_sort(self) -> str:
+        """The column that always stays: the sorted one, or the one that stands in for it
+        when it is shown only on wide screens (``Column.stands_in``: |Delta| by Delta)."""
+        sorted_column = next((c for c in self.columns if c.key == self.sort_key), None)
+        if sorted_column is not None and not sorted_column.narrow and sorted_column.stands_in in {c.key for c in self.columns}:
+            if self._total(list(self.columns)) > max(20, self.size.width or 80):
+                return sorted_column.stands_in
+        return self.sort_key
 
     def _total(self, columns: list[Column]) -> int:
         return sum(self._widths.get(c.key, 8) + GAP for c in columns)
@@ -243,6 +253,8 @@ class RowTable(ScrollView, can_focus=True):
             label = column.header
             if column.key == self.sort_key:
                 label += " ▼" if self.descending else " ▲"
+            elif column.key == self._kept_for_sort():  # standing in for the sorted column (|Delta| by Delta)
+                label += " |▼|" if self.descending else " |▲|"
             if column.key == filtered:  # the filter in force, where it applies: "name /conv 12/340"
                 text = _fit(f"{label} /{self.filter_text} {len(self.rows):,}/{len(self.all_rows):,}", width, False)
                 segments.append(Segment(text[: len(label)], style))
