@@ -329,3 +329,21 @@ def test_summary_findings_view_on_a_pipe_and_as_json(capsys, resnet_model) -> No
     assert capsys.readouterr().out.splitlines() == [f"{f.severity}: {f.text}" for f in expected]  # one a line, for grep
     assert cli.main(["summary", sample, "--view", "findings", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"id": f.id, "severity": f.severity, "text": f.text} for f in expected]
+
+
+def test_the_overview_never_breaks_between_a_number_and_its_percent(resnet_model) -> None:
+    """The Overview wrapped `3.640ms (47` / ` %)` at some widths: at every width from 40 to
+    100 no line of its findings ends in a number whose `%` starts the next line."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from tuiprof.report.overview import overview
+
+    for width in range(40, 101):
+        console = Console(width=width, color_system=None, file=io.StringIO())
+        console.print(overview(resnet_model))
+        lines = console.file.getvalue().splitlines()
+        for line, following in zip(lines, lines[1:]):
+            assert not (re.search(r"\d$", line.rstrip()) and following.lstrip().startswith("%")), (width, line, following)
