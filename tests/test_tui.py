@@ -766,3 +766,17 @@ async def test_kernel_names_get_their_room_before_the_launching_operator() -> No
         assert widths["Kernel"] >= 30 and widths["Launched by"] < widths["Kernel"], widths
         lines = ["".join(segment.text for segment in table.render_line(y)) for y in range(1, 6)]
         assert "Kernel2…6_128x64_64x6_tn_align8>" in lines[0], lines  # cut once
+
+
+async def test_at_60x20_the_kernel_detail_keeps_its_times_in_view() -> None:
+    """The demangled signature took 4 of the pane's lines and pushed the launches and times out."""
+    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("4")
+        await pilot.pause()
+        pane = app.query_one("#kernels-detail")
+        lines = ["".join(segment.text for segment in pane.render_line(y)) for y in range(pane.size.height)]
+        shown = " ".join(lines)
+        assert "48 launches" in shown and "total 399.136us" in shown, lines
+        assert lines[0].strip().startswith("void cutlass::Kernel2<"), lines
