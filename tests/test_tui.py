@@ -780,3 +780,23 @@ async def test_at_60x20_the_kernel_detail_keeps_its_times_in_view() -> None:
         shown = " ".join(lines)
         assert "48 launches" in shown and "total 399.136us" in shown, lines
         assert lines[0].strip().startswith("void cutlass::Kernel2<"), lines
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+async def test_the_module_tree_shows_the_call_counts_on_every_row_or_on_none(width: int) -> None:
+    """At 60 columns `ResNet_0 ×2` and `ReLU_0 ×2` kept their count while `Conv2d_0` and the
+    cut `Sequen…_5` had none: every ResNet module ran twice (two steps)."""
+    from rich.style import Style
+
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        tree = app.query_one("#module-tree", ModuleTreeView)
+        nodes = [n for root in tree.root.children for n in (root, *root.children)]
+        assert all(node.data.calls == 2 for node in nodes)
+        counted = [" ×2" in tree.render_label(node, Style(), Style()).plain for node in nodes]
+        assert all(counted) or not any(counted), counted
+        if width == 120:
+            assert all(counted)  # room for every name and its count
