@@ -8,6 +8,8 @@ swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +39,8 @@ from tuiprof.tui.widgets.loading import LoadingPanel
 SHARED_ACTIONS = ("quit", "help", "filter", "back", "toggle_shapes", "cycle_view(-1)", "cycle_view(1)", "views",
                   "export('csv')", "export('json')")
 DIFF_COMMANDS: tuple[Command, ...] = (
-    *(c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
+    # q: the explorer's, without its words on a live capture (a diff never captures)
+    *(replace(c, help="quit") if c.keys == "q" else c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
     Command("i", "toggle_shapes", "Grouping", "operators by input shape, kernels by launching operator (and back)", show=True),
     Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
     Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
