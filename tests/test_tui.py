@@ -350,7 +350,7 @@ async def test_gpu_trace_kernels_view() -> None:
         kernels = app.query_one("#kernels-table", RowTable)
         totals = [r["device_total_us"] for r in kernels.rows]
         assert totals and totals == sorted(totals, reverse=True)
-        assert "launched by" in str(app.query_one("#kernels-detail").render())
+        assert "launched by" in _text(app.query_one("#kernels-detail"))
 
 
 async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:

@@ -292,8 +292,8 @@ def headline(diff: TraceDiff, width: int | None = None) -> Text:
         verdict = verdict_text(diff.verdict, width - len(warning) if width else VERDICT_WIDTH)
         if width is None or len(warning) + len(verdict) <= width:
             break
-    else:
-        verdict = cut_words(verdict, width - len(warning))
+    else:  # the loop ran with a width: only a break ends it without one
+        verdict = cut_words(verdict, (width or VERDICT_WIDTH) - len(warning))
     text = Text()
     text.append(warning, style=f"bold {WORSE}")
     text.append(verdict, style=verdict_style(diff.verdict))
