@@ -8,9 +8,8 @@ swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Group

@@ -13,7 +13,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-
 # The keys a narrow bar drops first (the least useful first); the others go after them from the
 # right (a pane's own keys, such as the Timeline's), then Help; Quit, or Back where q means back
 # (a drill-in list), always stays: a key is dropped whole, never cut.
