@@ -133,6 +133,35 @@ async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.keys)
         assert keys["x"].startswith("swap A and B") and keys["d"].startswith("sort by A, then by B")
+        assert keys["q ctrl+c"] == "quit" and not any("live capture" in what for what in keys.values())  # a diff never captures
+        from textual.containers import VerticalScroll
+        from textual.widgets import Static
+
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.show_vertical_scrollbar  # the help is longer than the screen
+        for part in app.screen.query(Static):  # a blank column between the text and the scrollbar
+            assert part.region.right <= scroll.scrollable_content_region.right - 1, (part.region, scroll.scrollable_content_region)
         assert [c.key for c in app.screen.columns.columns][:4] == ["name", "detail", "status", "a"]
         await pilot.press("escape", "q")
     assert app.return_value == 0
+
+
+async def test_at_60x20_the_table_keeps_the_signed_delta_and_the_verdict_no_half_number() -> None:
+    """At 60x20 the Operators table kept only `A  B  |Delta| ▼` (no sign: faster or slower?)
+    and the header's verdict read `… (-79.2 %, 7…`.  B (batch 64) runs convolution_backward
+    in less time than A (batch 128): its delta is negative by construction of the pair."""
+    import re
+
+    app = DiffApp(DiffSource(BATCH_128, BATCH_64))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.query_one("#diff-ops-table", RowTable)
+        header_row = "".join(segment.text for segment in table.render_line(0))
+        assert "Delta |▼|" in header_row and "|Delta|" not in header_row, header_row
+        first = "".join(segment.text for segment in table.render_line(1))
+        assert first.startswith("…::convolution_backward") and re.search(r" -\d[\d.]*ms", first), first
+        line = _plain(app.query_one("#header").content).splitlines()[0].rstrip()
+        assert len(line) <= 60 and not re.search(r"\d…", line), line
+        assert "B is 4.80x faster per sample (-79.2 %" in line, line

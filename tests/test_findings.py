@@ -402,3 +402,21 @@ def test_each_flop_rate_says_what_it_divides_by(resnet_model) -> None:
     fwd_bwd_us = max(root.cpu_total_us + root.backward_cpu_us, root.device_total_us + root.backward_device_us)
     module_rate = (root.flops + root.backward_flops) / (fwd_bwd_us / 1e6)
     assert f"({format_count(module_rate).replace(' ', '')}FLOP/s over fwd+bwd)" in module_text(resnet_model, root).plain
+
+
+def test_the_overview_never_breaks_between_a_number_and_its_percent(resnet_model) -> None:
+    """The Overview wrapped `3.640ms (47` / ` %)` at some widths: at every width from 40 to
+    100 no line of its findings ends in a number whose `%` starts the next line."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from tuiprof.report.overview import overview
+
+    for width in range(40, 101):
+        console = Console(width=width, color_system=None, file=io.StringIO())
+        console.print(overview(resnet_model, lambda see: f"the {see} view (5)"))
+        lines = console.file.getvalue().splitlines()
+        for line, following in zip(lines, lines[1:]):
+            assert not (re.search(r"\d$", line.rstrip()) and following.lstrip().startswith("%")), (width, line, following)

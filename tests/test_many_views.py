@@ -99,11 +99,33 @@ async def test_at_80_columns_every_tab_shown_is_named_and_the_hidden_ones_are_co
                 assert key == (KEYS[TITLES.index(name)] if TITLES.index(name) < len(KEYS) else ""), line
             first, last = TITLES.index(named[0]), TITLES.index(named[-1])
             assert named == list(TITLES[first : last + 1])  # consecutive, in key order
-            left = re.search(r"‹(\d+)", line)
-            right = re.search(r"(\d+)›", line)
+            left = re.search(r"‹\+(\d+)", line)
+            right = re.search(r"\+(\d+)›", line)
             assert (int(left.group(1)) if left else 0) == first, line
             assert (int(right.group(1)) if right else 0) == len(TITLES) - 1 - last, line
             assert len(line.rstrip()) <= 80
+
+
+async def test_the_tab_line_stays_put_while_the_current_tab_is_on_it() -> None:
+    """Pages, not a window that slides with every key: the old header re-centred on each view,
+    so every view past the seventh showed another set of tabs."""
+    app = ExplorerApp(FileSource(RESNET), views=FIFTEEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(pilot, app)
+        lines = []
+        previous = ""
+        for title in TITLES:
+            app.action_show_view(title.lower())
+            await pilot.pause()
+            line = _tab_line(app)
+            if title in _named_tabs(previous):
+                assert line == previous, (previous, line)
+            previous = line
+            lines.append(line)
+        pages = list(dict.fromkeys(lines))
+        assert 2 <= len(pages) <= 3, pages
+        named = [title for page in pages for title in _named_tabs(page)]
+        assert set(named) == set(TITLES)  # every view is on a page
 
 
 async def test_the_views_palette_lists_and_opens_every_view() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuiprof.report.names import short_kernel_name
+from tuiprof.report.names import fit_name, short_kernel_name
 from tuiprof.report.views import TRACE_VIEWS
 
 
@@ -52,7 +52,7 @@ def test_module_names_are_cut_in_the_middle_keeping_their_index() -> None:
     assert fit_name("Sequential_5", 9) == "Sequen…_5"
     assert fit_name("BatchNorm2d_10", 8) == "Batc…_10"
     assert fit_name("Sequential", 6) == "Seq…al"  # no index: head and tail
-    assert fit_name("…/Sequential_5/BasicBlock_7", 10) == "…/Basic…_7"
+    assert fit_name("…/Sequential_5/BasicBlock_7", 10) == "BasicBl…_7"  # one cut: the level on its own
     assert fit_name("…/Sequential_5/BasicBlock_7", 14) == "…/BasicBlock_7"
     assert fit_name("Conv2d_1", 3) == "Co…"
     assert fit_name("Conv2d_1", 1) == "…" and fit_name("Conv2d_1", 0) == ""
@@ -249,3 +249,12 @@ def test_kernels_that_share_a_short_name_show_the_arguments_that_differ() -> Non
     assert short[add[0]] == "vectorized_elementwise_kernel<AddFunctor<float>, Array<char*, 3>>"
     assert short[add[1]] == "vectorized_elementwise_kernel<BUnaryFunctor<AddFunctor<long> >, Array<char*, 2>>"
     assert short[names[-1]] == "vectorized_elementwise_kernel<MulFunctor>"  # alone with its short name: unchanged
+
+
+def test_a_qualified_name_is_cut_once() -> None:
+    """`…::native_batc…rm_backward` (the Modules view's operator pane) read as two fragments."""
+    for name in ("aten::native_batch_norm_backward", "aten::max_pool2d_with_indices_backward", "a/b/Sequential_5"):
+        for width in range(4, len(name)):
+            shown = fit_name(name, width)
+            assert shown.count("…") <= 1 and len(shown) <= width, (name, width, shown)
+    assert fit_name("aten::native_batch_norm_backward", 26) == "native_batch…orm_backward"  # never shown as if whole

@@ -78,3 +78,26 @@ async def test_a_single_process_trace_says_what_the_ranks_view_needs() -> None:
         await _settled(app, pilot)
         table = app.query_one("#ranks-table", RowTable)
         assert table.rows == [] and "single-process" in table.empty_message
+
+
+async def test_after_next_rank_the_ranks_view_selects_it_and_the_loading_toast_is_gone(tmp_path) -> None:
+    """After `]` the header said rank 1 while the Ranks table kept rank 0 selected; the toast
+    `rank 1: loading train_ddp_gloo.rank1.pt.trace.json.g` / `z` came after the rank was shown
+    and stayed ~5 s."""
+    run = shutil.copytree(DDP_SAMPLE, tmp_path / "run")
+    app = ExplorerApp(FileSource(str(run)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settled(app, pilot)
+        await pilot.press("8")
+        await _settled(app, pilot)
+        table = app.query_one("#ranks-table", RowTable)
+        assert app.model.info.rank == 0 and table.current_row["rank"] == 0
+        await pilot.press("right_square_bracket")
+        await _settled(app, pilot)
+        assert app.model.info.rank == 1
+        assert table.current_row["rank"] == 1
+        assert not list(app._notifications)  # the load is over: no toast left
+        await pilot.press("left_square_bracket")  # rank 0 is kept: shown at once, no toast at all
+        await _settled(app, pilot)
+        assert app.model.info.rank == 0 and table.current_row["rank"] == 0
+        assert not list(app._notifications)

@@ -167,8 +167,8 @@ def test_text_output(synthetic) -> None:
     result = tuiprof("timeline", str(path), "--width", "10", "--to", "1000", "--lanes", "gpu,idle,memory")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "synthetic.pt.trace.json  0.000us to 1.000ms, 10 columns of 100us"
-    assert lines[1].split() == ["0us", "500us"]
+    assert lines[0] == "synthetic.pt.trace.json  0.000ms to 1.000ms, 10 columns of 100us"  # one unit: the ruler's
+    assert lines[1].split() == ["0ms", "0.5ms"]
     assert lines[2] == " " * (LABEL_WIDTH + 1) + "┬────┬────"
     assert lines[3:7] == [
         "stream 7".ljust(LABEL_WIDTH) + "  ███▄ ▂",

@@ -4,6 +4,7 @@ with known answers from test_timeline.py, and the H100 ViT trace)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -321,3 +322,52 @@ async def test_t_on_a_modules_operator_and_on_a_step_selects_them_in_the_timelin
         assert app.current_view == "timeline"
         assert (canvas.start_ns, canvas.cursor_ns) == (calls.start_ns[step_row], calls.start_ns[step_row])
         assert canvas.end_ns >= calls.end_ns[step_row] - canvas.columns  # fitted to whole columns
+
+
+async def test_g_says_why_it_finds_no_gap_and_enter_on_an_idle_slice_shows_it(tmp_path) -> None:
+    """A hundred kernels 9 us long, 1 us apart, over a 1 ms step: at 80 columns a column is
+    ~16 us, so no idle gap is one column wide.  `g` did nothing and said nothing."""
+    trace = GpuTrace()
+    trace.step(1, 0, 1000)
+    for i in range(100):
+        call = trace.op("aten::relu", i * 10, 2)
+        trace.launch(call, "relu_kernel", i * 10 + 0.5, 1, i * 10, 9, stream=7)
+    path = trace.write(tmp_path / "packed.pt.trace.json")
+    app = ExplorerApp(FileSource(str(path)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        canvas = await _open_timeline(app, pilot)
+        window = (canvas.start_ns, canvas.end_ns)
+        await _press(app, pilot, "g")
+        assert (canvas.start_ns, canvas.end_ns) == window and canvas.selected is None
+        assert _drawn(canvas)[0].startswith("no idle gap of a column at this zoom: + to zoom in")
+        await _press(app, pilot, "plus", "plus", "plus", "plus", "plus", "g")  # a column under 1 us
+        gap = canvas.selected
+        assert gap is not None and gap.lane.key == "idle" and gap.duration_ns == 1 * US
+        assert "no idle gap" not in _drawn(canvas)[0]
+        await _press(app, pilot, "h", "enter")  # off the gap, then back onto an idle slice of the lane
+        canvas.cursor_ns = gap.start_ns
+        canvas.selected = None
+        await _press(app, pilot, "enter")
+        assert canvas.selected is not None and canvas.selected.lane.key == "idle"
+        assert "idle" in _detail(app) and "duration 1.000us" in _detail(app)
+
+
+async def test_status_line_and_ruler_share_one_unit_and_a_backward_call_names_its_module() -> None:
+    """ResNet's step lasted 1.909s to 2.863s over a ruler of `2000ms 2200ms`; the detail of
+    aten::convolution_backward said only `inside: ConvolutionBackward0` (autograd runs it in
+    no module; ResNet's convolutions are all Conv2d modules, charged by autograd)."""
+    app = ExplorerApp(FileSource(str(ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await _press(app, pilot, "3", "slash", *"aten::convolution_backward", "enter", "T")
+        canvas = app.query_one(TimelineCanvas)
+        assert canvas.selected is not None and canvas.selected.name == "aten::convolution_backward"
+        detail = _detail(app)
+        assert "module: " in detail and "Conv2d_" in detail and "(backward)" in detail, detail
+        for keys in ((), ("minus",), ("minus", "minus", "minus"), ("F",)):
+            await _press(app, pilot, *keys)
+            drawn = _drawn(canvas)
+            status_units = set(re.findall(r"\d([a-z]+) to [-\d.]+([a-z]+)", drawn[0])[0])
+            ruler_units = set(re.findall(r"\d([a-z]+)", drawn[1]))
+            assert len(status_units) == 1 and ruler_units == status_units, (drawn[0], drawn[1])

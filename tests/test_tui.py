@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -349,7 +350,7 @@ async def test_gpu_trace_kernels_view() -> None:
         kernels = app.query_one("#kernels-table", RowTable)
         totals = [r["device_total_us"] for r in kernels.rows]
         assert totals and totals == sorted(totals, reverse=True)
-        assert "launched by" in str(app.query_one("#kernels-detail").render())
+        assert "launched by" in _text(app.query_one("#kernels-detail"))
 
 
 async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
@@ -480,7 +481,7 @@ async def test_a_narrow_tree_keeps_the_index_that_tells_siblings_apart() -> None
         assert all(row.count("…") == 1 and len(row) <= width for row in children)
         await pilot.press("slash", *"block", "enter")
         await pilot.pause()
-        assert rows()[0].rstrip().endswith("_7") and "…/" in rows()[0]  # …/Sequential_5/BasicBlock_7
+        assert rows()[0].rstrip().endswith("_7") and rows()[0].count("…") == 1  # …/Sequential_5/BasicBlock_7, cut once
 
 
 async def test_tree_leaves_line_up_with_their_expandable_siblings() -> None:
@@ -697,3 +698,106 @@ def test_messages_are_dataclasses_of_what_they_carry() -> None:
     assert JumpTo(view="operators", name="aten::mm") == JumpTo("operators", "aten::mm")
     assert ShowInTimeline(WindowTarget(0, 10)).target == WindowTarget(start_ns=0, end_ns=10)
     assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))
+
+
+ALL_KEY_TITLES = ("Quit", "Help", "Filter", "By shape", "Top-level", "Export", "Sort", "Reverse", "Back",
+                  "Zoom in", "Zoom out", "Fit step", "Idle gap", "Range", "Table")
+
+
+def _key_bar_titles(app: ExplorerApp) -> tuple[str, list[str]]:
+    """The key bar's line and the titles it shows whole (` k Title `: a title cut short is not one)."""
+    bar = str(app.screen.query_one(KeyBar).render()).rstrip()
+    shown = [title for title in ALL_KEY_TITLES if re.search(rf"(^| )\S+ {re.escape(title)}( |$)", bar)]
+    return bar, shown
+
+
+@pytest.mark.parametrize("width", [80, 60])
+async def test_key_bar_keeps_quit_and_drops_whole_keys(width: int) -> None:
+    """At 80 columns the drill-in bar lost `e Export` mid-key (`e`) and the Timeline's `- Zoom out`
+    (`- Zoom`); Quit went first.  Every key shown is whole, and Quit (Back in a drill-in) stays."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await _loaded(app, pilot)
+        for keys, kept in ((("3",), "Quit"), (("3", "enter"), "Back"), (("7",), "Quit"), (("2",), "Quit")):
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            bar, shown = _key_bar_titles(app)
+            assert kept in shown, bar
+            assert len(bar) <= width, bar
+            leftover = bar
+            for title in shown:  # nothing but whole keys (and the palette hint) on the line
+                leftover = re.sub(rf"\S+ {re.escape(title)}( |$)", "", leftover, count=1)
+            assert leftover.replace("^p palette", "").strip() == "", bar
+            if keys == ("7",):
+                assert {"Zoom in", "Zoom out"} <= set(shown), bar  # the Timeline's own keys before the app's
+            if keys[-1] == "enter":
+                await pilot.press("escape")
+
+
+async def test_empty_views_offer_no_keys_that_act_on_rows() -> None:
+    """Kernels on a CPU trace, Ranks and Collectives on one trace, Log without a log: no Sort,
+    Reverse, Export, By shape, Top-level or Filter on the key bar (nothing to act on)."""
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(100, 24)) as pilot:
+        await _loaded(app, pilot)
+        for key in ("4", "8", "9", "0"):
+            await pilot.press(key)
+            await pilot.pause()
+            bar, shown = _key_bar_titles(app)
+            assert set(shown) == {"Quit", "Help"}, (key, bar)
+        await pilot.press("3")
+        await pilot.pause()
+        bar, shown = _key_bar_titles(app)
+        assert {"Sort", "Export", "By shape", "Filter"} <= set(shown), bar
+
+
+async def test_kernel_names_get_their_room_before_the_launching_operator() -> None:
+    """At 80 columns the Kernel column was 22 cells (`Kerne…6_128x64…align8>`) while Launched by
+    had 26: the name is what the row is, the launcher yields first."""
+    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("4")
+        await pilot.pause()
+        table = app.query_one("#kernels-table", RowTable)
+        widths = dict(zip((c.header for c in table._shown), table._cell_widths()))
+        assert widths["Kernel"] >= 30 and widths["Launched by"] < widths["Kernel"], widths
+        lines = ["".join(segment.text for segment in table.render_line(y)) for y in range(1, 6)]
+        assert "Kernel2…6_128x64_64x6_tn_align8>" in lines[0], lines  # cut once
+
+
+async def test_at_60x20_the_kernel_detail_keeps_its_times_in_view() -> None:
+    """The demangled signature took 4 of the pane's lines and pushed the launches and times out."""
+    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("4")
+        await pilot.pause()
+        pane = app.query_one("#kernels-detail")
+        lines = ["".join(segment.text for segment in pane.render_line(y)) for y in range(pane.size.height)]
+        shown = " ".join(lines)
+        assert "48 launches" in shown and "total 399.136us" in shown, lines
+        assert lines[0].strip().startswith("void cutlass::Kernel2<"), lines
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+async def test_the_module_tree_shows_the_call_counts_on_every_row_or_on_none(width: int) -> None:
+    """At 60 columns `ResNet_0 ×2` and `ReLU_0 ×2` kept their count while `Conv2d_0` and the
+    cut `Sequen…_5` had none: every ResNet module ran twice (two steps)."""
+    from rich.style import Style
+
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        tree = app.query_one("#module-tree", ModuleTreeView)
+        nodes = [n for root in tree.root.children for n in (root, *root.children)]
+        assert all(node.data.calls == 2 for node in nodes)
+        counted = [" ×2" in tree.render_label(node, Style(), Style()).plain for node in nodes]
+        assert all(counted) or not any(counted), counted
+        if width == 120:
+            assert all(counted)  # room for every name and its count

@@ -6,6 +6,7 @@ the trace are appended as text, never parsed as markup.
 
 from __future__ import annotations
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from tuiprof.analysis.compiled import describe_kernel, is_region_node
@@ -79,6 +80,28 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
         text.append(short_kernel_name(plain(name, DISPLAY_CHARS)))
         text.append("\n")
     return text
+
+
+class CappedHead:
+    """A detail whose first line (a kernel's demangled signature, hundreds of characters) takes
+    at most ``lines`` lines at the width it is drawn in, the last cut with ``…``: at 60x20 the
+    name took 4 of the pane's lines and pushed the launches and times out."""
+
+    def __init__(self, text: Text, lines: int = 2) -> None:
+        self.text = text
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        head, *rest = self.text.split("\n", include_separator=False)
+        width = options.max_width
+        wrapped = [head[i : i + width] for i in range(0, max(1, len(head)), width)]  # a name is no prose: folded, not word-wrapped
+        if len(wrapped) > self.lines:
+            wrapped = wrapped[: self.lines]
+            last = wrapped[-1]
+            last.truncate(width - 1)
+            last.append("…")
+        yield from wrapped
+        yield from rest
 
 
 def kernel_text(kernel: KernelStats) -> Text:

@@ -71,7 +71,8 @@ def diff_columns(table: DiffTable) -> tuple[Column, ...]:
         Column("share_pct", "Share", "pct", "Share of the table's total delta (rows that moved the other way make others exceed 100 %)."),
         Column("calls_a", "Calls A", "count", "Calls (launches, allocations) in A.", narrow=False),
         Column("calls_b", "Calls B", "count", "Calls (launches, allocations) in B.", narrow=False),
-        Column("abs_delta", "|Delta|", unit, "Size of the change either way (the default order).", narrow=False),
+        Column("abs_delta", "|Delta|", unit, "Size of the change either way (the default order; on a narrow screen shown by Delta, marked |▼|).",
+               narrow=False, stands_in="delta"),
     )
 
 
@@ -116,7 +117,7 @@ def diff_row(row: DiffRow) -> Row:
 VERDICT_WIDTH = 80 - len("verdict: ")
 
 
-def verdict_text(verdict: Verdict) -> str:
+def verdict_text(verdict: Verdict, width: int = VERDICT_WIDTH) -> str:
     """"B is 1.23x faster per step (-18.7 %, 3.0 % noise)", led by the batches
     when they differ or are unknown ("batch 16 -> 32: ... per sample",
     "batch unknown: ..."); the step line under it has the times.  Within
@@ -136,7 +137,7 @@ def verdict_text(verdict: Verdict) -> str:
         direction = "faster" if verdict.delta_us < 0 else "slower"
         head = f"{lead}B is {_figure(verdict.ratio, 2)}x {direction} {per}"
         text, short = f"{head} ({pct}, {noise})", f"{head} ({pct})"
-    return text if len(text) <= VERDICT_WIDTH else short
+    return text if len(text) <= width else short
 
 
 def _figure(value: float, decimals: int = 1) -> str:
@@ -281,14 +282,32 @@ def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float |
     return failures
 
 
-def headline(diff: TraceDiff) -> Text:
+def headline(diff: TraceDiff, width: int | None = None) -> Text:
     """The explorer's one-line header: the verdict, after the different-programs
-    warning when there is one (a warning that comes second is not read)."""
+    warning when there is one (a warning that comes second is not read), in ``width``
+    cells: the noise figure goes first, then the warning's first words, then whole
+    words from the end (``… (-79.2 %, 7…`` cut a number in half at 60 columns)."""
+    warnings = ("these look like different programs; ", "different programs; ") if diff.overlap.different_programs else ("",)
+    for warning in warnings:
+        verdict = verdict_text(diff.verdict, width - len(warning) if width else VERDICT_WIDTH)
+        if width is None or len(warning) + len(verdict) <= width:
+            break
+    else:  # the loop ran with a width: only a break ends it without one
+        verdict = cut_words(verdict, (width or VERDICT_WIDTH) - len(warning))
     text = Text()
-    if diff.overlap.different_programs:
-        text.append("these look like different programs; ", style=f"bold {WORSE}")
-    text.append(verdict_text(diff.verdict), style=verdict_style(diff.verdict))
+    text.append(warning, style=f"bold {WORSE}")
+    text.append(verdict, style=verdict_style(diff.verdict))
     return text
+
+
+def cut_words(text: str, width: int) -> str:
+    """``text`` in ``width`` cells, cut after a whole word (never inside a number) with ``…``."""
+    if len(text) <= width:
+        return text
+    kept = text[: max(0, width - 1)]
+    if " " in kept and not text[len(kept)].isspace():
+        kept = kept[: kept.rindex(" ")]
+    return kept.rstrip(" ,(:;") + "…"
 
 
 def verdict_style(verdict: Verdict) -> str:

@@ -53,6 +53,8 @@ def fit_name(name: str, width: int) -> str:
       ``…/Sequential_5/BasicBlock_1/Conv2d_2``, ``…::convolution_backward``,
       ``…: ConvolutionBackward0`` (torch numbers modules per class, so the last level
       tells modules apart; a namespace is shared by most operators);
+    - one cut per name: a last level too wide for ``…`` and itself is cut once, on its own
+      (``native_batc…rm_backward``, not ``…::native_b…backward``);
     - a module keeps its index: ``Seque…_5``, not ``Sequenti…`` for Sequential_3 and _5;
     - a kernel's template argument (the functor that tells instances apart, see
       :func:`short_kernel_name`, applied before the name is cut) outlasts its base name:
@@ -79,10 +81,9 @@ def fit_name(name: str, width: int) -> str:
         level = name[last.end():]
         if cell_len(level) + 1 <= width:  # the last level whole, its separator left out
             return "…" + level
-        prefix = "…" + last.group()
-        if width - cell_len(prefix) >= 4:
-            return prefix + _cut_part(level, width - cell_len(prefix))
-        return _cut_part(level, width)
+        # One cut per name: the last level cut once, not after a `…::` that is a cut of its
+        # own (`…::native_batc…rm_backward` read as two fragments).
+        return _cut_part(level, min(width, cell_len(level) - 1))  # cut even where it would just fit: the namespace is gone
     return _cut_part(name, width)
 
 

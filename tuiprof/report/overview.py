@@ -17,6 +17,7 @@ from tuiprof.report.findings import Finding, findings
 from tuiprof.report.memory_chart import MemoryCurve
 from tuiprof.report.names import fit_names, short_kernel_names
 from tuiprof.report.plain import DISPLAY_CHARS, plain
+from tuiprof.report.summary import _wrapped  # the findings' one wrapping rule
 from tuiprof.report.units import format_count, format_us, format_us_or_dash
 
 OVERVIEW_STEPS = 8
@@ -87,6 +88,18 @@ def _table(title: str) -> FittedTable:
     return FittedTable(title)
 
 
+class Bullet:
+    """`` • text`` wrapped at the width it is drawn in, under its first word, by the rule of
+    the findings printed by ``summary`` (never between a number and its ``%``: ``(47`` / ``%)``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for index, line in enumerate(_wrapped(self.text, console, options.max_width - 3)):
+            yield Text(" • " if index == 0 else "   ") + line
+
+
 def overview(model: TraceModel, where: Callable[[str], str], run_findings: Sequence[Finding] = ()) -> Group:
     """The page; ``run_findings`` (the run's straggler, report/findings.py) go first; each
     finding points where ``where`` says (the explorer: a view and its key)."""
@@ -94,7 +107,7 @@ def overview(model: TraceModel, where: Callable[[str], str], run_findings: Seque
     found = [*run_findings, *findings(model)]
     if found:
         blocks.append(Text("Findings", style="bold underline"))
-        blocks.extend(Text(f" • {plain(finding.pointed(where), 2 * DISPLAY_CHARS)}") for finding in found)
+        blocks.extend(Bullet(plain(finding.pointed(where), 2 * DISPLAY_CHARS)) for finding in found)
         blocks.append(Text())
     if model.steps:
         blocks += [_steps_table(model), Text()]

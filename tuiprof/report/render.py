@@ -185,9 +185,9 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
     """Every column at its widest cell (names at most ``NAME_CELLS``) when ``width`` is None
     (a pipe, ``--wide``); else what fits ``width`` cells, in this order: columns with no
     value in any row go (all ``--``: they tell nothing, so they never cost a column that has
-    values), the columns shown
-    only on wide screens go (``Column.narrow`` False, right to left), then names are cut
-    (the first text column down to ``MIN_NAME`` cells, the others to ``MIN_OTHER_TEXT``),
+    values), the columns shown only on wide screens go (``Column.narrow`` False, right to
+    left), then texts are cut (the other text columns down to ``MIN_OTHER_TEXT`` cells first,
+    then the first text column, the name, down to ``MIN_NAME``: the name is what the row is),
     then other columns go from the right, then the name is cut further.  The first column
     (what the row is) and the sorted column ``keep`` always stay; numbers are never cut."""
     natural = []
@@ -214,7 +214,7 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
     while excess() > 0 and (drop := last_droppable(wide_only=True)) is not None:
         dropped.append(shown.pop(drop))
     texts = [c for c in shown if not c.numeric]
-    for index, column in enumerate(texts):
+    for index, column in reversed(list(enumerate(texts))):  # the other texts (launcher, module) yield before the name
         floor = MIN_NAME if index == 0 else MIN_OTHER_TEXT
         widths[column.key] -= max(0, min(widths[column.key] - floor, excess()))
     while excess() > 0 and (drop := last_droppable(wide_only=False)) is not None:

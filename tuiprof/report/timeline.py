@@ -138,16 +138,26 @@ def tick_step(start_ns: int, end_ns: int, columns: int) -> int:
         power *= 10
 
 
-def format_offset(ns: int, step: int) -> str:
-    """A ruler time in the unit of the tick step: ``1.5ms``, ``250us``, ``2s``."""
-    unit, size = next((u, s) for u, s in _UNITS if step >= s)
-    decimals = 0 if step % size == 0 else max(0, -math.floor(math.log10(step / size)))
-    return f"{ns / size:.{decimals}f}{unit}"
+def window_unit(timeline: Timeline, start_ns: int, end_ns: int) -> tuple[str, int]:
+    """(unit, ns per unit) of every time of one window (the ruler's labels, the status line's
+    window and cursor): the unit of its latest time, so that the status line's ``1.909s to
+    2.863s`` stands over ``2.0s 2.2s``, not over ``2000ms 2200ms``."""
+    latest = max(abs(start_ns - timeline.begin_ns), abs(end_ns - timeline.begin_ns))
+    return next(((u, s) for u, s in _UNITS if latest >= s), _UNITS[-1])
+
+
+def format_offset(ns: int, step: int, unit: tuple[str, int] | None = None) -> str:
+    """A ruler time in ``unit`` (default: the tick step's), with the decimals the step needs:
+    ``1.5ms``, ``250us``, ``2.2s``."""
+    name, size = unit or next((u, s) for u, s in _UNITS if step >= s)
+    decimals = 0 if step % size == 0 or ns == 0 else max(0, -math.floor(math.log10(step / size)))  # the origin: 0ms
+    return f"{ns / size:.{decimals}f}{name}"
 
 
 def ruler(timeline: Timeline, start_ns: int, end_ns: int, columns: int) -> tuple[str, str]:
-    """Two lines: tick labels (times from the trace's first event), and tick marks."""
+    """Two lines: tick labels (times from the trace's first event, in the window's unit), and tick marks."""
     step = tick_step(start_ns, end_ns, columns)
+    unit = window_unit(timeline, start_ns, end_ns)
     origin = timeline.begin_ns
     first = -(-(start_ns - origin) // step) * step + origin  # first tick at or after start
     labels = [" "] * columns
@@ -158,7 +168,7 @@ def ruler(timeline: Timeline, start_ns: int, end_ns: int, columns: int) -> tuple
         if column >= columns:
             break
         marks[column] = "┬"
-        text = format_offset(tick - origin, step)
+        text = format_offset(tick - origin, step, unit)
         if column >= free and column + len(text) <= columns:
             labels[column : column + len(text)] = list(text)
             free = column + len(text) + 1
@@ -179,9 +189,10 @@ def render_text(
     share of ``step``'s device window when the frame shows one step)."""
     origin = timeline.begin_ns
     cell = (end_ns - start_ns) / columns
+    unit = window_unit(timeline, start_ns, end_ns)  # the ruler's
     header = (
         f"{plain(title)}  " if title else ""
-    ) + f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}, {columns} columns of {_duration(cell)}"
+    ) + f"{_in_unit(start_ns - origin, unit)} to {_in_unit(end_ns - origin, unit)}, {columns} columns of {_duration(cell)}"
     pad = " " * (LABEL_WIDTH + 1)
     labels, marks = ruler(timeline, start_ns, end_ns, columns)
     lines = [header, pad + labels.rstrip(), pad + marks]
@@ -360,9 +371,10 @@ def window_text(
     The window is always there.  A wrapped line pushed the last lane (device idle,
     where ``g`` puts the cursor) below the canvas at 60 columns."""
     origin = timeline.begin_ns
-    window = f"{format_us((start_ns - origin) / 1000)} to {format_us((end_ns - origin) / 1000)}"
+    unit = window_unit(timeline, start_ns, end_ns)  # the ruler's
+    window = f"{_in_unit(start_ns - origin, unit)} to {_in_unit(end_ns - origin, unit)}"
     cell = f" · cell {_duration((end_ns - start_ns) / max(1, columns))}"
-    cursor = f" · cursor {format_us((cursor_ns - origin) / 1000)}"
+    cursor = f" · cursor {_in_unit(cursor_ns - origin, unit)}"
     label = plain(lane.label.strip()) if lane is not None else ""
     separator = " · " if label else ""
     room = len(label)
@@ -379,6 +391,13 @@ def window_text(
         text.append(separator, style="dim")
         text.append(name)
     return text
+
+
+def _in_unit(ns: int, unit: tuple[str, int]) -> str:
+    """A time of the status line in the window's unit, to the nanosecond the unit allows (3 decimals at most)."""
+    name, size = unit
+    decimals = min(3, len(str(size)) - 1)
+    return f"{round(ns / size, decimals) + 0.0:.{decimals}f}{name}"  # + 0.0: no "-0.000s" a hair before the start
 
 
 def slice_text(timeline: Timeline, detail: SliceDetail) -> Text:

@@ -83,6 +83,9 @@ class Column:
     shown_when: ShownWhen | None = None  # None: always
     wide_when: ShownWhen | None = None  # when this holds, the column is left out at 80 columns (narrow=False)
     spoken: Callable[[str], str] | None = None  # a text value for people (tables), the value itself for data formats
+    # Sorted by this column, a narrow table may show this other column in its place (the
+    # diff's |Delta| by the signed Delta: the size of a change tells no faster from slower).
+    stands_in: str = ""
 
     def format(self, value: object) -> str:
         if value is None or value == "":

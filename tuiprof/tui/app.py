@@ -177,6 +177,9 @@ class ExplorerApp(TableApp):
 
     # ------------------------------------------------------------ toggles, export, help, quit
 
+    def toggled_on(self, action: str) -> bool:
+        return {"toggle_shapes": self.options.group_by_shape, "toggle_top_level": self.options.top_level_only}.get(action, False)
+
     def action_toggle_shapes(self) -> None:
         self.options = ViewOptions(not self.options.group_by_shape, self.options.top_level_only)
 

@@ -9,6 +9,7 @@ swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Group
@@ -37,7 +38,8 @@ from tuiprof.tui.widgets.loading import LoadingPanel
 SHARED_ACTIONS = ("quit", "help", "filter", "back", "toggle_shapes", "cycle_view(-1)", "cycle_view(1)", "views",
                   "export('csv')", "export('json')")
 DIFF_COMMANDS: tuple[Command, ...] = (
-    *(c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
+    # q: the explorer's, without its words on a live capture (a diff never captures)
+    *(replace(c, help="quit") if c.keys == "q" else c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
     Command("i", "toggle_shapes", "Grouping", "operators by input shape, kernels by launching operator (and back)", show=True),
     Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
     Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
@@ -126,9 +128,9 @@ class DiffApp(TableApp):
         """The header: the verdict's headline, the page tabs, the grouping shown when not the first."""
         if self.diff is None or not self.is_mounted:
             return
-        line = headline(self.diff)
-        line.no_wrap, line.overflow = True, "ellipsis"
         header = self.query_one("#header", Static)
+        line = headline(self.diff, max(20, header.size.width or 78))
+        line.no_wrap, line.overflow = True, "ellipsis"
         view = self.view()
         marker = ""
         if isinstance(view, DiffTableView) and view.shown != view.page.tables[0]:
@@ -154,6 +156,10 @@ class DiffApp(TableApp):
         if isinstance(view, DiffTableView):
             key = view.cycle_sort()
             self.notify({"a": "by A", "b": "by B", "abs_delta": "by the size of the change"}[key], title="Sort", timeout=2)
+
+    def toggled_on(self, action: str) -> bool:
+        view = self.view() if self.diff is not None else None
+        return action == "toggle_shapes" and isinstance(view, DiffTableView) and view.shown != view.page.tables[0]
 
     def action_toggle_shapes(self) -> None:
         if self.diff is not None and not self.view().toggle_grouping():

@@ -8,12 +8,14 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from textual.notifications import Notification, Notify
+
 from tuiprof.analysis import load_model
 from tuiprof.analysis.model import TraceModel
-from tuiprof.report.plain import plain
 from tuiprof.trace.run import open_run
 
 KEPT_MODELS = 3  # the rank shown and its neighbours: enough to flip back and forth
+LOADING_TOAST_S = 600  # the loading toast's timeout: it is withdrawn when the load ends
 
 
 class RankModels:
@@ -59,8 +61,21 @@ class RankModels:
             app.call_from_thread(app.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory.")
             return
         rank, path = target
-        message = f"rank {rank}: loading {plain(path.name)}"
-        app.call_from_thread(app.notify, message, markup=False, timeout=2)
+        with self._lock:
+            cached = path in self._models
+        # A toast only while a load takes time, gone when the rank is shown (a timed one stayed
+        # ~5 s after it, and one for a kept model came after the rank was already on screen);
+        # short, so that it never wraps inside the file's name (the header names the file).
+        toast = None if cached else Notification(f"loading rank {rank}…", "", "information", LOADING_TOAST_S, markup=False)
+        if toast is not None:
+            app.call_from_thread(app.post_message, Notify(toast))
         model = app.load_or_notify(lambda: self.load(path))
-        if model is not None:
-            app.call_from_thread(setattr, app, "model", model)
+        app.call_from_thread(_shown, app, model, toast)
+
+
+def _shown(app, model: TraceModel | None, toast: Notification | None) -> None:
+    """On the UI thread: the loaded rank to every view, and its loading toast away."""
+    if model is not None:
+        app.model = model
+    if toast is not None and toast in app._notifications:  # Textual has no public way to withdraw one toast
+        app._unnotify(toast)

@@ -105,8 +105,21 @@ class TableApp(App[int]):
         """Every command bound in the app, its screens and widgets: the ids its keymap may name."""
         raise NotImplementedError
 
+    # Actions on the rows of the current view: off the key bar (and inert) on a view with none
+    # (Kernels on a CPU trace, Ranks on one trace): nothing to filter, export, group or cut.
+    ACTIONS_ON_ROWS = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export"})
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.loaded or action not in self.ACTIONS_ON_LOADED
+        if action in self.ACTIONS_ON_LOADED and not self.loaded:
+            return False
+        if action in self.ACTIONS_ON_ROWS and not self.toggled_on(action) and self.is_attached and self.query("#views") and self.view().is_empty():
+            return False
+        return True
+
+    def toggled_on(self, action: str) -> bool:
+        """Whether the toggle ``action`` is on: then it stays on the key bar of an empty view,
+        the way back (by input shape can leave a table empty)."""
+        return False
 
     # ------------------------------------------------------------ the view host
 

@@ -18,8 +18,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90%; height: 90%; border: round $accent; background: $surface; padding: 0 1; }
-    """
+    HelpScreen > VerticalScroll { width: 90%; height: 90%; border: round $accent; background: $surface; padding: 0 0 0 1; }
+    HelpScreen Static { margin-right: 1; }
+    """  # the margin: a blank column between the text and the scrollbar (they touched)
 
     def __init__(self, view_title: str, keys: list[tuple[str, str]], columns: View | None) -> None:
         super().__init__()

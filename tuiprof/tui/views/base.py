@@ -59,6 +59,12 @@ class ExplorerView(Vertical):
             return focused
         return next(iter(self.query(RowTable)), None)
 
+    def is_empty(self) -> bool:
+        """Whether the view has no rows at all (not: none left by the filter): then the keys
+        that act on rows (filter, export, by shape, top-level, sort) are off the key bar."""
+        table = self.active_table()
+        return table is not None and not table.all_rows
+
     def filter_target(self):
         """What / narrows: anything with ``filter_text`` and ``set_filter`` (a table, the module tree)."""
         return self.active_table()

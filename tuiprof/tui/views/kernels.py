@@ -7,7 +7,7 @@ from textual import on
 
 from tuiprof.analysis.ranking import longest_launch
 from tuiprof.analysis.timeline import DeviceTarget
-from tuiprof.report.details import kernel_text
+from tuiprof.report.details import CappedHead, kernel_text
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.views import LAUNCH_COLUMNS, Row, build_launch_rows
 from tuiprof.tui.screens.events import EventListScreen
@@ -28,7 +28,7 @@ class KernelsView(TraceTableView):
         return DeviceTarget(launch) if launch is not None else None
 
     def detail_text(self, row: Row) -> RenderableType:
-        return kernel_text(row["_stats"])
+        return CappedHead(kernel_text(row["_stats"]))  # the signature in 2 lines at most: the times stay in view
 
     @on(RowTable.Selected, "#kernels-table")
     def _list_launches(self, event: RowTable.Selected) -> None:

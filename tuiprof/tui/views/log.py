@@ -29,6 +29,9 @@ class LogView(ExplorerView):
     def focus_target(self):
         return self.query_one(RichLog)
 
+    def is_empty(self) -> bool:
+        return not self.log_lines
+
     def export_rows(self):
         return ("log", [{"line": line} for line in self.log_lines], (LINE_COLUMN,)) if self.log_lines else None
 

@@ -75,6 +75,11 @@ class RunView(TableDetailView):
             return
         self.run = run
         table.set_data(view.visible_columns(ViewOptions(), run), view.build(run), view.default_sort)
+        self.select_shown_rank()
+
+    def select_shown_rank(self) -> None:
+        """The cursor on the row of the rank the explorer shows (a table of ranks only): after
+        ``]`` the rows are drawn again for the new model and the cursor follows it."""
 
 
 class RanksView(RunView):
@@ -83,3 +88,8 @@ class RanksView(RunView):
 
     def detail_text(self, row: Row) -> RenderableType:
         return rank_text(row, self.run.problems if self.run else ())
+
+    def select_shown_rank(self) -> None:
+        if self.model is not None and self.model.info.rank is not None:
+            rank = self.model.info.rank
+            self.query_one(RowTable).select_where(lambda row: row.get("rank") == rank)

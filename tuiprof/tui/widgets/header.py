@@ -1,11 +1,11 @@
 """The header: the trace in one line, then the view tabs and the active toggles.
 
-Every tab is named when they all fit; else the tabs around the current one that fit, and
+Every tab is named when they all fit; else the page of tabs that holds the current one, and
 how many are left out on each side (docs/views.md: how any number of views stays reachable)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -57,8 +57,8 @@ class ExplorerHeader(Static):
 
 def tab_line(tabs: Sequence[tuple[str, str, Any]], current: str, room: int) -> Text:
     """The view tabs ((key, view id, view with a ``title``) each) in ``room`` cells, every
-    shown tab named: all of them, spaced wide then tight, when they fit; else the tabs
-    around the current one that fit and the count left out on each side (docs/views.md)."""
+    shown tab named: all of them, spaced wide then tight, when they fit; else the page of
+    tabs that holds the current one and the count left out on each side (docs/views.md)."""
     for wide in (True, False):
         line = _tabs(_labels(tabs, current, wide))
         if line.cell_len <= room:
@@ -84,20 +84,14 @@ def _tabs(labels: list[tuple[str, str]]) -> Text:
 
 
 def _window(labels: list[tuple[str, str]], at: int, room: int) -> Text:
-    """The tabs that fit around the one at ``at``, and how many are left out on each side
-    (`` ‹2 3 Operators 4 Kernels 5 Memory 4›``: < and > reach them, V lists all)."""
+    """The page of tabs that holds the one at ``at``, and how many are left out on each side
+    (`` ‹+2 3 Operators 4 Kernels 5 Memory +4›``: < and > reach them, V lists all).
 
-    def cells(lo: int, hi: int) -> int:
-        return sum(len(label) for label, _ in labels[lo : hi + 1]) + len(_left(lo)) + len(_right(len(labels) - 1 - hi))
-
-    lo = hi = at
-    grown = True
-    while grown:  # one more tab on the right, then one on the left, while they fit
-        grown = False
-        if hi + 1 < len(labels) and cells(lo, hi + 1) <= room:
-            hi, grown = hi + 1, True
-        if lo > 0 and cells(lo - 1, hi) <= room:
-            lo, grown = lo - 1, True
+    Pages, not a window centred on the current tab: the tabs are cut into pages from the left
+    (the last page filled back from the end), so moving between the tabs of a page keeps the
+    line as it is, and the line changes only when the current tab leaves the page."""
+    pages = _pages(len(labels), lambda lo, hi: _cells(labels, lo, hi) <= room)
+    lo, hi = next(page for page in pages if page[0] <= at <= page[1])
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(_left(lo), style="bold")
     line.append_text(_tabs(labels[lo : hi + 1]))
@@ -105,9 +99,32 @@ def _window(labels: list[tuple[str, str]], at: int, room: int) -> Text:
     return line
 
 
+def _pages(count: int, fits: Callable[[int, int], bool]) -> list[tuple[int, int]]:
+    """(first, last) index of each page of ``count`` tabs: as many as fit from the left, page
+    after page; the last page reaches back from the end as far as it fits.  A tab too wide for
+    any page is a page of its own (its line is cut with an ellipsis)."""
+    pages: list[tuple[int, int]] = []
+    lo = 0
+    while lo < count:
+        hi = lo
+        while hi + 1 < count and fits(lo, hi + 1):
+            hi += 1
+        if hi == count - 1 and pages:  # the last page: filled back from the end
+            while lo > 0 and fits(lo - 1, hi):
+                lo -= 1
+        pages.append((lo, hi))
+        lo = hi + 1
+    return pages
+
+
+def _cells(labels: list[tuple[str, str]], lo: int, hi: int) -> int:
+    """Cells of the tabs ``lo``..``hi`` with the counts of those left out on each side."""
+    return sum(len(label) for label, _ in labels[lo : hi + 1]) + len(_left(lo)) + len(_right(len(labels) - 1 - hi))
+
+
 def _left(hidden: int) -> str:
-    return f" ‹{hidden}" if hidden else ""
+    return f" ‹+{hidden}" if hidden else ""
 
 
 def _right(hidden: int) -> str:
-    return f" {hidden}›" if hidden else ""
+    return f" +{hidden}›" if hidden else ""

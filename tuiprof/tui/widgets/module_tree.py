@@ -33,7 +33,10 @@ class ModuleTreeView(Tree[ModuleNode]):
     BINDINGS = bindings(TREE_COMMANDS)
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__("modules", id=id)
+        self._counts_dropped = False  # every row without its ×N: some row is too wide for the pane
+        self._too_wide = False
+        self._too_wide_at: tuple[int, int] | None = None  # (width, Tree._updates) _too_wide was worked out for
+        super().__init__("modules", id=id)  # (set first: Tree's constructor draws the root)
         self.show_root = False
         self.guide_depth = 2
         self.auto_expand = False  # enter drills into the module's operators; space expands
@@ -73,11 +76,11 @@ class ModuleTreeView(Tree[ModuleNode]):
             self._names[node.id] = name
         return node
 
-    def _label(self, module: ModuleNode, name: str | None = None, cut: int = 0) -> Text:
+    def _label(self, module: ModuleNode, name: str | None = None, cut: int | None = None) -> Text:
         """``█▌   42%  1.23s name ×2``: the numbers first, so a narrow pane cuts only the name
         (the legend is in ? help: report.views.MODULE_TREE_LEGEND).  ``cut``: cells to give
-        up, the call count first, then the name's middle (``Seque…_5``: siblings differ
-        in their index)."""
+        up, the call count first (on every row, when one row needs a cut), then the name's
+        middle (``Seque…_5``: siblings differ in their index); None: the whole label."""
         share = module_share(self._model, module) if self._model is not None else 0.0
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(share_bar(share) + " ", style="cyan")  # the space: a full bar never runs into "100%"
@@ -85,9 +88,10 @@ class ModuleTreeView(Tree[ModuleNode]):
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
         shown = plain(name or module.label, DISPLAY_CHARS)
         calls = f" ×{module.calls}" if module.calls > 1 else ""
-        if cut > 0:
+        if cut is not None and (cut > 0 or self._counts_dropped):
             cut, calls = cut - len(calls), ""
-            shown = fit_name(shown, cell_len(shown) - cut) if cut > 0 else shown
+        if cut is not None and cut > 0:
+            shown = fit_name(shown, cell_len(shown) - cut)
         text.append(shown)
         text.append(calls, style="dim")
         return text
@@ -104,13 +108,29 @@ class ModuleTreeView(Tree[ModuleNode]):
         while above is not None and above is not self.root:
             depth, above = depth + 1, above.parent
         room = self.scrollable_content_region.width - depth * self.guide_depth
-        if 0 < room < label.cell_len and node.data is not None:
+        self._counts_dropped = self._some_row_too_wide()
+        if node.data is not None and (0 < room < label.cell_len or self._counts_dropped):
             icon = label.divide([len(label) - len(node.label)])[0]
-            fitted = self._label(node.data, self._names.get(node.id), label.cell_len - room)
+            fitted = self._label(node.data, self._names.get(node.id), max(0, label.cell_len - room))
             fitted.stylize(style)
             label = Text.assemble(icon, fitted)
             label.truncate(room, overflow="ellipsis")  # a pane too narrow for the numbers
         return label
+
+    def _some_row_too_wide(self) -> bool:
+        """Whether a shown row is wider than the pane: then every row leaves out its ``×N``
+        (at 60 columns some rows had it and others not, which read as a difference)."""
+        width = self.scrollable_content_region.width
+        key = (width, self._updates)
+        if self._too_wide_at != key:
+            lines = self._tree_lines  # the rows shown (expanded nodes), each with its depth
+            self._too_wide = any(
+                line.node.data is not None
+                and cell_len(self.ICON_NODE) + (len(line.path) - 2) * self.guide_depth + line.node.label.cell_len > width
+                for line in lines
+            )
+            self._too_wide_at = key
+        return self._too_wide
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[ModuleNode]) -> None:
         node = event.node

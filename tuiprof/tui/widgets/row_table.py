@@ -94,6 +94,11 @@ class RowTable(ScrollView, can_focus=True):
         self._apart = {c.key: apart for c in columns if (apart := told_apart(c, (row.get(c.key) for row in sample)))}
         self._measure()
         self._apply()
+        self.refresh_bindings()  # sort and the app's keys on rows come and go with the rows (check_action)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No sort on a table without rows: it would only move an empty header's arrow."""
+        return bool(self.all_rows) or action not in ("next_sort", "reverse_sort")
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -160,8 +165,9 @@ class RowTable(ScrollView, can_focus=True):
         then numbers from the right; the name yields first and the sorted column always stays."""
         available = max(20, self.size.width or 80)
         shown = list(self.columns)
-        while self._total(shown) > available and any(not c.narrow and c.key != self.sort_key for c in shown):
-            drop = max(i for i, c in enumerate(shown) if not c.narrow and c.key != self.sort_key)
+        keep = self._kept_for_sort()
+        while self._total(shown) > available and any(not c.narrow and c.key != keep for c in shown):
+            drop = max(i for i, c in enumerate(shown) if not c.narrow and c.key != keep)
             shown.pop(drop)
         # Still too wide: keep the name readable, drop numbers from the right
         # (never the sort column).
@@ -169,9 +175,18 @@ class RowTable(ScrollView, can_focus=True):
             return sum(min(self._widths.get(c.key, 8), MIN_NAME) if not c.numeric else self._widths.get(c.key, 8) for c in columns) + GAP * len(columns)
 
         while squeezed(shown) > available and sum(c.numeric for c in shown) > 1:
-            drop = max(i for i, c in enumerate(shown) if c.numeric and c.key != self.sort_key)
+            drop = max(i for i, c in enumerate(shown) if c.numeric and c.key != keep)
             shown.pop(drop)
         self._shown = tuple(shown)
+
+    def _kept_for_sort(self) -> str:
+        """The column that always stays: the sorted one, or the one that stands in for it
+        when it is shown only on wide screens (``Column.stands_in``: |Delta| by Delta)."""
+        sorted_column = next((c for c in self.columns if c.key == self.sort_key), None)
+        if sorted_column is not None and not sorted_column.narrow and sorted_column.stands_in in {c.key for c in self.columns}:
+            if self._total(list(self.columns)) > max(20, self.size.width or 80):
+                return sorted_column.stands_in
+        return self.sort_key
 
     def _total(self, columns: list[Column]) -> int:
         return sum(self._widths.get(c.key, 8) + GAP for c in columns)
@@ -187,7 +202,7 @@ class RowTable(ScrollView, can_focus=True):
 
     def _cell_widths(self) -> list[int]:
         """Final widths: the first text column (the name) takes what the screen has left,
-        and gives way first when the screen is too narrow."""
+        and gives way last (after the other text columns) when the screen is too narrow."""
         widths = [self._widths.get(c.key, 8) for c in self._shown]
         spare = self.size.width - sum(w + GAP for w in widths)
         first_text = next((i for i, c in enumerate(self._shown) if not c.numeric), None)
@@ -196,11 +211,12 @@ class RowTable(ScrollView, can_focus=True):
         if spare >= 0:
             widths[first_text] += spare  # the name takes what is left
             return widths
-        # Too narrow: the name yields first, then the other text columns; numbers never.
-        # In a narrow pane the name may go below MIN_NAME rather than push numbers off the edge.
+        # Too narrow: the other text columns (launcher, module) yield first, then the name
+        # (what the row is: it keeps its width longest); numbers never.  In a narrow pane the
+        # name may go below MIN_NAME rather than push numbers off the edge.
         numbers = sum(w + GAP for w, c in zip(widths, self._shown) if c.numeric)
         name_floor = max(MIN_PANE_NAME, min(MIN_NAME, self.size.width - numbers - GAP))
-        for i, column in sorted(enumerate(self._shown), key=lambda item: item[0] != first_text):
+        for i, column in sorted(enumerate(self._shown), key=lambda item: item[0] == first_text):
             floor = name_floor if i == first_text else MIN_OTHER_TEXT
             if column.numeric or spare >= 0 or widths[i] <= floor:
                 continue
@@ -237,6 +253,8 @@ class RowTable(ScrollView, can_focus=True):
             label = column.header
             if column.key == self.sort_key:
                 label += " ▼" if self.descending else " ▲"
+            elif column.key == self._kept_for_sort():  # standing in for the sorted column (|Delta| by Delta)
+                label += " |▼|" if self.descending else " |▲|"
             if column.key == filtered:  # the filter in force, where it applies: "name /conv 12/340"
                 text = _fit(f"{label} /{self.filter_text} {len(self.rows):,}/{len(self.all_rows):,}", width, False)
                 segments.append(Segment(text[: len(label)], style))

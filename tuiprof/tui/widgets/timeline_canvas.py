@@ -20,6 +20,7 @@ from textual.widget import Widget
 
 from tuiprof.analysis.operators import STEP_WILDCARD
 from tuiprof.analysis.timeline import DEFAULT_DEPTH, Lane, Slice, Timeline
+from tuiprof.report.names import cut_end
 from tuiprof.report.timeline import LABEL_WIDTH, LaneLine, draw, fit, ruler, window_text
 from tuiprof.tui.commands import Command, bindings
 
@@ -79,6 +80,7 @@ class TimelineCanvas(Widget, can_focus=True):
         self.depths: dict[str, int] = {}
         self.selected: Slice | None = None
         self.linked: list[Slice] = []
+        self.notice = ""  # why the last key did nothing, in place of the status line until the next move
 
     # ------------------------------------------------------------ state
 
@@ -126,6 +128,7 @@ class TimelineCanvas(Widget, can_focus=True):
             self._set_window(time_ns - width // 2, time_ns - width // 2 + width)
 
     def _moved(self) -> None:
+        self.notice = ""
         self.cursor_ns = min(max(self.cursor_ns, self.start_ns), self.end_ns - 1)
         self.refresh()
         if self.selected_range is not None:
@@ -233,6 +236,8 @@ class TimelineCanvas(Widget, can_focus=True):
         cell = (self.end_ns - self.start_ns) // self.columns
         gap = timeline.next_idle_gap(self.cursor_ns, min_ns=cell, forward=direction > 0)
         if gap is None:
+            self.notice = no_gap_notice(timeline, self.cursor_ns, direction > 0)
+            self.refresh()
             self.app.bell()
             return
         self.cursor_ns = gap.start_ns
@@ -299,7 +304,10 @@ class TimelineCanvas(Widget, can_focus=True):
         lanes = self.lanes
         lane = self.lane
         text = Text(no_wrap=True, overflow="crop")
-        text.append_text(window_text(timeline, self.start_ns, self.end_ns, columns, self.cursor_ns, lane, self.size.width))
+        if self.notice:
+            text.append(cut_end(self.notice, self.size.width), style="bold yellow")
+        else:
+            text.append_text(window_text(timeline, self.start_ns, self.end_ns, columns, self.cursor_ns, lane, self.size.width))
         labels, marks = ruler(timeline, self.start_ns, self.end_ns, columns)
         pad = " " * (LABEL_WIDTH + 1)
         text.append("\n" + pad + labels + "\n" + pad + marks, style="dim")
@@ -369,6 +377,16 @@ class TimelineCanvas(Widget, can_focus=True):
             run += char
         if run:
             text.append(run, style=run_style)
+
+
+def no_gap_notice(timeline: Timeline, cursor_ns: int, forward: bool) -> str:
+    """Why ``g`` (``G``) found no idle gap at least one column wide: none at this zoom (a
+    shorter one lies that way), none further that way, or no device in the trace."""
+    if timeline.idle is None:
+        return "no device-idle lane: the trace has no device activity"
+    if timeline.next_idle_gap(cursor_ns, min_ns=1, forward=forward) is not None:
+        return "no idle gap of a column at this zoom: + to zoom in"
+    return f"no idle gap {'after' if forward else 'before'} the cursor: {'G' if forward else 'g'} for the {'previous' if forward else 'next'} one"
 
 
 @lru_cache(maxsize=512)
