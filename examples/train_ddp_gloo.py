@@ -11,7 +11,6 @@ Rank 1 sleeps a little in its data loading, so the run has a straggler to find.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import torch

@@ -69,8 +69,17 @@ def _pyarrow(lines: bytes):
 
     exact = pa.decimal128(25, 3)
     args = pa.struct([("External id", pa.int64()), ("correlation", pa.int64()), ("Python id", pa.int64())])
-    schema = pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("tid", pa.int64()),
-                        ("ts", exact), ("dur", exact), ("args", args)])
+    schema = pa.schema(
+        [
+            ("ph", pa.string()),
+            ("cat", pa.string()),
+            ("name", pa.string()),
+            ("tid", pa.int64()),
+            ("ts", exact),
+            ("dur", exact),
+            ("args", args),
+        ]
+    )
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     return lambda: pj.read_json(io.BytesIO(lines), parse_options=options)
 
@@ -100,8 +109,12 @@ def bench(path: Path, spans: int) -> None:
     msgspec_s = _best(lambda: [decode_text(text, DecodeReport()) for text in texts])
     columns_s = _best(lambda: [columns_from_events(chunk) for chunk in decoded])
     ours = msgspec_s + columns_s
-    rows = [("tuiprof (msgspec + columns)", ours), ("  msgspec into RawEvent", msgspec_s),
-            ("  columns_from_events", columns_s), ("msgspec floor (ph only)", _best(lambda: [_floor(t) for t in texts]))]
+    rows = [
+        ("tuiprof (msgspec + columns)", ours),
+        ("  msgspec into RawEvent", msgspec_s),
+        ("  columns_from_events", columns_s),
+        ("msgspec floor (ph only)", _best(lambda: [_floor(t) for t in texts])),
+    ]
     joined = data[chosen[0][0] : chosen[-1][1]]  # consecutive spans: the separators between them too
     rewrite = _best(lambda: _one_object_per_line(joined))
     lines = _one_object_per_line(joined)

@@ -40,7 +40,10 @@ def bare_profiler(model: nn.Module, batches, config: CaptureConfig, device: torc
             activities=activities,
             schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active),
             on_trace_ready=lambda p: p.export_chrome_trace(f"{scratch}/bare.json"),
-            record_shapes=True, profile_memory=True, with_stack=True, with_flops=True,
+            record_shapes=True,
+            profile_memory=True,
+            with_stack=True,
+            with_flops=True,
         ) as prof:
             for step in range(config.total_steps):
                 inputs, targets = next(batches)
@@ -68,7 +71,9 @@ def main() -> int:
     parser.add_argument("--active", type=int, default=5)
     args = parser.parse_args()
     device = torch.device(args.device)
-    config = CaptureConfig(model="resnet18", device=args.device, batch_size=args.batch_size, wait=1, warmup=1, active=args.active)
+    config = CaptureConfig(
+        model="resnet18", device=args.device, batch_size=args.batch_size, wait=1, warmup=1, active=args.active
+    )
     torch.manual_seed(0)
     model = build_model("resnet18", 10).to(device)
     batches = synthetic_batches(args.batch_size, (3, 32, 32), 10, device)
@@ -84,7 +89,9 @@ def main() -> int:
                     result = profile_training(config, Path(scratch) / "ours.json", model=model, batches=batches)
                     ours += [t for i, t in enumerate(result.step_times_s) if config.phase_of(i) == "active"]
     bare_median, ours_median = statistics.median(bare), statistics.median(ours)
-    print(f"resnet18 batch {args.batch_size} on {device}, {len(bare)} active steps each, {args.rounds} alternating rounds")
+    print(
+        f"resnet18 batch {args.batch_size} on {device}, {len(bare)} active steps each, {args.rounds} alternating rounds"
+    )
     print(f"bare torch.profiler: median step {bare_median * 1000:.1f} ms")
     print(f"tuiprof capture:     median step {ours_median * 1000:.1f} ms")
     print(f"ratio tuiprof / bare: {ours_median / bare_median:.3f} (target <= 1.05)")

@@ -127,8 +127,12 @@ def measure(path: Path, mode: str, cpus: str = "", save: bool = False) -> dict:
     env = dict(os.environ, XDG_CACHE_HOME=str(CACHE_HOME), TUIPROF_NO_CACHE="1" if mode == "nocache" else "0")
     if mode != "reopen":
         shutil.rmtree(CACHE_HOME, ignore_errors=True)
-    result = subprocess.run([sys.executable, "-c", CHILD, str(path), mode, cpus, "save" if save else ""],
-                            capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), mode, cpus, "save" if save else ""],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if result.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed:\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -154,8 +158,15 @@ def make_shape(shape: str, size_mb: float, directory: Path, with_gzip: bool) -> 
         source = SHAPES[shape]
         made_from = ["--from", str(source)] if source is not None else ["--synthetic", "python-flow"]
         subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "make_big_trace.py"), "--size-mb", str(size_mb), *made_from,
-             "-o", str(partial)],
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "make_big_trace.py"),
+                "--size-mb",
+                str(size_mb),
+                *made_from,
+                "-o",
+                str(partial),
+            ],
             check=True,
         )
         partial.rename(plain)
@@ -204,10 +215,12 @@ def bench_file(path: Path, modes: list[tuple[str, str]], repeat: int, cache: str
     every = ("tuiprof", "")
     if reopen:
         first, again, plain = best[every], best[("reopen", "")], best[("nocache", "")]
-        print(f"{'':<24} ratio: reopen analysis-ready in {again['seconds'] / first['seconds']:.2f}x the first open "
-              f"(store from the cache at {again['decode']:.2f} s); first open {first['seconds'] / plain['seconds']:.2f}x "
-              f"the one without cache code; cache {cache_bytes / 1e6:.0f} MB on disk, "
-              f"{cache_bytes / path.stat().st_size:.2f}x the file")
+        print(
+            f"{'':<24} ratio: reopen analysis-ready in {again['seconds'] / first['seconds']:.2f}x the first open "
+            f"(store from the cache at {again['decode']:.2f} s); first open {first['seconds'] / plain['seconds']:.2f}x "
+            f"the one without cache code; cache {cache_bytes / 1e6:.0f} MB on disk, "
+            f"{cache_bytes / path.stat().st_size:.2f}x the file"
+        )
     for key in full:
         if key != every:
             print(
@@ -225,20 +238,36 @@ def _cpu_count(cpus: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="*", type=Path)
-    parser.add_argument("--shapes", nargs="?", const="mi300,ns,cpu,pyflow", default=None,
-                        help="bench the issues' trace shapes (comma list of mi300, ns, cpu, pyflow; default all)")
+    parser.add_argument(
+        "--shapes",
+        nargs="?",
+        const="mi300,ns,cpu,pyflow",
+        default=None,
+        help="bench the issues' trace shapes (comma list of mi300, ns, cpu, pyflow; default all)",
+    )
     parser.add_argument("--size-mb", type=float, default=1024, help="size of each shape's trace (default 1024)")
-    parser.add_argument("--dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")),
-                        help="where the shapes' traces are made (default $TMPDIR or /tmp)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(os.environ.get("TMPDIR", "/tmp")),
+        help="where the shapes' traces are made (default $TMPDIR or /tmp)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the shapes' traces for the next run")
     parser.add_argument("--gzip", action="store_true", help="also bench each shape's gzip -1 copy")
     parser.add_argument("--cores", default="", help="e.g. 1,2: also run tuiprof pinned to that many CPUs")
     parser.add_argument("--repeat", type=int, default=1, help="alternating runs of each mode; the best is kept")
     parser.add_argument("--skip-json", action="store_true", help="tuiprof only (for sizes stdlib cannot hold)")
-    parser.add_argument("--reopen", action="store_true",
-                        help="also time the first open without cache code and the reopen from the cache")
-    parser.add_argument("--cache", choices=("warm", "cold", "as-is"), default="warm",
-                        help="page-cache state of the file before each run (default: warm)")
+    parser.add_argument(
+        "--reopen",
+        action="store_true",
+        help="also time the first open without cache code and the reopen from the cache",
+    )
+    parser.add_argument(
+        "--cache",
+        choices=("warm", "cold", "as-is"),
+        default="warm",
+        help="page-cache state of the file before each run (default: warm)",
+    )
     args = parser.parse_args()
     if not args.files and not args.shapes:
         parser.error("give trace files or --shapes")
@@ -260,8 +289,10 @@ def main() -> int:
         for shape in args.shapes.split(",") if args.shapes else []:
             paths = make_shape(shape, args.size_mb, args.dir, args.gzip)
             made += paths
-            results = [bench_file(path, modes if i == 0 else [m for m in modes if not m[1]], args.repeat, args.cache)
-                       for i, path in enumerate(paths)]
+            results = [
+                bench_file(path, modes if i == 0 else [m for m in modes if not m[1]], args.repeat, args.cache)
+                for i, path in enumerate(paths)
+            ]
             if len(results) == 2:
                 ratio = results[1][("tuiprof", "")]["seconds"] / results[0][("tuiprof", "")]["seconds"]
                 print(f"{'':<24} ratio: {shape} .json.gz takes {ratio:.2f}x the plain file's time")

@@ -62,7 +62,10 @@ def run_mode(mode: str, directory: Path, cluster: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run(
         [sys.executable, __file__, str(directory), "--measure", mode, "--cluster", cluster],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -87,13 +90,18 @@ def main() -> int:
     sizes = [p.stat().st_size for p in files]
     total_mb, largest_mb = sum(sizes) / 1e6, max(sizes) / 1e6
     print(f"{args.run_dir}: {len(files)} ranks, {total_mb:.0f} MB, largest {largest_mb:.0f} MB; {os.cpu_count()} cores")
-    print(f"targets: ranks table within {total_mb / 150:.1f} s (total / 150 MB/s); explorer RSS <= {1.5 * largest_mb:.0f} MB; reopen <= 1 s")
+    print(
+        f"targets: ranks table within {total_mb / 150:.1f} s (total / 150 MB/s); explorer RSS <= {1.5 * largest_mb:.0f} MB; reopen <= 1 s"
+    )
     for path in files:  # into the page cache, as for every mode
         with open(path, "rb") as handle:
             while handle.read(64 << 20):
                 pass
     modes = [m for m in MODES if m != "cluster" or _has_dask()]
-    print(f"{'mode':<12}{'seconds':>9}{'MB/s':>8}{'peak RSS MB':>13}{'RSS/largest':>13}{'workers MB':>12}{'vs sequential':>15}", flush=True)
+    print(
+        f"{'mode':<12}{'seconds':>9}{'MB/s':>8}{'peak RSS MB':>13}{'RSS/largest':>13}{'workers MB':>12}{'vs sequential':>15}",
+        flush=True,
+    )
     baseline = None
     for mode in modes:
         if mode in ("parallel", "cluster"):

@@ -73,9 +73,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tuiprof-bench-") as folder:
         clean, broken = Path(folder) / "clean.json", Path(folder) / "damaged.json"
         subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "make_big_trace.py"), "--size-mb", str(args.size_mb),
-             "--from", str(args.source), "-o", str(clean)],
-            check=True, stdout=subprocess.DEVNULL,
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "make_big_trace.py"),
+                "--size-mb",
+                str(args.size_mb),
+                "--from",
+                str(args.source),
+                "-o",
+                str(clean),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
         removed = damage(clean, broken, args.damaged, args.seed)
         best: dict[str, dict] = {}
@@ -87,8 +96,10 @@ def main() -> int:
         size_mb = clean.stat().st_size / 1e6
         print(f"{'file':<10} {'MB':>6} {'seconds':>8} {'events':>10} {'repaired':>9} {'skipped':>8}")
         for label, result in best.items():
-            print(f"{label:<10} {size_mb:6.0f} {result['seconds']:8.2f} {result['events']:10,} "
-                  f"{result['repaired']:9,} {result['skipped']:8,}")
+            print(
+                f"{label:<10} {size_mb:6.0f} {result['seconds']:8.2f} {result['events']:10,} "
+                f"{result['repaired']:9,} {result['skipped']:8,}"
+            )
         ratio = best["damaged"]["seconds"] / best["undamaged"]["seconds"]
         print(f"ratio: {removed:,} damaged events cost {ratio:.2f}x the undamaged load (target <= 2x)")
     return 0

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MEASURE = {
     "pickle": "import pickle; pickle.load(open(PATH, 'rb'))",
     "tuiprof": "from tuiprof.trace.snapshot import read_snapshot; from tuiprof.analysis.snapshot import analyze_snapshot; "
-               "analyze_snapshot(read_snapshot(PATH))",
+    "analyze_snapshot(read_snapshot(PATH))",
 }
 PROBE = """
 import resource, sys, time
@@ -48,8 +48,19 @@ print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_m
 def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> int:
     """Write a snapshot of about ``size_mb`` MB; returns its number of trace entries."""
     rng = random.Random(seed)
-    stacks = [[{"filename": f"/usr/lib/python3.11/site-packages/torch/nn/modules/m{s % 7}.py" if f < depth - 4 else "/home/user/train.py",
-                "line": 10 * f + s, "name": f"fn_{s}_{f}"} for f in range(depth)] for s in range(64)]
+    stacks = [
+        [
+            {
+                "filename": f"/usr/lib/python3.11/site-packages/torch/nn/modules/m{s % 7}.py"
+                if f < depth - 4
+                else "/home/user/train.py",
+                "line": 10 * f + s,
+                "name": f"fn_{s}_{f}",
+            }
+            for f in range(depth)
+        ]
+        for s in range(64)
+    ]
     entry_bytes = depth * 2 + 150  # pickled size of one entry (frames as memo references), measured on this shape
     count = size_mb * 1_000_000 // entry_bytes
     trace, live, clock, address = [], [], 1_700_000_000_000_000, 0x7F0000000000
@@ -58,18 +69,42 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
         if live and (rng.random() < 0.45 or len(live) > 5000):
             addr, size, stack = live.pop(rng.randrange(len(live)))
             for action in ("free_requested", "free_completed"):
-                trace.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": clock,
-                              "frames": list(stacks[stack])})
+                trace.append(
+                    {
+                        "action": action,
+                        "addr": addr,
+                        "size": size,
+                        "stream": 0,
+                        "time_us": clock,
+                        "frames": list(stacks[stack]),
+                    }
+                )
         else:
             size, stack = rng.randrange(1, 4096) * 512, rng.randrange(64)
             address += size + 512
             live.append((address, size, stack))
-            trace.append({"action": "alloc", "addr": address, "size": size, "stream": 0, "time_us": clock,
-                          "frames": list(stacks[stack])})
-    blocks = [{"address": a, "size": s, "requested_size": s, "state": "active_allocated", "frames": list(stacks[k])}
-              for a, s, k in sorted(live)]
-    segment = {"device": 0, "address": blocks[0]["address"] if blocks else 0, "total_size": sum(b["size"] for b in blocks),
-               "stream": 0, "segment_type": "large", "blocks": blocks}
+            trace.append(
+                {
+                    "action": "alloc",
+                    "addr": address,
+                    "size": size,
+                    "stream": 0,
+                    "time_us": clock,
+                    "frames": list(stacks[stack]),
+                }
+            )
+    blocks = [
+        {"address": a, "size": s, "requested_size": s, "state": "active_allocated", "frames": list(stacks[k])}
+        for a, s, k in sorted(live)
+    ]
+    segment = {
+        "device": 0,
+        "address": blocks[0]["address"] if blocks else 0,
+        "total_size": sum(b["size"] for b in blocks),
+        "stream": 0,
+        "segment_type": "large",
+        "blocks": blocks,
+    }
     with open(path, "wb") as handle:
         pickle.dump({"segments": [segment], "device_traces": [trace]}, handle, protocol=4)
     return len(trace)
@@ -77,7 +112,9 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
 
 def measure(kind: str, path: Path) -> tuple[float, int]:
     code = PROBE.format(code=MEASURE[kind])
-    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     seconds, rss = result.stdout.split()
     return float(seconds), int(rss)
 
@@ -96,7 +133,9 @@ def main() -> int:
         path = args.dir / f"bench-snapshot-{args.size_mb}mb.pickle"
         started = time.perf_counter()
         entries = make_snapshot_file(path, args.size_mb, args.depth)
-        print(f"made {path}: {path.stat().st_size / 1e6:.0f} MB, {entries:,} entries, {time.perf_counter() - started:.1f} s")
+        print(
+            f"made {path}: {path.stat().st_size / 1e6:.0f} MB, {entries:,} entries, {time.perf_counter() - started:.1f} s"
+        )
     size = path.stat().st_size
     try:
         results: dict[str, list[tuple[float, int]]] = {kind: [] for kind in MEASURE}
@@ -107,8 +146,10 @@ def main() -> int:
         best = {kind: min(values) for kind, values in results.items()}
         for kind, (seconds, rss) in best.items():
             print(f"{kind:8} {seconds:8.2f} {rss / 1e6:12.0f} {rss / size:10.2f}")
-        print(f"tuiprof / pickle: {best['tuiprof'][0] / best['pickle'][0]:.2f}x the time, "
-              f"{best['tuiprof'][1] / best['pickle'][1]:.2f}x the peak RSS (best of {args.repeat})")
+        print(
+            f"tuiprof / pickle: {best['tuiprof'][0] / best['pickle'][0]:.2f}x the time, "
+            f"{best['tuiprof'][1] / best['pickle'][1]:.2f}x the peak RSS (best of {args.repeat})"
+        )
     finally:
         if args.file is None and not args.keep:
             os.unlink(path)

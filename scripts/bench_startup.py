@@ -67,7 +67,12 @@ def run_child(code: str, *args: str) -> tuple[float, dict]:
     if result.returncode != 0:
         raise SystemExit(result.stderr)
     lines = result.stdout.strip().splitlines()
-    return started, json.loads(lines[-1]) if lines else {"shown": ended, "settled": ended, "imported": ended, "cpu": 0.0}
+    return started, json.loads(lines[-1]) if lines else {
+        "shown": ended,
+        "settled": ended,
+        "imported": ended,
+        "cpu": 0.0,
+    }
 
 
 def main() -> int:
@@ -89,8 +94,10 @@ def main() -> int:
         return sorted(values)[len(values) // 2]
 
     print(f"python -c pass:              {median(bare):.2f} s")
-    print(f"tuiprof open: UI imported at {median(imports):.2f} s, first full frame at {median(frames):.2f} s "
-          f"(target <= 0.5 s), settled at {median(settled):.2f} s (cpu {median(cpus):.2f} s; median of {args.repeat})")
+    print(
+        f"tuiprof open: UI imported at {median(imports):.2f} s, first full frame at {median(frames):.2f} s "
+        f"(target <= 0.5 s), settled at {median(settled):.2f} s (cpu {median(cpus):.2f} s; median of {args.repeat})"
+    )
     return 0
 
 

@@ -151,7 +151,9 @@ def main() -> int:
             f"(target <= 15%; index arrays {r['index_mb']:.0f} MB, peak during build {r['build_peak_mb']:.0f} MB, "
             f"RSS +{r['rss_increase_mb']:.0f} MB)"
         )
-    print(f"{'action at 200 columns':34} {'median ms (big)':>16} {'max ms (big)':>13} {'median ms (sample)':>19} {'ratio':>6}")
+    print(
+        f"{'action at 200 columns':34} {'median ms (big)':>16} {'max ms (big)':>13} {'median ms (sample)':>19} {'ratio':>6}"
+    )
     baseline = {label: median for label, median, _ in sample["actions"]}
     slowest = 0.0
     for label, median, worst in big["actions"]:

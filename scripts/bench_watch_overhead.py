@@ -112,13 +112,19 @@ def main() -> None:
                 side[name].append(statistics.median(block(model, loader, into, CATCH if args.catch else NEVER_SLOW)))
         alone = watcher_cost_us(Path(scratch))
     watched, unwatched = statistics.median(side["watched"]), statistics.median(side["unwatched"])
-    print(f"model {args.model}{', --catch' if args.catch else ''}, {args.blocks} blocks x {args.steps} steps per side, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
-    print(f"median step: unwatched {unwatched * 1e3:.3f} ms, watched {watched * 1e3:.3f} ms, "
-          f"ratio {watched / unwatched:.4f}" + ("" if args.catch else " (target <= 1.01)"))
+    print(
+        f"model {args.model}{', --catch' if args.catch else ''}, {args.blocks} blocks x {args.steps} steps per side, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
+    print(
+        f"median step: unwatched {unwatched * 1e3:.3f} ms, watched {watched * 1e3:.3f} ms, "
+        f"ratio {watched / unwatched:.4f}" + ("" if args.catch else " (target <= 1.01)")
+    )
     print(f"block medians, unwatched: {' '.join(f'{t * 1e3:.3f}' for t in side['unwatched'])} ms")
     print(f"block medians, watched:   {' '.join(f'{t * 1e3:.3f}' for t in side['watched'])} ms")
-    print(f"Watcher.step alone: {alone:.2f} us per step = {alone / (unwatched * 1e6) * 100:.3g} % of the unwatched median step")
+    print(
+        f"Watcher.step alone: {alone:.2f} us per step = {alone / (unwatched * 1e6) * 100:.3g} % of the unwatched median step"
+    )
 
 
 if __name__ == "__main__":

@@ -59,14 +59,20 @@ def main() -> int:
     if isinstance(document, list):  # the old autograd profiler's bare array
         document = {"traceEvents": document}
     events = document.pop("traceEvents")
-    timed = [e for e in events if e.get("ph") in ("X", "i", "s", "f") and isinstance(e.get("ts"), (int, Decimal))
-             and e.get("name") != "Record Window End"]
+    timed = [
+        e
+        for e in events
+        if e.get("ph") in ("X", "i", "s", "f")
+        and isinstance(e.get("ts"), (int, Decimal))
+        and e.get("name") != "Record Window End"
+    ]
     start = min(e["ts"] for e in timed)
     end = max(e["ts"] + e.get("dur", 0) for e in timed)
     span = int((end - start) * 101 / 100) + 10  # whole microseconds: integer ts stay integers
     id_span = 1 + max(
         [int(v) for e in events for k, v in (e.get("args") or {}).items() if k in ID_ARGS and isinstance(v, int)]
-        + [int(e["id"]) for e in events if isinstance(e.get("id"), int)] + [0]
+        + [int(e["id"]) for e in events if isinstance(e.get("id"), int)]
+        + [0]
     )
     step_numbers = [int(m.group(1)) for e in events if (m := STEP.match(str(e.get("name", ""))))]
     step_span = (max(step_numbers) - min(step_numbers) + 1) if step_numbers else 0
@@ -108,7 +114,7 @@ def kineto_text(event: dict) -> bytes:
     text = b"  {\n    " + head
     if "args" in event:
         members = b", ".join(_member(k, v) for k, v in event["args"].items())
-        text += b",\n    \"args\": {\n      " + members + b"\n    }"
+        text += b',\n    "args": {\n      ' + members + b"\n    }"
     return text + b"\n  }"
 
 
@@ -147,12 +153,25 @@ FRAME_NAMES = (
     "nn.Module: JointTransformerBlock_7",
     "torch/nn/functional.py(2910): layer_norm",
 )
-OP_NAMES = ("aten::linear", "aten::addmm", "aten::layer_norm", "aten::scaled_dot_product_attention", "aten::gelu",
-            "aten::add", "aten::mul", "aten::view", "aten::to", "aten::copy_", "aten::empty")
+OP_NAMES = (
+    "aten::linear",
+    "aten::addmm",
+    "aten::layer_norm",
+    "aten::scaled_dot_product_attention",
+    "aten::gelu",
+    "aten::add",
+    "aten::mul",
+    "aten::view",
+    "aten::to",
+    "aten::copy_",
+    "aten::empty",
+)
 RUNTIME_NAMES = ("cudaLaunchKernel", "cudaStreamIsCapturing", "cudaMemcpyAsync")
-KERNEL_NAMES = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(Params)",
-                "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>(int, T)",
-                "flash_fwd_kernel")
+KERNEL_NAMES = (
+    "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(Params)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>(int, T)",
+    "flash_fwd_kernel",
+)
 PID, TID, STREAM = 2310871, 2310871, 7
 EPOCH_US = 1733212800123456  # absolute epoch microseconds, as Kineto writes
 
@@ -172,9 +191,20 @@ def python_flow_events(block: int) -> list[bytes]:
     events: list[bytes] = []
     base = EPOCH_US * 1000 + block * 200_000  # ns: one block every 200 us
     python_id, ev_idx, external, correlation = block * 100, block * 100, block * 20, block * 20
-    events.append(kineto_raw(
-        {"ph": "X", "cat": "user_annotation", "name": f"denoise_step_{block % 50}", "pid": PID, "tid": TID,
-         "ts": _us(base), "dur": _us(190_000)}, {"External id": external, "Ev Idx": ev_idx}))
+    events.append(
+        kineto_raw(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"denoise_step_{block % 50}",
+                "pid": PID,
+                "tid": TID,
+                "ts": _us(base),
+                "dur": _us(190_000),
+            },
+            {"External id": external, "Ev Idx": ev_idx},
+        )
+    )
     ev_idx += 1
     for op in range(11):
         start = base + 1000 + op * 17_000
@@ -182,47 +212,104 @@ def python_flow_events(block: int) -> list[bytes]:
         parent = 0
         for level in range(depth):  # nested frames, outermost first
             python_id += 1
-            events.append(kineto_raw(
-                {"ph": "X", "cat": "python_function", "name": FRAME_NAMES[(op + level) % len(FRAME_NAMES)],
-                 "pid": PID, "tid": TID, "ts": _us(start + level * 100), "dur": _us(16_000 - level * 200)},
-                {"Python parent id": parent, "Python id": python_id, "Ev Idx": ev_idx}))
+            events.append(
+                kineto_raw(
+                    {
+                        "ph": "X",
+                        "cat": "python_function",
+                        "name": FRAME_NAMES[(op + level) % len(FRAME_NAMES)],
+                        "pid": PID,
+                        "tid": TID,
+                        "ts": _us(start + level * 100),
+                        "dur": _us(16_000 - level * 200),
+                    },
+                    {"Python parent id": parent, "Python id": python_id, "Ev Idx": ev_idx},
+                )
+            )
             parent, ev_idx = python_id, ev_idx + 1
         op_start = start + depth * 100 + 50
         external += 1
-        events.append(kineto_raw(
-            {"ph": "X", "cat": "cpu_op", "name": OP_NAMES[op], "pid": PID, "tid": TID,
-             "ts": _us(op_start), "dur": _us(14_000)},
-            {"External id": external, "Record function id": 0, "Ev Idx": ev_idx}))
+        events.append(
+            kineto_raw(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": OP_NAMES[op],
+                    "pid": PID,
+                    "tid": TID,
+                    "ts": _us(op_start),
+                    "dur": _us(14_000),
+                },
+                {"External id": external, "Record function id": 0, "Ev Idx": ev_idx},
+            )
+        )
         ev_idx += 1
         for call in range(2 if op < 2 else 1):
             correlation += 1
             launch = op_start + 500 + call * 3000
             name = RUNTIME_NAMES[0] if call == 0 else RUNTIME_NAMES[1 + op % 2]
-            events.append(kineto_raw(
-                {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": TID,
-                 "ts": _us(launch), "dur": _us(2_500)},
-                {"External id": external, "cbid": 211, "correlation": correlation}))
+            events.append(
+                kineto_raw(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": name,
+                        "pid": PID,
+                        "tid": TID,
+                        "ts": _us(launch),
+                        "dur": _us(2_500),
+                    },
+                    {"External id": external, "cbid": 211, "correlation": correlation},
+                )
+            )
             if op < 8 and call == 0:  # its flow pair; and 3 of them a kernel
                 gpu_start = launch + 4_000
-                events.append(b"  {\n    \"ph\": \"s\", \"id\": %d, \"pid\": %d, \"tid\": %d, \"ts\": %s,\n    \"cat\": \"ac2g\", \"name\": \"ac2g\"\n  }"
-                              % (correlation, PID, TID, _us(launch).encode()))
-                events.append(b"  {\n    \"ph\": \"f\", \"id\": %d, \"pid\": 0, \"tid\": %d, \"ts\": %s,\n    \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"\n  }"
-                              % (correlation, STREAM, _us(gpu_start).encode()))
+                events.append(
+                    b'  {\n    "ph": "s", "id": %d, "pid": %d, "tid": %d, "ts": %s,\n    "cat": "ac2g", "name": "ac2g"\n  }'
+                    % (correlation, PID, TID, _us(launch).encode())
+                )
+                events.append(
+                    b'  {\n    "ph": "f", "id": %d, "pid": 0, "tid": %d, "ts": %s,\n    "cat": "ac2g", "name": "ac2g", "bp": "e"\n  }'
+                    % (correlation, STREAM, _us(gpu_start).encode())
+                )
                 if op < 3:
-                    events.append(kineto_raw(
-                        {"ph": "X", "cat": "kernel", "name": KERNEL_NAMES[op], "pid": 0, "tid": STREAM,
-                         "ts": _us(gpu_start), "dur": _us(9_000)},
-                        {"External id": external, "device": 0, "stream": STREAM, "correlation": correlation,
-                         "grid": [128, 4, 1], "block": [128, 1, 1], "est. achieved occupancy %": 50}))
+                    events.append(
+                        kineto_raw(
+                            {
+                                "ph": "X",
+                                "cat": "kernel",
+                                "name": KERNEL_NAMES[op],
+                                "pid": 0,
+                                "tid": STREAM,
+                                "ts": _us(gpu_start),
+                                "dur": _us(9_000),
+                            },
+                            {
+                                "External id": external,
+                                "device": 0,
+                                "stream": STREAM,
+                                "correlation": correlation,
+                                "grid": [128, 4, 1],
+                                "block": [128, 1, 1],
+                                "est. achieved occupancy %": 50,
+                            },
+                        )
+                    )
     return events
 
 
 def kineto_raw(head: dict, args: dict) -> bytes:
     """:func:`kineto_text` for an event whose ``ts``/``dur`` are already decimal texts."""
-    members = b", ".join(orjson.dumps(k) + b": " + (v.encode() if k in ("ts", "dur") else orjson.dumps(v)) for k, v in head.items())
+    members = b", ".join(
+        orjson.dumps(k) + b": " + (v.encode() if k in ("ts", "dur") else orjson.dumps(v)) for k, v in head.items()
+    )
     text = b"  {\n    " + members
     if args:
-        text += b",\n    \"args\": {\n      " + b", ".join(orjson.dumps(k) + b": " + orjson.dumps(v) for k, v in args.items()) + b"\n    }"
+        text += (
+            b',\n    "args": {\n      '
+            + b", ".join(orjson.dumps(k) + b": " + orjson.dumps(v) for k, v in args.items())
+            + b"\n    }"
+        )
     return text + b"\n  }"
 
 
@@ -242,8 +329,10 @@ def write_python_flow(output: Path, size_mb: float) -> int:
             first, block = False, block + 1
         out.write(b"\n]}\n")
     size = output.stat().st_size
-    print(f"{output}: {block} blocks of 100 events, {size / 1e6:.0f} MB on disk, {size / (block * 100):.0f} bytes an event",
-          file=sys.stderr)
+    print(
+        f"{output}: {block} blocks of 100 events, {size / 1e6:.0f} MB on disk, {size / (block * 100):.0f} bytes an event",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -26,7 +26,14 @@ from tuiprof.capture.session import native_stderr_to, profile_training  # noqa: 
 
 TRACE = ROOT / "tests" / "data" / "mlp_memory_categories.pt.trace.json.gz"
 CONFIG = CaptureConfig(
-    model="mlp", device="cpu", batch_size=256, input_shape="128", num_classes=10, wait=0, warmup=1, active=2,
+    model="mlp",
+    device="cpu",
+    batch_size=256,
+    input_shape="128",
+    num_classes=10,
+    wait=0,
+    warmup=1,
+    active=2,
 )
 
 

@@ -32,13 +32,23 @@ SAMPLES = {
     # The diff pair's second half: resnet18_cpu at half the batch (tests/test_diff_samples.py).
     "resnet18_b64_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=64, wait=1, warmup=1, active=2),
     "tiny_transformer_cpu": CaptureConfig(
-        model="tuiprof.capture.models:tiny_transformer", device="cpu", batch_size=32, input_shape="32x64",
-        wait=1, warmup=1, active=2,
+        model="tuiprof.capture.models:tiny_transformer",
+        device="cpu",
+        batch_size=32,
+        input_shape="32x64",
+        wait=1,
+        warmup=1,
+        active=2,
     ),
     "resnet18_cuda": CaptureConfig(model="resnet18", device="cuda", batch_size=128, wait=1, warmup=2, active=2),
     "tiny_transformer_cuda": CaptureConfig(
-        model="tuiprof.capture.models:tiny_transformer", device="cuda", batch_size=64, input_shape="32x64",
-        wait=1, warmup=2, active=2,
+        model="tuiprof.capture.models:tiny_transformer",
+        device="cuda",
+        batch_size=64,
+        input_shape="32x64",
+        wait=1,
+        warmup=2,
+        active=2,
     ),
 }
 
@@ -55,9 +65,22 @@ def capture_ddp_sample(directory: Path) -> None:
     directory.mkdir(parents=True)
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
     subprocess.run(
-        [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--no-tui",
-         "--save", str(directory / "train_ddp_gloo.pt.trace.json.gz"), "examples/train_ddp_gloo.py"],
-        cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+        [
+            torchrun,
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "tuiprof",
+            "run",
+            "--no-tui",
+            "--save",
+            str(directory / "train_ddp_gloo.pt.trace.json.gz"),
+            "examples/train_ddp_gloo.py",
+        ],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
         env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
     )
     for trace in sorted(directory.iterdir()):
@@ -90,8 +113,10 @@ def main() -> int:
             "key_averages": result.key_averages,
         }
         (args.out / f"{name}.key_averages.json").write_text(json.dumps(sidecar, indent=1, default=str) + "\n")
-        print(f"{trace.relative_to(ROOT) if trace.is_relative_to(ROOT) else trace}: {trace.stat().st_size / 1e6:.2f} MB, "
-              f"{len(result.key_averages)} key_averages rows")
+        print(
+            f"{trace.relative_to(ROOT) if trace.is_relative_to(ROOT) else trace}: {trace.stat().st_size / 1e6:.2f} MB, "
+            f"{len(result.key_averages)} key_averages rows"
+        )
     return 0
 
 

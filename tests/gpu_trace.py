@@ -15,8 +15,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 EPOCH_US = 1_700_000_000_000_000  # absolute epoch microseconds: a float64 can't hold .001 here
@@ -39,7 +39,9 @@ class GpuTrace:
         self.events.append(event)
         return event
 
-    def op(self, name: str, ts: float, dur: float, tid: int = MAIN_THREAD, external_id: int | None = None, **args) -> int:
+    def op(
+        self, name: str, ts: float, dur: float, tid: int = MAIN_THREAD, external_id: int | None = None, **args
+    ) -> int:
         """A ``cpu_op``; returns its External id."""
         if external_id is None:
             external_id, self._next_external = self._next_external, self._next_external + 1
@@ -47,7 +49,15 @@ class GpuTrace:
         return external_id
 
     def step(self, number: int, ts: float, dur: float) -> None:
-        self._complete("user_annotation", f"ProfilerStep#{number}", ts, dur, MAIN_THREAD, PID, {"External id": self._take_external()})
+        self._complete(
+            "user_annotation",
+            f"ProfilerStep#{number}",
+            ts,
+            dur,
+            MAIN_THREAD,
+            PID,
+            {"External id": self._take_external()},
+        )
 
     def gpu_annotation(self, name: str, ts: float, dur: float, stream: int = 0) -> None:
         """A ``gpu_user_annotation`` (the device-side span of a record_function, ROCm and CUDA)."""
@@ -81,7 +91,15 @@ class GpuTrace:
         Kineto writes driver calls (``cuLaunchKernel``, Triton's launches) as ``cuda_driver``."""
         correlation, self._next_correlation = self._next_correlation, self._next_correlation + 1
         launch_external = correlation if self.fake_external_ids else op_external_id
-        self._complete(runtime_category, runtime, cpu_ts, cpu_dur, tid, PID, {"External id": launch_external, "correlation": correlation})
+        self._complete(
+            runtime_category,
+            runtime,
+            cpu_ts,
+            cpu_dur,
+            tid,
+            PID,
+            {"External id": launch_external, "correlation": correlation},
+        )
         args: dict = {
             "External id": device_external_id if device_external_id is not None else launch_external,
             "correlation": correlation,
@@ -96,38 +114,104 @@ class GpuTrace:
             if occupancy is not None:
                 args["est. achieved occupancy %"] = occupancy
         self._complete(kind, name, gpu_ts, gpu_dur, stream, 0, args)
-        self.events.append({"ph": "s", "cat": "ac2g", "id": correlation, "pid": PID, "tid": tid, "ts": cpu_ts, "name": "ac2g", "bp": "e"})
-        self.events.append({"ph": "f", "cat": "ac2g", "id": correlation, "pid": 0, "tid": stream, "ts": gpu_ts, "name": "ac2g", "bp": "e"})
+        self.events.append(
+            {
+                "ph": "s",
+                "cat": "ac2g",
+                "id": correlation,
+                "pid": PID,
+                "tid": tid,
+                "ts": cpu_ts,
+                "name": "ac2g",
+                "bp": "e",
+            }
+        )
+        self.events.append(
+            {
+                "ph": "f",
+                "cat": "ac2g",
+                "id": correlation,
+                "pid": 0,
+                "tid": stream,
+                "ts": gpu_ts,
+                "name": "ac2g",
+                "bp": "e",
+            }
+        )
         return correlation
 
     def graph_launch(
-        self, op_external_id: int, cpu_ts: float, cpu_dur: float, kernels: list[tuple[str, float, float]],
-        *, stream: int = 7, runtime: str = "cudaGraphLaunch", tid: int = MAIN_THREAD,
+        self,
+        op_external_id: int,
+        cpu_ts: float,
+        cpu_dur: float,
+        kernels: list[tuple[str, float, float]],
+        *,
+        stream: int = 7,
+        runtime: str = "cudaGraphLaunch",
+        tid: int = MAIN_THREAD,
     ) -> int:
         """A CUDA-graph replay: one ``cudaGraphLaunch`` runtime call and the kernels it ran,
         ``(name, device ts, device dur)`` each, all carrying the launch's correlation id
         (as CUPTI reports a graph's kernels); returns the correlation id."""
         correlation, self._next_correlation = self._next_correlation, self._next_correlation + 1
-        self._complete("cuda_runtime", runtime, cpu_ts, cpu_dur, tid, PID, {"External id": op_external_id, "correlation": correlation})
+        self._complete(
+            "cuda_runtime",
+            runtime,
+            cpu_ts,
+            cpu_dur,
+            tid,
+            PID,
+            {"External id": op_external_id, "correlation": correlation},
+        )
         for name, ts, dur in kernels:
-            self._complete("kernel", name, ts, dur, stream, 0,
-                           {"External id": op_external_id, "correlation": correlation, "device": 0, "stream": stream})
+            self._complete(
+                "kernel",
+                name,
+                ts,
+                dur,
+                stream,
+                0,
+                {"External id": op_external_id, "correlation": correlation, "device": 0, "stream": stream},
+            )
         return correlation
 
     def module(self, name: str, ts: float, dur: float, parent: int | None = None) -> int:
         """An ``nn.Module: <name>`` python frame (with_stack) under the frame ``parent``
         (a Python id, None at the top); returns its Python id."""
         python_id = self._take_external()
-        self._complete("python_function", f"nn.Module: {name}", ts, dur, MAIN_THREAD, PID,
-                       {"Python id": python_id, "Python parent id": parent})
+        self._complete(
+            "python_function",
+            f"nn.Module: {name}",
+            ts,
+            dur,
+            MAIN_THREAD,
+            PID,
+            {"Python id": python_id, "Python parent id": parent},
+        )
         return python_id
 
     def memory(self, ts: float, size: int, total: int, device_type: int = 1, addr: int = 4096) -> None:
         """A ``[memory]`` record on the main thread: ``size`` bytes (negative: freed), ``total`` allocated
         after it, at ``addr`` (an allocation and its free share it)."""
-        self.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": PID, "tid": MAIN_THREAD, "ts": ts,
-                            "args": {"Bytes": size, "Total Allocated": total, "Total Reserved": 1 << 20,
-                                     "Device Type": device_type, "Device Id": 0, "Addr": addr}})
+        self.events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": "[memory]",
+                "pid": PID,
+                "tid": MAIN_THREAD,
+                "ts": ts,
+                "args": {
+                    "Bytes": size,
+                    "Total Allocated": total,
+                    "Total Reserved": 1 << 20,
+                    "Device Type": device_type,
+                    "Device Id": 0,
+                    "Addr": addr,
+                },
+            }
+        )
 
     def text(self) -> str:
         """The JSON document; ``ts`` as exact decimals with three places (json.dumps would
@@ -175,11 +259,24 @@ def lagging_two_steps(trace: GpuTrace | None = None) -> GpuTrace:
     addmm = trace.op("aten::addmm", 10, 20)
     trace.launch(addmm, "gemm_kernel", 12, 5, 40, 40, stream=7, grid=(128, 1, 1), block=(256, 1, 1), occupancy=50.0)
     copy = trace.op("aten::copy_", 35, 15)
-    trace.launch(copy, "Memcpy HtoD (Pageable -> Device)", 36, 4, 85, 10, stream=7, kind="gpu_memcpy", runtime="cudaMemcpyAsync")
+    trace.launch(
+        copy, "Memcpy HtoD (Pageable -> Device)", 36, 4, 85, 10, stream=7, kind="gpu_memcpy", runtime="cudaMemcpyAsync"
+    )
     zero = trace.op("aten::zero_", 55, 5)
     trace.launch(zero, "Memset (Device)", 56, 2, 96, 2, stream=8, kind="gpu_memset", runtime="cudaMemsetAsync")
     reduce = trace.op("nccl:all_reduce", 70, 20)
-    trace.launch(reduce, "ncclKernel_AllReduce_RING_LL_Sum_float", 72, 2, 110, 40, stream=9, grid=(2, 1, 1), block=(512, 1, 1), occupancy=12.5)
+    trace.launch(
+        reduce,
+        "ncclKernel_AllReduce_RING_LL_Sum_float",
+        72,
+        2,
+        110,
+        40,
+        stream=9,
+        grid=(2, 1, 1),
+        block=(512, 1, 1),
+        occupancy=12.5,
+    )
     mul = trace.op("aten::mul", 120, 5)
     trace.launch(mul, "elementwise_mul", 121, 2, 160, 10, stream=7, grid=(64, 1, 1), block=(128, 1, 1), occupancy=25.0)
     add = trace.op("aten::add", 130, 5)
@@ -221,7 +318,9 @@ def rocm_marker_steps() -> GpuTrace:
         conv = trace.op("aten::convolution", base + 100, 300)
         trace.launch(conv, "conv_kernel", base + 110, 10, base + 150, 1350, runtime="hipLaunchKernel")
         copy = trace.op("aten::copy_", base + 500, 100)
-        trace.launch(copy, "Memcpy HtoD", base + 510, 10, base + 1500, 300, kind="gpu_memcpy", runtime="hipMemcpyWithStream")
+        trace.launch(
+            copy, "Memcpy HtoD", base + 510, 10, base + 1500, 300, kind="gpu_memcpy", runtime="hipMemcpyWithStream"
+        )
         relu = trace.op("aten::relu", base + 700, 100)
         trace.launch(relu, "relu_kernel", base + 710, 10, base + 1900, 700, runtime="hipLaunchKernel")
         trace.gpu_annotation(f"ProfilerStep#{number}", base + 2350, 18)

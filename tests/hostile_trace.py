@@ -41,11 +41,21 @@ def hostile_trace(scale: float = 1.0) -> GpuTrace:
         mm = trace.op("aten::mm" + EVIL, base + 3, 100, **with_types)
         trace.launch(mm, "gemm" + EVIL, base + 4, 5, base + 10, 300 * scale, runtime="cudaLaunchKernel" + EVIL)
         copy = trace.op("aten::copy_" + EVIL, base + 120, 50)
-        trace.launch(copy, "Memcpy HtoD" + EVIL, base + 121, 4, base + 320 * scale, 20 * scale,
-                     kind="gpu_memcpy", runtime="cudaMemcpyAsync" + EVIL)
+        trace.launch(
+            copy,
+            "Memcpy HtoD" + EVIL,
+            base + 121,
+            4,
+            base + 320 * scale,
+            20 * scale,
+            kind="gpu_memcpy",
+            runtime="cudaMemcpyAsync" + EVIL,
+        )
         reduce = trace.op("nccl:all_reduce" + EVIL, base + 200, 50)
         trace.launch(reduce, "ncclKernel_AllReduce" + EVIL, base + 201, 2, base + 400, 100 * scale, stream=9)
-        trace._complete("user_annotation", "## forward" + EVIL, base + 300, 300, 4242, 4242, {"External id": trace._take_external()})
+        trace._complete(
+            "user_annotation", "## forward" + EVIL, base + 300, 300, 4242, 4242, {"External id": trace._take_external()}
+        )
         trace.op("Torch-Compiled Region: 0/0" + EVIL, base + 500, 300)  # a compiled-region node
         fused = trace.op("aten::add" + EVIL, base + 510, 50)
         trace.launch(fused, "triton_poi_fused_add" + EVIL + "_0", base + 511, 2, base + 600, 50 * scale)
@@ -64,7 +74,11 @@ def write_hostile_trace(path: Path, scale: float = 1.0, rank: int | None = None)
     document["tuiprofLive"] = {
         "version": 1,
         "modules": {
-            name + EVIL + "_" + str(i): {"qualified_name": "layer" + EVIL, "parameters": 16, "output_shape": "8x4" + EVIL}
+            name + EVIL + "_" + str(i): {
+                "qualified_name": "layer" + EVIL,
+                "parameters": 16,
+                "output_shape": "8x4" + EVIL,
+            }
             for i, name in enumerate(("Net", "Linear"))
         },
         "log_lines": ["log" + EVIL],

@@ -38,8 +38,14 @@ RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 FRAME_CAT = "python_function"
 DEVICE_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 FILTERED = {
-    "[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
-    "profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr", "aten::_version",
+    "[memory]",
+    "[OutOfMemory]",
+    "profiler::_record_function_enter",
+    "profiler::_record_function_enter_new",
+    "profiler::_record_function_exit",
+    "aten::is_leaf",
+    "aten::output_nr",
+    "aten::_version",
 }
 LIMIT_NS = 2**62
 
@@ -131,10 +137,20 @@ def recompute(path: Path) -> Oracle:
         if cat in DEVICE_CATS:
             device.append((start, start + duration, external, correlation))
             continue
-        kind = "op" if cat in OPERATOR_CATS else "runtime" if cat in RUNTIME_CATS else "frame" if cat == FRAME_CAT else None
+        kind = (
+            "op"
+            if cat in OPERATOR_CATS
+            else "runtime"
+            if cat in RUNTIME_CATS
+            else "frame"
+            if cat == FRAME_CAT
+            else None
+        )
         if kind is None or (kind != "frame" and event.get("name") in FILTERED):
             continue
-        node = Node(event.get("name", ""), kind, _thread(event.get("tid", 0)), start, start + duration, external, correlation)
+        node = Node(
+            event.get("name", ""), kind, _thread(event.get("tid", 0)), start, start + duration, external, correlation
+        )
         {"op": operators, "runtime": runtime, "frame": frames}[kind].append(node)
     nodes = operators + runtime + frames  # ties in (start, end) keep this order, as tuiprof reads them
     _populate_children(nodes)
@@ -195,7 +211,12 @@ def _remove_duplicates(nodes: list[Node]) -> list[Node]:
         deleted = []
         for event in events:
             parent = event.parent
-            if parent is not None and parent.kind != "frame" and parent.name == event.name and len(parent.children) == 1:
+            if (
+                parent is not None
+                and parent.kind != "frame"
+                and parent.name == event.name
+                and len(parent.children) == 1
+            ):
                 parent.children = event.children
                 parent.kernels = event.kernels  # torch: "lift kernels up"
                 for child in event.children:
@@ -243,8 +264,15 @@ def covered_ns(intervals: list[tuple[int, int]], low: int, high: int) -> int:
 def compare(model, oracle: Oracle) -> dict[str, float]:
     """Largest differences between tuiprof's model and the oracle (us; calls: rows that differ)."""
     ours = {s.name: s for s in model.operators() if s.name != "[memory]"}
-    worst = {"rows": len(oracle.operators), "calls": 0, "self_cpu_us": 0.0, "cpu_total_us": 0.0, "self_device_us": 0.0,
-             "device_total_us": 0.0, "step_idle_us": 0.0}
+    worst = {
+        "rows": len(oracle.operators),
+        "calls": 0,
+        "self_cpu_us": 0.0,
+        "cpu_total_us": 0.0,
+        "self_device_us": 0.0,
+        "device_total_us": 0.0,
+        "step_idle_us": 0.0,
+    }
     if set(ours) != set(oracle.operators):
         worst["calls"] += len(set(ours) ^ set(oracle.operators))
     for name, row in oracle.operators.items():
@@ -252,8 +280,12 @@ def compare(model, oracle: Oracle) -> dict[str, float]:
         if stats is None:
             continue
         worst["calls"] += stats.calls != row.calls
-        for key, value in (("self_cpu_us", row.self_cpu_ns), ("cpu_total_us", row.cpu_total_ns),
-                           ("self_device_us", row.self_device_ns), ("device_total_us", row.device_total_ns)):
+        for key, value in (
+            ("self_cpu_us", row.self_cpu_ns),
+            ("cpu_total_us", row.cpu_total_ns),
+            ("self_device_us", row.self_device_ns),
+            ("device_total_us", row.device_total_ns),
+        ):
             worst[key] = max(worst[key], abs(getattr(stats, key) - value / 1000))
     for step in model.steps:
         low = step.device_window_start_ns
@@ -290,20 +322,30 @@ def step_device_windows(path: Path) -> dict[str, tuple[int, int] | None]:
     for name, low, high in steps:
         own = [span for at, correlation in launches if low <= at < high for span in device.get(correlation, [])]
         base = annotations.get(name, (low, high))
-        windows[name] = (min([base[0]] + [s for s, _ in own]), max([base[1]] + [e for _, e in own])) if own or name in annotations else None
+        windows[name] = (
+            (min([base[0]] + [s for s, _ in own]), max([base[1]] + [e for _, e in own]))
+            if own or name in annotations
+            else None
+        )
     return windows
 
 
 def trace_files(root: Path) -> list[Path]:
     """Every trace file under ``root`` (the files of run directories too)."""
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")) and "key_averages" not in p.name)
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and p.name.endswith((".json", ".json.gz")) and "key_averages" not in p.name
+    )
 
 
 def main(argv: list[str]) -> int:
     from tuiprof.analysis import load_model  # the system under test, only for the comparison
 
     root = Path(__file__).resolve().parent.parent
-    paths = [Path(a) for a in argv] or trace_files(root.parent / "shared" / "traces") + trace_files(root / "sample_traces")
+    paths = [Path(a) for a in argv] or trace_files(root.parent / "shared" / "traces") + trace_files(
+        root / "sample_traces"
+    )
     keys = ("rows", "calls", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", "step_idle_us")
     print("| trace | " + " | ".join(keys) + " |")
     print("|---|" + "---|" * len(keys))

@@ -26,7 +26,11 @@ BASE = 0x7F0000000000
 
 
 def library_frame(name: str) -> dict:
-    return {"filename": "/usr/lib/python3.11/site-packages/torch/nn/functional.py", "line": 2000 + len(name), "name": name}
+    return {
+        "filename": "/usr/lib/python3.11/site-packages/torch/nn/functional.py",
+        "line": 2000 + len(name),
+        "name": name,
+    }
 
 
 def own_frame(line: int, name: str, filename: str = "/home/user/train.py") -> dict:
@@ -37,13 +41,20 @@ def make_stacks(fx: bool = True) -> list[list[dict]]:
     """Frames innermost first, as torch writes them: C++ and library frames inside own code."""
     stacks = []
     for layer in range(6):
-        frames = [{"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"}, library_frame("linear")]
+        frames = [
+            {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"},
+            library_frame("linear"),
+        ]
         frames.append(own_frame(10 + layer, f"layer{layer}_forward", "/home/user/model.py"))
         frames.append(own_frame(100, "main"))
         stacks.append(frames)
     if fx:
-        stacks[5][2] = {**stacks[5][2], "fx_node_op": "call_function", "fx_node_name": "addmm_1",
-                        "fx_original_trace": 'File "/home/user/model.py", line 15, in forward\n    x = self.fc(x)'}
+        stacks[5][2] = {
+            **stacks[5][2],
+            "fx_node_op": "call_function",
+            "fx_node_name": "addmm_1",
+            "fx_original_trace": 'File "/home/user/model.py", line 15, in forward\n    x = self.fc(x)',
+        }
     return stacks
 
 
@@ -52,7 +63,11 @@ MODULE_PY = "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"
 
 def _called_as_module(forward: dict) -> list[dict]:
     """A forward frame and the two frames nn.Module.__call__ puts outside it (innermost first)."""
-    return [forward, {"filename": MODULE_PY, "line": 1750, "name": "_call_impl"}, {"filename": MODULE_PY, "line": 1739, "name": "_wrapped_call_impl"}]
+    return [
+        forward,
+        {"filename": MODULE_PY, "line": 1750, "name": "_call_impl"},
+        {"filename": MODULE_PY, "line": 1739, "name": "_wrapped_call_impl"},
+    ]
 
 
 def make_module_stacks() -> tuple[list[list[dict]], list[tuple[str, ...]]]:
@@ -60,13 +75,23 @@ def make_module_stacks() -> tuple[list[list[dict]], list[tuple[str, ...]]]:
     (model.py) calls fc1 at line 15 and fc2 at line 16 (both linear.py), and its own forward
     allocates at line 17; a forward not called through module.py (a helper named forward) is no
     module; an FX frame's original trace names the eager forwards; one stack has no module."""
-    linear = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"}
+    linear = {
+        "filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+        "line": 125,
+        "name": "forward",
+    }
     malloc = [{"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"}, library_frame("linear")]
     main = [own_frame(40, "main")]
     net = lambda line: _called_as_module(own_frame(line, "forward", "/home/user/model.py"))  # noqa: E731
-    fx = {"filename": "/tmp/torchinductor_user/ab/cab.py", "line": 9, "name": "call", "fx_node_op": "call_function", "fx_node_name": "addmm",
-          "fx_original_trace": 'File "/home/user/model.py", line 16, in forward\n    x = self.fc2(x)\n'
-                               'File "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 125, in forward\n    return F.linear(x)'}
+    fx = {
+        "filename": "/tmp/torchinductor_user/ab/cab.py",
+        "line": 9,
+        "name": "call",
+        "fx_node_op": "call_function",
+        "fx_node_name": "addmm",
+        "fx_original_trace": 'File "/home/user/model.py", line 16, in forward\n    x = self.fc2(x)\n'
+        'File "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 125, in forward\n    return F.linear(x)',
+    }
     stacks = [
         malloc + _called_as_module(linear) + net(15) + main,
         malloc + _called_as_module(linear) + net(16) + main,
@@ -75,7 +100,14 @@ def make_module_stacks() -> tuple[list[list[dict]], list[tuple[str, ...]]]:
         malloc + main,
         [fx] + main,
     ]
-    paths = [("model.py:15", "linear.py"), ("model.py:16", "linear.py"), ("model.py",), (), (), ("model.py:16", "linear.py")]
+    paths = [
+        ("model.py:15", "linear.py"),
+        ("model.py:16", "linear.py"),
+        ("model.py",),
+        (),
+        (),
+        ("model.py:16", "linear.py"),
+    ]
     return stacks, paths
 
 
@@ -86,7 +118,9 @@ class Expected:
     peak_by_stack: dict[int, dict[int, int]] = field(default_factory=dict)  # device -> stack index -> bytes
     ooms: list[dict] = field(default_factory=list)
     live_end: dict[int, int] = field(default_factory=dict)
-    curve: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # device -> (time_us, live bytes after the entry)
+    curve: dict[int, list[tuple[int, int]]] = field(
+        default_factory=dict
+    )  # device -> (time_us, live bytes after the entry)
     reserved_end: dict[int, int] = field(default_factory=dict)
     stack_modules: list[tuple[str, ...]] = field(default_factory=list)  # modules=True: each stack's module path
 
@@ -120,8 +154,16 @@ class _Device:
         return sum(self.segments.values())
 
 
-def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times: bool = True, fx: bool = True,
-                  awaiting: bool = False, modules: bool = False, time_origin_us: int = 0) -> tuple[dict, Expected]:
+def make_snapshot(
+    seed: int = 0,
+    devices: int = 2,
+    steps: int = 300,
+    with_times: bool = True,
+    fx: bool = True,
+    awaiting: bool = False,
+    modules: bool = False,
+    time_origin_us: int = 0,
+) -> tuple[dict, Expected]:
     """A snapshot dict and its answers.  ``awaiting``: frees complete some entries after they
     are requested (another stream), the bytes still held in between.  ``modules``: the stacks of
     :func:`make_module_stacks` (``expected.stack_modules`` their paths).  ``time_origin_us``: added
@@ -137,7 +179,15 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
 
     def entry(device: _Device, action: str, address: int, size: int, stack: int | None, **extra) -> None:
         clock[0] += 7
-        item = {"action": action, "addr": address, "size": size, "stream": 0, "compile_context": "N/A", "user_metadata": "", **extra}
+        item = {
+            "action": action,
+            "addr": address,
+            "size": size,
+            "stream": 0,
+            "compile_context": "N/A",
+            "user_metadata": "",
+            **extra,
+        }
         if action == "oom":  # torch writes device_free where the others have addr
             del item["addr"]
         if stack is not None:  # torch writes frames only for entries recorded with a context
@@ -164,9 +214,16 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
                 if device.reserved + segment > CAPACITY:
                     gaps = [s for _, s in device.gaps()]
                     free = CAPACITY - device.reserved
-                    expected.ooms.append({"device": device.index, "requested": size, "allocated": device.allocated,
-                                          "device_free": free, "largest_free_block": max(gaps, default=0),
-                                          "reserved": device.reserved})
+                    expected.ooms.append(
+                        {
+                            "device": device.index,
+                            "requested": size,
+                            "allocated": device.allocated,
+                            "device_free": free,
+                            "largest_free_block": max(gaps, default=0),
+                            "reserved": device.reserved,
+                        }
+                    )
                     entry(device, "oom", 0, size, stack, device_free=free)
                     continue
                 address = device.next_address
@@ -215,20 +272,61 @@ def make_snapshot(seed: int = 0, devices: int = 2, steps: int = 300, with_times:
             blocks, cursor = [], start
             for address in sorted(a for a in device.live if start <= a < start + size):
                 if address > cursor:
-                    blocks.append({"address": cursor, "size": address - cursor, "requested_size": 0, "state": "inactive", "frames": []})
+                    blocks.append(
+                        {
+                            "address": cursor,
+                            "size": address - cursor,
+                            "requested_size": 0,
+                            "state": "inactive",
+                            "frames": [],
+                        }
+                    )
                 live_size, requested, stack = device.live[address]
                 held = any(d is device and a == address for d, a in pending)
-                blocks.append({"address": address, "size": live_size, "requested_size": requested,
-                               "state": "active_pending_free" if held else "active_allocated",
-                               "frames": [dict(f) for f in stacks[stack]]})
+                blocks.append(
+                    {
+                        "address": address,
+                        "size": live_size,
+                        "requested_size": requested,
+                        "state": "active_pending_free" if held else "active_allocated",
+                        "frames": [dict(f) for f in stacks[stack]],
+                    }
+                )
                 cursor = address + live_size
             if cursor < start + size:
-                blocks.append({"address": cursor, "size": start + size - cursor, "requested_size": 0, "state": "inactive", "frames": []})
-            segments.append({
-                "device": device.index, "address": start, "total_size": size, "stream": 0, "segment_type": "large",
-                "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "allocated_size": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
-                "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"), "blocks": blocks,
-            })
-    settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": False}
-    return {"segments": segments, "device_traces": [device.trace for device in state], "allocator_settings": settings,
-            "external_annotations": []}, expected
+                blocks.append(
+                    {
+                        "address": cursor,
+                        "size": start + size - cursor,
+                        "requested_size": 0,
+                        "state": "inactive",
+                        "frames": [],
+                    }
+                )
+            segments.append(
+                {
+                    "device": device.index,
+                    "address": start,
+                    "total_size": size,
+                    "stream": 0,
+                    "segment_type": "large",
+                    "segment_pool_id": (0, 0),
+                    "is_expandable": False,
+                    "frames": [],
+                    "allocated_size": sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated"),
+                    "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+                    "blocks": blocks,
+                }
+            )
+    settings = {
+        "PYTORCH_CUDA_ALLOC_CONF": "",
+        "max_split_size": -1,
+        "garbage_collection_threshold": 0.0,
+        "expandable_segments": False,
+    }
+    return {
+        "segments": segments,
+        "device_traces": [device.trace for device in state],
+        "allocator_settings": settings,
+        "external_annotations": [],
+    }, expected

@@ -19,6 +19,14 @@ from tuiprof.tui.views.steps import StepsView
 from tuiprof.tui.views.timeline import TimelineView
 
 SNAPSHOT_VIEWS = (
-    OverviewView, ModulesView, OperatorsView, KernelsView, MemoryView,
-    StepsView, TimelineView, RanksView, CollectivesView, LogView,
+    OverviewView,
+    ModulesView,
+    OperatorsView,
+    KernelsView,
+    MemoryView,
+    StepsView,
+    TimelineView,
+    RanksView,
+    CollectivesView,
+    LogView,
 )

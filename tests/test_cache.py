@@ -156,9 +156,21 @@ def _plant(entry: Path, damage: str) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["codes out of their table", "negative codes", "a float column", "a short column", "a pickled column",
-     "a truncated column", "an empty column file", "a missing column", "launches before operators", "negative durations", "input texts outside the blob",
-     "fewer names", "garbage meta"],
+    [
+        "codes out of their table",
+        "negative codes",
+        "a float column",
+        "a short column",
+        "a pickled column",
+        "a truncated column",
+        "an empty column file",
+        "a missing column",
+        "launches before operators",
+        "negative durations",
+        "input texts outside the blob",
+        "fewer names",
+        "garbage meta",
+    ],
 )
 def test_a_planted_or_damaged_cache_is_ignored_and_rebuilt(cache_on, tmp_path, damage) -> None:
     path = tmp_path / "trace.json"
@@ -178,7 +190,10 @@ def test_two_processes_open_the_same_trace_at_once(cache_on, tmp_path) -> None:
     expected = write_trace(path)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     command = [sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json", "--limit", "20"]
-    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path) for _ in range(2)]
+    runs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        for _ in range(2)
+    ]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
     assert outputs[0][0] == outputs[1][0]
@@ -208,8 +223,14 @@ def test_a_read_only_cache_falls_back_to_no_cache_with_one_line(cache_on, tmp_pa
     cache_on.chmod(0o555)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     try:
-        run = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(path), "--limit", "3"],
-                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-m", "tuiprof", "summary", str(path), "--limit", "3"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
     finally:
         cache_on.chmod(0o755)
     assert run.returncode == 0 and "aten::op_0" in run.stdout

@@ -102,7 +102,11 @@ def test_live_tables_match_key_averages(live_resnet, by_shape: bool) -> None:
 
 def _tuiprof(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tuiprof", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "tuiprof", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         **kwargs,
     )
 
@@ -112,7 +116,15 @@ def test_run_profiles_the_example_script(tmp_path) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = _tuiprof(
-        "run", "--no-tui", "--save", str(trace), "examples/train_resnet18_cifar.py", "--batch-size", "4", "--samples", "64",
+        "run",
+        "--no-tui",
+        "--save",
+        str(trace),
+        "examples/train_resnet18_cifar.py",
+        "--batch-size",
+        "4",
+        "--samples",
+        "64",
         env=_env(TMPDIR=str(scratch)),
     )
     out, err = proc.communicate(timeout=240)
@@ -135,7 +147,18 @@ def test_sigint_keeps_what_was_captured(tmp_path) -> None:
     the exit line counts exactly those, and the capture, shown and saved, exits 0."""
     trace = tmp_path / "interrupted.json.gz"
     proc = _tuiprof(
-        "live", *TINY, "--no-tui", "--no-stack", "--wait", "0", "--warmup", "1", "--active", "5000", "--save", str(trace),
+        "live",
+        *TINY,
+        "--no-tui",
+        "--no-stack",
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "5000",
+        "--save",
+        str(trace),
     )
     deadline = time.time() + 180
     seen = ""
@@ -149,8 +172,14 @@ def test_sigint_keeps_what_was_captured(tmp_path) -> None:
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, seen + err
     assert "Traceback" not in err and "did not finish" not in err
-    steps = [name for name in (e.get("name", "") for e in _raw_trace(trace)["traceEvents"]) if name.startswith("ProfilerStep#")]
-    ran = re.search(r"tuiprof: (\d+) steps run in [0-9.]+m?s \(capture\); the trace holds (\d+) \(ProfilerStep#1-#(\d+)\)", err)
+    steps = [
+        name
+        for name in (e.get("name", "") for e in _raw_trace(trace)["traceEvents"])
+        if name.startswith("ProfilerStep#")
+    ]
+    ran = re.search(
+        r"tuiprof: (\d+) steps run in [0-9.]+m?s \(capture\); the trace holds (\d+) \(ProfilerStep#1-#(\d+)\)", err
+    )
     assert ran, err
     assert int(ran.group(2)) == len(steps) == int(ran.group(1)) - 1 == int(ran.group(3))  # all but the warmup step
     assert steps == [f"ProfilerStep#{n}" for n in range(1, len(steps) + 1)]
@@ -313,14 +342,28 @@ def test_run_stopped_by_ctrl_c_inside_a_step_drops_it_and_exits_0(tmp_path) -> N
     script.write_text(RUN_SCRIPT)
     trace = tmp_path / "run.json.gz"
     proc = _tuiprof(
-        "run", "--no-tui", "--no-stack", "--wait", "0", "--warmup", "1", "--active", "5", "--save", str(trace), str(script),
+        "run",
+        "--no-tui",
+        "--no-stack",
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "5",
+        "--save",
+        str(trace),
+        str(script),
         env=_env(PYTHONPATH=str(ROOT)),
     )
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err  # shown and saved: not "stopped before there was anything to show"
     assert _finished_work(trace) == (["ProfilerStep#1", "ProfilerStep#2"], 4, 4)
     assert "tuiprof: 3 steps run in " in err
-    assert "; the trace holds 2 (ProfilerStep#1-#2)\ntuiprof: ProfilerStep#3 did not finish and was left out of the trace\n" in err
+    assert (
+        "; the trace holds 2 (ProfilerStep#1-#2)\ntuiprof: ProfilerStep#3 did not finish and was left out of the trace\n"
+        in err
+    )
     assert "aten::linear" in out and "Traceback" not in err
 
 
@@ -328,14 +371,33 @@ def test_live_ctrl_c_twice_inside_a_step_drops_it_and_exits_0(tmp_path) -> None:
     """First Ctrl-C: stop after this step; a second one inside the same step aborts it."""
     trace = tmp_path / "new" / "folder" / "live.json.gz"  # --save creates missing folders
     proc = _tuiprof(
-        "live", "tests.interrupting:live_mlp", "--no-tui", "--no-stack", "--input-shape", "16", "--batch-size", "4",
-        "--device", "cpu", "--wait", "0", "--warmup", "1", "--active", "5", "--save", str(trace),
+        "live",
+        "tests.interrupting:live_mlp",
+        "--no-tui",
+        "--no-stack",
+        "--input-shape",
+        "16",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "5",
+        "--save",
+        str(trace),
         env=_env(PYTHONPATH=str(ROOT), INTERRUPT_AT_CALL="5"),  # call 1 names the modules; 2-4 are steps 0-2
     )
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     assert _finished_work(trace) == (["ProfilerStep#1", "ProfilerStep#2"], 4, 4)
-    assert "; the trace holds 2 (ProfilerStep#1-#2)\ntuiprof: ProfilerStep#3 did not finish and was left out of the trace\n" in err
+    assert (
+        "; the trace holds 2 (ProfilerStep#1-#2)\ntuiprof: ProfilerStep#3 did not finish and was left out of the trace\n"
+        in err
+    )
     assert "aten::linear" in out and "Traceback" not in err
 
 
@@ -455,7 +517,12 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color", TMPDIR=str(tmp_path), COLUMNS=str(columns))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tuiprof", *args], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+            [sys.executable, "-m", "tuiprof", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=ROOT,
+            env=env,
             start_new_session=True,
         )
         os.close(slave)
@@ -554,19 +621,26 @@ def test_q_during_warmup_in_the_explorer_says_nothing_was_recorded(tmp_path) -> 
     try:
         term.wait_for(r"\(\d+/302\) · warmup")  # the screen may skip a fast step
         term.press("q")  # "stopping after this step…" shows until the step ends (too briefly to wait for)
-        term.wait_for(r"stopped after step \d+/302 \(warmup\): nothing was recorded yet \(the profiler records step 302;")
+        term.wait_for(
+            r"stopped after step \d+/302 \(warmup\): nothing was recorded yet \(the profiler records step 302;"
+        )
         assert term.finish() == 130  # the explorer ends by itself: no error page waits for a second q
-        assert re.search(r"tuiprof: tuiprof\.capture\.models:tiny_transformer: stopped after step \d+/302 \(warmup\)", term.text)
+        assert re.search(
+            r"tuiprof: tuiprof\.capture\.models:tiny_transformer: stopped after step \d+/302 \(warmup\)", term.text
+        )
     finally:
         if term.proc.poll() is None:
             term.proc.kill()
     assert _scratch_left(tmp_path) == []
 
 
-@pytest.mark.parametrize(("wait", "warmup", "remedy"), [
-    (1, 1, "let it run into the active steps, or lower --wait/--warmup"),
-    (0, 0, "let it run through its first step"),  # --wait 0 --warmup 0: lowering them is no advice
-])
+@pytest.mark.parametrize(
+    ("wait", "warmup", "remedy"),
+    [
+        (1, 1, "let it run into the active steps, or lower --wait/--warmup"),
+        (0, 0, "let it run through its first step"),  # --wait 0 --warmup 0: lowering them is no advice
+    ],
+)
 def test_stopped_before_the_first_step_says_what_would_record(wait: int, warmup: int, remedy: str) -> None:
     from tuiprof.capture.config import CaptureConfig
     from tuiprof.capture.live import NothingCaptured
@@ -586,7 +660,9 @@ def test_q_during_the_active_steps_in_the_explorer_shows_them_and_exits_0(tmp_pa
         term.wait_for(r"Findings")
         term.press("q")
         assert term.finish() == 0
-        assert re.search(r"tuiprof: \d+ steps run in [0-9.]+m?s \(capture\); the trace holds \d+ \(ProfilerStep#1", term.text)
+        assert re.search(
+            r"tuiprof: \d+ steps run in [0-9.]+m?s \(capture\); the trace holds \d+ \(ProfilerStep#1", term.text
+        )
     finally:
         if term.proc.poll() is None:
             term.proc.kill()
@@ -606,7 +682,11 @@ def test_live_progress_names_the_trace_steps_then_says_it_writes_the_trace(tmp_p
     lines: list[tuple[str, str]] = []
     live.capture(lambda progress: lines.append((progress.phase, describe_progress(progress))))
     in_trace = [e["name"] for e in _raw_trace(trace)["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
-    active = [re.match(r"(ProfilerStep#\d+) \(\d+/5\) · active · ", text).group(1) for phase, text in lines if phase == "active"]
+    active = [
+        re.match(r"(ProfilerStep#\d+) \(\d+/5\) · active · ", text).group(1)
+        for phase, text in lines
+        if phase == "active"
+    ]
     assert active == in_trace == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     saving = [text for phase, text in lines if phase == "saving"]
     assert len(saving) == 1 and saving[0].startswith("writing the trace (5/5 steps run)…")
@@ -631,7 +711,9 @@ def test_exit_line_counts_the_capture_not_what_follows(tmp_path, monkeypatch, ca
     assert cli.main(["live", *TINY, "--no-tui", "--no-stack", "--wait", "0", "--warmup", "1", "--active", "2"]) == 0
     wall = time.perf_counter() - started
     err = capsys.readouterr().err
-    ran = re.search(r"tuiprof: 3 steps run in ([0-9.]+)(ms|s) \(capture\); the trace holds 2 \(ProfilerStep#1-#2\)", err)
+    ran = re.search(
+        r"tuiprof: 3 steps run in ([0-9.]+)(ms|s) \(capture\); the trace holds 2 \(ProfilerStep#1-#2\)", err
+    )
     assert ran, err
     seconds = float(ran.group(1)) / (1000 if ran.group(2) == "ms" else 1)
     assert seconds <= wall - 3
@@ -662,7 +744,8 @@ def test_capture_lines_on_a_terminal_fit_80_columns_between_words(monkeypatch) -
     config = CaptureConfig(model=TINY[0], device="cpu", batch_size=2, input_shape="8x64", wait=1, warmup=300, active=1)
     texts = [
         f"tuiprof: {NothingCaptured(config, 12)}",
-        "tuiprof: " + describe_progress(CaptureProgress(0, 5, "setup", 22.0, None, "compiling resnet18 (torch.compile)")),
+        "tuiprof: "
+        + describe_progress(CaptureProgress(0, 5, "setup", 22.0, None, "compiling resnet18 (torch.compile)")),
         "tuiprof: " + describe_steps_line(),
     ]
     for text in texts:

@@ -11,7 +11,17 @@ import pytest
 
 from tests.conftest import ROOT, SAMPLES
 
-HEAVY = ("numpy", "msgspec", "rich", "orjson", "textual", "torch", "tuiprof.analysis", "tuiprof.trace", "tuiprof.report.render")
+HEAVY = (
+    "numpy",
+    "msgspec",
+    "rich",
+    "orjson",
+    "textual",
+    "torch",
+    "tuiprof.analysis",
+    "tuiprof.trace",
+    "tuiprof.report.render",
+)
 
 
 def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -49,7 +59,9 @@ sys.exit(main(%r))
 
 
 @pytest.mark.parametrize(
-    "argv", [["live", "resnet18", "--no-tui"], ["run", "--no-tui", "examples/train_resnet18_cifar.py"]], ids=["live", "run"]
+    "argv",
+    [["live", "resnet18", "--no-tui"], ["run", "--no-tui", "examples/train_resnet18_cifar.py"]],
+    ids=["live", "run"],
 )
 def test_capture_without_torch_says_what_to_install(argv: list[str], tmp_path) -> None:
     result = _python(_NO_TORCH % argv)
@@ -73,12 +85,17 @@ def test_capture_modules_import_no_cli_glue() -> None:
     assert "GLUE []" in result.stdout, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("option", [["--batch-size", "4"], ["--input-shape", "8x64"], ["--device", "cpu"], ["--data", "cifar10"]])
+@pytest.mark.parametrize(
+    "option", [["--batch-size", "4"], ["--input-shape", "8x64"], ["--device", "cpu"], ["--data", "cifar10"]]
+)
 def test_run_refuses_live_only_options_in_one_line(option: list[str]) -> None:
     """They would be silently ignored: the script builds its own model and data."""
     result = subprocess.run(
         [sys.executable, "-m", "tuiprof", "run", *option, "--no-tui", "examples/train_ddp_gloo.py"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -87,7 +104,9 @@ def test_run_refuses_live_only_options_in_one_line(option: list[str]) -> None:
 
 
 def test_run_help_lists_no_live_only_option() -> None:
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "run", "--help"], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "run", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
     live = subprocess.run([sys.executable, "-m", "tuiprof", "live", "--help"], capture_output=True, text=True, cwd=ROOT)
     for flag in ("--batch-size", "--input-shape", "--num-classes", "--mode", "--device", "--data-root"):
         assert flag not in result.stdout and flag in live.stdout

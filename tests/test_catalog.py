@@ -49,8 +49,13 @@ def test_two_registries_are_not_both_called_views() -> None:
 
 def test_a_view_added_to_the_registry_is_accepted_by_summary(monkeypatch, capsys) -> None:
     """Adding a table is one registry line: the CLI reads the registry (it used to type the names)."""
-    threads = View("threads", "Threads", (Column("thread", "Thread", "text", "A thread."),), "",
-                   lambda model, options: [{"thread": "main"}, {"thread": "backward"}])
+    threads = View(
+        "threads",
+        "Threads",
+        (Column("thread", "Thread", "text", "A thread."),),
+        "",
+        lambda model, options: [{"thread": "main"}, {"thread": "backward"}],
+    )
     monkeypatch.setitem(TRACE_VIEWS, "threads", threads)
     assert main(["summary", RESNET, "--view", "threads", "--format", "json"]) == 0
     assert [row["thread"] for row in json.loads(capsys.readouterr().out)] == ["main", "backward"]

@@ -48,8 +48,18 @@ def test_json_rows_have_documented_keys() -> None:
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     expected = {
-        "name", "calls", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us",
-        "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "flops", "input_shapes",
+        "name",
+        "calls",
+        "self_cpu_us",
+        "cpu_total_us",
+        "self_device_us",
+        "device_total_us",
+        "self_cpu_mem_bytes",
+        "cpu_mem_bytes",
+        "self_device_mem_bytes",
+        "device_mem_bytes",
+        "flops",
+        "input_shapes",
     }
     assert len(rows) == 5 and expected <= set(rows[0])
 
@@ -125,8 +135,18 @@ def _bad_inputs(tmp_path):
 
 @pytest.mark.parametrize(
     "case",
-    ["missing path", "directory without traces", "not JSON", "truncated gzip", "JSON that is not a trace",
-     "empty trace", "empty file", "gzip of garbage", "binary", "truncated JSON"],
+    [
+        "missing path",
+        "directory without traces",
+        "not JSON",
+        "truncated gzip",
+        "JSON that is not a trace",
+        "empty trace",
+        "empty file",
+        "gzip of garbage",
+        "binary",
+        "truncated JSON",
+    ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case: str) -> None:
     path = _bad_inputs(tmp_path)[case]
@@ -143,9 +163,18 @@ def test_only_trace_reading_commands_tune_the_allocator(monkeypatch, capsys, com
 
     calls = []
     monkeypatch.setattr(allocator, "return_freed_memory", lambda: calls.append(1) or True)
-    monkeypatch.setattr(cli, {"summary": "run_summary", "timeline": "run_timeline", "live": "run_live",
-                              "run": "run_script"}[command], lambda args: 0)
-    target = "tiny" if command == "live" else "train.py" if command == "run" else str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+    monkeypatch.setattr(
+        cli,
+        {"summary": "run_summary", "timeline": "run_timeline", "live": "run_live", "run": "run_script"}[command],
+        lambda args: 0,
+    )
+    target = (
+        "tiny"
+        if command == "live"
+        else "train.py"
+        if command == "run"
+        else str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
+    )
     assert cli.main([command, target]) == 0
     assert bool(calls) == tuned  # a training process (live, run) keeps the allocator it would have
 
@@ -184,7 +213,7 @@ def test_a_table_on_a_terminal_fits_it_and_names_what_it_left_out(monkeypatch, c
     shown = [h for h in every if re.search(rf"(^|  ){re.escape(h)}(  |$)", header.strip())]
     hidden = [h for h in every if h not in shown]
     assert hidden and said.startswith(f"hidden to fit: {hidden[0]}")  # named, in order, as many as the line holds
-    body = lines[lines.index(next(line for line in lines if "───" in line)) + 1:][: len(rows) - 1]
+    body = lines[lines.index(next(line for line in lines if "───" in line)) + 1 :][: len(rows) - 1]
     for row, line in zip(rows[1:], body):  # each row in order, its name's end kept, its calls beside it
         assert row[0][-6:] in line, (row[0], line)
         assert row[rows[0].index("calls")] in line.split() or "Calls" not in shown
@@ -205,9 +234,13 @@ def test_a_pipe_gets_every_column(capsys) -> None:
     assert "hidden to fit" not in text
 
 
-@pytest.mark.parametrize(("content", "says"), [(b"root:x:0:0:root:/root:/bin/bash\n", "not JSON"), (b"", "empty"),
-                                               (gzip.compress(b"\x00" * 4096), "not JSON")])
-def test_open_in_a_terminal_refuses_a_non_trace_before_the_explorer(tmp_path, monkeypatch, capsys, content, says) -> None:
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(b"root:x:0:0:root:/root:/bin/bash\n", "not JSON"), (b"", "empty"), (gzip.compress(b"\x00" * 4096), "not JSON")],
+)
+def test_open_in_a_terminal_refuses_a_non_trace_before_the_explorer(
+    tmp_path, monkeypatch, capsys, content, says
+) -> None:
     from tuiprof import cli
     from tuiprof.tui import app
 
@@ -240,7 +273,11 @@ def test_an_empty_column_goes_before_one_with_values() -> None:
     from tuiprof.report.render import layout_table
     from tuiprof.report.views import Column
 
-    columns = (Column("name", "Step", "text", ""), Column("comm", "Comm", "us", ""), Column("idle", "Dev idle", "us", ""))
+    columns = (
+        Column("name", "Step", "text", ""),
+        Column("comm", "Comm", "us", ""),
+        Column("idle", "Dev idle", "us", ""),
+    )
     rows = [{"name": "ProfilerStep#6", "idle": 6334.5, "comm": None}]
     # name 14 + idle 9 + rules: room for one of the two numbers only
     layout = layout_table(rows, columns, 14 + 3 + 9 + 3 + 1 + 2)

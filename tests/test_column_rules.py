@@ -15,8 +15,15 @@ from tuiprof.analysis import load_model
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, View, ViewOptions
 
 
-def _model(tmp_path: Path, name: str, *, kernel: bool = False, memory_device: int | None = None,
-           op: str = "aten::mm", module: bool = False):
+def _model(
+    tmp_path: Path,
+    name: str,
+    *,
+    kernel: bool = False,
+    memory_device: int | None = None,
+    op: str = "aten::mm",
+    module: bool = False,
+):
     trace = GpuTrace()
     trace.step(1, 0.0, 100.0)
     if module:
@@ -49,7 +56,15 @@ DEVICE_ACTIVITY_COLUMNS = {
     "operators": {"self_device_us", "device_total_us", "device_avg_us"},
     "modules": {"device_total_us"},
     "kernels": {"device_total_us"},
-    "steps": {"device_window_us", "kernel_us", "device_idle_us", "idle_pct", "memcpy_us", "memset_us", "communication_us"},
+    "steps": {
+        "device_window_us",
+        "kernel_us",
+        "device_idle_us",
+        "idle_pct",
+        "memcpy_us",
+        "memset_us",
+        "communication_us",
+    },
 }
 
 
@@ -116,7 +131,9 @@ def test_backward_columns_show_for_training_and_live_columns_for_live_captures()
 
 def test_run_device_columns_and_data_only_columns() -> None:
     def run(device: bool, damage: object = None) -> SimpleNamespace:
-        return SimpleNamespace(ranks=[SimpleNamespace(has_device=device, damage=None), SimpleNamespace(has_device=device, damage=damage)])
+        return SimpleNamespace(
+            ranks=[SimpleNamespace(has_device=device, damage=None), SimpleNamespace(has_device=device, damage=damage)]
+        )
 
     device = {"compute_us", "memcpy_us", "memset_us", "device_idle_us", "cpu_bound_us"}
     shown = {c.key for c in RUN_VIEWS["ranks"].visible_columns(ViewOptions(), run(True))}
@@ -136,7 +153,16 @@ def test_data_formats_keep_every_column_the_rows_hold() -> None:
 def test_memory_category_columns_show_when_torch_categorised_the_memory() -> None:
     """The memory-* tables (h/memcat, merged): a category's column or cell needs torch's categories,
     which only a tuiprof capture saves; the what-ifs' arithmetic is a sentence, data formats only."""
-    categories = ("activation", "parameter", "gradient", "optimizer_state", "input", "temporary", "autograd_detail", "unknown")
+    categories = (
+        "activation",
+        "parameter",
+        "gradient",
+        "optimizer_state",
+        "input",
+        "temporary",
+        "autograd_detail",
+        "unknown",
+    )
     by_category = {f"{name}_bytes" for name in categories}
     frames = SimpleNamespace(by_frame={0: object()})  # with_stack: Python frames, so stacks
     categorised = SimpleNamespace(memory_categories=object(), modules=frames)

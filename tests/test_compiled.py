@@ -43,11 +43,13 @@ def _expected_path(events: list[dict], region: dict) -> str:
     """The region's tree path by the rule in analysis/compiled.py: every module frame and
     region span enclosing it, outermost first (by time containment on its thread)."""
     enclosing = [
-        e for e in events
+        e
+        for e in events
         if (e["name"].startswith("nn.Module: ") or e["name"].startswith(REGION)) and _inside(e, region)
     ]
     names = [
-        e["name"].removeprefix("nn.Module: ") if e["name"].startswith("nn.Module: ")
+        e["name"].removeprefix("nn.Module: ")
+        if e["name"].startswith("nn.Module: ")
         else "[compiled " + e["name"].removeprefix(REGION).replace("/", ":") + "]"
         for e in sorted(enclosing, key=lambda e: (e["ts"], -e["dur"])) + [region]
     ]
@@ -57,12 +59,15 @@ def _expected_path(events: list[dict], region: dict) -> str:
 def _device_us_inside(events: list[dict], region: dict) -> float:
     """Device time of the kernels that CPU events inside the region span launched (External id)."""
     ids = {
-        e["args"]["External id"] for e in events
-        if e.get("cat") in ("cpu_op", "user_annotation") and (e is region or _inside(region, e))
+        e["args"]["External id"]
+        for e in events
+        if e.get("cat") in ("cpu_op", "user_annotation")
+        and (e is region or _inside(region, e))
         and "External id" in e.get("args", {})
     }
     return sum(
-        e["dur"] for e in events
+        e["dur"]
+        for e in events
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("args", {}).get("External id") in ids
     )
 
@@ -92,13 +97,11 @@ def test_cpu_regions_sit_under_the_eager_modules_that_called_them():
 def test_cpu_region_backward_time_comes_through_compiled_function_sequence_numbers():
     events = _events(COMPILED_CPU)
     outer = next(e for e in events if e["name"] == REGION + "0/0")
-    forward = {
-        e["args"]["Sequence number"] for e in events
-        if e["name"] == "CompiledFunction" and _inside(outer, e)
-    }
+    forward = {e["args"]["Sequence number"] for e in events if e["name"] == "CompiledFunction" and _inside(outer, e)}
     assert len(forward) == 3  # one per compiled frame, all inside region 0 (its child regions)
     backward_us = sum(
-        e["dur"] for e in events
+        e["dur"]
+        for e in events
         if e["name"] == "autograd::engine::evaluate_function: CompiledFunctionBackward"
         and e["args"]["Sequence number"] in forward
     )
@@ -190,7 +193,10 @@ def test_rocm_trace_kernel_names_decode():
 @pytest.mark.parametrize(
     ("name", "computes"),
     [
-        ("triton_per_fused_convolution_backward_native_batch_norm_backward_3", "persistent reduction: convolution_backward, native_batch_norm_backward"),
+        (
+            "triton_per_fused_convolution_backward_native_batch_norm_backward_3",
+            "persistent reduction: convolution_backward, native_batch_norm_backward",
+        ),
         ("triton_tem_fused_addmm_relu_0", "template: addmm, relu"),
         ("cpp_fused_add_mean_0", "C++ (CPU): add, mean"),
         ("cpp_fused_clamp_min_0", "C++ (CPU): clamp_min"),  # the listed name wins over clamp + min
@@ -280,7 +286,9 @@ def test_overview_top_modules_never_list_a_module_and_its_descendant_as_peers():
     from tuiprof.report.overview import _modules_table
 
     events = _events(COMPILED_CPU)
-    regions = {e["name"]: e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 2/0")}
+    regions = {
+        e["name"]: e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 2/0")
+    }
     outer = [e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 1/0")]
     assert regions and outer and all(any(_inside(o, r) for o in outer) for r in regions.values())  # nested, in the file
 

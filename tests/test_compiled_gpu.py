@@ -24,18 +24,30 @@ COMPILED_MAP = {
     "root": "",
     "modules": MODULES,
     "graphs": [
-        {"region": "0/0", "backward": False, "kernels": [
-            ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [FC], [2]],
-            ["aten::mm", "extern_kernels.mm", [HEAD], [1]],
-            ["triton_poi_fused_relu_1", "triton_poi_fused_relu_1", [FC, ACT], [1, 1]],  # fused: -> block
-            ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [HEAD], [2]],  # same kernel, called again
-        ]},
-        {"region": "0/0", "backward": True, "kernels": [
-            ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [FC], [3]],
-        ]},
-        {"region": "1/0", "backward": False, "kernels": [  # the same kernel name in another graph
-            ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [ACT], [1]],
-        ]},
+        {
+            "region": "0/0",
+            "backward": False,
+            "kernels": [
+                ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [FC], [2]],
+                ["aten::mm", "extern_kernels.mm", [HEAD], [1]],
+                ["triton_poi_fused_relu_1", "triton_poi_fused_relu_1", [FC, ACT], [1, 1]],  # fused: -> block
+                ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [HEAD], [2]],  # same kernel, called again
+            ],
+        },
+        {
+            "region": "0/0",
+            "backward": True,
+            "kernels": [
+                ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [FC], [3]],
+            ],
+        },
+        {
+            "region": "1/0",
+            "backward": False,
+            "kernels": [  # the same kernel name in another graph
+                ["triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0", [ACT], [1]],
+            ],
+        },
     ],
 }
 
@@ -131,16 +143,23 @@ def reduce_overhead_trace() -> GpuTrace:
         trace.op("Torch-Compiled Region: 0/0", base + 10, 200)
         trace.op("CompiledFunction", base + 20, 180, **{"Sequence number": 3 + number})
         graph = trace.op("## Call CompiledFxGraph aaaaaaaaaaaa ##", base + 30, 160)
-        trace.graph_launch(graph, base + 40, 20, [
-            ("triton_poi_fused_add_mul_0", base + 100, 10),
-            ("gemm_kernel", base + 110, 20),
-            ("triton_poi_fused_relu_1", base + 130, 30),
-        ])
+        trace.graph_launch(
+            graph,
+            base + 40,
+            20,
+            [
+                ("triton_poi_fused_add_mul_0", base + 100, 10),
+                ("gemm_kernel", base + 110, 20),
+                ("triton_poi_fused_relu_1", base + 130, 30),
+            ],
+        )
         replayed = trace.events[-1]  # a memset of the same replay: its correlation
         trace.events.append({**replayed, "cat": "gpu_memset", "name": "Memset (Device)", "ts": base + 160, "dur": 4})
     trace.op("CompiledFunctionBackward", 300, 200, tid=9, **{"Sequence number": 4})
     backward = trace.op("## Call CompiledFxGraph cccccccccccc ##", 310, 180, tid=9)
-    trace.graph_launch(backward, 320, 10, [("triton_poi_fused_mul_2", 400, 5), ("triton_red_fused_sum_3", 405, 6)], tid=9)
+    trace.graph_launch(
+        backward, 320, 10, [("triton_poi_fused_mul_2", 400, 5), ("triton_red_fused_sum_3", 405, 6)], tid=9
+    )
     eager = trace.op("aten::add", 600, 50)
     trace.launch(eager, "elementwise_add", 610, 5, 700, 100)
     return trace
@@ -155,7 +174,9 @@ def test_cuda_graph_replays_and_their_kernels_are_counted(tmp_path) -> None:
     region = graphs.by_region["[compiled 0:0]"]
     assert (region.replays, region.kernels, region.device_ns) == (3, 8, 139 * US)
     assert "CUDA graphs: 3 replays, 8 kernels, 139.000us of device time" in compiled_lines(model)
-    assert "CUDA graphs: 3 replays, 8 kernels, 139.000us of device time" in region_lines(model.compiled_run, "[compiled 0:0]")
+    assert "CUDA graphs: 3 replays, 8 kernels, 139.000us of device time" in region_lines(
+        model.compiled_run, "[compiled 0:0]"
+    )
 
 
 def test_a_compiled_trace_without_cuda_graphs_says_nothing_of_them(tmp_path) -> None:

@@ -25,10 +25,10 @@ from tests.conftest import ROOT  # noqa: E402
 from tuiprof.analysis import analyze  # noqa: E402
 from tuiprof.capture.compiled import module_path  # noqa: E402
 from tuiprof.capture.config import CaptureConfig  # noqa: E402
-from tuiprof.report.units import format_us_short  # noqa: E402
 from tuiprof.capture.session import profile_training  # noqa: E402
 from tuiprof.report.compiled_summary import compiled_lines  # noqa: E402
 from tuiprof.report.details import module_text  # noqa: E402
+from tuiprof.report.units import format_us_short  # noqa: E402
 from tuiprof.trace import load_trace  # noqa: E402
 
 BATCH, SHAPE = 4, "3x8x8"
@@ -159,8 +159,14 @@ def test_fused_conv_bn_relu_goes_to_the_deepest_common_module(compiled) -> None:
     expected = _expected_own_ns(calls)
     for qualified in ("block", "bn", "relu"):  # their own forward time is fused kernels only (convs are extern)
         assert _node(model, qualified).self_cpu_us == pytest.approx(expected[qualified] / 1000, abs=0.01), qualified
-    assert ("block",) in [holders for _, modules, holders in _node(model, "block.bn").fused_kernels if set(modules) == {"block.bn", "block.relu"}]
-    assert ("bn", "relu") in [holders for _, modules, holders in _node(model, "relu").fused_kernels if set(modules) == {"bn", "relu"}]
+    assert ("block",) in [
+        holders
+        for _, modules, holders in _node(model, "block.bn").fused_kernels
+        if set(modules) == {"block.bn", "block.relu"}
+    ]
+    assert ("bn", "relu") in [
+        holders for _, modules, holders in _node(model, "relu").fused_kernels if set(modules) == {"bn", "relu"}
+    ]
     detail = module_text(model, _node(model, "block.relu")).plain  # the detail pane of a module fused away
     assert "block.bn, block.relu -> time in block" in detail
 
@@ -212,7 +218,11 @@ print(json.dumps({"tree": tree, "problems": model.report.problems}))
 def test_saved_trace_reopens_without_torch_to_the_same_tree(compiled) -> None:
     result, model = compiled
     proc = subprocess.run(
-        [sys.executable, "-c", BLOCKED_TORCH, str(result.trace_path)], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", BLOCKED_TORCH, str(result.trace_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr
     reopened = json.loads(proc.stdout)
@@ -232,7 +242,10 @@ def test_map_naming_kernels_absent_from_the_trace_is_counted_on_stderr(compiled,
         json.dump(raw, file)
     proc = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(path), "--view", "modules"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr
     assert "3 kernels of the saved compiled-kernel map ran in no profiled graph call" in proc.stderr
@@ -242,7 +255,10 @@ def test_map_naming_kernels_absent_from_the_trace_is_counted_on_stderr(compiled,
 def test_compile_time_is_shown_beside_the_step_time(compiled) -> None:
     result, model = compiled
     lines = compiled_lines(model)
-    assert lines[0].startswith(f"compile {format_us_short(result.facts.compile_s * 1e6)} vs ") and "per profiled step" in lines[0]
+    assert (
+        lines[0].startswith(f"compile {format_us_short(result.facts.compile_s * 1e6)} vs ")
+        and "per profiled step" in lines[0]
+    )
     assert "below the compiled one" in lines[1]
 
 
@@ -283,7 +299,10 @@ def test_run_maps_a_script_that_compiles_itself(tmp_path) -> None:
     trace = tmp_path / "run.json.gz"
     proc = subprocess.run(
         [sys.executable, "-m", "tuiprof", "run", "--no-tui", "--save", str(trace), str(script)],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr
     with gzip.open(trace, "rt") as file:
@@ -301,7 +320,10 @@ def test_run_maps_a_script_that_compiles_itself(tmp_path) -> None:
     [
         ({"layer1.0.bn1": 20, "layer1.0.relu": 1}, [("layer1.0", 1.0)]),  # deepest common module
         ({"layer1.0.conv1": 1}, [("layer1.0.conv1", 1.0)]),  # one module
-        ({"bn1": 20, "relu": 1, "maxpool": 3}, [("bn1", 20 / 24), ("relu", 1 / 24), ("maxpool", 3 / 24)]),  # at the root: split
+        (
+            {"bn1": 20, "relu": 1, "maxpool": 3},
+            [("bn1", 20 / 24), ("relu", 1 / 24), ("maxpool", 3 / 24)],
+        ),  # at the root: split
         ({"": 1, "fc": 3}, [("", 0.25), ("fc", 0.75)]),  # the compiled module's own nodes keep their share
         ({"encoder.layers.0.norm1": 4, "encoder.layers.1.norm1": 4}, [("encoder", 1.0)]),  # a ModuleList ran no code
         ({"": 2}, []),  # no module below the root: the compiled module's own
@@ -310,8 +332,21 @@ def test_run_maps_a_script_that_compiles_itself(tmp_path) -> None:
 def test_kernel_targets_follow_the_written_rules(weights: dict[str, int], expected: list) -> None:
     from tuiprof.analysis.compiled_map import kernel_targets
 
-    ran = {"layer1.0", "layer1.0.bn1", "layer1.0.relu", "layer1.0.conv1", "bn1", "relu", "maxpool", "fc", "encoder",
-           "encoder.layers.0", "encoder.layers.1", "encoder.layers.0.norm1", "encoder.layers.1.norm1"}
+    ran = {
+        "layer1.0",
+        "layer1.0.bn1",
+        "layer1.0.relu",
+        "layer1.0.conv1",
+        "bn1",
+        "relu",
+        "maxpool",
+        "fc",
+        "encoder",
+        "encoder.layers.0",
+        "encoder.layers.1",
+        "encoder.layers.0.norm1",
+        "encoder.layers.1.norm1",
+    }
     assert kernel_targets(weights, ran) == pytest.approx(expected) if expected else kernel_targets(weights, ran) == []
 
 

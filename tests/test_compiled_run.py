@@ -116,7 +116,7 @@ def test_without_compile_log_the_trace_still_counts_breaks_and_recompiles(captur
     bare.write_text(json.dumps(document))
     run = load_model(bare).compiled_run
     assert not run.from_capture and run.graph_break_count == 1
-    regions = {e["name"][len(REGION):] for e in document["traceEvents"] if e.get("name", "").startswith(REGION)}
+    regions = {e["name"][len(REGION) :] for e in document["traceEvents"] if e.get("name", "").startswith(REGION)}
     assert regions == {"0/0", "0/1", "1/0", "1/1"}  # oracle: two frames, each compiled twice
     assert {f.frame: f.compilations for f in run.frames} == {"0": 2, "1": 2}
     assert "1 graph break seen in the trace: frame 1 ran inside" in "\n".join(compiled_lines(load_model(bare)))
@@ -125,15 +125,23 @@ def test_without_compile_log_the_trace_still_counts_breaks_and_recompiles(captur
 def test_shipped_trace_without_log_counts_nested_regions() -> None:
     events = _events(COMPILED_CPU)
     regions = [e for e in events if e["name"].startswith(REGION)]
-    frame = {id(e): e["name"][len(REGION):].split("/")[0] for e in regions}
-    nested = {frame[id(r)] for r in regions for outer in regions if _inside(outer, r) and frame[id(outer)] != frame[id(r)]}
+    frame = {id(e): e["name"][len(REGION) :].split("/")[0] for e in regions}
+    nested = {
+        frame[id(r)] for r in regions for outer in regions if _inside(outer, r) and frame[id(outer)] != frame[id(r)]
+    }
     modules = [e for e in events if e["name"].startswith("nn.Module: ")]
-    eager = [m for m in modules if not any(_inside(m, r) for r in regions)
-             and not any(_inside(o, m) and not any(_inside(o, r) for r in regions) for o in modules)]
+    eager = [
+        m
+        for m in modules
+        if not any(_inside(m, r) for r in regions)
+        and not any(_inside(o, m) and not any(_inside(o, r) for r in regions) for o in modules)
+    ]
     run = load_model(COMPILED_CPU).compiled_run
     assert run.graph_break_count == len(nested) == 2
     assert {f.frame for f in run.frames if f.nested} == nested
-    assert sorted(m.node.name for m in run.eager_modules) == sorted(e["name"].removeprefix("nn.Module: ") for e in eager)
+    assert sorted(m.node.name for m in run.eager_modules) == sorted(
+        e["name"].removeprefix("nn.Module: ") for e in eager
+    )
 
 
 def test_eager_modules_rule_on_a_built_tree() -> None:
@@ -171,8 +179,17 @@ def test_live_compile_capture_saves_the_graph_break(tmp_path) -> None:
 
     torch._dynamo.reset()
     torch.manual_seed(0)
-    config = CaptureConfig(model="Broken", device="cpu", batch_size=4, input_shape="8", num_classes=8,
-                           wait=0, warmup=1, active=1, compile=True)
+    config = CaptureConfig(
+        model="Broken",
+        device="cpu",
+        batch_size=4,
+        input_shape="8",
+        num_classes=8,
+        wait=0,
+        warmup=1,
+        active=1,
+        compile=True,
+    )
     path = tmp_path / "live.json"
     profile_training(config, path, model=Broken())
     run = load_model(path).compiled_run

@@ -35,10 +35,22 @@ def _load(tmp_path, data: bytes, name: str = "t.json"):
 @pytest.mark.parametrize(
     ("label", "bad_event"),
     [
-        ("unescaped quotes", '{"ph": "X", "cat": "python_function", "name": "f("a"): g", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'),
-        ("N/A", '{"ph": "X", "cat": "cpu_op", "name": "aten::x", "pid": 1, "tid": 1, "ts": 30, "dur": 1, "args": {"Fwd thread id": N/A}}'),
-        ("control chars", '{"ph": "X", "cat": "cpu_op", "name": "bad\x01name", "pid": 1, "tid": 1, "ts": 30, "dur": 1}'),
-        ("backslashes", '{"ph": "X", "cat": "cpu_op", "name": "C:\\Users\\me\\x.py", "pid": 1, "tid": 1, "ts": 30, "dur": 1}'),
+        (
+            "unescaped quotes",
+            '{"ph": "X", "cat": "python_function", "name": "f("a"): g", "pid": 1, "tid": 1, "ts": 1, "dur": 1}',
+        ),
+        (
+            "N/A",
+            '{"ph": "X", "cat": "cpu_op", "name": "aten::x", "pid": 1, "tid": 1, "ts": 30, "dur": 1, "args": {"Fwd thread id": N/A}}',
+        ),
+        (
+            "control chars",
+            '{"ph": "X", "cat": "cpu_op", "name": "bad\x01name", "pid": 1, "tid": 1, "ts": 30, "dur": 1}',
+        ),
+        (
+            "backslashes",
+            '{"ph": "X", "cat": "cpu_op", "name": "C:\\Users\\me\\x.py", "pid": 1, "tid": 1, "ts": 30, "dur": 1}',
+        ),
     ],
 )
 def test_malformed_event_is_repaired_and_the_rest_kept(tmp_path, label: str, bad_event: str) -> None:

@@ -187,9 +187,7 @@ def test_operator_deltas_sum_to_the_step_delta_where_operators_cover_the_steps(t
     first = ops.rows[0]
     assert (first.name, first.delta, first.share_pct) == ("aten::first", 1200.0, 100.0)
     assert diff.verdict.outcome == "slower"
-    assert verdict_text(diff.verdict) == (
-        "batch unknown: B is 1.60x slower per step (+60.0 %, 0.0 % noise)"
-    )
+    assert verdict_text(diff.verdict) == ("batch unknown: B is 1.60x slower per step (+60.0 %, 0.0 % noise)")
 
 
 def test_coverage_says_when_operators_do_not_cover_the_steps(tmp_path) -> None:
@@ -206,7 +204,11 @@ def test_coverage_says_when_operators_do_not_cover_the_steps(tmp_path) -> None:
     diff = diff_traces(a, load_model(tmp_path / "b.json"))
     # The step span got 100 us of self time: ProfilerStep* carries the delta, and operators cover it.
     assert diff.table("ops").row("ProfilerStep*").delta == 200.0 and diff.coverage.covered is True
-    with_frames = diff_traces(load_model(gpu_trace(tmp_path / "c.json")), load_model(gpu_trace(tmp_path / "d.json", relu_module=False)), metric="cpu")
+    with_frames = diff_traces(
+        load_model(gpu_trace(tmp_path / "c.json")),
+        load_model(gpu_trace(tmp_path / "d.json", relu_module=False)),
+        metric="cpu",
+    )
     assert with_frames.coverage.covered is True
 
 
@@ -279,7 +281,9 @@ def test_ranks_are_averaged_and_steps_take_the_slowest(tmp_path) -> None:
 
 
 def tuiprof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
 
 
 def test_gate_exits_1_naming_the_top_regression_and_0_otherwise(tmp_path) -> None:

@@ -56,9 +56,11 @@ def _diff(tmp_path, batch_a, batch_b, **kwargs):
 
 def test_batch_is_read_from_the_first_modules_input_and_the_dataloader(tmp_path) -> None:
     assert detect_batch(load_model(batch_trace(tmp_path / "m.json", 16))) == Batch(
-        16, "Net_0's input: aten::linear [16, 64]")  # aten::empty's [] input is skipped
+        16, "Net_0's input: aten::linear [16, 64]"
+    )  # aten::empty's [] input is skipped
     assert detect_batch(load_model(batch_trace(tmp_path / "d.json", 32, source="dataloader"))) == Batch(
-        32, "DataLoader batch: aten::to [32, 3, 8, 8]")
+        32, "DataLoader batch: aten::to [32, 3, 8, 8]"
+    )
     unknown = detect_batch(load_model(batch_trace(tmp_path / "u.json", None, step_us=1000)))
     assert unknown == Batch(None, "recorded without record_shapes=True")
 
@@ -105,8 +107,9 @@ def test_an_unknown_batch_is_said_and_steps_are_compared(tmp_path) -> None:
     diff = _diff(tmp_path, None, None, step_us=1000)
     assert not diff.verdict.per_sample
     assert verdict_text(diff.verdict) == "batch unknown: no change: A and B take 1.000ms per step"
-    assert ("batch unknown (A and B: recorded without record_shapes=True): "
-            "compared per step, as if the batches were equal") in diff.notes
+    assert (
+        "batch unknown (A and B: recorded without record_shapes=True): compared per step, as if the batches were equal"
+    ) in diff.notes
     a = load_model(batch_trace(tmp_path / "a.json", 16))
     b = load_model(batch_trace(tmp_path / "b.json", None, step_us=1846))
     one_side = diff_traces(a, b)
@@ -171,8 +174,20 @@ def test_every_verdict_fits_80_columns(basis, batches, medians) -> None:
 
     (size_a, size_b), (median_a, median_b, spread) = batches, medians
     per_sample = basis == "steps" and bool(size_a and size_b) and size_a != size_b
-    verdict = Verdict(basis, median_a, median_b, 2, 2, spread, spread, "slower", (),
-                      Batch(size_a, "test"), Batch(size_b, "test"), per_sample)
+    verdict = Verdict(
+        basis,
+        median_a,
+        median_b,
+        2,
+        2,
+        spread,
+        spread,
+        "slower",
+        (),
+        Batch(size_a, "test"),
+        Batch(size_b, "test"),
+        per_sample,
+    )
     assert len(f"verdict: {verdict_text(verdict)}") <= 80
 
 
@@ -192,7 +207,11 @@ def test_diff_exports_are_exact_and_calls_stay_per_step(tmp_path) -> None:
     assert Decimal(linear["a"]) == expected_a.quantize(Decimal("0.001"), rounding="ROUND_HALF_EVEN")
     assert linear["calls_a"] == "1.0" and linear["calls_b"] == "1.0"
     document = json.loads(tuiprof("diff", str(a_path), str(b_path), "--format", "json").stdout)
-    for value in (document["verdict"]["median_a_us"], document["verdict"]["compared_a_us"], document["verdict"]["delta_pct"]):
+    for value in (
+        document["verdict"]["median_a_us"],
+        document["verdict"]["compared_a_us"],
+        document["verdict"]["delta_pct"],
+    ):
         assert len(repr(value).split(".")[-1]) <= 3, value
     ops = document["tables"]["ops"]["rows"]
     assert next(r for r in ops if r["name"] == "aten::linear")["calls_b"] == 1.0

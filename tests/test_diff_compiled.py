@@ -40,7 +40,9 @@ def traces(tmp_path_factory):
     for compile in (False, True):
         torch.manual_seed(0)
         path = folder / f"mlp-{'compiled' if compile else 'eager'}.json"
-        config = CaptureConfig(model="MLP", device="cpu", batch_size=4, input_shape="16", wait=0, warmup=1, active=1, compile=compile)
+        config = CaptureConfig(
+            model="MLP", device="cpu", batch_size=4, input_shape="16", wait=0, warmup=1, active=1, compile=compile
+        )
         result = profile_training(config, path, model=MLP())
         assert result.facts.modules  # qualified names saved (the oracle below reads them)
         paths.append(path)
@@ -53,7 +55,9 @@ def _by_qualified(model, qualified: str):
 
 def test_modules_match_by_qualified_name_forward_and_backward(traces) -> None:
     eager, compiled = (load_model(p) for p in traces)
-    assert _by_qualified(eager, "fc1").path != _by_qualified(compiled, "fc1").path  # paths differ: MLP_0/... vs OptimizedModule_0/...
+    assert (
+        _by_qualified(eager, "fc1").path != _by_qualified(compiled, "fc1").path
+    )  # paths differ: MLP_0/... vs OptimizedModule_0/...
     table = diff_traces(eager, compiled).table("modules")
     for qualified in QUALIFIED:
         a_node, b_node = _by_qualified(eager, qualified), _by_qualified(compiled, qualified)
@@ -61,14 +65,18 @@ def test_modules_match_by_qualified_name_forward_and_backward(traces) -> None:
         assert forward.status in ("changed", "same")
         assert forward.a == pytest.approx(a_node.cpu_total_us) and forward.b == pytest.approx(b_node.cpu_total_us)
         backward = next(r for r in table.rows if r.name == qualified and r.detail.endswith("bwd"))
-        assert backward.a == pytest.approx(a_node.backward_cpu_us) and backward.b == pytest.approx(b_node.backward_cpu_us)
+        assert backward.a == pytest.approx(a_node.backward_cpu_us) and backward.b == pytest.approx(
+            b_node.backward_cpu_us
+        )
     assert not [r for r in table.rows if r.status == "removed"]  # every eager module found in the compiled run
 
 
 def test_compiled_only_nodes_are_added_rows_with_their_own_time(traces) -> None:
     eager, compiled = (load_model(p) for p in traces)
     table = diff_traces(eager, compiled).table("modules")
-    region = next(n for n in compiled.modules.walk() if n.name.startswith("[compiled "))  # frame id: the process's count
+    region = next(
+        n for n in compiled.modules.walk() if n.name.startswith("[compiled ")
+    )  # frame id: the process's count
     added = {r.name for r in table.rows if r.status == "added"}
     assert added == {"OptimizedModule_0", f"model/{region.name}", f"model/{region.name}/(compiled, unattributed)"}
     assert table.row(f"model/{region.name}", "fwd").b == pytest.approx(region.self_cpu_us)

@@ -62,7 +62,10 @@ def test_a_run_directory_against_itself_by_rank_and_averaged() -> None:
         document = json.loads(result.stdout)
         assert document["verdict"]["outcome"] == "no change"
         assert all(r["delta"] == 0 for t in document["tables"].values() for r in t["rows"])
-    assert "mean of ranks 0,5" in json.loads(tuiprof("diff", str(DLRM), str(DLRM), "--ranks", "0,5", "--format", "json").stdout)["a"]
+    assert (
+        "mean of ranks 0,5"
+        in json.loads(tuiprof("diff", str(DLRM), str(DLRM), "--ranks", "0,5", "--format", "json").stdout)["a"]
+    )
     bad = tuiprof("diff", str(DLRM), str(DLRM), "--ranks", "9")
     assert bad.returncode == 2 and "no trace of rank 9" in bad.stderr
 

@@ -133,14 +133,19 @@ async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.keys)
         assert keys["x"].startswith("swap A and B") and keys["d"].startswith("sort by A, then by B")
-        assert keys["q ctrl+c"] == "quit" and not any("live capture" in what for what in keys.values())  # a diff never captures
+        assert keys["q ctrl+c"] == "quit" and not any(
+            "live capture" in what for what in keys.values()
+        )  # a diff never captures
         from textual.containers import VerticalScroll
         from textual.widgets import Static
 
         scroll = app.screen.query_one(VerticalScroll)
         assert scroll.show_vertical_scrollbar  # the help is longer than the screen
         for part in app.screen.query(Static):  # a blank column between the text and the scrollbar
-            assert part.region.right <= scroll.scrollable_content_region.right - 1, (part.region, scroll.scrollable_content_region)
+            assert part.region.right <= scroll.scrollable_content_region.right - 1, (
+                part.region,
+                scroll.scrollable_content_region,
+            )
         assert [c.key for c in app.screen.columns.columns][:4] == ["name", "detail", "status", "a"]
         await pilot.press("escape", "q")
     assert app.return_value == 0

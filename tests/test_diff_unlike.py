@@ -76,7 +76,9 @@ def test_resnet_against_a_transformer_refuses_the_gates() -> None:
     for gate in (["--fail-if-slower", "5%"], ["--fail-if-memory", "10%"]):
         result = tuiprof("diff", str(RESNET), str(TRANSFORMER), "--view", "verdict", *gate)
         assert result.returncode == 2
-        assert result.stdout.startswith("these look like different programs: shared operators take 4 % of A, 56 % of B\n")
+        assert result.stdout.startswith(
+            "these look like different programs: shared operators take 4 % of A, 56 % of B\n"
+        )
         assert result.stderr.count("\n") == 1 and "refused: A and B look like different programs" in result.stderr
         assert "Traceback" not in result.stderr
     # Without a gate the diff is shown, warning first, and exits 0.
@@ -98,12 +100,14 @@ def templated(path, scale: float = 1.0):
     trace = GpuTrace()
     trace.step(1, 0, 1000)
     op = trace.op("aten::mm", 10, 500)
-    for i, (name, us) in enumerate([
-        ("void gemm<float, 128>(float const*, float*)", 100),
-        ("void gemm<c10::Half, 64>(c10::Half const*, c10::Half*)", 50),
-        ("void gemm<float, 256>(float const*, float*)", 30),
-        ("relu_kernel", 20),
-    ]):
+    for i, (name, us) in enumerate(
+        [
+            ("void gemm<float, 128>(float const*, float*)", 100),
+            ("void gemm<c10::Half, 64>(c10::Half const*, c10::Half*)", 50),
+            ("void gemm<float, 256>(float const*, float*)", 30),
+            ("relu_kernel", 20),
+        ]
+    ):
         trace.launch(op, name, 20 + 10 * i, 5, 100 + 200 * i, us * scale)
     return trace.write(path)
 

@@ -22,7 +22,7 @@ def _decimal_ns(text: bytes) -> int:
 def test_exact_ns_equals_decimal_arithmetic() -> None:
     rng = random.Random(7)
     texts = [b"0", b"-0", b"7", b"-2.25", b"1.5", b"0.0005", b"0.0015", b"12.3456789", b"1.7e+15", b"1E3", b'"12.5"']
-    texts += [f"{rng.randrange(-10**6, 2 * 10**15)}.{rng.randrange(1000):03d}".encode() for _ in range(3000)]
+    texts += [f"{rng.randrange(-(10**6), 2 * 10**15)}.{rng.randrange(1000):03d}".encode() for _ in range(3000)]
     texts += [f"{rng.randrange(10**9)}.{rng.randrange(10**6):0{rng.randrange(1, 7)}d}".encode() for _ in range(300)]
     texts += [str(rng.randrange(10**15)).encode() for _ in range(300)]
     raws = msgspec.json.decode(b"[" + b",".join(texts) + b"]", type=list[msgspec.Raw])
@@ -32,7 +32,21 @@ def test_exact_ns_equals_decimal_arithmetic() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", [b"NaN", b"Infinity", b"1e308", b"1e999", b"null", b'"NaN"', b'"inf"', b"true", b"[1]", b"4611686018427387.904", b"-4611686018427387.904", b"99999999999999999999.5"]
+    "text",
+    [
+        b"NaN",
+        b"Infinity",
+        b"1e308",
+        b"1e999",
+        b"null",
+        b'"NaN"',
+        b'"inf"',
+        b"true",
+        b"[1]",
+        b"4611686018427387.904",
+        b"-4611686018427387.904",
+        b"99999999999999999999.5",
+    ],
 )
 def test_unusable_times_are_damaged(text: bytes) -> None:
     values, damaged = exact_ns([text, b"1.5"])

@@ -43,7 +43,12 @@ def test_csv_and_json_times_are_exact_decimals(capsys) -> None:
             assert data[name]["cpu_total_us"] == raw[name], name
             checked += 1
     assert checked == 3
-    assert all(-Decimal(str(v)).as_tuple().exponent <= 3 for r in data.values() for k, v in r.items() if k.endswith("_us") and v is not None)
+    assert all(
+        -Decimal(str(v)).as_tuple().exponent <= 3
+        for r in data.values()
+        for k, v in r.items()
+        if k.endswith("_us") and v is not None
+    )
 
 
 def test_uncounted_flops_are_empty_not_zero(capsys) -> None:

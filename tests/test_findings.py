@@ -17,11 +17,21 @@ def _op(name: str, self_cpu_us: float, calls: int = 1):
 def _model(**overrides):
     """The fields the rules read, with values that trigger nothing."""
     base = dict(
-        steps=[], kernels=[], total_self_cpu_us=1000.0, total_flops=0, flops_source="",
-        modules=SimpleNamespace(roots=[], walk=lambda: iter(()), cost_us=0.0), calls=[1], peak_memory=None,
+        steps=[],
+        kernels=[],
+        total_self_cpu_us=1000.0,
+        total_flops=0,
+        flops_source="",
+        modules=SimpleNamespace(roots=[], walk=lambda: iter(()), cost_us=0.0),
+        calls=[1],
+        peak_memory=None,
         info=SimpleNamespace(with_stack=True, record_shapes=True, profile_memory=True),
-        report=SimpleNamespace(skipped=0, repaired=0, damaged=0), flops_damaged=0, external_ids_ignored=False,
-        step_flops=0, step_flops_per_s=None, step_time_us=0.0,
+        report=SimpleNamespace(skipped=0, repaired=0, damaged=0),
+        flops_damaged=0,
+        external_ids_ignored=False,
+        step_flops=0,
+        step_flops_per_s=None,
+        step_time_us=0.0,
     )
     ops = overrides.pop("ops", [_op("aten::mm", 100.0)])
     base.update(overrides)
@@ -107,7 +117,10 @@ def _transformer(tmp_path, q_projection: bool):
 def test_top_module_is_the_repeated_layers_class_summed(tmp_path) -> None:
     """Issue 24 item 4: the finding named a 0 % leaf; it names the class that holds the time."""
     finding = F.top_module(_transformer(tmp_path, q_projection=True))
-    assert finding.text == "Top modules: 6 x Attention, 620.000us, 62 % of module time; inside them, 6 x Linear: 120.000us (12 %)."
+    assert (
+        finding.text
+        == "Top modules: 6 x Attention, 620.000us, 62 % of module time; inside them, 6 x Linear: 120.000us (12 %)."
+    )
 
 
 def test_top_module_names_the_costliest_instance_of_a_leaf_class(tmp_path) -> None:
@@ -168,16 +181,25 @@ def test_top_module_on_a_vit_inference_trace() -> None:
 
     path = SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"
     with gzip.open(path, "rt") as handle:
-        frames = [e for e in json.load(handle)["traceEvents"] if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
-    duration = lambda pattern: sum(float(e["dur"]) for e in frames if re.fullmatch(pattern, e["name"][len("nn.Module: "):]))  # noqa: E731
+        frames = [
+            e
+            for e in json.load(handle)["traceEvents"]
+            if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")
+        ]
+
+    def duration(pattern: str) -> float:
+        return sum(float(e["dur"]) for e in frames if re.fullmatch(pattern, e["name"][len("nn.Module: ") :]))
+
     total = duration(r"ViTModel_\d+")
     layers = {e["name"] for e in frames if re.fullmatch(r"nn.Module: ViTLayer_\d+", e["name"])}
     share = round(100 * duration(r"ViTLayer_\d+") / total)
     attention = round(100 * duration(r"ViTSdpaAttention_\d+") / total)
     assert len(layers) == 12 and share >= 50 and attention < 50
     text = F.top_module(load_model(path)).text
-    assert text.startswith(f"Top modules: 12 x ViTLayer, ")
-    assert f", {share} % of module time; inside them, 12 x ViTSdpaAttention: " in text and text.endswith(f"({attention} %).")
+    assert text.startswith("Top modules: 12 x ViTLayer, ")
+    assert f", {share} % of module time; inside them, 12 x ViTSdpaAttention: " in text and text.endswith(
+        f"({attention} %)."
+    )
 
 
 @pytest.mark.parametrize(("self_us", "fires"), [(99.0, False), (100.0, True)])
@@ -228,7 +250,10 @@ def test_memory_peak_and_damage_on_the_sample(resnet_model) -> None:
         "The file was damaged: 1 event repaired, 2 events skipped."
     )
     times = F.damaged_file(_model(report=SimpleNamespace(skipped=0, repaired=0, damaged=3), flops_damaged=1))
-    assert times.text == "The file was damaged: 3 events with impossible times left out, 1 call with impossible input sizes given no FLOPs."
+    assert (
+        times.text
+        == "The file was damaged: 3 events with impossible times left out, 1 call with impossible input sizes given no FLOPs."
+    )
 
 
 def test_external_ids_ignored() -> None:
@@ -237,7 +262,15 @@ def test_external_ids_ignored() -> None:
 
 
 def test_step_flops() -> None:
-    finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0, flops_source="measured", steps=[_step()]))
+    finding = F.shapes_and_flops(
+        _model(
+            step_flops=2_000_000_000,
+            step_flops_per_s=4e9,
+            step_time_us=500_000.0,
+            flops_source="measured",
+            steps=[_step()],
+        )
+    )
     assert finding.id == "step-flops"
     assert "per step: 2.00 GFLOP forward only (no backward in this trace)" in finding.text
     assert "500.000ms, 4.00 GFLOP/s over the mean step time" in finding.text
@@ -289,9 +322,15 @@ def test_overview_modules_table_starts_where_the_time_concentrates(tmp_path) -> 
         return [line.split() for line in console.export_text().splitlines()[2:]]
 
     with_q = rows(_transformer(tmp_path, q_projection=True))
-    assert with_q == [["6", "x", "Attention", "62%", "620.000us", "--"], ["└", "6", "x", "Linear", "12%", "120.000us", "--"]]
+    assert with_q == [
+        ["6", "x", "Attention", "62%", "620.000us", "--"],
+        ["└", "6", "x", "Linear", "12%", "120.000us", "--"],
+    ]
     without = rows(_transformer(tmp_path, q_projection=False))
-    assert without[:2] == [["6", "x", "Attention", "62%", "620.000us", "--"], ["└", "Layer_3/Attention_3", "12%", "120.000us", "--"]]
+    assert without[:2] == [
+        ["6", "x", "Attention", "62%", "620.000us", "--"],
+        ["└", "Layer_3/Attention_3", "12%", "120.000us", "--"],
+    ]
 
 
 @pytest.mark.parametrize("width", [60, 80])
@@ -328,7 +367,9 @@ def test_summary_findings_view_on_a_pipe_and_as_json(capsys, resnet_model) -> No
     assert cli.main(["summary", sample, "--view", "findings"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"{f.severity}: {f.text}" for f in expected]  # one a line, for grep
     assert cli.main(["summary", sample, "--view", "findings", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"id": f.id, "severity": f.severity, "text": f.text} for f in expected]
+    assert json.loads(capsys.readouterr().out) == [
+        {"id": f.id, "severity": f.severity, "text": f.text} for f in expected
+    ]
 
 
 def test_summary_findings_of_a_run_lead_with_its_straggler(capsys) -> None:
@@ -419,4 +460,8 @@ def test_the_overview_never_breaks_between_a_number_and_its_percent(resnet_model
         console.print(overview(resnet_model, lambda see: f"the {see} view (5)"))
         lines = console.file.getvalue().splitlines()
         for line, following in zip(lines, lines[1:]):
-            assert not (re.search(r"\d$", line.rstrip()) and following.lstrip().startswith("%")), (width, line, following)
+            assert not (re.search(r"\d$", line.rstrip()) and following.lstrip().startswith("%")), (
+                width,
+                line,
+                following,
+            )

@@ -21,8 +21,13 @@ from tuiprof.trace.live import LiveFacts  # noqa: E402
 CASES = {
     "resnet18": CaptureConfig(model="resnet18", device="cpu", batch_size=2, wait=0, warmup=1, active=1),
     "tiny_transformer": CaptureConfig(
-        model="tuiprof.capture.models:tiny_transformer", device="cpu", batch_size=2, input_shape="32x64",
-        wait=0, warmup=1, active=1,
+        model="tuiprof.capture.models:tiny_transformer",
+        device="cpu",
+        batch_size=2,
+        input_shape="32x64",
+        wait=0,
+        warmup=1,
+        active=1,
     ),
 }
 

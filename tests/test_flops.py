@@ -31,7 +31,15 @@ def test_broken_inputs_give_no_flops(formulas, name, dims, concrete) -> None:
 
 def test_damaged_flops_are_counted_not_raised(tmp_path) -> None:
     trace = GpuTrace()
-    trace.op("aten::conv2d", 0, 10, **{"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], []], "Concrete Inputs": ["", "", "", "[0, 0]", "[0, 0]", "[1, 1]", "1"]})
+    trace.op(
+        "aten::conv2d",
+        0,
+        10,
+        **{
+            "Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], []],
+            "Concrete Inputs": ["", "", "", "[0, 0]", "[0, 0]", "[1, 1]", "1"],
+        },
+    )
     trace.op("aten::mm", 20, 10, **{"Input Dims": [[HUGE, HUGE], [HUGE, HUGE]]})
     trace.op("aten::mm", 40, 10, **{"Input Dims": [[2, 3], [3, 4]]})
     model = load_model(trace.write(tmp_path / "absurd.json"))
@@ -46,7 +54,10 @@ def test_flops_run_where_the_time_is(tmp_path) -> None:
     the conv2d counts 2 x 1 x 4*3*3*3 x 6*6 = 7,776 FLOPs; convolution, _convolution and mkldnn_convolution
     run them; neither aten::empty (beside the work) does."""
     trace = GpuTrace()
-    dims = {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], []], "Concrete Inputs": ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"]}
+    dims = {
+        "Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], []],
+        "Concrete Inputs": ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"],
+    }
     trace.op("aten::conv2d", 0, 100, **dims)
     trace.op("aten::convolution", 1, 98)
     trace.op("aten::_convolution", 2, 96)
@@ -55,7 +66,13 @@ def test_flops_run_where_the_time_is(tmp_path) -> None:
     trace.op("aten::empty", 6, 1)
     model = load_model(trace.write(tmp_path / "conv.json"))
     executed = {s.name: s.executed_flops for s in model.operators()}
-    assert executed == {"aten::conv2d": 7776, "aten::convolution": 7776, "aten::_convolution": 7776, "aten::mkldnn_convolution": 7776, "aten::empty": 0}
+    assert executed == {
+        "aten::conv2d": 7776,
+        "aten::convolution": 7776,
+        "aten::_convolution": 7776,
+        "aten::mkldnn_convolution": 7776,
+        "aten::empty": 0,
+    }
     assert model.step_flops == 7776  # counted once, at the outermost call with a formula
 
 

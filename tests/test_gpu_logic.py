@@ -10,8 +10,8 @@ from tests.conftest import SHARED_TRACES, needs_shared
 from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step, rocm_marker_steps
 from tests.oracle import _read, covered_ns, recompute, step_device_windows, to_ns
 from tuiprof.analysis import load_model
-from tuiprof.report.findings import findings
 from tuiprof.report.details import step_text
+from tuiprof.report.findings import findings
 from tuiprof.report.views import TRACE_VIEWS, ViewOptions, build_launch_rows, build_step_rows
 
 
@@ -24,8 +24,12 @@ def test_steps_by_hand(lagging) -> None:
     """Idle is the window minus everything that ran in it, the previous step's NCCL kernel included."""
     rows = {r["name"]: r for r in build_step_rows(lagging, None)}
     expected = {
-        "ProfilerStep#1": dict(kernel_us=45.0, memcpy_us=10.0, memset_us=2.0, communication_us=40.0, device_idle_us=58.0),
-        "ProfilerStep#2": dict(kernel_us=15.0, memcpy_us=0.0, memset_us=0.0, communication_us=40.0, device_idle_us=50.0),
+        "ProfilerStep#1": dict(
+            kernel_us=45.0, memcpy_us=10.0, memset_us=2.0, communication_us=40.0, device_idle_us=58.0
+        ),
+        "ProfilerStep#2": dict(
+            kernel_us=15.0, memcpy_us=0.0, memset_us=0.0, communication_us=40.0, device_idle_us=50.0
+        ),
     }
     for name, columns in expected.items():
         assert {key: rows[name][key] for key in columns} == columns, name
@@ -63,7 +67,13 @@ def test_kernels_by_hand(lagging) -> None:
     for name, (kind, calls, total, grid, block, occupancy, launcher) in expected.items():
         k = table[name]
         assert (k.kind, k.calls, k.device_total_us, k.grid, k.block, k.occupancy_pct, k.launcher) == (
-            kind, calls, total, grid, block, occupancy, launcher,
+            kind,
+            calls,
+            total,
+            grid,
+            block,
+            occupancy,
+            launcher,
         ), name
 
 
@@ -73,12 +83,25 @@ def test_launch_list_names_each_launcher(lagging) -> None:
         assert [r["launcher"] for r in rows] == [kernel.launcher], kernel.name
     gemm = next(k for k in lagging.kernels if k.name == "gemm_kernel")
     (row,) = build_launch_rows(lagging, gemm.rows)
-    assert (row["start_us"], row["duration_us"], row["stream"], row["grid"], row["block"]) == (40.0, 40.0, "7", "128x1x1", "256x1x1")
+    assert (row["start_us"], row["duration_us"], row["stream"], row["grid"], row["block"]) == (
+        40.0,
+        40.0,
+        "7",
+        "128x1x1",
+        "256x1x1",
+    )
 
 
 def test_operator_device_times_by_hand(lagging) -> None:
     ops = {s.name: s for s in lagging.operators()}
-    expected = {"aten::addmm": 40.0, "nccl:all_reduce": 40.0, "aten::copy_": 10.0, "aten::mul": 10.0, "aten::add": 5.0, "aten::zero_": 2.0}
+    expected = {
+        "aten::addmm": 40.0,
+        "nccl:all_reduce": 40.0,
+        "aten::copy_": 10.0,
+        "aten::mul": 10.0,
+        "aten::add": 5.0,
+        "aten::zero_": 2.0,
+    }
     for name, device_us in expected.items():
         assert (ops[name].self_device_us, ops[name].device_total_us) == (device_us, device_us), name
     assert ops["ProfilerStep*"].device_total_us == 107.0 and ops["cudaLaunchKernel"].calls == 4
@@ -125,13 +148,17 @@ def test_gpu_idle_finding(lagging, tmp_path) -> None:
 def test_launch_bound_finding(lagging, tmp_path) -> None:
     model = load_model(launch_bound_step().write(tmp_path / "launches.json"))
     found = {f.id: f for f in findings(model)}
-    assert "launch-bound" in found and "80 %" in found["launch-bound"].text and "10 launches" in found["launch-bound"].text
+    assert (
+        "launch-bound" in found and "80 %" in found["launch-bound"].text and "10 launches" in found["launch-bound"].text
+    )
     assert "launch-bound" not in {f.id for f in findings(lagging)}
 
 
 def _windows(model) -> dict[str, tuple[int, int] | None]:
     return {
-        s.name: (s.device_window_start_ns, s.device_window_start_ns + round(s.device_window_us * 1000)) if s.device_window_us else None
+        s.name: (s.device_window_start_ns, s.device_window_start_ns + round(s.device_window_us * 1000))
+        if s.device_window_us
+        else None
         for s in model.steps
     }
 
@@ -154,11 +181,14 @@ def test_a_step_window_starts_at_its_first_device_work_when_the_annotation_is_a_
 
 
 @needs_shared
-@pytest.mark.parametrize("name", [
-    "hta__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz",  # no ProfilerStep: no windows
-    "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz",  # no ProfilerStep: no windows
+        "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+    ],
+)
 def test_step_windows_on_real_traces_equal_the_plain_python_rule(name) -> None:
     path = SHARED_TRACES / name
     assert _windows(load_model(path)) == step_device_windows(path)
@@ -171,19 +201,48 @@ LEGACY_KINDS = {"Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}  # 2
 def _legacy_trace(path):
     """A 2021-format trace (categories Operator/Runtime/Kernel/Memcpy/Memset, 'external id',
     string tids): one step [0, 100) us launching a 10 us memcpy, a 30 us kernel, a 2 us memset."""
-    events = [{"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 7, "tid": "7", "ts": 0, "dur": 100, "args": {}}]
-    for number, (op, runtime, cat, name, ts, dur) in enumerate([
-        ("aten::copy_", "cudaMemcpyAsync", "Memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 10),
-        ("aten::conv2d", "cudaLaunchKernel", "Kernel", "conv_kernel", 40, 30),
-        ("aten::zero_", "cudaMemsetAsync", "Memset", "Memset (Device)", 75, 2),
-    ]):
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 7, "tid": "7", "ts": 0, "dur": 100, "args": {}}
+    ]
+    for number, (op, runtime, cat, name, ts, dur) in enumerate(
+        [
+            ("aten::copy_", "cudaMemcpyAsync", "Memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 10),
+            ("aten::conv2d", "cudaLaunchKernel", "Kernel", "conv_kernel", 40, 30),
+            ("aten::zero_", "cudaMemsetAsync", "Memset", "Memset (Device)", 75, 2),
+        ]
+    ):
         start = 5 + 20 * number
         events += [
-            {"ph": "X", "cat": "Operator", "name": op, "pid": 7, "tid": "7", "ts": start, "dur": 10, "args": {"external id": number + 1}},
-            {"ph": "X", "cat": "Runtime", "name": runtime, "pid": 7, "tid": "7", "ts": start + 1, "dur": 5,
-             "args": {"correlation": 100 + number, "external id": number + 1}},
-            {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": "stream 7", "ts": ts, "dur": dur,
-             "args": {"device": 0, "stream": 7, "correlation": 100 + number, "external id": number + 1}},
+            {
+                "ph": "X",
+                "cat": "Operator",
+                "name": op,
+                "pid": 7,
+                "tid": "7",
+                "ts": start,
+                "dur": 10,
+                "args": {"external id": number + 1},
+            },
+            {
+                "ph": "X",
+                "cat": "Runtime",
+                "name": runtime,
+                "pid": 7,
+                "tid": "7",
+                "ts": start + 1,
+                "dur": 5,
+                "args": {"correlation": 100 + number, "external id": number + 1},
+            },
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": ts,
+                "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": 100 + number, "external id": number + 1},
+            },
         ]
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     return path
@@ -222,7 +281,11 @@ def test_legacy_resnet50_memcpy_totals_equal_the_raw_events() -> None:
     raw = _raw_device_us(path)
     assert raw["memcpy"] > 0 and _device_us_by_kind(model) == pytest.approx(raw, abs=1e-6)
     windows = step_device_windows(path)
-    copies = [(to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"])) for e in _read(path) if e.get("ph") == "X" and e.get("cat") == "Memcpy"]
+    copies = [
+        (to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"]))
+        for e in _read(path)
+        if e.get("ph") == "X" and e.get("cat") == "Memcpy"
+    ]
     memcpy = {s.name: s.memcpy_us for s in model.steps}
     assert memcpy == {name: covered_ns(copies, *windows[name]) / 1000 for name in memcpy}
     assert any(memcpy.values())

@@ -30,7 +30,12 @@ PY = sys.executable
 
 def tuiprof(*args: str, stdin=None, input: bytes | None = None, cwd=ROOT, env=None, timeout: float = 60):
     return subprocess.run(
-        [PY, "-m", "tuiprof", *args], stdin=stdin, input=input, capture_output=True, timeout=timeout, cwd=cwd,
+        [PY, "-m", "tuiprof", *args],
+        stdin=stdin,
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        cwd=cwd,
         env=env if env is not None else dict(os.environ, PYTHONPATH=str(ROOT)),
     )
 
@@ -46,9 +51,22 @@ def one_line_exit_2(result: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def _op(name: str, ts: int, dur: int, ext: int, extra: str = "") -> str:
-    return json.dumps(
-        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"External id": ext}}
-    )[:-2] + extra + "}}"
+    return (
+        json.dumps(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": name,
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": ext},
+            }
+        )[:-2]
+        + extra
+        + "}}"
+    )
 
 
 def _document(events: list[str]) -> bytes:
@@ -68,8 +86,15 @@ def test_plain_escapes_control_characters_and_cuts() -> None:
 
 
 def test_summary_table_shows_names_as_plain_text(tmp_path) -> None:
-    names = ["[/]", "[@click=app.quit]x", "[bold red]loud[/]", "esc\x1b]0;pwned\x07", "clear\x1b[2J", "x" * 3000,
-             "del\x7f c1\u009b[2J"]
+    names = [
+        "[/]",
+        "[@click=app.quit]x",
+        "[bold red]loud[/]",
+        "esc\x1b]0;pwned\x07",
+        "clear\x1b[2J",
+        "x" * 3000,
+        "del\x7f c1\u009b[2J",
+    ]
     path = tmp_path / "hostile[b]\x1b[2J.json"
     path.write_bytes(_document([_op(name, 10 * i, 5, i) for i, name in enumerate(names)]))
     for fmt in ("table", "markdown", "csv", "json"):
@@ -189,8 +214,9 @@ def test_a_trace_from_stdin(compressed: bool) -> None:
 
 def test_a_trace_from_a_process_substitution_and_a_fifo(tmp_path) -> None:
     script = f"{PY} -m tuiprof summary <(cat {RESNET}) --format csv --limit 2"
-    result = subprocess.run(["bash", "-c", script], capture_output=True, cwd=ROOT, timeout=60,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, cwd=ROOT, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     assert result.returncode == 0 and result.stdout.count(b"\n") == 3, result.stderr
     fifo = _fifo(tmp_path)
     writer = subprocess.Popen(["bash", "-c", f"cat {RESNET} > {fifo}"])
@@ -358,10 +384,26 @@ def test_salvage_is_linear(monkeypatch) -> None:
 
 def test_device_events_without_any_operator(tmp_path) -> None:
     path = tmp_path / "device_only.json"
-    kernel = {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
-              "args": {"correlation": 1, "External id": 1, "stream": 7, "device": 0}}
-    copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 20, "dur": 5,
-            "args": {"correlation": 2, "stream": 7, "device": 0}}
+    kernel = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k1",
+        "pid": 0,
+        "tid": 7,
+        "ts": 10,
+        "dur": 5,
+        "args": {"correlation": 1, "External id": 1, "stream": 7, "device": 0},
+    }
+    copy = {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy HtoD",
+        "pid": 0,
+        "tid": 7,
+        "ts": 20,
+        "dur": 5,
+        "args": {"correlation": 2, "stream": 7, "device": 0},
+    }
     path.write_text(json.dumps({"traceEvents": [kernel, copy]}))
     model = load_model(path)
     for view in TRACE_VIEWS.values():
@@ -371,8 +413,16 @@ def test_device_events_without_any_operator(tmp_path) -> None:
 
 def test_a_kernel_grid_of_nested_lists_is_no_launch_shape(tmp_path) -> None:
     """Found by scripts/fuzz.py: ``"grid": [[1], 2]`` made the shape key unhashable (TypeError)."""
-    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
-              "args": {"grid": [[1], 2], "block": [[[3]]], "correlation": 1}}
+    kernel = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 1,
+        "dur": 2,
+        "args": {"grid": [[1], 2], "block": [[[3]]], "correlation": 1},
+    }
     good = dict(kernel, name="k2", args={"grid": [4, 1, 1], "block": [128, 1, 1], "correlation": 2})
     path = tmp_path / "grid.json"
     path.write_text(json.dumps({"traceEvents": [kernel, good]}))
@@ -402,8 +452,16 @@ def test_one_huge_ts_text_does_not_widen_every_row(tmp_path) -> None:
 
 def _module_chain(depth: int) -> bytes:
     frames = [
-        {"ph": "X", "cat": "python_function", "name": f"nn.Module: M_{i}", "pid": 1, "tid": 1, "ts": i,
-         "dur": 2 * depth - 2 * i, "args": {"Python id": i + 1, "Python parent id": i if i else None}}
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": f"nn.Module: M_{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 2 * depth - 2 * i,
+            "args": {"Python id": i + 1, "Python parent id": i if i else None},
+        }
         for i in range(depth)
     ]
     op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": depth, "dur": 1, "args": {}}
@@ -440,10 +498,32 @@ def test_deep_module_nesting_costs_memory_linear_in_events(tmp_path) -> None:
 
 def test_operators_nested_100000_deep_load_in_linear_time(tmp_path) -> None:
     depth = 100_000
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 3}" if i else "root", "pid": 1, "tid": 1, "ts": i, "dur": 2 * depth - 2 * i,
-               "args": {"External id": i + 1}} for i in range(depth)]
-    events += [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * depth + i, "dur": 1,
-                "args": {"External id": i + 1, "correlation": i + 1}} for i in range(0, depth, 100)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i % 3}" if i else "root",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 2 * depth - 2 * i,
+            "args": {"External id": i + 1},
+        }
+        for i in range(depth)
+    ]
+    events += [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 * depth + i,
+            "dur": 1,
+            "args": {"External id": i + 1, "correlation": i + 1},
+        }
+        for i in range(0, depth, 100)
+    ]
     path = tmp_path / "chain.json"
     path.write_text(json.dumps({"traceEvents": events}))
     started = time.monotonic()
@@ -479,8 +559,14 @@ def test_decode_workers_never_import_from_the_current_directory(tmp_path) -> Non
         "store = load_trace('t.json'); print('EVENTS', store.event_count)"
     )
     # -P: the parent itself does not put the current directory on sys.path (as an installed script)
-    result = subprocess.run([PY, "-P", "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    result = subprocess.run(
+        [PY, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert result.returncode == 0 and "EVENTS" in result.stdout, result.stderr
     assert not marker.exists(), marker.read_text()
 
@@ -490,8 +576,9 @@ def test_workers_exit_when_their_parent_is_killed(tmp_path) -> None:
         "import time; from tuiprof.trace.parallel import DecodeWorkers;"
         "pool = DecodeWorkers(2); print(*[p.pid for p in pool.processes], flush=True); time.sleep(60)"
     )
-    parent = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    parent = subprocess.Popen(
+        [PY, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     pids = [int(p) for p in parent.stdout.readline().split()]  # type: ignore[union-attr]
     assert len(pids) == 2
     parent.send_signal(signal.SIGKILL)
@@ -518,16 +605,20 @@ SLOW_LOAD = (
 )
 
 
-@pytest.mark.parametrize(("signum", "codes"), [(signal.SIGTERM, {-15, 143}), (signal.SIGHUP, {-1, 129}),
-                                               (signal.SIGINT, {130})])
+@pytest.mark.parametrize(
+    ("signum", "codes"), [(signal.SIGTERM, {-15, 143}), (signal.SIGHUP, {-1, 129}), (signal.SIGINT, {130})]
+)
 @pytest.mark.parametrize("from_stdin", [False, True])
 def test_temporary_files_are_removed_on_signals(tmp_path, signum: int, codes: set[int], from_stdin: bool) -> None:
     temp = tmp_path / "tmp"
     temp.mkdir()
     args = ["summary", "-"] if from_stdin else ["summary", str(RESNET)]
     child = subprocess.Popen(
-        [PY, "-c", SLOW_LOAD, *args], stdin=subprocess.PIPE if from_stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        [PY, "-c", SLOW_LOAD, *args],
+        stdin=subprocess.PIPE if from_stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(temp)),
     )
     if from_stdin:

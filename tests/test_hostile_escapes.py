@@ -90,7 +90,11 @@ def test_live_qualified_names_in_diff_are_escaped(tmp_path) -> None:
         path = write_hostile_trace(tmp_path / f"{scale}.json", scale)
         document = json.loads(path.read_text())
         region = f"[compiled 0:0{EVIL}]"  # every node named: the diff keys modules by qualified name
-        document["tuiprofLive"]["modules"][region] = {"qualified_name": "compiled" + EVIL, "parameters": 0, "output_shape": ""}
+        document["tuiprofLive"]["modules"][region] = {
+            "qualified_name": "compiled" + EVIL,
+            "parameters": 0,
+            "output_shape": "",
+        }
         path.write_text(json.dumps(document))
         paths.append(path)
     for fmt in ("table", "markdown", "csv"):
@@ -122,10 +126,18 @@ def test_every_detail_pane_header_and_chart_legend_is_plain(pair) -> None:
     texts |= {f"kernel {k.name!r}": kernel_text(k).plain for k in model.kernels}
     texts |= {f"module {m.path!r}": module_text(model, m).plain for m in model.modules.walk()}
     for timeline in model.memory:
-        texts[f"memory {timeline.device}"] = _text(MemoryCurve(timeline, 0, 4, model.calls.name(max(timeline.peak_operator_row, 0)) + EVIL))
+        texts[f"memory {timeline.device}"] = _text(
+            MemoryCurve(timeline, 0, 4, model.calls.name(max(timeline.peak_operator_row, 0)) + EVIL)
+        )
     assert not [key for key, text in texts.items() if leaks(text)]
     joined = "\n".join(texts.values())
-    for shown in ("GPU" + SHOWN, "float" + SHOWN, "8x4" + SHOWN, "[compiled 0:0" + SHOWN, "computes: pointwise: add" + SHOWN):
+    for shown in (
+        "GPU" + SHOWN,
+        "float" + SHOWN,
+        "8x4" + SHOWN,
+        "[compiled 0:0" + SHOWN,
+        "computes: pointwise: add" + SHOWN,
+    ):
         assert shown in joined, shown
 
 
@@ -165,7 +177,9 @@ async def test_explorer_views_drill_ins_and_details_are_plain(pair) -> None:
     for text in ("GPU" + SHOWN, "float" + SHOWN, "8x4" + SHOWN, "in aten::mm" + SHOWN):
         assert text in shown, text
     titles = [line for line in shown.splitlines() if line.endswith(("calls (esc: back)", "launches (esc: back)"))]
-    assert any(line.startswith("aten::mm" + SHOWN) and line.endswith(": 2 calls (esc: back)") for line in titles), titles
+    assert any(line.startswith("aten::mm" + SHOWN) and line.endswith(": 2 calls (esc: back)") for line in titles), (
+        titles
+    )
     assert any(line.startswith("gemm" + SHOWN) and line.endswith(": 2 launches (esc: back)") for line in titles), titles
 
 

@@ -51,7 +51,11 @@ def _terminal_of_its_own() -> None:
 def _explorer(args: list[str], env: dict) -> tuple[subprocess.Popen, int]:
     leader, follower = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-c", HARNESS, *args], stdin=follower, stdout=follower, stderr=follower, cwd=ROOT,
+        [sys.executable, "-c", HARNESS, *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=ROOT,
         env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24", "PYTHONPATH": str(ROOT), **env},
         preexec_fn=_terminal_of_its_own,
     )
@@ -59,10 +63,14 @@ def _explorer(args: list[str], env: dict) -> tuple[subprocess.Popen, int]:
     return process, leader
 
 
-@pytest.mark.parametrize("command, waiting_for", [(["open"], b"analysing"), (["diff", str(SAMPLE)], b"loading A")],
-                         ids=["open", "diff"])
-@pytest.mark.parametrize("how, code", [("q", 130), ("ctrl+c", 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
-                         ids=["q", "ctrl+c", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize(
+    "command, waiting_for", [(["open"], b"analysing"), (["diff", str(SAMPLE)], b"loading A")], ids=["open", "diff"]
+)
+@pytest.mark.parametrize(
+    "how, code",
+    [("q", 130), ("ctrl+c", 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["q", "ctrl+c", "SIGTERM", "SIGHUP"],
+)
 def test_quit_while_the_analysis_runs(tmp_path, command, waiting_for, how, code) -> None:
     temporary = tmp_path / "tmp"
     temporary.mkdir()

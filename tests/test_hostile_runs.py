@@ -22,8 +22,13 @@ PY = sys.executable
 
 
 def _summary(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "tuiprof", "summary", *args], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    return subprocess.run(
+        [PY, "-m", "tuiprof", "summary", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
 
 
 def _run_with_a_bad_rank(tmp_path: Path, damage: str) -> Path:
@@ -56,7 +61,10 @@ def test_a_damaged_rank_is_marked_in_summary_view_ranks(tmp_path, damage: str, l
         assert rows[0]["damaged"] == "" and rows[0]["damage"] == "", attempt
         assert rows[1]["damaged"] == label, (attempt, rows[1])
         lines = [line for line in result.stderr.splitlines() if "is damaged" in line]
-        assert len(lines) == 1 and "rank 1 is damaged" in lines[0] and "numbers are partial" in lines[0], (attempt, result.stderr)
+        assert len(lines) == 1 and "rank 1 is damaged" in lines[0] and "numbers are partial" in lines[0], (
+            attempt,
+            result.stderr,
+        )
         assert len(list(run.glob("*.tuiprof-summary"))) == 2  # the second attempt reads these
     table = _summary(str(run), "--view", "ranks")
     header = next(line for line in table.stdout.splitlines() if line.startswith("| Rank "))
@@ -117,7 +125,9 @@ def test_links_fifos_devices_and_folders_in_a_run_directory_get_one_line_each(tm
     result = _summary(str(run), "--view", "ranks", "--format", "csv")
     assert result.returncode == 0, result.stderr
     for name, what in expected.items():
-        assert [line for line in result.stderr.splitlines() if f"/{name}:" in line] == [f"tuiprof: {run / name}: {what}"]
+        assert [line for line in result.stderr.splitlines() if f"/{name}:" in line] == [
+            f"tuiprof: {run / name}: {what}"
+        ]
     assert "notes.txt" not in result.stderr
     assert [row.split(",")[0] for row in result.stdout.splitlines()[1:]] == ["0", "1"]
 
@@ -127,8 +137,10 @@ def test_a_run_directory_of_only_bad_entries_says_why_it_has_no_trace(tmp_path) 
     run.mkdir()
     (run / "rank0.json").symlink_to("rank0.json")
     result = _summary(str(run), "--view", "ranks")
-    expected = (f"tuiprof: {run}: no trace files (*.json, *.json.gz) in this directory "
-                f"(1 skipped: {run / 'rank0.json'}: a symbolic link that loops; skipped); pass a run directory")
+    expected = (
+        f"tuiprof: {run}: no trace files (*.json, *.json.gz) in this directory "
+        f"(1 skipped: {run / 'rank0.json'}: a symbolic link that loops; skipped); pass a run directory"
+    )
     assert result.returncode == 2 and result.stderr.splitlines() == [expected]
 
 

@@ -80,8 +80,9 @@ def test_a_planted_rank_that_is_not_a_number_is_no_internal_error(tmp_path, cach
         summary["rank"] = "x"
 
     _edit(_sidecar_of(directory, 0), text_rank)
-    result = tuiprof("summary", str(directory), "--view", "ranks", "--format", "csv",
-                     env=dict(os.environ, XDG_CACHE_HOME=str(cache)))
+    result = tuiprof(
+        "summary", str(directory), "--view", "ranks", "--format", "csv", env=dict(os.environ, XDG_CACHE_HOME=str(cache))
+    )
     assert result.returncode == 0, result.stderr
     assert [row.split(",")[0] for row in result.stdout.decode().splitlines()[1:]] == ["0", "1"]
 
@@ -110,20 +111,35 @@ def test_a_planted_file_name_is_not_shown(tmp_path, cache) -> None:
     assert again.ranks == first.ranks and "\x1b" not in again.ranks[0].file
 
 
-@pytest.mark.parametrize("change", [
-    lambda e, s: s.update(rank="x"),
-    lambda e, s: s.update(rank=1),
-    lambda e, s: s.update(world_size=3),
-    lambda e, s: s.update(file="other.json"),
-    lambda e, s: s.update(size_bytes=s["size_bytes"] + 1),
-    lambda e, s: s["steps"][0].update(step_us=-5.0),
-    lambda e, s: s.update(steps="x"),
-    lambda e, s: e.update(size="1754"),
-    lambda e, s: e.update(extra=1),
-    lambda e, s: e.update(content="0" * 64),
-    lambda e, s: e.update(path="/elsewhere.json"),
-], ids=["rank text", "other rank", "world size", "file", "size", "negative step", "steps text",
-        "envelope size text", "unknown member", "content hash", "path"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda e, s: s.update(rank="x"),
+        lambda e, s: s.update(rank=1),
+        lambda e, s: s.update(world_size=3),
+        lambda e, s: s.update(file="other.json"),
+        lambda e, s: s.update(size_bytes=s["size_bytes"] + 1),
+        lambda e, s: s["steps"][0].update(step_us=-5.0),
+        lambda e, s: s.update(steps="x"),
+        lambda e, s: e.update(size="1754"),
+        lambda e, s: e.update(extra=1),
+        lambda e, s: e.update(content="0" * 64),
+        lambda e, s: e.update(path="/elsewhere.json"),
+    ],
+    ids=[
+        "rank text",
+        "other rank",
+        "world size",
+        "file",
+        "size",
+        "negative step",
+        "steps text",
+        "envelope size text",
+        "unknown member",
+        "content hash",
+        "path",
+    ],
+)
 def test_a_signed_sidecar_off_the_schema_or_the_head_is_ignored(tmp_path, cache, change) -> None:
     """The checks behind the signature: what a sidecar of a buggy or older tuiprof could hold."""
     directory, first = _first_run(tmp_path)
@@ -179,6 +195,14 @@ def test_a_sidecar_that_is_no_regular_file_or_too_big_is_not_read(tmp_path, cach
     else:
         with open(sidecar, "wb") as handle:
             handle.truncate(100 << 20)  # sparse: no disk used
-    result = tuiprof("summary", str(directory), "--view", "ranks", "--format", "csv",
-                     env=dict(os.environ, XDG_CACHE_HOME=str(cache)), timeout=30)
+    result = tuiprof(
+        "summary",
+        str(directory),
+        "--view",
+        "ranks",
+        "--format",
+        "csv",
+        env=dict(os.environ, XDG_CACHE_HOME=str(cache)),
+        timeout=30,
+    )
     assert result.returncode == 0 and result.stdout.decode().count("\n") == 3, result.stderr

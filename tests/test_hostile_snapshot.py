@@ -27,8 +27,14 @@ GOOD, _ = make_snapshot(0, steps=40)
 
 
 def run_summary(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(path), *extra], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, env={**os.environ, "COLUMNS": "80"})
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "80"},
+    )
 
 
 def refusal(path: Path) -> str:
@@ -71,7 +77,10 @@ class RunsCode:
 @pytest.mark.parametrize("payload", [MakesADirectory, RunsCode], ids=["os.mkdir", "builtins.exec"])
 def test_a_reduce_global_is_refused_and_never_runs(tmp_path: Path, protocol: int, payload: type) -> None:
     target = tmp_path / "pwned"
-    data = {**GOOD, "device_traces": [[{"action": "alloc", "addr": 1, "size": 1, "frames": [{"filename": payload(str(target))}]}]]}
+    data = {
+        **GOOD,
+        "device_traces": [[{"action": "alloc", "addr": 1, "size": 1, "frames": [{"filename": payload(str(target))}]}]],
+    }
     path = tmp_path / "evil.pickle"
     path.write_bytes(pickle.dumps(data, protocol=protocol))
     pickle.loads(path.read_bytes())  # the payload is real: a plain pickle.load runs it
@@ -147,10 +156,22 @@ WRONG = {
     "size as text": {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": "big"}]]},
     "size a bool": {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": True}]]},
     "size past 64 bits": {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 1 << 100}]]},
-    "a frame's line as float": {"segments": [], "device_traces": [[{"action": "alloc", "frames": [{"filename": "a", "line": 1.5}]}]]},
-    "a block state unknown": {"segments": [{"address": 0, "total_size": 8, "blocks": [{"size": 8, "state": "x"}]}], "device_traces": []},
-    "a device number of 2**40": {"segments": [{"device": 1 << 40, "address": 0, "total_size": 8, "blocks": []}], "device_traces": []},
-    "a negative device number": {"segments": [{"device": -1, "address": 0, "total_size": 8, "blocks": []}], "device_traces": []},
+    "a frame's line as float": {
+        "segments": [],
+        "device_traces": [[{"action": "alloc", "frames": [{"filename": "a", "line": 1.5}]}]],
+    },
+    "a block state unknown": {
+        "segments": [{"address": 0, "total_size": 8, "blocks": [{"size": 8, "state": "x"}]}],
+        "device_traces": [],
+    },
+    "a device number of 2**40": {
+        "segments": [{"device": 1 << 40, "address": 0, "total_size": 8, "blocks": []}],
+        "device_traces": [],
+    },
+    "a negative device number": {
+        "segments": [{"device": -1, "address": 0, "total_size": 8, "blocks": []}],
+        "device_traces": [],
+    },
     "100,000 devices": {"segments": [], "device_traces": [[]] * 100_000},
     "a recursive trace list": _recursive_list(),
     "a frames list holding itself": _recursive_frames(),
@@ -227,11 +248,23 @@ def test_huge_decimal_integers_are_one_line(tmp_path: Path) -> None:
 
 def test_an_annotation_nested_100000_deep_is_text(tmp_path: Path) -> None:
     """user_metadata is any plain data: shown through reprlib (bounded depth), never a RecursionError."""
+
     def text(value: str) -> bytes:
         return b"\x8c" + bytes([len(value)]) + value.encode()
 
     nested = b"]" * 100_000 + b"a" * 99_999  # 100,000 lists, each in the one before (pickle.dumps cannot write it)
-    entry = b"}(" + text("action") + text("annotate") + text("addr") + b"K\x01" + text("size") + b"K\x00" + text("user_metadata") + nested + b"u"
+    entry = (
+        b"}("
+        + text("action")
+        + text("annotate")
+        + text("addr")
+        + b"K\x01"
+        + text("size")
+        + b"K\x00"
+        + text("user_metadata")
+        + nested
+        + b"u"
+    )
     body = b"}(" + text("segments") + b"]" + text("device_traces") + b"]]" + entry + b"aau"
     path = tmp_path / "deep-annotation.pickle"
     path.write_bytes(b"\x80\x04" + body + b".")

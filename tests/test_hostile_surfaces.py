@@ -4,11 +4,10 @@ and exit 2, or a finished run with the damage said; never a hang, never a traceb
 
 from __future__ import annotations
 
-import gzip
 import gc
+import gzip
 import json
 import random
-import subprocess
 import threading
 import time
 
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.test_hostile import PY, ROOT, one_line_exit_2, tuiprof
+from tests.test_hostile import one_line_exit_2, tuiprof
 from tuiprof.analysis.arrays import break_cycles, nearest_ancestor
 
 RESNET_SAMPLE = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
@@ -83,14 +82,27 @@ def _within(seconds: float, work):
 
 def _looping_frames() -> bytes:
     """An nn.Module frame and two Python frames whose ids point at each other (2 -> 3 -> 2)."""
+
     def frame(name, ts, dur, args):
-        return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
-    return _compact([
-        frame("nn.Module: M", 0, 9, {"Python id": 1}),
-        frame("f", 1, 7, {"Python id": 2, "Python parent id": 3}),
-        frame("g", 2, 5, {"Python id": 3, "Python parent id": 2}),
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 3, "dur": 1},
-    ])
+        return {
+            "ph": "X",
+            "cat": "python_function",
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
+
+    return _compact(
+        [
+            frame("nn.Module: M", 0, 9, {"Python id": 1}),
+            frame("f", 1, 7, {"Python id": 2, "Python parent id": 3}),
+            frame("g", 2, 5, {"Python id": 3, "Python parent id": 2}),
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 3, "dur": 1},
+        ]
+    )
 
 
 def _gloo_rank1_with_a_flipped_bit() -> bytes:
@@ -131,7 +143,9 @@ def _renamed_under_parents(pairs: int, child: str) -> bytes:
     events = []
     for i in range(pairs):
         events.append({"ph": "X", "cat": "cpu_op", "name": f"parent_{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5})
-        events.append({"ph": "X", "cat": "cpu_op", "name": f"{child}_{i}", "pid": 1, "tid": 1, "ts": 10 * i + 1, "dur": 3})
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": f"{child}_{i}", "pid": 1, "tid": 1, "ts": 10 * i + 1, "dur": 3}
+        )
     return _compact(events)
 
 
@@ -184,10 +198,14 @@ def test_diff_alignment_is_near_linear_in_distinct_names() -> None:
 def _far_apart(tmp_path) -> str:
     """Two 1-second operators 1e15 us apart (1e18 ns: under 2**62, so valid times)."""
     path = tmp_path / "far.json"
-    path.write_bytes(_compact([
-        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10**6}
-        for name, ts in (("first", 0), ("last", 10**15))
-    ]))
+    path.write_bytes(
+        _compact(
+            [
+                {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10**6}
+                for name, ts in (("first", 0), ("last", 10**15))
+            ]
+        )
+    )
     return str(path)
 
 
@@ -201,7 +219,9 @@ def test_a_window_far_outside_the_trace_is_one_line(window: list[str]) -> None:
 
 
 def test_a_window_a_little_past_the_trace_is_drawn(tmp_path) -> None:
-    result = tuiprof("timeline", _far_apart(tmp_path), "--from=-1e15", "--to", "2e15", "--width", "30", "--lanes", "cpu")
+    result = tuiprof(
+        "timeline", _far_apart(tmp_path), "--from=-1e15", "--to", "2e15", "--width", "30", "--lanes", "cpu"
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().splitlines()[-1] == "thread 1".ljust(16) + " " + " " * 10 + "▁" + " " * 9 + "▁"
 
@@ -227,16 +247,22 @@ def test_the_ruler_of_a_huge_window_has_few_ticks() -> None:
 
     from tuiprof.report.timeline import ruler
 
-    drawn = _within(10, lambda: ruler(SimpleNamespace(begin_ns=0), 0, 10**24, 100))  # main: a loop turn per tick, 2e11 turns
+    drawn = _within(
+        10, lambda: ruler(SimpleNamespace(begin_ns=0), 0, 10**24, 100)
+    )  # main: a loop turn per tick, 2e11 turns
     assert drawn is not None
     labels, marks = drawn
     assert len(marks) == 100 and 2 <= marks.count("┬") <= 100 // 12 + 1 and labels.startswith("0s")
 
 
-@pytest.mark.parametrize("event", [
-    {"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 1, "tid": 1, "ts": 5, "s": "t"},
-    {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 0},
-], ids=["instant", "zero-duration"])
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 1, "tid": 1, "ts": 5, "s": "t"},
+        {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 0},
+    ],
+    ids=["instant", "zero-duration"],
+)
 def test_a_trace_that_spans_no_time_says_so(tmp_path, event: dict) -> None:
     path = tmp_path / "instant.json"
     path.write_bytes(_compact([event]))
@@ -256,9 +282,14 @@ def test_a_trace_shorter_than_the_width_names_the_width(tmp_path) -> None:
 def _threads(tmp_path, count: int) -> str:
     """``count`` threads, thread t busy for t + 1 us (so thread count - 1 is the busiest)."""
     path = tmp_path / f"threads{count}.json"
-    path.write_bytes(_compact([
-        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": t, "ts": 0, "dur": t + 1} for t in range(count)
-    ]))
+    path.write_bytes(
+        _compact(
+            [
+                {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": t, "ts": 0, "dur": t + 1}
+                for t in range(count)
+            ]
+        )
+    )
     return str(path)
 
 
@@ -294,7 +325,7 @@ def test_json_timeline_memory_is_bounded_by_its_lanes_and_width(tmp_path) -> Non
     from tuiprof.report.timeline import MAX_COLUMNS, MAX_LANES
 
     path = _threads(tmp_path, 2000)
-    one_line_exit_2(tuiprof("timeline", path, "--width", "100000"), f"--width 100000", f"between 1 and {MAX_COLUMNS}")
+    one_line_exit_2(tuiprof("timeline", path, "--width", "100000"), "--width 100000", f"between 1 and {MAX_COLUMNS}")
     result = tuiprof("timeline", path, "--format", "json", "--width", "50", "--lanes", "cpu", timeout=60)
     assert result.returncode == 0, result.stderr
     frame = json.loads(result.stdout)
@@ -311,10 +342,14 @@ def _hostile_pair(tmp_path) -> tuple[str, str]:
     paths = []
     for side, dur in (("a", 5), ("b", 9)):
         path = tmp_path / f"{side}.json"
-        path.write_bytes(_compact([
-            {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 20 * i, "dur": dur}
-            for i, name in enumerate(HOSTILE_NAMES)
-        ]))
+        path.write_bytes(
+            _compact(
+                [
+                    {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 20 * i, "dur": dur}
+                    for i, name in enumerate(HOSTILE_NAMES)
+                ]
+            )
+        )
         paths.append(str(path))
     return paths[0], paths[1]
 
@@ -331,7 +366,9 @@ def test_diff_csv_neutralises_formulas_and_control_characters(tmp_path) -> None:
     rows = list(csv.DictReader(io.StringIO(text)))
     csv.field_size_limit(limit)
     names = sorted(row["name"] for row in rows)
-    expected = sorted(["'=cmd|'/C calc'!A0", "'+1+1", "'@SUM(A1)", "'-2-2", "cr\\x0dtab\\x09x", "big" + "x" * 5_000_000])
+    expected = sorted(
+        ["'=cmd|'/C calc'!A0", "'+1+1", "'@SUM(A1)", "'-2-2", "cr\\x0dtab\\x09x", "big" + "x" * 5_000_000]
+    )
     assert names == expected  # main: =cmd|... as written, a formula
     assert {row["delta"] for row in rows} == {"4.0"}  # numbers stay numbers
 
@@ -350,14 +387,17 @@ def test_diff_text_cuts_names_as_the_summary_does(tmp_path) -> None:
 # ---------------------------------------------------------------- messages
 
 
-@pytest.mark.parametrize(("document", "says"), [
-    (b"null", "not a trace: it starts `null`"),
-    (b'"text"', 'not a trace: it starts `"text"`'),
-    (b"  5", "not a trace: it starts `5`"),
-    (b"{}", "this JSON has no traceEvents"),
-    (b'{"traceEvents": {}}', "JSON that is not a trace (Expected `array`, got `object` - at `$.traceEvents`)"),
-    (b"hello", "this is not JSON"),
-])
+@pytest.mark.parametrize(
+    ("document", "says"),
+    [
+        (b"null", "not a trace: it starts `null`"),
+        (b'"text"', 'not a trace: it starts `"text"`'),
+        (b"  5", "not a trace: it starts `5`"),
+        (b"{}", "this JSON has no traceEvents"),
+        (b'{"traceEvents": {}}', "JSON that is not a trace (Expected `array`, got `object` - at `$.traceEvents`)"),
+        (b"hello", "this is not JSON"),
+    ],
+)
 @pytest.mark.parametrize("how", ["file", "stdin"])
 def test_json_that_is_not_a_trace_says_what_it_is(tmp_path, document: bytes, says: str, how: str) -> None:
     # main: "this is not JSON" for null, "text", 5 (and {} from a pipe); "not valid JSON" for traceEvents {}
@@ -377,10 +417,16 @@ def test_diff_ranks_that_the_run_lacks_are_named(ranks: str) -> None:
     one_line_exit_2(result, f"no trace of rank {ranks.split(',')[-1]} (its ranks: 0, 1)")
 
 
-@pytest.mark.parametrize(("option", "value"), [
-    ("--fail-if-slower", "-5%"), ("--fail-if-slower", "1e999%"), ("--fail-if-memory", "inf"),
-    ("--fail-if-memory", "-0.5"), ("--fail-if-slower", "nan%"),
-])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--fail-if-slower", "-5%"),
+        ("--fail-if-slower", "1e999%"),
+        ("--fail-if-memory", "inf"),
+        ("--fail-if-memory", "-0.5"),
+        ("--fail-if-slower", "nan%"),
+    ],
+)
 def test_gate_percentages_that_are_no_percentage_are_one_line(option: str, value: str) -> None:
     # main: 1e999% and inf accepted (a gate that can never fail); -5% printed 7 lines of usage
     result = tuiprof("diff", str(RESNET_SAMPLE), str(RESNET_SAMPLE), option, value)
@@ -402,12 +448,18 @@ def test_a_diff_whose_side_has_kernels_but_no_operator(tmp_path, order: str) -> 
     # found by `fuzz.py --surface diff` (seed 31); main: IndexError in the kernels table
     # (_kernels_under_matched_operator, then _placed) for the side without any operator
     lone = tmp_path / "lone.json"
-    lone.write_bytes(_compact([{"ph": "X", "cat": "kernel", "name": "kernel_a", "pid": 0, "tid": 7, "ts": 100, "dur": 50}]))
+    lone.write_bytes(
+        _compact([{"ph": "X", "cat": "kernel", "name": "kernel_a", "pid": 0, "tid": 7, "ts": 100, "dur": 50}])
+    )
     launched = tmp_path / "launched.json"
-    launched.write_bytes(_compact([
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 20},
-        {"ph": "X", "cat": "kernel", "name": "kernel_b", "pid": 0, "tid": 7, "ts": 100, "dur": 30},
-    ]))
+    launched.write_bytes(
+        _compact(
+            [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 20},
+                {"ph": "X", "cat": "kernel", "name": "kernel_b", "pid": 0, "tid": 7, "ts": 100, "dur": 30},
+            ]
+        )
+    )
     sides = (lone, launched) if order == "kernel-only first" else (launched, lone)
     result = tuiprof("diff", str(sides[0]), str(sides[1]), "--format", "json", "--view", "kernels")
     assert result.returncode == 0, result.stderr
@@ -415,7 +467,8 @@ def test_a_diff_whose_side_has_kernels_but_no_operator(tmp_path, order: str) -> 
     durations = {"kernel_a": 50.0, "kernel_b": 30.0}  # by construction: nothing to align them under
     first, second = ("kernel_a", "kernel_b") if order == "kernel-only first" else ("kernel_b", "kernel_a")
     assert {(r["name"], r["status"], r["a"], r["b"]) for r in rows} == {
-        (first, "removed", durations[first], None), (second, "added", None, durations[second]),
+        (first, "removed", durations[first], None),
+        (second, "added", None, durations[second]),
     }
 
 
@@ -437,7 +490,9 @@ def _strings(value: object):
 def test_json_outputs_escape_del_and_c1_controls_and_keep_the_name(tmp_path, command: list[str]) -> None:
     # found by `fuzz.py --surface timeline` (seed 31): main wrote DEL raw in diff and timeline JSON
     path = tmp_path / "del.json"
-    path.write_bytes(_compact([{"ph": "X", "cat": "cpu_op", "name": UNSAFE_IN_JSON, "pid": 1, "tid": 1, "ts": 0, "dur": 500}]))
+    path.write_bytes(
+        _compact([{"ph": "X", "cat": "cpu_op", "name": UNSAFE_IN_JSON, "pid": 1, "tid": 1, "ts": 0, "dur": 500}])
+    )
     args = [str(path) if a == "SAME" else a for a in command]
     result = tuiprof(args[0], str(path), *args[1:], "--format", "json")
     assert result.returncode == 0, result.stderr

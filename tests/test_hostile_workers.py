@@ -85,7 +85,9 @@ def test_no_worker_imports_from_the_current_directory(tmp_path, kind: str) -> No
         args = ["summary", str(trace), "--limit", "3"]
     else:
         args = ["summary", str(_run_dir(tmp_path)), "--view", "ranks", "--format", "csv"]
-    result = subprocess.run([PY, str(_runner(tmp_path)), *args], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=120)
+    result = subprocess.run(
+        [PY, str(_runner(tmp_path)), *args], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=120
+    )
     assert not marker.exists(), f"{kind} workers imported {marker.read_text()!r} from the current directory"
     assert result.returncode == 0, result.stderr
     assert "analysed in the parent" not in result.stderr
@@ -105,8 +107,23 @@ def test_local_dask_workers_are_capped_private_and_import_nothing_planted(tmp_pa
     (tmp_path / "bin" / "tuiprof_runner.py").write_text(code)
     started = time.monotonic()
     result = subprocess.run(
-        [PY, str(tmp_path / "bin" / "tuiprof_runner.py"), "summary", str(run), "--view", "ranks", "--format", "csv", "--cluster", "local:1000"],
-        capture_output=True, text=True, cwd=cwd, env=_env(TMPDIR=str(temp)), timeout=120,
+        [
+            PY,
+            str(tmp_path / "bin" / "tuiprof_runner.py"),
+            "summary",
+            str(run),
+            "--view",
+            "ranks",
+            "--format",
+            "csv",
+            "--cluster",
+            "local:1000",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(TMPDIR=str(temp)),
+        timeout=120,
     )
     assert not marker.exists(), f"Dask workers imported {marker.read_text()!r} from the current directory"
     assert result.returncode == 0, result.stderr
@@ -143,7 +160,9 @@ def _big_run_dir(tmp_path: Path, files: int = 4, events: int = 250_000) -> Path:
     run = tmp_path / "big"
     run.mkdir()
     event = '{"ph":"X","cat":"cpu_op","name":"aten::op%d","pid":1,"tid":1,"ts":%d,"dur":5,"args":{"External id":%d}}'
-    text = '{"schemaVersion":1,"traceEvents":[' + ",".join([event % (i % 50, i * 10, i + 1) for i in range(events)]) + "]}"
+    text = (
+        '{"schemaVersion":1,"traceEvents":[' + ",".join([event % (i % 50, i * 10, i + 1) for i in range(events)]) + "]}"
+    )
     first = run / "rank0.json"
     first.write_text(text)
     for index in range(1, files):
@@ -155,8 +174,13 @@ def _big_run_dir(tmp_path: Path, files: int = 4, events: int = 250_000) -> Path:
 def test_rank_workers_end_with_their_parent(tmp_path, signum: int) -> None:
     run = _big_run_dir(tmp_path)
     code = "import sys; from tuiprof.trace import parallel; parallel.usable_cores = lambda: 2; from tuiprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    parent = subprocess.Popen([PY, "-c", code, "summary", str(run), "--view", "ranks"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, cwd=tmp_path, env=_env())
+    parent = subprocess.Popen(
+        [PY, "-c", code, "summary", str(run), "--view", "ranks"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_env(),
+    )
     try:
         deadline = time.monotonic() + 30
         while len(workers := _children(parent.pid)) < 2 and time.monotonic() < deadline:
@@ -209,7 +233,11 @@ class _Servers:
                 client.sendall(os.urandom(4096))
 
     def port(self, name: str) -> int:
-        return {"http": self.http.server_address[1], "noise": self.noise.getsockname()[1], "closed": self.closed.getsockname()[1]}[name]
+        return {
+            "http": self.http.server_address[1],
+            "noise": self.noise.getsockname()[1],
+            "closed": self.closed.getsockname()[1],
+        }[name]
 
     def close(self) -> None:
         self.http.shutdown()
@@ -253,10 +281,17 @@ def test_bad_cluster_addresses_are_one_line_and_exit_2_at_once(tmp_path) -> None
     run = _run_dir(tmp_path)
     servers = _Servers()
     try:
-        cases = {address.format(**{n: servers.port(n) for n in ("closed", "http", "noise")}): needle
-                 for address, needle in CLUSTER_CASES.items()}
-        result = subprocess.run([PY, "-c", CLUSTER_RUNNER, json.dumps(list(cases)), str(run)],
-                                capture_output=True, text=True, env=_env(), timeout=120)
+        cases = {
+            address.format(**{n: servers.port(n) for n in ("closed", "http", "noise")}): needle
+            for address, needle in CLUSTER_CASES.items()
+        }
+        result = subprocess.run(
+            [PY, "-c", CLUSTER_RUNNER, json.dumps(list(cases)), str(run)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
     finally:
         servers.close()
     assert result.returncode == 0 and result.stderr == "", result.stderr  # nothing from Dask's loggers either
@@ -272,18 +307,35 @@ def test_bad_cluster_addresses_are_one_line_and_exit_2_at_once(tmp_path) -> None
 
 def test_an_empty_cluster_address_is_refused_even_when_every_rank_has_a_sidecar(tmp_path) -> None:
     run = _run_dir(tmp_path)
-    first = subprocess.run([PY, "-m", "tuiprof", "summary", str(run), "--view", "ranks"], capture_output=True, env=_env(), timeout=120)
+    first = subprocess.run(
+        [PY, "-m", "tuiprof", "summary", str(run), "--view", "ranks"], capture_output=True, env=_env(), timeout=120
+    )
     assert first.returncode == 0 and len(list(run.glob("*.tuiprof-summary"))) == 2
-    again = subprocess.run([PY, "-m", "tuiprof", "summary", str(run), "--view", "ranks", "--cluster", ""],
-                           capture_output=True, text=True, env=_env(), timeout=120)
+    again = subprocess.run(
+        [PY, "-m", "tuiprof", "summary", str(run), "--view", "ranks", "--cluster", ""],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     assert again.returncode == 2 and again.stderr.splitlines() == [
         "tuiprof: --cluster '': the address is empty; write tcp://HOST:PORT (a scheduler listens on 8786 by default) or local:N"
     ]
 
 
 def test_cluster_with_a_single_trace_view_is_refused_not_ignored() -> None:
-    result = subprocess.run([PY, "-m", "tuiprof", "summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--cluster", ""],
-                            capture_output=True, text=True, env=_env(), timeout=120)
-    assert result.returncode == 2 and result.stdout == "" and result.stderr.splitlines() == [
-        "tuiprof: --cluster '': is for the run views, not --view operators; add --view ranks (or rank-steps, spread, collectives, collective-types)"
-    ]
+    result = subprocess.run(
+        [PY, "-m", "tuiprof", "summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--cluster", ""],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert (
+        result.returncode == 2
+        and result.stdout == ""
+        and result.stderr.splitlines()
+        == [
+            "tuiprof: --cluster '': is for the run views, not --view operators; add --view ranks (or rank-steps, spread, collectives, collective-types)"
+        ]
+    )

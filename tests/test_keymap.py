@@ -88,7 +88,11 @@ def test_a_bad_keymap_is_one_line_and_the_default_keys(keymap_file, capsys, name
     app = ExplorerApp(FileSource(RESNET))
     assert app.keymap == {}
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"tuiprof: {keymap_file}: ") and err.endswith("; using the default keys\n")
+    assert (
+        err.count("\n") == 1
+        and err.startswith(f"tuiprof: {keymap_file}: ")
+        and err.endswith("; using the default keys\n")
+    )
     assert problem in err
 
 

@@ -38,7 +38,11 @@ print(json.dumps(found))
 def test_headless_modules_load_no_tui_and_no_torch() -> None:
     assert len(HEADLESS_MODULES) > 20  # the walk found the packages
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(HEADLESS_MODULES)], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", PROBE, json.dumps(HEADLESS_MODULES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {}
@@ -66,7 +70,9 @@ def test_the_read_api_loads_no_tui_and_no_torch() -> None:
         [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert result.returncode == 0 and int(result.stdout) > 0, result.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
     assert "tuiprof.report.api" in imported  # the probe can fail: it sees what was loaded
     assert sorted(m for m in imported if m.split(".")[0] in FORBIDDEN) == []
 
@@ -79,10 +85,15 @@ def test_headless_layers_type_check(tmp_path) -> None:
         pytest.skip("mypy is not installed (pip install -e '.[test]')")
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     # Every headless module was checked (a `files` entry lost would check less and still pass).
-    headless = [ROOT / "tuiprof" / "errors.py"] + [f for p in ("trace", "analysis", "report") for f in (ROOT / "tuiprof" / p).glob("*.py")]
+    headless = [ROOT / "tuiprof" / "errors.py"] + [
+        f for p in ("trace", "analysis", "report") for f in (ROOT / "tuiprof" / p).glob("*.py")
+    ]
     checked = re.search(r"no issues found in (\d+) source files", result.stdout)
     assert checked and int(checked[1]) >= len(headless), result.stdout

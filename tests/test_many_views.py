@@ -21,8 +21,23 @@ from tuiprof.tui.widgets.header import ExplorerHeader
 
 RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
 # Names that are no part of another (Dummy1 is in Dummy10): a tab is named or it is not.
-TITLES = ("Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel",
-          "India", "Juliett", "Kilo", "Lima", "Mike", "November", "Oscar")
+TITLES = (
+    "Alpha",
+    "Bravo",
+    "Charlie",
+    "Delta",
+    "Echo",
+    "Foxtrot",
+    "Golf",
+    "Hotel",
+    "India",
+    "Juliett",
+    "Kilo",
+    "Lima",
+    "Mike",
+    "November",
+    "Oscar",
+)
 KEYS = "1234567890"  # by construction: the n-th view's key, none past the tenth
 
 

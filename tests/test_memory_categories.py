@@ -39,7 +39,9 @@ CODE = {name: index for index, name in enumerate(CATEGORY_NAMES)}
 # ------------------------------------------------------------------ the replay, by construction (no torch)
 
 
-def _device(changes: list[tuple[int, int, str, int]], preexisting: int = 0, first_ns: int = 10_000_000) -> DeviceMemoryCategories:
+def _device(
+    changes: list[tuple[int, int, str, int]], preexisting: int = 0, first_ns: int = 10_000_000
+) -> DeviceMemoryCategories:
     """Changes as (absolute ns, signed bytes, category, tensor row); two tensors' owners named."""
     times = [t for t, *_ in changes]
     deltas = [0] * preexisting
@@ -49,11 +51,19 @@ def _device(changes: list[tuple[int, int, str, int]], preexisting: int = 0, firs
         previous = t
     tensors = max(row for *_, row in changes) + 1
     return DeviceMemoryCategories(
-        device="cpu", categories=list(CATEGORY_NAMES), first_ns=first_ns, preexisting=preexisting,
-        delta_ns=deltas, bytes=[b for _, b, _, _ in changes], category=[CODE[c] for _, _, c, _ in changes],
-        tensor=[row for *_, row in changes], tensor_id=list(range(tensors)),
-        tensor_operator=[0] + [-1] * (tensors - 1), tensor_module=[0] + [-1] * (tensors - 1),
-        operators=["aten::linear"], modules=["Linear_0"],
+        device="cpu",
+        categories=list(CATEGORY_NAMES),
+        first_ns=first_ns,
+        preexisting=preexisting,
+        delta_ns=deltas,
+        bytes=[b for _, b, _, _ in changes],
+        category=[CODE[c] for _, _, c, _ in changes],
+        tensor=[row for *_, row in changes],
+        tensor_id=list(range(tensors)),
+        tensor_operator=[0] + [-1] * (tensors - 1),
+        tensor_module=[0] + [-1] * (tensors - 1),
+        operators=["aten::linear"],
+        modules=["Linear_0"],
     )
 
 
@@ -76,9 +86,18 @@ def test_replay_takes_the_state_after_each_microsecond_and_the_first_highest_poi
     [memory] = categorised_memory(MemoryCategories(devices=[device]), base_time_ns=9_000_000)
     assert memory.peak_bytes == 220
     assert memory.peak_ns == 12_000_000 - 9_000_000  # on the trace's clock
-    assert memory.peak_by_category == {**dict.fromkeys(CATEGORY_NAMES, 0), "parameter": 100, "activation": 50, "gradient": 70}
+    assert memory.peak_by_category == {
+        **dict.fromkeys(CATEGORY_NAMES, 0),
+        "parameter": 100,
+        "activation": 50,
+        "gradient": 70,
+    }
     live = {(t.category, t.bytes, t.module, t.made_ns) for t in memory.live_at_peak}
-    assert live == {("parameter", 100, "Linear_0", -1), ("activation", 50, "", 1_000_000), ("gradient", 70, "", 3_000_000)}
+    assert live == {
+        ("parameter", 100, "Linear_0", -1),
+        ("activation", 50, "", 1_000_000),
+        ("gradient", 70, "", 3_000_000),
+    }
 
 
 @pytest.mark.parametrize(
@@ -92,7 +111,9 @@ def test_replay_takes_the_state_after_each_microsecond_and_the_first_highest_poi
     ],
 )
 def test_damaged_categories_are_noted_and_ignored(damage, says) -> None:
-    document = msgspec.json.decode(msgspec.json.encode(MemoryCategories(devices=[_device([(10_000_000, 8, "input", 0)])])))
+    document = msgspec.json.decode(
+        msgspec.json.encode(MemoryCategories(devices=[_device([(10_000_000, 8, "input", 0)])]))
+    )
     damage(document["devices"][0])
     facts = LiveFacts(memory_categories=msgspec.Raw(msgspec.json.encode(document)))
     report = DecodeReport()
@@ -130,17 +151,27 @@ def test_shipped_capture_reopens_with_its_categories() -> None:
 def test_summary_memory_categories_json() -> None:
     run = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(SHIPPED), "--view", "memory-categories", "--format", "json"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     rows = json.loads(run.stdout)
-    assert [r["category"] for r in rows] == sorted(CATEGORY_NAMES, key=lambda c: -next(r["bytes_at_peak"] for r in rows if r["category"] == c))
+    assert [r["category"] for r in rows] == sorted(
+        CATEGORY_NAMES, key=lambda c: -next(r["bytes_at_peak"] for r in rows if r["category"] == c)
+    )
     assert {r["category"] for r in rows} == set(CATEGORY_NAMES)
     assert sum(r["share"] for r in rows) == pytest.approx(100, abs=0.01)  # shares as exported (rounded)
     assert all(r["step"] == rows[0]["step"] and r["step"].endswith("of step 1") for r in rows)
-    modules = json.loads(subprocess.run(
-        [sys.executable, "-m", "tuiprof", "summary", str(SHIPPED), "--view", "memory-modules", "--format", "json"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-    ).stdout)
+    modules = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "tuiprof", "summary", str(SHIPPED), "--view", "memory-modules", "--format", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    )
     head = next(r for r in modules if r["module"].strip() == "head (Linear)")
     assert head["parameter_bytes"] == 4 * (256 * 10 + 10)
 
@@ -173,11 +204,18 @@ def test_file_without_categories_gives_allocations_live_at_the_peak_by_operator_
     path = _allocator_only(tmp_path / "allocator.json")
     run = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(path), "--view", "memory-categories", "--format", "json"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     assert "need a tuiprof capture" in run.stderr
     rows = [(r["operator"], r["module"], r["bytes"], r["count"]) for r in json.loads(run.stdout)]
-    assert rows == [("aten::relu", "ReLU_0", 3000, 1), ("aten::mul", "", 2000, 1), ("aten::linear", "Linear_0", 1000, 1)]
+    assert rows == [
+        ("aten::relu", "ReLU_0", 3000, 1),
+        ("aten::mul", "", 2000, 1),
+        ("aten::linear", "Linear_0", 1000, 1),
+    ]
     modules = load_model(path).memory_breakdown.modules
     assert {(m.label, m.total) for m in modules} == {("Net_0", 4000), ("Linear_0", 1000), ("ReLU_0", 3000)}
 
@@ -199,7 +237,9 @@ def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, act
 
     def with_torch_oracle(prof, *args):
         member = original(prof, *args)
-        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline("cuda:0" if device == "cuda" else "cpu")
+        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(
+            "cuda:0" if device == "cuda" else "cpu"
+        )
         totals = [sum(point[1:]) for point in sizes]
         peak = sizes[totals.index(max(totals))]  # the first highest point, as numpy's argmax
         torch_peak.update(zip(CATEGORY_NAMES, peak[1:]))  # torch's column order is CATEGORY_NAMES'
@@ -207,8 +247,16 @@ def _capture(tmp_path, monkeypatch, model_name: str, batch: int, shape: str, act
 
     monkeypatch.setattr(session, "memory_categories_member", with_torch_oracle)
     torch.manual_seed(0)
-    config = CaptureConfig(model=model_name, device=device, batch_size=batch, input_shape=shape, wait=1, warmup=1,
-                           active=active, with_flops=False)
+    config = CaptureConfig(
+        model=model_name,
+        device=device,
+        batch_size=batch,
+        input_shape=shape,
+        wait=1,
+        warmup=1,
+        active=active,
+        with_flops=False,
+    )
     path = tmp_path / f"{batch}.pt.trace.json.gz"
     built = session.build_model(model_name, config.num_classes)
     result = session.profile_training(config, path, model=built)
@@ -237,7 +285,9 @@ def test_categories_at_the_peak_equal_torchs(tmp_path, monkeypatch, model_name, 
         if row.node is None or row.node.qualified_name in (None, "loss"):
             continue
         module = built if row.node.qualified_name == "model" else built.get_submodule(row.node.qualified_name)
-        assert row.bytes.get("parameter", 0) == sum(p.numel() * p.element_size() for p in module.parameters()), row.label
+        assert row.bytes.get("parameter", 0) == sum(p.numel() * p.element_size() for p in module.parameters()), (
+            row.label
+        )
     root = next(row for row in breakdown.modules if row.node is not None and row.node.qualified_name == "model")
     assert root.bytes["parameter"] == parameters
 
@@ -271,7 +321,9 @@ def test_activation_bytes_per_module_are_the_saved_tensors(tmp_path) -> None:
     with tuiprof.profile(path, with_flops=False):
         nn.functional.cross_entropy(chain(inputs), targets).backward()
     breakdown = load_model(path).memory_breakdown
-    activations = {row.label: row.bytes.get("activation", 0) for row in breakdown.modules if row.bytes.get("activation")}
+    activations = {
+        row.label: row.bytes.get("activation", 0) for row in breakdown.modules if row.bytes.get("activation")
+    }
     assert activations == {"Sequential_0": 2 * 1024 * 256 * 4, "ReLU_0": 1024 * 256 * 4, "ReLU_1": 1024 * 256 * 4}
     assert breakdown.most_activations.label in ("ReLU_0", "ReLU_1")  # equal bytes: either
 
@@ -295,7 +347,9 @@ async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_ac
         assert "in backward of step 1" in overview and "blocks.0 (Sequential) holds the most activations" in overview
         await pilot.press("5")
         await pilot.pause()
-        assert "peak" in _text(app.query_one("#memory-chart")) and "backward of step 1" in _text(app.query_one("#memory-chart"))
+        assert "peak" in _text(app.query_one("#memory-chart")) and "backward of step 1" in _text(
+            app.query_one("#memory-chart")
+        )
         table = app.query_one("#memory-ops", RowTable)
         assert table.current_row["_stats"].label == "blocks.0 (Sequential)"
         assert table.current_row["activation_bytes"] == 256 * 512 * 4
@@ -388,7 +442,10 @@ def test_a_tensor_torch_calls_a_parameter_that_no_module_holds_belongs_to_no_mod
         categories=SimpleNamespace(get=lambda key, version: Category.PARAMETER),
     )
     owners = SimpleNamespace(
-        by_key={output: (0, 0)}, unknown={}, module_of_tensor={1: 0}, operators={"aten::batch_norm": 0},
+        by_key={output: (0, 0)},
+        unknown={},
+        module_of_tensor={1: 0},
+        operators={"aten::batch_norm": 0},
         modules={"BatchNorm2d_6": 0},
     )
     saved = _device(timeline, owners, cpu, None)
@@ -398,10 +455,26 @@ def test_a_tensor_torch_calls_a_parameter_that_no_module_holds_belongs_to_no_mod
 @pytest.mark.parametrize(
     ("decode", "raw", "says"),
     [
-        (decode_live_facts, b'{"modules": 5}', "the tuiprofLive member (tuiprof's live-capture facts) cannot be read ("),
-        (decode_live_facts, b'{"version": 7}', "the tuiprofLive member (tuiprof's live-capture facts): version 7, newer"),
-        (decode_memory_categories, b'{"devices": 5}', "the memory categories in the tuiprofLive member cannot be read ("),
-        (decode_memory_categories, b'{"version": 7}', "the memory categories in the tuiprofLive member: version 7, newer"),
+        (
+            decode_live_facts,
+            b'{"modules": 5}',
+            "the tuiprofLive member (tuiprof's live-capture facts) cannot be read (",
+        ),
+        (
+            decode_live_facts,
+            b'{"version": 7}',
+            "the tuiprofLive member (tuiprof's live-capture facts): version 7, newer",
+        ),
+        (
+            decode_memory_categories,
+            b'{"devices": 5}',
+            "the memory categories in the tuiprofLive member cannot be read (",
+        ),
+        (
+            decode_memory_categories,
+            b'{"version": 7}',
+            "the memory categories in the tuiprofLive member: version 7, newer",
+        ),
     ],
 )
 def test_an_unreadable_or_newer_member_is_noted_and_ignored(decode, raw, says) -> None:

@@ -40,7 +40,10 @@ def _weights_before(path: Path) -> Path:
 def _summary(path: Path, view: str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(path), "--view", view, *extra],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
 
 

@@ -16,19 +16,46 @@ MAIN, OTHER = 7, 8
 
 
 def _frame(name: str, ts: int, dur: int, python_id: int, parent: int, tid: int = MAIN) -> dict:
-    return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"Python id": python_id, "Python parent id": parent}}
+    return {
+        "ph": "X",
+        "cat": "python_function",
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"Python id": python_id, "Python parent id": parent},
+    }
 
 
 def _alloc(ts: int, size: int, total: int, addr: int, tid: int = MAIN) -> dict:
-    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": tid, "ts": ts, "s": "t",
-            "args": {"Bytes": size, "Addr": addr, "Total Allocated": total, "Total Reserved": 0, "Device Type": 0, "Device Id": -1}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "s": "t",
+        "args": {
+            "Bytes": size,
+            "Addr": addr,
+            "Total Allocated": total,
+            "Total Reserved": 0,
+            "Device Type": 0,
+            "Device Id": -1,
+        },
+    }
 
 
 # The stack at t=160 on MAIN, outermost first, by construction; OTHER runs a frame at the same time.
 FORWARD_STACK = [
-    "train.py(10): main", "nn.Module: Net_0", "torch/nn/modules/module.py(1750): _call_impl",
-    "project/model.py(5): forward", "torch/nn/functional.py(1500): relu", "<built-in method relu of type object>",
+    "train.py(10): main",
+    "nn.Module: Net_0",
+    "torch/nn/modules/module.py(1750): _call_impl",
+    "project/model.py(5): forward",
+    "torch/nn/functional.py(1500): relu",
+    "<built-in method relu of type object>",
 ]
 
 
@@ -57,19 +84,30 @@ def test_each_allocation_live_at_the_peak_has_its_python_stack(tmp_path) -> None
     assert list(allocations["aten::relu"].stack) == FORWARD_STACK
     assert list(allocations["aten::empty"].stack) == ["train.py(10): main"]
     detail = allocation_detail(allocations["aten::relu"]).plain
-    assert detail.index("project/model.py(5): forward") < detail.index("<built-in method relu")  # outermost first, one per line
+    assert detail.index("project/model.py(5): forward") < detail.index(
+        "<built-in method relu"
+    )  # outermost first, one per line
 
     run = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(path), "--view", "memory-allocations", "--format", "json"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     rows = {r["operator"]: r for r in json.loads(run.stdout)}
-    assert rows["aten::relu"]["code"] == "model.py(5): forward"  # the deepest frame neither torch's nor a built-in, no folders
+    assert (
+        rows["aten::relu"]["code"] == "model.py(5): forward"
+    )  # the deepest frame neither torch's nor a built-in, no folders
     assert rows["aten::relu"]["stack"] == " > ".join(FORWARD_STACK)
     assert rows["aten::empty"]["code"] == "train.py(10): main"
     text = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(path), "--view", "memory-allocations"],
-        capture_output=True, text=True, check=True, cwd=ROOT, env={"COLUMNS": "100", "PATH": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={"COLUMNS": "100", "PATH": ""},
     ).stdout
     assert "model.py(5): forward" in text
 

@@ -11,24 +11,45 @@ from tuiprof.report.views import TRACE_VIEWS
 @pytest.mark.parametrize(
     ("full", "short"),
     [
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >"
-         "(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)", "vectorized_elementwise_kernel<CUDAFunctor_add>"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
-         "at::native::binary_internal::DivFunctor<float> >, at::detail::Array<char*, 3> >(int, at::native::BinaryFunctor<float, "
-         "float, float, at::native::binary_internal::DivFunctor<float> >, at::detail::Array<char*, 3>)", "vectorized_elementwise_kernel<DivFunctor>"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl<float, float>"
-         "(at::TensorIteratorBase&, float)::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::"
-         "pow_tensor_scalar_kernel_impl<float, float>(at::TensorIteratorBase&, float)::{lambda(float)#1}, at::detail::Array<char*, 2>)",
-         "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"),
-        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, "
-         "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
-         "reduce_kernel<MeanOps>"),
-        ("void at::native::(anonymous namespace)::indexSelectLargeIndex<long, long, unsigned int, 1, 1, -2, true>"
-         "(at::cuda::detail::TensorInfo<long, unsigned int>, long)", "indexSelectLargeIndex"),
-        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1>(cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1::Params)",
-         "Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1>"),
-        ("void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)", "bn_fw_tr_1C11_singleread"),
-        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >"
+            "(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
+            "vectorized_elementwise_kernel<CUDAFunctor_add>",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+            "at::native::binary_internal::DivFunctor<float> >, at::detail::Array<char*, 3> >(int, at::native::BinaryFunctor<float, "
+            "float, float, at::native::binary_internal::DivFunctor<float> >, at::detail::Array<char*, 3>)",
+            "vectorized_elementwise_kernel<DivFunctor>",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl<float, float>"
+            "(at::TensorIteratorBase&, float)::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::"
+            "pow_tensor_scalar_kernel_impl<float, float>(at::TensorIteratorBase&, float)::{lambda(float)#1}, at::detail::Array<char*, 2>)",
+            "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, "
+            "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
+            "reduce_kernel<MeanOps>",
+        ),
+        (
+            "void at::native::(anonymous namespace)::indexSelectLargeIndex<long, long, unsigned int, 1, 1, -2, true>"
+            "(at::cuda::detail::TensorInfo<long, unsigned int>, long)",
+            "indexSelectLargeIndex",
+        ),
+        (
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1>(cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1::Params)",
+            "Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1>",
+        ),
+        (
+            "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
+            "bn_fw_tr_1C11_singleread",
+        ),
+        (
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+        ),
         ("volta_sgemm_64x64_nn", "volta_sgemm_64x64_nn"),
         ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
         ("triton_red_fused_add_mean_mul_pow_rsqrt_0", "triton_red_fused_add_mean_mul_pow_rsqrt_0"),
@@ -59,7 +80,6 @@ def test_module_names_are_cut_in_the_middle_keeping_their_index() -> None:
     assert all(len(fit_name("Linear_123456", w)) <= w for w in range(12))
 
 
-
 def test_the_cutting_rule_keeps_what_tells_rows_apart() -> None:
     from tuiprof.report.names import fit_name
 
@@ -68,24 +88,40 @@ def test_the_cutting_rule_keeps_what_tells_rows_apart() -> None:
     assert fit_name(path, 24) == "…/BasicBlock_1/Conv2d_2"
     assert fit_name("autograd::engine::evaluate_function: ConvolutionBackward0", 24) == "…: ConvolutionBackward0"
     assert fit_name("aten::convolution_backward", 22) == "…convolution_backward"  # the namespace goes first
-    assert fit_name("vectorized_elementwise_kernel<CUDAFunctor_add>", 26) == "vectoriz…<CUDAFunctor_add>"  # the argument outlasts the base
+    assert (
+        fit_name("vectorized_elementwise_kernel<CUDAFunctor_add>", 26) == "vectoriz…<CUDAFunctor_add>"
+    )  # the argument outlasts the base
     assert fit_name("vectorized_elementwise_kernel<GeluCUDAKernelImpl>", 22) == "vectori…<GeluCU…lImpl>"
-    assert fit_name("ResNet_0/Conv2d_3 → ResNet_0/Conv2d_4", 23) == "…/Conv2d_3 → …/Conv2d_4"  # both sides of an aligned row
-    assert fit_name("cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1", 21) == "cutlass_80…_tn_align1"  # head and tail
-    names = [path, "autograd::engine::evaluate_function: ConvolutionBackward0", "vectorized_elementwise_kernel<CUDAFunctor_add>",
-             "a → b", "x" * 80, "Linear_123456", "漢字の名前_12"]
+    assert (
+        fit_name("ResNet_0/Conv2d_3 → ResNet_0/Conv2d_4", 23) == "…/Conv2d_3 → …/Conv2d_4"
+    )  # both sides of an aligned row
+    assert (
+        fit_name("cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1", 21) == "cutlass_80…_tn_align1"
+    )  # head and tail
+    names = [
+        path,
+        "autograd::engine::evaluate_function: ConvolutionBackward0",
+        "vectorized_elementwise_kernel<CUDAFunctor_add>",
+        "a → b",
+        "x" * 80,
+        "Linear_123456",
+        "漢字の名前_12",
+    ]
     assert all(len(fit_name(name, width)) <= width for name in names for width in range(0, 60))
 
 
 def test_names_that_would_read_the_same_show_where_they_differ() -> None:
     from tuiprof.report.names import fit_names
 
-    tiles = [f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize{t}_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
-             for t in ("128x128x64", "128x64x64", "64x64x64", "256x128x64")]
+    tiles = [
+        f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize{t}_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+        for t in ("128x128x64", "128x64x64", "64x64x64", "256x128x64")
+    ]
     for width in (20, 24, 30, 40):
         cut = fit_names(tiles, width)
         assert len(set(cut.values())) == len(tiles) and all(len(c) <= width for c in cut.values()), cut
     assert fit_names(tiles, 30)[tiles[0]] == "sm90_xm…ze128x128x6…_5x_cublas"  # head, where they differ, tail
+
 
 # ------------------------------------------------------------------ one cutting rule, every surface
 # A trace whose names share long prefixes and differ only at their end or in their middle, as
@@ -93,20 +129,36 @@ def test_names_that_would_read_the_same_show_where_they_differ() -> None:
 # size, autograd's evaluate_function wrappers): cut from the right, they read the same.
 
 ENCODER = ("Owlv2ForObjectDetection_0", "Owlv2Model_0", "Owlv2VisionTransformer_0", "Owlv2Encoder_0")
-ELEMENTWISE = ("void at::native::vectorized_elementwise_kernel<4, at::native::{0}<float>, at::detail::Array<char*, 3> >"
-               "(int, at::native::{0}<float>, at::detail::Array<char*, 3>)")
+ELEMENTWISE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::{0}<float>, at::detail::Array<char*, 3> >"
+    "(int, at::native::{0}<float>, at::detail::Array<char*, 3>)"
+)
 KERNELS = (
     *(ELEMENTWISE.format(functor) for functor in ("CUDAFunctor_add", "MulFunctor", "FillFunctor", "AbsFunctor")),
-    *(f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize{tile}_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
-      for tile in ("128x128x64", "128x64x64", "64x64x64")),
-    *(f"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_{tile}_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_{tile}_tn_align8::Params)"
-      for tile in ("128x64_64x3", "64x64_64x6")),
+    *(
+        f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize{tile}_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+        for tile in ("128x128x64", "128x64x64", "64x64x64")
+    ),
+    *(
+        f"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_{tile}_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_{tile}_tn_align8::Params)"
+        for tile in ("128x64_64x3", "64x64_64x6")
+    ),
 )
 # Template instances that differ only in numbers: the same short name, told apart by their arguments.
-CONVOLUTIONS = tuple(f"void implicit_convolve_sgemm<float, float, {tile}, 3, 3, 5, 1, false, true, true>(int, int, int, float const*, "
-                     "int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, int)" for tile in ("1024, 6, 7", "128, 6, 7"))
-BACKWARD = tuple(f"autograd::engine::evaluate_function: {name}" for name in (
-    "ConvolutionBackward0", "AddmmBackward0", "NativeLayerNormBackward0", "torch::autograd::AccumulateGrad"))
+CONVOLUTIONS = tuple(
+    f"void implicit_convolve_sgemm<float, float, {tile}, 3, 3, 5, 1, false, true, true>(int, int, int, float const*, "
+    "int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, int)"
+    for tile in ("1024, 6, 7", "128, 6, 7")
+)
+BACKWARD = tuple(
+    f"autograd::engine::evaluate_function: {name}"
+    for name in (
+        "ConvolutionBackward0",
+        "AddmmBackward0",
+        "NativeLayerNormBackward0",
+        "torch::autograd::AccumulateGrad",
+    )
+)
 
 
 def names_trace(path, scale: float = 1.0):
@@ -163,7 +215,9 @@ def _full_names(capsys, *argv: str) -> list[str]:
     import csv
     import io
 
-    return [row.get("name") or row["path"] for row in csv.DictReader(io.StringIO(_output(capsys, *argv, "--format", "csv")))]
+    return [
+        row.get("name") or row["path"] for row in csv.DictReader(io.StringIO(_output(capsys, *argv, "--format", "csv")))
+    ]
 
 
 @pytest.mark.parametrize("view", ["ops", "modules", "kernels"])
@@ -187,7 +241,7 @@ def test_terminal_tables_keep_rows_apart(traces, capsys, monkeypatch, view, widt
     lines = _output(capsys, "summary", traces[0], "--view", view).splitlines()
     assert max(map(len, lines)) <= width
     rule = next(i for i, line in enumerate(lines) if "───" in line)
-    body = [line for line in lines[rule + 1:] if line.strip()][: len(full)]
+    body = [line for line in lines[rule + 1 :] if line.strip()][: len(full)]
     _distinct([re.split(r"\s{2,}", line.strip())[0] for line in body], full)
 
 
@@ -206,7 +260,7 @@ def test_diff_text_keeps_rows_apart(traces, capsys, monkeypatch, view) -> None:
     lines = _output(capsys, "diff", *traces, "--view", view, "--format", "table", "--limit", "50").splitlines()
     assert max(map(len, lines)) <= 80
     rule = next(i for i, line in enumerate(lines) if "───" in line)
-    body = [line for line in lines[rule + 1:] if line.strip()][: len(full)]
+    body = [line for line in lines[rule + 1 :] if line.strip()][: len(full)]
     _distinct([re.split(r"\s{2,}", line.strip())[0] for line in body], full)
 
 
@@ -241,8 +295,10 @@ def test_kernels_that_share_a_short_name_show_the_arguments_that_differ() -> Non
     from tuiprof.report.names import short_kernel_names
 
     wgrad = "void cudnn::cnn::wgrad_alg0_engine<float, 128, {}, 3, 3, {}, false, 512>(int, int, float const*, kernel_grad_params)"
-    add = ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >(int)",
-           "void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<at::native::AddFunctor<long> >, at::detail::Array<char*, 2> >(int)")
+    add = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >(int)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<at::native::AddFunctor<long> >, at::detail::Array<char*, 2> >(int)",
+    )
     names = [wgrad.format("6, 7", 5), wgrad.format("5, 5", 3), *add, ELEMENTWISE.format("MulFunctor")]
     short = short_kernel_names(names)
     assert short[names[0]] == "wgrad_alg0_engine<6, 7, 5>" and short[names[1]] == "wgrad_alg0_engine<5, 5, 3>"

@@ -23,8 +23,14 @@ SLACK_US = 0.002  # timestamps are written with three decimals
 
 def _innermost(event: dict, around: list[dict]) -> dict | None:
     start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
-    inside = [c for c in around if c["tid"] == event["tid"] and float(c["ts"]) <= start + SLACK_US
-              and end <= float(c["ts"]) + float(c["dur"]) + SLACK_US and c is not event]
+    inside = [
+        c
+        for c in around
+        if c["tid"] == event["tid"]
+        and float(c["ts"]) <= start + SLACK_US
+        and end <= float(c["ts"]) + float(c["dur"]) + SLACK_US
+        and c is not event
+    ]
     return min(inside, key=lambda c: float(c["dur"]), default=None)
 
 
@@ -86,7 +92,8 @@ def test_the_timeline_detail_names_the_module_a_call_is_charged_to(resnet_model)
     frames = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
     forward = Counter(
         _innermost(e, frames)["name"].removeprefix("nn.Module: ")
-        for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution"
+        for e in events
+        if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution"
     )
     backward = Counter(f"{name} (backward)" for name, _ in _backward_modules())
     timeline, calls = build_timeline(resnet_model), resnet_model.calls

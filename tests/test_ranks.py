@@ -33,7 +33,15 @@ class TraceBuilder:
     def __init__(self, rank: int, world_size: int, step_us: tuple[int, int] = (0, 20_000)) -> None:
         self.rank, self.world_size = rank, world_size
         self.events: list[dict] = [
-            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": step_us[0], "dur": step_us[1] - step_us[0]}
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "ProfilerStep#1",
+                "pid": 1,
+                "tid": 1,
+                "ts": step_us[0],
+                "dur": step_us[1] - step_us[0],
+            }
         ]
         self.next_id = 100
 
@@ -44,33 +52,81 @@ class TraceBuilder:
             depth += 1
             self.next_id += 1
             args = {"External id": self.next_id, **parent.get("args", {})}
-            self.events.append({"ph": "X", "pid": 1, "tid": 1, "ts": at + depth, "dur": 20 - 2 * depth, **parent, "args": args})
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at + depth + 1, "dur": 2, "args": {"correlation": correlation}})
+            self.events.append(
+                {"ph": "X", "pid": 1, "tid": 1, "ts": at + depth, "dur": 20 - 2 * depth, **parent, "args": args}
+            )
         self.events.append(
-            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": start, "dur": end - start,
-             "args": {"correlation": correlation, "stream": stream, "device": 0}}
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": at + depth + 1,
+                "dur": 2,
+                "args": {"correlation": correlation},
+            }
+        )
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kernel,
+                "pid": 0,
+                "tid": stream,
+                "ts": start,
+                "dur": end - start,
+                "args": {"correlation": correlation, "stream": stream, "device": 0},
+            }
         )
 
     def compute(self, start: int, end: int, stream: int = COMPUTE_STREAMS[0], at: int = 100) -> None:
         self._launch(at, "void gemm_kernel<float>()", stream, start, end, [{"cat": "cpu_op", "name": "aten::mm"}])
 
     def all_reduce(self, start: int, end: int, nelems: int = 262144, at: int = 200) -> None:
-        args = {"Collective name": "allreduce", "Process Group Name": "0", "In msg nelems": nelems, "Out msg nelems": nelems,
-                "Group size": self.world_size, "dtype": "Float"}
+        args = {
+            "Collective name": "allreduce",
+            "Process Group Name": "0",
+            "In msg nelems": nelems,
+            "Out msg nelems": nelems,
+            "Group size": self.world_size,
+            "dtype": "Float",
+        }
         self._launch(
-            at, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", COMM_STREAM, start, end,
-            [{"cat": "cpu_op", "name": "c10d::allreduce_"}, {"cat": "cpu_op", "name": "record_param_comms", "args": args},
-             {"cat": "user_annotation", "name": "nccl:all_reduce"}],
+            at,
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            COMM_STREAM,
+            start,
+            end,
+            [
+                {"cat": "cpu_op", "name": "c10d::allreduce_"},
+                {"cat": "cpu_op", "name": "record_param_comms", "args": args},
+                {"cat": "user_annotation", "name": "nccl:all_reduce"},
+            ],
         )
 
     def data_loading(self, start: int, end: int) -> None:
-        self.events.append({"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "pid": 1, "tid": 1, "ts": start, "dur": end - start})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": end - start,
+            }
+        )
 
     def write(self, directory: Path, name: str | None = None) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / (name or f"host_{self.rank}.{1700000000000 + self.rank}.pt.trace.json")
-        document = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": self.world_size},
-                    "deviceProperties": [{"id": 0, "name": "Test GPU"}], "traceEvents": self.events}
+        document = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": self.world_size},
+            "deviceProperties": [{"id": 0, "name": "Test GPU"}],
+            "traceEvents": self.events,
+        }
         path.write_text(json.dumps(document))
         return path
 
@@ -177,7 +233,11 @@ def test_a_straggler_with_the_shorter_step_is_told_by_its_work_not_its_step(tmp_
         "Data load 11.0 ms above theirs, last to arrive at 1 of 1 collectives; the others wait for it, in Exposed comm"
     )
     (row,) = [r for r in build_rank_rows(run) if r["straggler"]]
-    assert (row["rank"], row["straggler"], row["straggler_reason"]) == (1, straggler_cause(straggler), straggler_sentence(straggler))
+    assert (row["rank"], row["straggler"], row["straggler_reason"]) == (
+        1,
+        straggler_cause(straggler),
+        straggler_sentence(straggler),
+    )
 
 
 def test_a_rank_last_at_most_collectives_without_more_work_says_so():
@@ -197,7 +257,8 @@ def test_arrival_skew_waits_and_last_rank_on_random_arrivals():
         last = max(arrivals)
         durations = [last - a + rng.randint(1, 500) for a in arrivals]
         records = {
-            r: [CollectiveRecord("pg", 3, "all_gather", arrivals[r], durations[r], 4096, "Float", ranks)] for r in range(ranks)
+            r: [CollectiveRecord("pg", 3, "all_gather", arrivals[r], durations[r], 4096, "Float", ranks)]
+            for r in range(ranks)
         }
         (matched,) = match_collectives(records).collectives
         assert matched.skew_ns == last - min(arrivals)
@@ -212,12 +273,16 @@ def test_collectives_match_by_group_and_order_and_stop_where_ranks_disagree():
         return [CollectiveRecord(group, 1, kind, 1000 * i, 10, None, None, None) for i, kind in enumerate(kinds)]
 
     match = match_collectives(
-        {0: records(["all_reduce", "broadcast", "all_reduce"]) + records(["all_to_all"], "1"),
-         1: records(["all_reduce", "all_gather", "all_reduce"]) + records(["all_to_all"], "1")}
+        {
+            0: records(["all_reduce", "broadcast", "all_reduce"]) + records(["all_to_all"], "1"),
+            1: records(["all_reduce", "all_gather", "all_reduce"]) + records(["all_to_all"], "1"),
+        }
     )
     assert [(c.group, c.kind) for c in match.collectives] == [("0", "all_reduce"), ("1", "all_to_all")]
-    assert match.problems == ("process group 0, step 1: collective 2 differs (broadcast on rank 0; all_gather on rank 1); "
-                              "the rest of this group is not matched",)
+    assert match.problems == (
+        "process group 0, step 1: collective 2 differs (broadcast on rank 0; all_gather on rank 1); "
+        "the rest of this group is not matched",
+    )
 
 
 def test_collectives_that_do_not_overlap_in_time_are_not_matched(tmp_path):
@@ -254,11 +319,16 @@ def test_collectives_a_few_ms_apart_match_as_clocks_of_two_hosts_may_be(tmp_path
 
 
 def test_a_broadcast_root_may_finish_before_the_others_begin():
-    records = {0: [CollectiveRecord("0", 1, "broadcast", 0, 1000, 64, "Float", 2)],
-               1: [CollectiveRecord("0", 1, "broadcast", 50_000_000, 1000, 64, "Float", 2)]}
+    records = {
+        0: [CollectiveRecord("0", 1, "broadcast", 0, 1000, 64, "Float", 2)],
+        1: [CollectiveRecord("0", 1, "broadcast", 50_000_000, 1000, 64, "Float", 2)],
+    }
     match = match_collectives(records)
     assert len(match.collectives) == 1 and match.problems == ()
-    too_far = {rank: [CollectiveRecord("0", 1, "all_gather", r.start_ns, r.dur_ns, 64, "Float", 2) for r in rs] for rank, rs in records.items()}
+    too_far = {
+        rank: [CollectiveRecord("0", 1, "all_gather", r.start_ns, r.dur_ns, 64, "Float", 2) for r in rs]
+        for rank, rs in records.items()
+    }
     assert match_collectives(too_far).collectives == ()
 
 
@@ -275,11 +345,16 @@ def test_a_directory_with_every_kind_of_problem_opens_the_rest_one_line_each(tmp
     other = TraceBuilder(0, 2)
     other.write(tmp_path, "other_0.1700000000000.pt.trace.json")  # another run (world size 2)
     (tmp_path / "broken.pt.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])  # truncated gzip
-    (tmp_path / "host_3.1700000000003.pt.trace.json").write_text('{"distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": [')
+    (tmp_path / "host_3.1700000000003.pt.trace.json").write_text(
+        '{"distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": ['
+    )
     # ^ overwrites rank 3 with a truncated document: corrupt after its head
     result = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(tmp_path), "--view", "ranks", "--format", "csv"],
-        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -367,7 +442,11 @@ def test_no_sidecars_reads_and_writes_none(tmp_path, monkeypatch):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache))
     result = subprocess.run(
         [sys.executable, "-m", "tuiprof", "summary", str(directory), "--view", "ranks", "--no-sidecars"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
     )
     assert result.returncode == 0 and "Ranks" in result.stdout, result.stderr
     assert _sidecars_in(directory) == [] and _sidecars_in(cache) == []
@@ -396,14 +475,24 @@ def test_dlrm_8_ranks_every_rank_and_every_collective(tmp_path):
 @needs_shared
 def test_summary_ranks_json_and_collectives_csv_on_dlrm():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    ranks = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "ranks", "--format", "json"],
-                           capture_output=True, text=True, env=env, timeout=120)
+    ranks = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "ranks", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert ranks.returncode == 0 and ranks.stderr == ""
     rows = json.loads(ranks.stdout)
     assert [r["rank"] for r in rows] == list(range(8))
     assert rows[7]["straggler"] and rows[7]["straggler_reason"].startswith("rank 7: ")
-    collectives = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "collectives", "--format", "csv"],
-                                 capture_output=True, text=True, env=env, timeout=120)
+    collectives = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(DLRM), "--view", "collectives", "--format", "csv"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert collectives.returncode == 0
     assert collectives.stdout.splitlines()[0].startswith("step,group,index,kind,size_bytes")
     assert len(collectives.stdout.splitlines()) == 9
@@ -432,7 +521,13 @@ def test_dask_is_imported_only_with_cluster(tmp_path):
         f"main(['summary', {str(directory)!r}, '--view', 'ranks', '--format', 'json']); "
         "assert 'dask' not in sys.modules and 'distributed' not in sys.modules, 'dask imported'"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -4,10 +4,10 @@ distributedInfo in each, and rank 0 shows the run once every rank wrote."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import re
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +28,11 @@ def torchrun(args: list[str], tmp_path: Path, cwd: Path = ROOT) -> subprocess.Co
     env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path), OMP_NUM_THREADS="1")
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *args],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
     )
 
 
@@ -60,7 +64,9 @@ def test_torchrun_run_without_save_keeps_the_run_in_tuiprof_runs(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     script = ROOT / "examples" / "train_ddp_gloo.py"
-    result = torchrun(["-m", "tuiprof", "run", "--no-tui", "--no-stack", str(script), "--steps", "6"], tmp_path, cwd=work)
+    result = torchrun(
+        ["-m", "tuiprof", "run", "--no-tui", "--no-stack", str(script), "--steps", "6"], tmp_path, cwd=work
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (work / "tuiprof-runs").iterdir()
     assert re.fullmatch(r"\d{8}-\d{6}-\d+", run_dir.name)
@@ -90,7 +96,10 @@ def test_tuiprof_profile_in_a_ddp_script_writes_one_trace_per_rank(tmp_path):
     target = tmp_path / "run" / "ddp.pt.trace.json.gz"
     result = torchrun([str(script), str(target)], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(p.name for p in target.parent.iterdir()) == ["ddp.rank0.pt.trace.json.gz", "ddp.rank1.pt.trace.json.gz"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        "ddp.rank0.pt.trace.json.gz",
+        "ddp.rank1.pt.trace.json.gz",
+    ]
     run = summarise_run(open_run(target.parent), workers=1, use_sidecars=False)
     assert [r.rank for r in run.ranks] == [0, 1] and run.problems == ()
     assert "all_reduce" in {c.kind for c in run.collectives.collectives}  # DDP also broadcasts in forward

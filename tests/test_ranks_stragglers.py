@@ -27,10 +27,22 @@ from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.trace.run import open_run
 
 COMM_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:")
-CAUSE_HEADERS = {"compute": "Compute", "data_loading": "Data load", "cpu_bound": "CPU-bound", "memcpy": "Memcpy", "memset": "Memset"}
+CAUSE_HEADERS = {
+    "compute": "Compute",
+    "data_loading": "Data load",
+    "cpu_bound": "CPU-bound",
+    "memcpy": "Memcpy",
+    "memset": "Memset",
+}
 RUNS = [
-    pytest.param(SAMPLES / "ddp_gloo_2ranks", marks=pytest.mark.skipif(not (SAMPLES / "ddp_gloo_2ranks").is_dir(), reason="no sample")),
-    pytest.param(SHARED_TRACES / "dlrm_8ranks", marks=pytest.mark.skipif(not (SHARED_TRACES / "dlrm_8ranks").is_dir(), reason="no shared traces")),
+    pytest.param(
+        SAMPLES / "ddp_gloo_2ranks",
+        marks=pytest.mark.skipif(not (SAMPLES / "ddp_gloo_2ranks").is_dir(), reason="no sample"),
+    ),
+    pytest.param(
+        SHARED_TRACES / "dlrm_8ranks",
+        marks=pytest.mark.skipif(not (SHARED_TRACES / "dlrm_8ranks").is_dir(), reason="no shared traces"),
+    ),
 ]
 
 
@@ -59,7 +71,11 @@ def raw_rank(document: dict) -> dict:
     steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
     loading = [span(e) for e in events if e["name"].startswith("enumerate(DataLoader)")]
     device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    launched_at = {e["args"]["correlation"]: float(e["ts"]) for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    launched_at = {
+        e["args"]["correlation"]: float(e["ts"])
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
     comm_kernels = [e for e in device if e["cat"] == "kernel" and "nccl" in e["name"].lower()]
     if device:
         collectives = sorted(span(e) for e in comm_kernels)
@@ -119,8 +135,12 @@ def raw_stragglers(directory: Path) -> dict[int, dict]:
         excess = {key: own[key] - median(r[key] for r in others) for key in CAUSE_HEADERS if key in own}
         cause = max(excess, key=excess.__getitem__)
         result[rank] = {
-            "work": own["work"], "others_work": others_work, "cause": cause if excess[cause] > threshold / 2 else None,
-            "cause_excess": excess[cause], "last": last[rank], "collectives": matched,
+            "work": own["work"],
+            "others_work": others_work,
+            "cause": cause if excess[cause] > threshold / 2 else None,
+            "cause_excess": excess[cause],
+            "last": last[rank],
+            "collectives": matched,
         }
     return result
 
@@ -146,6 +166,8 @@ def test_the_straggler_sentence_states_what_the_raw_events_say(directory, tmp_pa
         assert f"last to arrive at {raw['last']} of {raw['collectives']} collectives" in sentence
         header = CAUSE_HEADERS[raw["cause"]]
         assert f", {header} " in sentence and cause.startswith(f"{header} +"), sentence
-        assert close(numbers(cause)[0], raw["cause_excess"]) and close(numbers(sentence)[3], raw["cause_excess"]), sentence
+        assert close(numbers(cause)[0], raw["cause_excess"]) and close(numbers(sentence)[3], raw["cause_excess"]), (
+            sentence
+        )
         # never "+N ms per step": on both runs the stragglers' Step is not the longest
         assert not re.search(r"\+\d+(\.\d)? ms per step", sentence + cause)

@@ -42,7 +42,8 @@ def test_the_launcher_column_is_read_as_an_array_in_one_place() -> None:
     from tests.conftest import ROOT
 
     readers = sorted(
-        str(path.relative_to(ROOT)) for path in (ROOT / "tuiprof").rglob("*.py") if "frombuffer(activity.launcher" in path.read_text()
-        or "frombuffer(self.launcher" in path.read_text()
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tuiprof").rglob("*.py")
+        if "frombuffer(activity.launcher" in path.read_text() or "frombuffer(self.launcher" in path.read_text()
     )
     assert readers == ["tuiprof/analysis/calls.py"]

@@ -31,7 +31,7 @@ def _tree_classes(model, depth_limit: int = 3) -> set[tuple[str, ...]]:
         while current is not None:
             chain.append(current.class_name)
             current = current.parent
-        chains.add(tuple(reversed(chain))[:depth_limit + 1])
+        chains.add(tuple(reversed(chain))[: depth_limit + 1])
     return chains
 
 
@@ -55,7 +55,9 @@ def test_falconsai_module_tree_shape() -> None:
 
 
 def test_legacy_resnet50_memory_and_steps() -> None:
-    model = load_model(SHARED_TRACES / "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz")
+    model = load_model(
+        SHARED_TRACES / "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz"
+    )
     assert [s.number for s in model.steps] == [5, 6, 7, 8, 9, 10]
     devices = {t.device for t in model.memory}
     assert {"CPU", "CUDA:0"} <= devices

@@ -38,8 +38,12 @@ def test_peak_and_ooms_match_the_generator(seed: int, awaiting: bool) -> None:
     for timeline in model.timelines:
         assert timeline.allocated[-1] == expected.live_end[timeline.device]
         assert timeline.reserved[-1] == expected.reserved_end[timeline.device]
-    want = [(o["device"], o["requested"], o["allocated"], o["device_free"], o["largest_free_block"], o["reserved"])
-            for device in range(2) for o in expected.ooms if o["device"] == device]
+    want = [
+        (o["device"], o["requested"], o["allocated"], o["device_free"], o["largest_free_block"], o["reserved"])
+        for device in range(2)
+        for o in expected.ooms
+        if o["device"] == device
+    ]
     got = [(o.device, o.requested, o.allocated, o.device_free, o.largest_free_block, o.reserved) for o in model.ooms]
     assert got == want and got
     assert all(sum(g.bytes for g in o.held_by) == o.allocated for o in model.ooms)
@@ -50,15 +54,39 @@ def test_memory_held_before_the_trace_counts_from_its_start() -> None:
     never allocated: both held from the first entry."""
     frames = make_stacks()[0]
     data = {
-        "segments": [{"device": 0, "address": 0x1000, "total_size": 4096, "stream": 0, "segment_type": "small", "blocks": [
-            {"address": 0x1000, "size": 1024, "requested_size": 1000, "state": "active_allocated", "frames": frames},
-            {"address": 0x1400, "size": 3072, "requested_size": 0, "state": "inactive", "frames": []},
-        ]}],
-        "device_traces": [[
-            {"action": "alloc", "addr": 0x1400, "size": 512, "stream": 0, "frames": frames, "time_us": 10},
-            {"action": "free_completed", "addr": 0x1800, "size": 2048, "stream": 0, "frames": frames, "time_us": 20},
-            {"action": "free_completed", "addr": 0x1400, "size": 512, "stream": 0, "frames": frames, "time_us": 30},
-        ]],
+        "segments": [
+            {
+                "device": 0,
+                "address": 0x1000,
+                "total_size": 4096,
+                "stream": 0,
+                "segment_type": "small",
+                "blocks": [
+                    {
+                        "address": 0x1000,
+                        "size": 1024,
+                        "requested_size": 1000,
+                        "state": "active_allocated",
+                        "frames": frames,
+                    },
+                    {"address": 0x1400, "size": 3072, "requested_size": 0, "state": "inactive", "frames": []},
+                ],
+            }
+        ],
+        "device_traces": [
+            [
+                {"action": "alloc", "addr": 0x1400, "size": 512, "stream": 0, "frames": frames, "time_us": 10},
+                {
+                    "action": "free_completed",
+                    "addr": 0x1800,
+                    "size": 2048,
+                    "stream": 0,
+                    "frames": frames,
+                    "time_us": 20,
+                },
+                {"action": "free_completed", "addr": 0x1400, "size": 512, "stream": 0, "frames": frames, "time_us": 30},
+            ]
+        ],
     }
     model = analyze_snapshot(decode_snapshot(data, "ring.pickle"))
     assert model.timelines[0].allocated.tolist() == [1024 + 2048 + 512, 1024 + 512, 1024]
@@ -76,7 +104,9 @@ def test_torch_memory_viz_agrees_on_the_peak_and_its_stacks() -> None:
     for device, trace in enumerate(data["device_traces"]):
         best, best_stacks = -1, {}
         for end in range(1, len(trace) + 1):
-            left = viz.filter_alloc_free_pairs({"device_traces": [list(trace[:end])], "segments": []})["device_traces"][0]
+            left = viz.filter_alloc_free_pairs({"device_traces": [list(trace[:end])], "segments": []})["device_traces"][
+                0
+            ]
             live = [e for e in left if e["action"] == "alloc"]
             total = sum(e["size"] for e in live)
             if total > best:
@@ -87,8 +117,14 @@ def test_torch_memory_viz_agrees_on_the_peak_and_its_stacks() -> None:
         peak = model.peaks[device]
         frames = model.snapshot.frames
         ours = {
-            ";".join(viz._frames_fmt([{"filename": frames.filename[i], "line": frames.line[i], "name": frames.name[i]}
-                                      for i in model.snapshot.stacks.frame_ids(g.stack)])): g.bytes
+            ";".join(
+                viz._frames_fmt(
+                    [
+                        {"filename": frames.filename[i], "line": frames.line[i], "name": frames.name[i]}
+                        for i in model.snapshot.stacks.frame_ids(g.stack)
+                    ]
+                )
+            ): g.bytes
             for g in peak.groups
         }
         assert peak.allocated == best
@@ -102,7 +138,9 @@ def test_torch_segsum_agrees_on_segments() -> None:
     data, _ = make_snapshot(5, steps=250, awaiting=True)
     model = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
     lines = viz.memory(data, format_flamegraph=lambda text: text).splitlines()
-    allocated = sum(int(line.rsplit(" ", 1)[1]) for line in lines if ";active_allocated;" in line and "<gaps>" not in line)
+    allocated = sum(
+        int(line.rsplit(" ", 1)[1]) for line in lines if ";active_allocated;" in line and "<gaps>" not in line
+    )
     assert sum(s.allocated for s in model.segment_use) == allocated
     summary = viz.segsum(data)  # raises on its own accounting errors
     assert f"segments: {len(model.segment_use)}\n" in summary
@@ -118,9 +156,13 @@ def test_frames_are_interned_once_and_fx_fields_kept() -> None:
     distinct = {tuple(sorted(f.items())) for frames in make_stacks() for f in frames}
     assert len(snapshot.frames) == len(distinct)
     assert len(snapshot.stacks) == len(make_stacks()) + 1  # and the empty stack
-    fx_stack = next(s for s in range(1, len(snapshot.stacks)) if any("addmm_1" in line for line in stack_lines(snapshot, s)))
+    fx_stack = next(
+        s for s in range(1, len(snapshot.stacks)) if any("addmm_1" in line for line in stack_lines(snapshot, s))
+    )
     assert "        x = self.fc(x)" in stack_lines(snapshot, fx_stack)
-    assert frame_text(snapshot, own_frame(snapshot, fx_stack)).startswith("/home/user/model.py:15 layer5_forward [fx call_function addmm_1]")
+    assert frame_text(snapshot, own_frame(snapshot, fx_stack)).startswith(
+        "/home/user/model.py:15 layer5_forward [fx call_function addmm_1]"
+    )
 
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
@@ -157,12 +199,26 @@ def test_two_snapshots_compare_at_their_peaks_by_stack(tmp_path: Path) -> None:
     device = max(expected.peak_bytes, key=expected.peak_bytes.get)
     b_data = copy.deepcopy(a_data)
     extra = [{"filename": "/home/user/cache.py", "line": 7, "name": "keep_forever"}]
-    b_data["device_traces"][device].insert(0, {"action": "alloc", "addr": 0x10, "size": 3 << 20, "stream": 0, "frames": extra,
-                                               "time_us": b_data["device_traces"][device][0]["time_us"] - 1})
+    b_data["device_traces"][device].insert(
+        0,
+        {
+            "action": "alloc",
+            "addr": 0x10,
+            "size": 3 << 20,
+            "stream": 0,
+            "frames": extra,
+            "time_us": b_data["device_traces"][device][0]["time_us"] - 1,
+        },
+    )
     a, b = (analyze_snapshot(decode_snapshot(d, name)) for d, name in ((a_data, "a.pickle"), (b_data, "b.pickle")))
     diff = diff_snapshots(a, b)
-    assert (diff.a_peak.allocated, diff.b_peak.allocated) == (expected.peak_bytes[device], expected.peak_bytes[device] + (3 << 20))
-    assert [(r.frames, r.change) for r in diff.changes if r.change] == [((("/home/user/cache.py", 7, "keep_forever"),), 3 << 20)]
+    assert (diff.a_peak.allocated, diff.b_peak.allocated) == (
+        expected.peak_bytes[device],
+        expected.peak_bytes[device] + (3 << 20),
+    )
+    assert [(r.frames, r.change) for r in diff.changes if r.change] == [
+        ((("/home/user/cache.py", 7, "keep_forever"),), 3 << 20)
+    ]
     assert diff_lines(diff)[0].endswith("the largest growth: cache.py:7 keep_forever +3.00 MB")
 
 
@@ -203,20 +259,40 @@ def test_an_oom_is_told_fragmented_or_full_from_the_generators_figures() -> None
 
     data, expected = make_snapshot(5, steps=300)  # a seed with both kinds
     model = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
-    want = [o["reserved"] - o["allocated"] + o["device_free"] >= o["requested"] > o["largest_free_block"]
-            for device in range(2) for o in expected.ooms if o["device"] == device]
+    want = [
+        o["reserved"] - o["allocated"] + o["device_free"] >= o["requested"] > o["largest_free_block"]
+        for device in range(2)
+        for o in expected.ooms
+        if o["device"] == device
+    ]
     assert [o.fragmented for o in model.ooms] == want
     assert True in want and False in want  # both kinds occur
-    cause = next(line for line in summary_lines(model) if line.startswith("  fragmentation:") or line.startswith("  the GPU was full:"))
+    cause = next(
+        line
+        for line in summary_lines(model)
+        if line.startswith("  fragmentation:") or line.startswith("  the GPU was full:")
+    )
     assert cause.startswith("  fragmentation:" if model.ooms[0].fragmented else "  the GPU was full:")
 
 
 @pytest.mark.parametrize("state", ["active_pending_free", "active_awaiting_free"])
 def test_a_block_pending_its_free_is_held_in_either_spelling(state: str) -> None:
     """torch writes active_pending_free (Module.cpp); its docstring says active_awaiting_free."""
-    data = {"segments": [{"device": 0, "address": 0, "total_size": 2048, "stream": 0, "blocks": [
-        {"address": 0, "size": 1024, "requested_size": 1024, "state": state, "frames": []},
-        {"address": 1024, "size": 1024, "requested_size": 0, "state": "inactive", "frames": []}]}], "device_traces": [[]]}
+    data = {
+        "segments": [
+            {
+                "device": 0,
+                "address": 0,
+                "total_size": 2048,
+                "stream": 0,
+                "blocks": [
+                    {"address": 0, "size": 1024, "requested_size": 1024, "state": state, "frames": []},
+                    {"address": 1024, "size": 1024, "requested_size": 0, "state": "inactive", "frames": []},
+                ],
+            }
+        ],
+        "device_traces": [[]],
+    }
     model = analyze_snapshot(decode_snapshot(data, "pending.pickle"))
     assert (model.peaks[0].allocated, model.peaks[0].reserved) == (1024, 2048)
     assert model.segment_use[0].allocated == 0  # requested bytes of active_allocated blocks, as segsum counts
@@ -238,5 +314,8 @@ def test_module_forward_frames_name_modules_and_the_peak_is_grouped_by_them() ->
         assert {m.path: m.bytes for m in peak.modules} == want
         assert [m.bytes for m in peak.modules] == sorted(want.values(), reverse=True)
         for group in peak.groups:
-            assert module_path(model.snapshot, group.stack) == expected.stack_modules[stack_index[_stack_key(model.snapshot, group.stack)]]
+            assert (
+                module_path(model.snapshot, group.stack)
+                == expected.stack_modules[stack_index[_stack_key(model.snapshot, group.stack)]]
+            )
     assert len({m.path for p in model.peaks for m in p.modules}) >= 3

@@ -15,7 +15,9 @@ SAMPLE = ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz"
 
 
 def tuiprof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
 
 
 def test_summary_json_and_diff_of_two_snapshots(tmp_path: Path) -> None:
@@ -33,18 +35,30 @@ def test_summary_json_and_diff_of_two_snapshots(tmp_path: Path) -> None:
     result = tuiprof("diff", str(paths[0][0]), str(paths[1][0]), "--format", "json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert (document["a"]["peak_bytes"], document["b"]["peak_bytes"]) == (max(paths[0][1].peak_bytes.values()), max(paths[1][1].peak_bytes.values()))
-    assert sum(row["change_bytes"] for row in document["stacks"]) == document["b"]["peak_bytes"] - document["a"]["peak_bytes"]
+    assert (document["a"]["peak_bytes"], document["b"]["peak_bytes"]) == (
+        max(paths[0][1].peak_bytes.values()),
+        max(paths[1][1].peak_bytes.values()),
+    )
+    assert (
+        sum(row["change_bytes"] for row in document["stacks"])
+        == document["b"]["peak_bytes"] - document["a"]["peak_bytes"]
+    )
 
 
 def test_what_is_not_offered_for_snapshots_is_one_line(tmp_path: Path) -> None:
     data, _ = make_snapshot(0, steps=30)
     path = tmp_path / "s.pickle"
     path.write_bytes(pickle.dumps(data))
-    for args in (("summary", str(path), "--format", "csv"), ("diff", str(path), str(SAMPLE)),
-                 ("summary", str(SAMPLE), "--view", "snapshot")):
+    for args in (
+        ("summary", str(path), "--format", "csv"),
+        ("diff", str(path), str(SAMPLE)),
+        ("summary", str(SAMPLE), "--view", "snapshot"),
+    ):
         result = tuiprof(*args)
-        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, (
+            args,
+            result.stderr,
+        )
 
 
 def test_a_window_that_cannot_be_is_one_line(tmp_path: Path) -> None:

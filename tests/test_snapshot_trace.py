@@ -65,16 +65,28 @@ def test_the_peak_is_placed_in_its_step_and_innermost_operator(tmp_path: Path, b
 
 def test_a_trace_of_another_time_range_says_so_in_one_line(tmp_path: Path) -> None:
     data, expected = make_snapshot(4, steps=200, time_origin_us=EPOCH_US + OFFSET_US)
-    path = _trace_around(_peak_us(expected) + 7_200_000_000, 0).write(tmp_path / "other.pt.trace.json")  # two hours later
+    path = _trace_around(_peak_us(expected) + 7_200_000_000, 0).write(
+        tmp_path / "other.pt.trace.json"
+    )  # two hours later
     snap = tmp_path / "snap.pickle"
     snap.write_bytes(pickle.dumps(data))
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(snap), "--trace", str(path)],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(snap), "--trace", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     said = [line for line in result.stdout.splitlines() if "not in the trace" in line]
     assert len(said) == 1 and "2.0 h before" in said[0], result.stdout
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(snap), "--trace", str(path), "--format", "json"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(snap), "--trace", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     placed = json.loads(result.stdout)["trace"]
     assert placed["inside"] is False and placed["step"] is None
 
@@ -84,8 +96,13 @@ def test_summary_says_where_the_peak_fell(tmp_path: Path) -> None:
     path = _trace_around(_peak_us(expected), 0).write(tmp_path / "run.pt.trace.json")
     snap = tmp_path / "snap.pickle"
     snap.write_bytes(pickle.dumps(data))
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(snap), "--trace", str(path)],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(snap), "--trace", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     assert "peak at step 2, during aten::addmm (module Linear_0)" in result.stdout.splitlines()[1]
 
@@ -100,8 +117,13 @@ async def test_the_app_says_where_the_peak_fell_and_shows_each_stacks_module(tmp
     model = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
     app = SnapshotApp(model, place_peak(model, load_trace(path)))
     async with app.run_test(size=(120, 40)):
-        assert "peak at step 2, during aten::addmm (module Linear_0)" in str(app.query_one("#headline", Static).render())
+        assert "peak at step 2, during aten::addmm (module Linear_0)" in str(
+            app.query_one("#headline", Static).render()
+        )
         table = app.query_one(DataTable)
         shown = {str(table.get_row_at(row)[-1]) for row in range(table.row_count)}
-        assert shown <= {"model.py:15 > linear.py", "model.py:16 > linear.py", "model.py", "(outside any module)"} and len(shown) >= 2
+        assert (
+            shown <= {"model.py:15 > linear.py", "model.py:16 > linear.py", "model.py", "(outside any module)"}
+            and len(shown) >= 2
+        )
         assert "module: " in str(app.query_one("#detail", Static).render())

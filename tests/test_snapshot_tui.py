@@ -52,7 +52,9 @@ def test_open_off_a_terminal_prints_the_summary(tmp_path: Path) -> None:
     data, expected = make_snapshot(2, steps=100)
     path = tmp_path / "named-like-a.json"
     path.write_bytes(pickle.dumps(data))
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "open", str(path)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "open", str(path)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("peak ")
     top = max(expected.peak_bytes.values())

@@ -52,7 +52,15 @@ def test_screens(snap_compare, size, keys) -> None:
         ((120, 40), ["5"]),  # Memory (CUDA)
         ((120, 40), ["6"]),  # Steps (device breakdown)
     ],
-    ids=["overview-80x24", "overview-120x40", "modules-120x40", "operators-120x40", "kernels-120x40", "memory-120x40", "steps-120x40"],
+    ids=[
+        "overview-80x24",
+        "overview-120x40",
+        "modules-120x40",
+        "operators-120x40",
+        "kernels-120x40",
+        "memory-120x40",
+        "steps-120x40",
+    ],
 )
 def test_gpu_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(H100), views=SNAPSHOT_VIEWS)
@@ -65,7 +73,10 @@ COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # s
 @pytest.mark.parametrize(
     ("size", "keys"),
     [
-        ((80, 24), ["2", "down", "space", "down", "space", "down", "space", "down", "space"]),  # Modules: the regions unfolded
+        (
+            (80, 24),
+            ["2", "down", "space", "down", "space", "down", "space", "down", "space"],
+        ),  # Modules: the regions unfolded
         ((120, 40), ["3", "/", "c", "p", "p", "enter"]),  # Operators: the C++ kernels, what the first computes
     ],
     ids=["modules-80x24", "operators-120x40"],
@@ -75,7 +86,9 @@ def test_compiled_screens(snap_compare, size, keys) -> None:
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
 
 
-MLP_CATEGORIES = str(Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz")  # scripts/make_memory_category_trace.py
+MLP_CATEGORIES = str(
+    Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz"
+)  # scripts/make_memory_category_trace.py
 
 
 @pytest.mark.parametrize(

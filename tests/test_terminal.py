@@ -56,14 +56,21 @@ def test_signal_restores_the_terminal(signum: int) -> None:
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
     process = subprocess.Popen(
         [sys.executable, "-m", "tuiprof", "open", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")],
-        stdin=follower, stdout=follower, stderr=follower, cwd=ROOT, env=env, start_new_session=True,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     os.close(follower)
     try:
         screen = _read_until(leader, b"Top module", 60)
         assert b"Top module" in screen, screen[-400:]
         process.send_signal(signum)
-        rest = _drain_until_exit(leader, process, 30)  # a terminal keeps reading: the app's last frames must not block it
+        rest = _drain_until_exit(
+            leader, process, 30
+        )  # a terminal keeps reading: the app's last frames must not block it
         code = process.wait(timeout=1)
     finally:
         if process.poll() is None:
@@ -83,7 +90,12 @@ def test_a_truncated_gzip_ends_the_explorer_with_one_line_and_exit_2(tmp_path) -
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
     process = subprocess.Popen(
         [sys.executable, "-m", "tuiprof", "open", str(truncated)],
-        stdin=follower, stdout=follower, stderr=follower, cwd=ROOT, env=env, start_new_session=True,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     os.close(follower)
     try:

@@ -46,11 +46,45 @@ def _synthetic_events() -> list[dict]:
         _event("cuda_runtime", "cudaMemcpyAsync", 655, 5, correlation=103, **{"External id": 5}),
         _event("kernel", "conv_kernel", 200, 300, tid=7, **gpu, correlation=101, stream=7, **{"External id": 2}),
         _event("kernel", "add_kernel", 500, 50, tid=7, **gpu, correlation=102, stream=7, **{"External id": 3}),
-        _event("kernel", "ncclKernel_AllReduce_RING", 530, 70, tid=9, **gpu, correlation=104, stream=9, **{"External id": 6}),
-        _event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 700, 20, tid=7, **gpu, correlation=103, stream=7, **{"External id": 5}),
+        _event(
+            "kernel",
+            "ncclKernel_AllReduce_RING",
+            530,
+            70,
+            tid=9,
+            **gpu,
+            correlation=104,
+            stream=9,
+            **{"External id": 6},
+        ),
+        _event(
+            "gpu_memcpy",
+            "Memcpy HtoD (Pageable -> Device)",
+            700,
+            20,
+            tid=7,
+            **gpu,
+            correlation=103,
+            stream=7,
+            **{"External id": 5},
+        ),
         *(
-            {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 10, "ts": ts, "s": "t",
-             "args": {"Bytes": size, "Total Allocated": total, "Total Reserved": 4096, "Device Type": 1, "Device Id": 0}}
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 10,
+                "ts": ts,
+                "s": "t",
+                "args": {
+                    "Bytes": size,
+                    "Total Allocated": total,
+                    "Total Reserved": 4096,
+                    "Device Type": 1,
+                    "Device Id": 0,
+                },
+            }
             for ts, size, total in ((150, 1000, 1000), (400, 500, 1500), (900, -1500, 0))
         ),
     ]
@@ -71,22 +105,44 @@ US = 1000  # ns
 def test_lanes_and_their_order(synthetic) -> None:
     _, _, timeline = synthetic
     assert [lane.key for lane in timeline.lanes] == [
-        "step", "phase", "cpu/10/0", "cpu/10/1", "cpu/10/2", "cpu/11/0", "cpu/11/1",
-        "gpu/7", "gpu/9", "memory/CUDA:0", "idle",
+        "step",
+        "phase",
+        "cpu/10/0",
+        "cpu/10/1",
+        "cpu/10/2",
+        "cpu/11/0",
+        "cpu/11/1",
+        "gpu/7",
+        "gpu/9",
+        "memory/CUDA:0",
+        "idle",
     ]
     assert (timeline.begin_ns, timeline.end_ns) == (100 * US, 1000 * US)
-    assert [(s.name, s.number, s.start_ns, s.end_ns) for s in timeline.steps] == [("ProfilerStep#1", 1, 100 * US, 1000 * US)]
+    assert [(s.name, s.number, s.start_ns, s.end_ns) for s in timeline.steps] == [
+        ("ProfilerStep#1", 1, 100 * US, 1000 * US)
+    ]
 
 
 def _spans(timeline, key: str) -> list[tuple[str, int, int]]:
     index = timeline.lane(key).intervals
-    return [(timeline.names[n], s // US, e // US) for n, s, e in zip(index.names, index.starts.tolist(), index.ends.tolist())]
+    return [
+        (timeline.names[n], s // US, e // US)
+        for n, s, e in zip(index.names, index.starts.tolist(), index.ends.tolist())
+    ]
 
 
 def test_depth_lanes_leave_steps_out(synthetic) -> None:
     _, _, timeline = synthetic
-    assert _spans(timeline, "cpu/10/0") == [("aten::conv2d", 150, 350), (EVIL, 400, 500), ("Optimizer.step#SGD.step", 600, 900)]
-    assert _spans(timeline, "cpu/10/1") == [("aten::convolution", 160, 310), ("cudaLaunchKernel", 410, 415), ("aten::mul_", 650, 700)]
+    assert _spans(timeline, "cpu/10/0") == [
+        ("aten::conv2d", 150, 350),
+        (EVIL, 400, 500),
+        ("Optimizer.step#SGD.step", 600, 900),
+    ]
+    assert _spans(timeline, "cpu/10/1") == [
+        ("aten::convolution", 160, 310),
+        ("cudaLaunchKernel", 410, 415),
+        ("aten::mul_", 650, 700),
+    ]
     assert _spans(timeline, "cpu/10/2") == [("cudaLaunchKernel", 170, 180), ("cudaMemcpyAsync", 655, 660)]
 
 
@@ -119,7 +175,16 @@ def test_busy_fraction_per_column(synthetic) -> None:
     dominant = frames["gpu/7"].dominant.tolist()
     index = timeline.lane("gpu/7").intervals
     assert [names[index.names[r]] if r >= 0 else None for r in dominant] == [
-        None, "conv_kernel", "conv_kernel", "conv_kernel", "add_kernel", None, "Memcpy HtoD (Pageable -> Device)", None, None, None,
+        None,
+        "conv_kernel",
+        "conv_kernel",
+        "conv_kernel",
+        "add_kernel",
+        None,
+        "Memcpy HtoD (Pageable -> Device)",
+        None,
+        None,
+        None,
     ]
 
 
@@ -159,7 +224,9 @@ def test_range_statistics(synthetic) -> None:
 
 
 def tuiprof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
 
 
 def test_text_output(synthetic) -> None:
@@ -228,7 +295,9 @@ def test_launched_span_is_the_device_work_of_a_call_and_the_calls_inside_it(tmp_
 
 def test_names_in_boxes_and_escaped(synthetic) -> None:
     path = synthetic[0]
-    result = tuiprof("timeline", str(path), "--width", "40", "--from", "300", "--to", "400", "--lanes", "cpu", "--depth", "1")
+    result = tuiprof(
+        "timeline", str(path), "--width", "40", "--from", "300", "--to", "400", "--lanes", "cpu", "--depth", "1"
+    )
     # --from/--to count from the trace's first event (100 us): 400-500 us, where EVIL fills all 40 columns
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout
@@ -241,7 +310,9 @@ def test_names_in_boxes_and_escaped(synthetic) -> None:
 
 def test_json_output(synthetic) -> None:
     path = synthetic[0]
-    result = tuiprof("timeline", str(path), "--format", "json", "--width", "5", "--from", "0", "--to", "500", "--lanes", "gpu,step")
+    result = tuiprof(
+        "timeline", str(path), "--format", "json", "--width", "5", "--from", "0", "--to", "500", "--lanes", "gpu,step"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert (data["from_us"], data["to_us"], data["columns"], data["cell_us"]) == (0, 500, 5, 100)  # 100-600 us
@@ -255,12 +326,16 @@ def test_json_output(synthetic) -> None:
 def test_a_device_never_idle_has_an_empty_idle_lane(tmp_path) -> None:
     """No steps: the window is the device's span, all busy; the lane is empty, not an error."""
     path = tmp_path / "busy.json"
-    events = [_event("kernel", "ncclKernel_AllReduce", 100, 50, tid=0, pid=0), _event("cpu_op", "record_param_comms", 200, 100)]
+    events = [
+        _event("kernel", "ncclKernel_AllReduce", 100, 50, tid=0, pid=0),
+        _event("cpu_op", "record_param_comms", 200, 100),
+    ]
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     result = tuiprof("timeline", str(path), "--width", "8", "--lanes", "gpu,idle")
     assert result.returncode == 0, result.stderr
     assert [line.rstrip() for line in result.stdout.splitlines()[3:5]] == [
-        "stream ?".ljust(LABEL_WIDTH) + " ██", "device idle"
+        "stream ?".ljust(LABEL_WIDTH) + " ██",
+        "device idle",
     ]
     assert "device idle 0.00% of the device's span here (no steps)" in result.stdout
 
@@ -360,7 +435,9 @@ def _idle_shares(path, model, timeline) -> dict[str, str]:
         return next(line for line in text.splitlines() if line.startswith("device idle ") and "%" in line)
 
     shares = {"timeline": legend(render_text(timeline, timeline.begin_ns, timeline.end_ns, 10, lanes))}
-    shares["range"] = range_text(timeline, timeline.range_stats(timeline.begin_ns, timeline.end_ns)).plain.splitlines()[2]
+    shares["range"] = range_text(timeline, timeline.range_stats(timeline.begin_ns, timeline.end_ns)).plain.splitlines()[
+        2
+    ]
     shares["finding"] = next(f.text for f in findings(model) if f.id == "gpu-idle")
     for step in timeline.steps:
         shares[step.name] = legend(render_text(timeline, step.start_ns, step.end_ns, 10, lanes, step=step.name))
@@ -407,7 +484,10 @@ def test_idle_share_is_the_same_in_timeline_findings_and_steps(tmp_path) -> None
     store = load_trace(path)
     model = analyze(store)
     _assert_one_idle_share(
-        path, model, build_timeline(model, store), {"all": 43.2, "ProfilerStep#1": round(100 * 58 / 150, 6), "ProfilerStep#2": 50.0}
+        path,
+        model,
+        build_timeline(model, store),
+        {"all": 43.2, "ProfilerStep#1": round(100 * 58 / 150, 6), "ProfilerStep#2": 50.0},
     )
 
 

@@ -176,7 +176,10 @@ async def test_jumps_keep_the_step_lanes_and_the_selected_lane_in_view(many_lane
         for keys in (["g"], ["n"], ["p"], ["f"]):
             await _press(app, pilot, *keys)
             drawn = _lanes_drawn(canvas)
-            assert canvas.lane.key == "idle" and drawn[:2] == ["steps", "phases"] and drawn[-1] == "device idle", (keys, drawn)
+            assert canvas.lane.key == "idle" and drawn[:2] == ["steps", "phases"] and drawn[-1] == "device idle", (
+                keys,
+                drawn,
+            )
             assert len(drawn) == rows  # every row holds a lane
             assert drawn[2].startswith("thread ")  # a depth lane whose thread scrolled off says whose it is
 
@@ -258,7 +261,10 @@ async def test_h100_depth_expands_and_idle_gap_is_visible() -> None:
     [
         ((80, 24), []),  # the whole step
         ((120, 40), []),
-        ((120, 40), ["g", "plus", "plus", "plus", "k", "k", "k", "w"]),  # zoomed into an idle gap, the next kernel's detail
+        (
+            (120, 40),
+            ["g", "plus", "plus", "plus", "k", "k", "k", "w"],
+        ),  # zoomed into an idle gap, the next kernel's detail
     ],
     ids=["step-80x24", "step-120x40", "idle-gap-120x40"],
 )
@@ -275,7 +281,9 @@ def test_timeline_screens(snap_compare, size, keys) -> None:
 
 
 async def test_t_shows_a_table_row_in_the_timeline_and_enter_on_a_step_fits_it() -> None:
-    app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))  # works without ../shared
+    app = ExplorerApp(
+        FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz"))
+    )  # works without ../shared
     async with app.run_test(size=(120, 40)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -296,7 +304,10 @@ async def test_t_shows_a_table_row_in_the_timeline_and_enter_on_a_step_fits_it()
         await pilot.pause()
         step = app.model.steps[0]
         assert app.current_view == "timeline"
-        assert canvas.start_ns == step.start_ns and canvas.end_ns >= step.start_ns + round(step.duration_us * 1000) - canvas.columns
+        assert (
+            canvas.start_ns == step.start_ns
+            and canvas.end_ns >= step.start_ns + round(step.duration_us * 1000) - canvas.columns
+        )
 
 
 async def test_t_on_a_modules_operator_and_on_a_step_selects_them_in_the_timeline() -> None:

@@ -9,8 +9,16 @@ from tuiprof.trace import load_trace
 
 
 def _memory(ts: int, size: int, **args) -> dict:
-    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "s": "t",
-            "args": {"Bytes": size, "Addr": ts, **args}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "s": "t",
+        "args": {"Bytes": size, "Addr": ts, **args},
+    }
 
 
 def _op(name: str, ts: int, dur: int, **args) -> dict:
@@ -25,7 +33,10 @@ def _write(tmp_path, events: list[dict], **header) -> str:
 
 def test_hip_memory_is_device_memory(tmp_path) -> None:
     """ROCm reports its GPUs as Device Type 6 (HIP), not 1 (CUDA)."""
-    events = [_op("aten::empty", 100, 10), _memory(105, 512, **{"Device Type": 6, "Device Id": 0, "Total Allocated": 512, "Total Reserved": 2048})]
+    events = [
+        _op("aten::empty", 100, 10),
+        _memory(105, 512, **{"Device Type": 6, "Device Id": 0, "Total Allocated": 512, "Total Reserved": 2048}),
+    ]
     model = load_model(_write(tmp_path, events))
     row = next(s for s in model.operators() if s.name == "aten::empty")
     assert (row.self_device_mem_bytes, row.self_cpu_mem_bytes) == (512, 0)
@@ -34,7 +45,11 @@ def test_hip_memory_is_device_memory(tmp_path) -> None:
 
 def test_files_without_totals_chart_the_running_sum(tmp_path) -> None:
     """Files before 2021 have no Total Allocated: the curve is the running sum of Bytes, reserved unknown."""
-    events = [_memory(100, 1000, **{"Device Type": 0}), _memory(200, 500, **{"Device Type": 0}), _memory(300, -1000, **{"Device Type": 0})]
+    events = [
+        _memory(100, 1000, **{"Device Type": 0}),
+        _memory(200, 500, **{"Device Type": 0}),
+        _memory(300, -1000, **{"Device Type": 0}),
+    ]
     (timeline,) = load_model(_write(tmp_path, events)).memory
     assert timeline.allocated == (1000, 1500, 500) and timeline.reserved == ()
     assert (timeline.peak_bytes, timeline.peak_ns, timeline.allocations, timeline.frees) == (1500, 200_000, 2, 1)

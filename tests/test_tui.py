@@ -124,7 +124,9 @@ async def test_memory_of_a_gpu_trace_leaves_room_for_its_table_in_a_short_termin
         await pilot.pause()
         table = app.query_one("#memory-ops", RowTable)
         assert table.size.height >= 6 and len(table.rows) >= 5
-        assert "CUDA:0 memory" in _text(app.query_one("#memory-chart")) and "CPU memory" not in _text(app.query_one("#memory-chart"))
+        assert "CUDA:0 memory" in _text(app.query_one("#memory-chart")) and "CPU memory" not in _text(
+            app.query_one("#memory-chart")
+        )
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
         assert "CPU memory" in _text(app.query_one("#memory-chart"))  # room for both again
@@ -242,8 +244,16 @@ async def test_export_writes_the_table_as_shown_and_says_its_sort_and_filter(tmp
         )
         await pilot.press("t", "E")
         exported = json.loads((tmp_path / "tuiprof-operators-resnet18_cpu.json").read_text())
-        assert exported["export"] == {"view": "operators", "source": "resnet18_cpu", "sort": "self_cpu_us", "descending": False,
-                                      "filter": "batch", "settings": ["top-level only"], "rows": len(table.rows), "total": len(table.all_rows)}
+        assert exported["export"] == {
+            "view": "operators",
+            "source": "resnet18_cpu",
+            "sort": "self_cpu_us",
+            "descending": False,
+            "filter": "batch",
+            "settings": ["top-level only"],
+            "rows": len(table.rows),
+            "total": len(table.all_rows),
+        }
         assert [r["name"] for r in exported["rows"]] == _names(table)
 
 
@@ -269,7 +279,11 @@ async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound(
     app = ExplorerApp(FileSource(RESNET))
     # The oracle: the view bindings the app holds (TableApp.host_views binds them per app)
     by_id = {view.view_id: view for view in EXPLORER_VIEWS}
-    bound = {b.key: by_id[b.action.removeprefix("show_view('").removesuffix("')")] for _, b in app._bindings if b.action.startswith("show_view(")}
+    bound = {
+        b.key: by_id[b.action.removeprefix("show_view('").removesuffix("')")]
+        for _, b in app._bindings
+        if b.action.startswith("show_view(")
+    }
     assert len(bound) == min(10, len(EXPLORER_VIEWS))
 
     async def help_of(key: str) -> dict[str, str]:
@@ -343,7 +357,9 @@ async def test_a_trace_that_cannot_load_ends_the_app_with_exit_2(tmp_path, name,
 
 @pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
 async def test_gpu_trace_kernels_view() -> None:
-    app = ExplorerApp(FileSource(str(SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz")))
+    app = ExplorerApp(
+        FileSource(str(SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"))
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
         await pilot.press("4")
@@ -530,7 +546,9 @@ async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
     from tuiprof.trace.live import MEMBER, LiveFacts, encode_live_facts
 
     document = json.loads(gzip.open(RESNET).read())
-    document[MEMBER] = json.loads(encode_live_facts(LiveFacts(log_lines=["profiler_start", "[W] a [bracketed] warning"])))
+    document[MEMBER] = json.loads(
+        encode_live_facts(LiveFacts(log_lines=["profiler_start", "[W] a [bracketed] warning"]))
+    )
     saved = tmp_path / "saved.json"
     saved.write_text(json.dumps(document))
     app = ExplorerApp(FileSource(str(saved)), views=SNAPSHOT_VIEWS)  # the views this header was drawn with
@@ -700,8 +718,23 @@ def test_messages_are_dataclasses_of_what_they_carry() -> None:
     assert LoadAdvanced("decoding", 0.5).can_replace(LoadAdvanced("decoding", 0.25))
 
 
-ALL_KEY_TITLES = ("Quit", "Help", "Filter", "By shape", "Top-level", "Export", "Sort", "Reverse", "Back",
-                  "Zoom in", "Zoom out", "Fit step", "Idle gap", "Range", "Table")
+ALL_KEY_TITLES = (
+    "Quit",
+    "Help",
+    "Filter",
+    "By shape",
+    "Top-level",
+    "Export",
+    "Sort",
+    "Reverse",
+    "Back",
+    "Zoom in",
+    "Zoom out",
+    "Fit step",
+    "Idle gap",
+    "Range",
+    "Table",
+)
 
 
 def _key_bar_titles(app: ExplorerApp) -> tuple[str, list[str]]:

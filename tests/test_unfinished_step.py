@@ -20,7 +20,15 @@ def _x(name: str, ts: float, dur: float, pid: int = HOST, **args) -> dict:
 def _trace() -> list[dict]:
     return [
         {"ph": "M", "name": "process_name", "pid": HOST, "args": {"name": "python"}},
-        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 300},
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler (0)",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 0,
+            "dur": 300,
+        },
         _x("<module>: train.py", -10, 500),  # an outer Python frame: began before, kept
         _x("ProfilerStep#1", 0, 100, **{"External id": 20}),
         _x("aten::mm", 40, 20, **{"External id": 8}),
@@ -30,7 +38,16 @@ def _trace() -> list[dict]:
         _x("aten::linear", 105, 10, **{"External id": 30}),
         _x("cudaLaunchKernel", 110, 5, **{"External id": 31, "correlation": 8}),
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 8, "pid": HOST, "tid": 1, "ts": 110},
-        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": HOST, "tid": 1, "ts": 112, "s": "t", "args": {"Bytes": 64}},
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": HOST,
+            "tid": 1,
+            "ts": 112,
+            "s": "t",
+            "args": {"Bytes": 64},
+        },
         _x("kernel of step 1", 120, 30, pid=0, **{"External id": 8, "correlation": 7}),
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 120, "bp": "e"},
         _x("ProfilerStep#1", 10, 160, pid=0, **{"External id": 20}),  # gpu_user_annotation of step 1

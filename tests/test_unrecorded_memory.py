@@ -18,13 +18,38 @@ MEMORY_KEYS = ("cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_
 def _trace(tmp_path, memory: bool):
     """A module around one operator; with ``memory``, one 64-byte allocation inside it."""
     events = [
-        {"ph": "X", "cat": "python_function", "name": "nn.Module: Net_0", "pid": 1, "tid": 1, "ts": 90, "dur": 40,
-         "args": {"Python id": 1, "Python parent id": 0}},
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "nn.Module: Net_0",
+            "pid": 1,
+            "tid": 1,
+            "ts": 90,
+            "dur": 40,
+            "args": {"Python id": 1, "Python parent id": 0},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 100, "dur": 10, "args": {}},
     ]
     if memory:
-        events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 105, "s": "t",
-                       "args": {"Bytes": 64, "Addr": 1, "Total Allocated": 64, "Total Reserved": 0, "Device Type": 0, "Device Id": -1}})
+        events.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 105,
+                "s": "t",
+                "args": {
+                    "Bytes": 64,
+                    "Addr": 1,
+                    "Total Allocated": 64,
+                    "Total Reserved": 0,
+                    "Device Type": 0,
+                    "Device Id": -1,
+                },
+            }
+        )
     path = tmp_path / ("memory.json" if memory else "no_memory.json")
     path.write_text(json.dumps({"traceEvents": events, **({"profile_memory": 1} if memory else {})}))
     return str(path)

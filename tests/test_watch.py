@@ -30,7 +30,9 @@ FAST_RULE = ["--watch-warmup", "5", "--watch-threshold", "1.2:20:3", "--watch-co
 
 
 def _tuiprof(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiprof", *argv], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", *argv], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 def _lines(directory: Path) -> list[dict]:
@@ -45,7 +47,9 @@ def _trace_steps(path: Path) -> dict[int, dict[str, float]]:
     for event in events:
         if event["name"].startswith("ProfilerStep#"):
             start, end = event["ts"], event["ts"] + event["dur"]
-            loading = sum(e["dur"] for e in events if e["name"].startswith("enumerate(DataLoader)") and start <= e["ts"] < end)
+            loading = sum(
+                e["dur"] for e in events if e["name"].startswith("enumerate(DataLoader)") and start <= e["ts"] < end
+            )
             steps[int(event["name"].split("#")[1])] = {"step": event["dur"], "data": loading}
     return steps
 
@@ -53,8 +57,18 @@ def _trace_steps(path: Path) -> dict[int, dict[str, float]]:
 @pytest.fixture(scope="module")
 def stalled_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     directory = tmp_path_factory.mktemp("watch") / "w"
-    result = _tuiprof("run", "--watch", str(directory), *FAST_RULE, SCRIPT, "80", "--stall-from", str(STALL_FROM),
-                      "--stall-ms", str(STALL_MS))
+    result = _tuiprof(
+        "run",
+        "--watch",
+        str(directory),
+        *FAST_RULE,
+        SCRIPT,
+        "80",
+        "--stall-from",
+        str(STALL_FROM),
+        "--stall-ms",
+        str(STALL_MS),
+    )
     return directory, result
 
 
@@ -107,7 +121,8 @@ def test_summary_view_watch_lists_the_captures_against_the_healthy_median(stalle
     rows = json.loads(result.stdout)
     captures = [line for line in lines if line.get("e") == "capture"]
     assert [(r["trigger"], r["first_step"], r["last_step"]) for r in rows] == [
-        (c["trigger"], c["first_step"], c["last_step"]) for c in captures]
+        (c["trigger"], c["first_step"], c["last_step"]) for c in captures
+    ]
     wall = {line["s"]: line["w"] for line in lines if "s" in line}
 
     def median_us(capture: dict) -> float:
@@ -131,9 +146,28 @@ def test_summary_view_watch_refuses_sort_in_one_line(stalled_run) -> None:
 def test_capture_on_demand_arrives_within_two_steps(tmp_path) -> None:
     directory, marker = tmp_path / "w", tmp_path / "paused"
     job = subprocess.Popen(
-        [sys.executable, "-m", "tuiprof", "run", "--watch", str(directory), "--watch-warmup", "200", SCRIPT, "60",
-         "--pause-at", "30", "--pause-s", "2", "--marker", str(marker)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tuiprof",
+            "run",
+            "--watch",
+            str(directory),
+            "--watch-warmup",
+            "200",
+            SCRIPT,
+            "60",
+            "--pause-at",
+            "30",
+            "--pause-s",
+            "2",
+            "--marker",
+            str(marker),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 90
@@ -157,9 +191,29 @@ def test_capture_by_pid_finds_the_watch_folder_and_captures(tmp_path) -> None:
     runtime.mkdir(mode=0o700)
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
     job = subprocess.Popen(
-        [sys.executable, "-m", "tuiprof", "run", "--watch", str(directory), "--watch-warmup", "200", SCRIPT, "60",
-         "--pause-at", "30", "--pause-s", "2", "--marker", str(marker)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "tuiprof",
+            "run",
+            "--watch",
+            str(directory),
+            "--watch-warmup",
+            "200",
+            SCRIPT,
+            "60",
+            "--pause-at",
+            "30",
+            "--pause-s",
+            "2",
+            "--marker",
+            str(marker),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     entry = runtime / "tuiprof" / "watching" / str(job.pid)
     try:
@@ -169,8 +223,14 @@ def test_capture_by_pid_finds_the_watch_folder_and_captures(tmp_path) -> None:
         assert marker.exists(), "the job never reached step 30"
         # the registry entry: the job's own, private, naming its folder
         assert entry.read_text() == str(directory.resolve()) and entry.stat().st_mode & 0o777 == 0o600
-        asked = subprocess.run([sys.executable, "-m", "tuiprof", "capture", str(job.pid), "--timeout", "60"],
-                               capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+        asked = subprocess.run(
+            [sys.executable, "-m", "tuiprof", "capture", str(job.pid), "--timeout", "60"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            env=env,
+        )
     finally:
         job.communicate(timeout=120)
     assert job.returncode == 0
@@ -201,7 +261,9 @@ def test_capture_by_pid_refuses_what_it_cannot_trust_in_one_line(tmp_path, case:
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     alive = os.getpid()  # this test's process: alive, ours
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     pid, problem = {
         "not watched": (alive, "no watched process of yours has this pid"),
         "ended": (int(ended), "the process has ended"),
@@ -210,9 +272,17 @@ def test_capture_by_pid_refuses_what_it_cannot_trust_in_one_line(tmp_path, case:
     }[case]
     if case != "not watched":
         header_pid = 1 if case == "pid reused" else pid  # the folder of another (earlier) process
-        _registry_entry(runtime, pid, _watch_folder(tmp_path / "w", header_pid), 0o644 if case == "entry open to others" else 0o600)
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "capture", str(pid), "--timeout", "1"], capture_output=True,
-                            text=True, cwd=ROOT, timeout=60, env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+        _registry_entry(
+            runtime, pid, _watch_folder(tmp_path / "w", header_pid), 0o644 if case == "entry open to others" else 0o600
+        )
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "capture", str(pid), "--timeout", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+    )
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"tuiprof: capture {pid}: ") and problem in result.stderr, result.stderr
     assert not (tmp_path / "w" / "capture.request").exists()
@@ -330,7 +400,9 @@ def test_captures_stay_within_the_limit_oldest_slow_first_healthy_kept(tmp_path)
 
     directory = tmp_path / "w"
     # healthy at 3; slow from the sleeps at 20-25 and 40-45; every 10 steps; at most 3 kept.
-    with tuiprof.watch(directory, on="manual", threshold="1.5:5:2", warmup_steps=3, every=10, keep=3, cooldown=0) as watcher:
+    with tuiprof.watch(
+        directory, on="manual", threshold="1.5:5:2", warmup_steps=3, every=10, keep=3, cooldown=0
+    ) as watcher:
         _train(watcher, 60, slow_steps=range(20, 26), slow_s=0.05)
         _train(watcher, 0)
     lines = _lines(directory)
@@ -362,9 +434,9 @@ def test_the_slow_rule_matches_a_plain_recomputation() -> None:
     times = [generator.choice([1.0, 1.1, 1.3, 2.0, 0.9]) for _ in range(300)]
     detector = SlowDetector(rule)
     fired = [index for index, t in enumerate(times) if detector.observe(t)]
-    expected, run, judged = [], 0, times[rule.warmup:]
+    expected, run, judged = [], 0, times[rule.warmup :]
     for index in range(rule.window, len(judged)):
-        over = judged[index] > rule.ratio * statistics.median(judged[index - rule.window:index])
+        over = judged[index] > rule.ratio * statistics.median(judged[index - rule.window : index])
         run = run + 1 if over else 0
         if run == rule.held:
             expected.append(index + rule.warmup)
@@ -386,7 +458,9 @@ def _history(tmp_path: Path, body: bytes) -> Path:
 def test_a_history_being_written_is_read_up_to_its_last_whole_line(tmp_path) -> None:
     from tuiprof.trace.watch import read_history
 
-    history = read_history(_history(tmp_path, b'{"s":1,"t":0.5,"w":0.5}\n{"s":2,"t":1.0,"w":0.5,"d":0.1}\n{"s":3,"t":1.'))
+    history = read_history(
+        _history(tmp_path, b'{"s":1,"t":0.5,"w":0.5}\n{"s":2,"t":1.0,"w":0.5,"d":0.1}\n{"s":3,"t":1.')
+    )
     assert history.steps == [1, 2] and history.data_s == [None, 0.1] and history.end_status is None
 
 
@@ -395,8 +469,11 @@ def test_a_history_being_written_is_read_up_to_its_last_whole_line(tmp_path) -> 
     [
         (b'{"s":1,"t":0.5,"w":-1}\n', ":2: 'w' is not a time >= 0"),
         (b'{"s":2,"t":0.5,"w":1}\n{"s":1,"t":0.6,"w":1}\n', ":3: step 1 comes after step 2"),
-        (b'[1]\n', ":2: the line is not a JSON object"),
-        (b'{"e":"capture","trigger":"slow","first_step":1,"last_step":2,"path":"../x","bytes":1}\n', "not a file name inside"),
+        (b"[1]\n", ":2: the line is not a JSON object"),
+        (
+            b'{"e":"capture","trigger":"slow","first_step":1,"last_step":2,"path":"../x","bytes":1}\n',
+            "not a file name inside",
+        ),
         (b'{"e":"trigger","step":1,"trigger":"[red]x","why":""}\n', "'trigger' is not one of"),
     ],
 )
@@ -411,7 +488,9 @@ def test_a_bad_history_line_is_one_error_naming_the_line(tmp_path, body: bytes, 
 def test_a_newer_history_version_is_refused_in_one_line(tmp_path) -> None:
     directory = tmp_path / "w"
     directory.mkdir()
-    (directory / "watch.jsonl").write_text('{"format":"tuiprof-watch","version":2,"pid":1,"started":0,"what":"x","settings":{}}\n')
+    (directory / "watch.jsonl").write_text(
+        '{"format":"tuiprof-watch","version":2,"pid":1,"started":0,"what":"x","settings":{}}\n'
+    )
     result = _tuiprof("summary", str(directory), "--view", "watch")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 2" in result.stderr
 
@@ -447,15 +526,35 @@ def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_na
 
     directory = tmp_path / "w"
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--watch",
-         str(directory), *FAST_RULE, str(ROOT / "tests" / "watch_ddp_script.py"), "150", "--stall-from", "70"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "tuiprof",
+            "run",
+            "--watch",
+            str(directory),
+            *FAST_RULE,
+            str(ROOT / "tests" / "watch_ddp_script.py"),
+            "150",
+            "--stall-from",
+            "70",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     captures = {}
     for rank, name in ((0, "watch.jsonl"), (1, "watch.rank1.jsonl")):
         lines = [json.loads(line) for line in (directory / name).read_text().splitlines()]
-        captures[rank] = [(c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"]
+        captures[rank] = [
+            (c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"
+        ]
     assert captures[0] == captures[1], captures  # the same steps on every rank
     slow = [c for c in captures[0] if c[0] == "slow"]
     assert slow and slow[0][1] >= 70 and captures[0][0][0] == "healthy" and captures[0][0][2] < 70, captures
@@ -479,13 +578,33 @@ def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_na
 @pytest.mark.parametrize("option", [["--save", "x.json.gz"], ["--continue"], ["--repeat", "2"], ["--wait", "0"]])
 def test_watch_refuses_one_off_capture_options(tmp_path, option: list[str]) -> None:
     result = _tuiprof("run", "--watch", str(tmp_path / "w"), *option, SCRIPT, "5")
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and f"run --watch {option[0]}: not used" in result.stderr
+    assert (
+        result.returncode == 2
+        and result.stderr.count("\n") == 1
+        and f"run --watch {option[0]}: not used" in result.stderr
+    )
 
 
 def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
     directory = tmp_path / "w"
-    result = _tuiprof("run", "--watch", str(directory), "--catch", "--watch-warmup", "5", "--watch-threshold", "3:20:1",
-                      "--watch-cooldown", "0", SCRIPT, "50", "--slow-step", "40", "--slow-ms", "200")
+    result = _tuiprof(
+        "run",
+        "--watch",
+        str(directory),
+        "--catch",
+        "--watch-warmup",
+        "5",
+        "--watch-threshold",
+        "3:20:1",
+        "--watch-cooldown",
+        "0",
+        SCRIPT,
+        "50",
+        "--slow-step",
+        "40",
+        "--slow-ms",
+        "200",
+    )
     assert result.returncode == 0, result.stderr
     captures = [line for line in _lines(directory) if line.get("e") == "capture"]
     slow = [c for c in captures if c["trigger"] == "slow" and c["first_step"] == 40]
@@ -503,19 +622,51 @@ def test_catch_under_torchrun_keeps_the_same_one_slow_step_on_every_rank(tmp_pat
 
     directory = tmp_path / "w"
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "tuiprof", "run", "--watch",
-         str(directory), "--catch", "--watch-warmup", "5", "--watch-threshold", "3:10:1", "--watch-cooldown", "0",
-         str(ROOT / "tests" / "watch_ddp_script.py"), "30", "--stall-from", "0", "--slow-step", "20", "--slow-ms", "1000"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "tuiprof",
+            "run",
+            "--watch",
+            str(directory),
+            "--catch",
+            "--watch-warmup",
+            "5",
+            "--watch-threshold",
+            "3:10:1",
+            "--watch-cooldown",
+            "0",
+            str(ROOT / "tests" / "watch_ddp_script.py"),
+            "30",
+            "--stall-from",
+            "0",
+            "--slow-step",
+            "20",
+            "--slow-ms",
+            "1000",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     captures = {}
     for rank, name in ((0, "watch.jsonl"), (1, "watch.rank1.jsonl")):
         lines = [json.loads(line) for line in (directory / name).read_text().splitlines()]
-        captures[rank] = [(c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"]
+        captures[rank] = [
+            (c["trigger"], c["first_step"], c["last_step"], c["path"]) for c in lines if c.get("e") == "capture"
+        ]
     assert captures[0] == captures[1], captures  # the same kept steps on every rank
     rank1 = [json.loads(line) for line in (directory / "watch.rank1.jsonl").read_text().splitlines()]
-    assert [t["why"] for t in rank1 if t.get("e") == "trigger"] == ["rank 0 kept step 5", "rank 0 kept step 20"]  # rank 0 decided
+    assert [t["why"] for t in rank1 if t.get("e") == "trigger"] == [
+        "rank 0 kept step 5",
+        "rank 0 kept step 20",
+    ]  # rank 0 decided
     assert ("slow", 20, 20, "step000020-slow") in captures[0] and captures[0][0][:3] == ("healthy", 5, 5), captures
     # Only the kept steps are on disk, one run directory each, one trace per rank.
     assert sorted(p.name for p in directory.iterdir() if p.is_dir()) == sorted(c[3] for c in captures[0])

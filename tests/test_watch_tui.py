@@ -28,19 +28,33 @@ def _folder(tmp_path, steps: int = 60, ended: bool = True):
     directory.mkdir()
     shutil.copy(SAMPLES / "resnet18_b64_cpu.pt.trace.json.gz", directory / HEALTHY)
     shutil.copy(SAMPLES / "resnet18_cpu.pt.trace.json.gz", directory / SLOW)
-    lines = [{"format": "tuiprof-watch", "version": 1, "pid": 1, "started": 0, "what": "train.py",
-              "settings": {"ratio": 1.2, "window": 20, "held": 3, "warmup_steps": 5}}]
+    lines = [
+        {
+            "format": "tuiprof-watch",
+            "version": 1,
+            "pid": 1,
+            "started": 0,
+            "what": "train.py",
+            "settings": {"ratio": 1.2, "window": 20, "held": 3, "warmup_steps": 5},
+        }
+    ]
     for step in range(1, steps + 1):
         wall = 0.005 if step >= 40 else 0.001
-        lines.append({"s": step, "t": step * 0.01, "w": wall, **({"p": 1} if 6 <= step <= 10 or 41 <= step <= 45 else {})})
+        lines.append(
+            {"s": step, "t": step * 0.01, "w": wall, **({"p": 1} if 6 <= step <= 10 or 41 <= step <= 45 else {})}
+        )
         if step == 5:
             lines.append({"e": "trigger", "step": 5, "trigger": "healthy", "why": "after the warm-up"})
         if step == 9:
-            lines.append({"e": "capture", "trigger": "healthy", "first_step": 7, "last_step": 9, "path": HEALTHY, "bytes": 1})
+            lines.append(
+                {"e": "capture", "trigger": "healthy", "first_step": 7, "last_step": 9, "path": HEALTHY, "bytes": 1}
+            )
         if step == 40:
             lines.append({"e": "trigger", "step": 40, "trigger": "slow", "why": "3 steps over"})
         if step == 44:
-            lines.append({"e": "capture", "trigger": "slow", "first_step": 42, "last_step": 44, "path": SLOW, "bytes": 1})
+            lines.append(
+                {"e": "capture", "trigger": "slow", "first_step": 42, "last_step": 44, "path": SLOW, "bytes": 1}
+            )
     if ended:
         lines.append({"e": "end", "step": steps, "status": "finished"})
     (directory / "watch.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -93,8 +107,10 @@ async def test_a_running_job_is_followed(tmp_path) -> None:
         await pilot.pause()
         assert "44 steps, running" in _text(app.query_one("#job").render())
         with open(directory / "watch.jsonl", "a") as history:
-            history.write('{"s":45,"t":1,"w":0.005}\n{"e":"capture","trigger":"demand","first_step":45,"last_step":45,'
-                          f'"path":"{SLOW}","bytes":1}}\n{{"e":"end","step":45,"status":"finished"}}\n')
+            history.write(
+                '{"s":45,"t":1,"w":0.005}\n{"e":"capture","trigger":"demand","first_step":45,"last_step":45,'
+                f'"path":"{SLOW}","bytes":1}}\n{{"e":"end","step":45,"status":"finished"}}\n'
+            )
         await pilot.pause(1.5)
         assert "45 steps, finished" in _text(app.query_one("#job").render())
         assert app.query_one("#captures").row_count == 3

@@ -57,7 +57,9 @@ def main() -> None:
     torch.set_num_threads(1)
     model = nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = torch.utils.data.DataLoader(StallingBatches(args.steps, args.stall_from, args.stall_ms / 1000), batch_size=None)
+    loader = torch.utils.data.DataLoader(
+        StallingBatches(args.steps, args.stall_from, args.stall_ms / 1000), batch_size=None
+    )
     for step, (inputs, targets) in enumerate(loader, 1):
         if step == args.crash_at:
             raise RuntimeError(f"crashed on purpose at step {step}")

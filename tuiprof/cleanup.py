@@ -43,7 +43,9 @@ def forget_process(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def temporary_file(prefix: str = "tuiprof-", suffix: str = ".json", directory: str | None = None) -> Iterator[IO[bytes]]:
+def temporary_file(
+    prefix: str = "tuiprof-", suffix: str = ".json", directory: str | None = None
+) -> Iterator[IO[bytes]]:
     """A temporary binary file in ``directory`` (default ``TMPDIR``), removed when the block
     ends, at exit and on a signal."""
     handle = tempfile.NamedTemporaryFile(prefix=prefix, suffix=suffix, delete=False, dir=directory)

@@ -21,13 +21,15 @@ if TYPE_CHECKING:
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
-WIDE_HELP = ("tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
-             "the least useful columns and saying which; a pipe always gets every column)")
+WIDE_HELP = (
+    "tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
+    "the least useful columns and saying which; a pipe always gets every column)"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tuiprof.report.plain import plain
     from tuiprof.cleanup import install_signal_handlers
+    from tuiprof.report.plain import plain
 
     install_signal_handlers()  # temporary files and decode workers go with us
     parser = build_parser()
@@ -54,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, the traceback on request
         if os.environ.get("TUIPROF_DEBUG"):
             raise
-        print(f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(
+            f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 
@@ -75,9 +80,7 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tuiprof", description="Explore PyTorch profiler traces in the terminal."
-    )
+    parser = argparse.ArgumentParser(prog="tuiprof", description="Explore PyTorch profiler traces in the terminal.")
     parser.add_argument("--version", action="version", version=f"tuiprof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -92,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     open_.set_defaults(handler=run_open)
 
     _add_diff_parser(commands)
-    timeline = commands.add_parser("timeline", help="print a time window of every thread, GPU stream and step (text or JSON)")
+    timeline = commands.add_parser(
+        "timeline", help="print a time window of every thread, GPU stream and step (text or JSON)"
+    )
     _add_trace_arguments(timeline, required=True)
     _add_timeline_arguments(timeline)
     timeline.set_defaults(handler=run_timeline)
@@ -104,7 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("script", help="the Python script to run")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     run.add_argument(
-        "--continue", dest="keep_running", action="store_true",
+        "--continue",
+        dest="keep_running",
+        action="store_true",
         help="let the script run to its end after the capture (default: stop it once the active steps are recorded)",
     )
     run.set_defaults(handler=run_script)
@@ -126,14 +133,22 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
         help="trace .json / .json.gz, a run directory, or - to read the trace from stdin"
         + ("" if required else " (default: the shipped resnet18 sample)"),
     )
-    parser.add_argument("--trace", metavar="RANK|NAME", help="in a run directory: which trace (rank number or part of the name); "
-                        "with an allocator snapshot: a profiler trace of the same run, to place the peak in a step and an operator")
     parser.add_argument(
-        "--max-inflate-ratio", type=float, metavar="N", default=None,
+        "--trace",
+        metavar="RANK|NAME",
+        help="in a run directory: which trace (rank number or part of the name); "
+        "with an allocator snapshot: a profiler trace of the same run, to place the peak in a step and an operator",
+    )
+    parser.add_argument(
+        "--max-inflate-ratio",
+        type=float,
+        metavar="N",
+        default=None,
         help="refuse a .json.gz that inflates to more than N times its size (default 100: a decompression bomb; 0: no limit)",
     )
     parser.add_argument(
-        "--no-sidecars", action="store_true",
+        "--no-sidecars",
+        action="store_true",
         help="in a run directory: neither read nor write the .tuiprof-summary caches (also TUIPROF_NO_SIDECARS=1)",
     )
     _add_cache_arguments(parser)
@@ -141,11 +156,14 @@ def _add_trace_arguments(parser: argparse.ArgumentParser, required: bool) -> Non
 
 def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--no-cache", action="store_true",
+        "--no-cache",
+        action="store_true",
         help="neither read nor write the decoded-trace cache in $XDG_CACHE_HOME/tuiprof (also TUIPROF_NO_CACHE=1)",
     )
     parser.add_argument(
-        "--cache-size", metavar="SIZE", type=_cache_size,
+        "--cache-size",
+        metavar="SIZE",
+        type=_cache_size,
         help="most the decoded-trace cache may take, e.g. 2G or 500M; least recently used traces go first "
         "(default: 4G or a quarter of the free disk, the smaller; also TUIPROF_CACHE_SIZE)",
     )
@@ -174,7 +192,10 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     from tuiprof.report.views import RUN_VIEWS
 
     parser.add_argument(
-        "--view", type=view_name, choices=summary_view_names(), default="operators",
+        "--view",
+        type=view_name,
+        choices=summary_view_names(),
+        default="operators",
         help=f"{FINDINGS}: the Overview's findings, one a line (--format json: id, severity, text); "
         "memory-*: what fills memory at its peak (torch's categories from a tuiprof capture); "
         f"{', '.join(RUN_VIEWS)}: every rank of a run directory at once; "
@@ -182,26 +203,35 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
         f"{SNAPSHOT}: an allocator snapshot (torch.cuda.memory._dump_snapshot), told by its content whatever --view says",
     )
     parser.add_argument(
-        "--cluster", metavar="ADDRESS",
+        "--cluster",
+        metavar="ADDRESS",
         help="with a run view: summarise the ranks on a Dask scheduler (or local:N workers); pip install 'tuiprof[cluster]'",
     )
     parser.add_argument("--sort", metavar="COLUMN", help="column key to sort by, descending (see --format json keys)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N rows")
     parser.add_argument("--group-by-shape", action="store_true", help="operators: one row per name and input shapes")
-    parser.add_argument("--top-level-only", action="store_true", help="operators: only calls with no enclosing operator")
+    parser.add_argument(
+        "--top-level-only", action="store_true", help="operators: only calls with no enclosing operator"
+    )
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--wide", action="store_true", help=WIDE_HELP)
     for flag, dest, end in (("--from", "window_from", "from"), ("--to", "window_to", "up to")):
-        parser.add_argument(flag, dest=dest, type=float, metavar="US",
-                            help=f"allocator snapshots: look for the peak and OOMs {end} US microseconds after the first entry "
-                                 "(entry numbers when it has no times); memory allocated earlier still counts")
+        parser.add_argument(
+            flag,
+            dest=dest,
+            type=float,
+            metavar="US",
+            help=f"allocator snapshots: look for the peak and OOMs {end} US microseconds after the first entry "
+            "(entry numbers when it has no times); memory allocated earlier still counts",
+        )
 
 
 def _add_diff_parser(commands) -> None:
     from tuiprof.report.formats import FORMATS
 
     diff = commands.add_parser(
-        "diff", help="compare two traces: the step-time verdict, then operators, modules, kernels, steps, memory",
+        "diff",
+        help="compare two traces: the step-time verdict, then operators, modules, kernels, steps, memory",
         description="Compare run A with run B. On a terminal without --format or a gate it opens the explorer's "
         "diff mode, else it prints. A run directory gives its lowest rank (or --trace's) on both sides unless "
         "--ranks averages several. Exit codes: 0, 1 when a --fail-if gate fails, 2 on bad input.",
@@ -210,24 +240,48 @@ def _add_diff_parser(commands) -> None:
     diff.add_argument("b", help="run B: the same kinds (the change)")
     diff.add_argument("--trace", metavar="RANK|NAME", help="in run directories: which trace, the same on both sides")
     diff.add_argument(
-        "--ranks", nargs="?", const="all", metavar="all|R,R",
+        "--ranks",
+        nargs="?",
+        const="all",
+        metavar="all|R,R",
         help="in run directories: average these ranks (default all) instead of one trace; steps take the slowest rank",
     )
-    diff.add_argument("--view", choices=("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory"),
-                      default="all", help="what to print (default: the verdict and every table; not used by the explorer)")
-    diff.add_argument("--metric", choices=("auto", "cpu", "device"), default="auto",
-                      help="time operators and modules are compared by (auto: device when both sides have it)")
-    diff.add_argument("--limit", type=int, default=None, metavar="N",
-                      help="rows per table (default: 10 in table/markdown, all in csv/json)")
-    diff.add_argument("--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)")
+    diff.add_argument(
+        "--view",
+        choices=("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory"),
+        default="all",
+        help="what to print (default: the verdict and every table; not used by the explorer)",
+    )
+    diff.add_argument(
+        "--metric",
+        choices=("auto", "cpu", "device"),
+        default="auto",
+        help="time operators and modules are compared by (auto: device when both sides have it)",
+    )
+    diff.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rows per table (default: 10 in table/markdown, all in csv/json)",
+    )
+    diff.add_argument(
+        "--format", choices=FORMATS, help="print in this format (default: the explorer on a terminal, else table)"
+    )
     diff.add_argument("--wide", action="store_true", help=WIDE_HELP)
     _add_cache_arguments(diff)
-    diff.add_argument("--fail-if-slower", metavar="PCT",
-                      help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
-                           "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs")
-    diff.add_argument("--fail-if-memory", metavar="PCT",
-                      help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%); "
-                           "exit 2 when A and B look like different programs")
+    diff.add_argument(
+        "--fail-if-slower",
+        metavar="PCT",
+        help="exit 1 when B's median step (per sample when the batches differ) is more than PCT slower, "
+        "beyond noise (e.g. 5%%); exit 2 when A and B look like different programs",
+    )
+    diff.add_argument(
+        "--fail-if-memory",
+        metavar="PCT",
+        help="exit 1 when B's memory peak is more than PCT above A's (e.g. 10%%); "
+        "exit 2 when A and B look like different programs",
+    )
     diff.set_defaults(handler=run_diff)
 
 
@@ -246,11 +300,28 @@ def run_diff(args: argparse.Namespace) -> int:
 
 def _add_timeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", type=int, metavar="N", help="show the window of ProfilerStep#N")
-    parser.add_argument("--from", dest="from_us", type=float, metavar="US", help="window start: microseconds from the trace's first event")
-    parser.add_argument("--to", dest="to_us", type=float, metavar="US", help="window end: microseconds from the trace's first event")
-    parser.add_argument("--width", type=int, metavar="COLS", help="time columns (default: the terminal's width minus the labels; 100 when not a terminal)")
-    parser.add_argument("--lanes", metavar="GROUPS", help="comma list of step,cpu,python,gpu,memory,idle (default: all)")
-    parser.add_argument("--depth", type=int, default=3, metavar="N", help="nesting sub-lanes shown per thread (default 3)")
+    parser.add_argument(
+        "--from",
+        dest="from_us",
+        type=float,
+        metavar="US",
+        help="window start: microseconds from the trace's first event",
+    )
+    parser.add_argument(
+        "--to", dest="to_us", type=float, metavar="US", help="window end: microseconds from the trace's first event"
+    )
+    parser.add_argument(
+        "--width",
+        type=int,
+        metavar="COLS",
+        help="time columns (default: the terminal's width minus the labels; 100 when not a terminal)",
+    )
+    parser.add_argument(
+        "--lanes", metavar="GROUPS", help="comma list of step,cpu,python,gpu,memory,idle (default: all)"
+    )
+    parser.add_argument(
+        "--depth", type=int, default=3, metavar="N", help="nesting sub-lanes shown per thread (default 3)"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -274,30 +345,40 @@ def resolve_path(args: argparse.Namespace) -> str:
         return args.path
     sample = SAMPLE_TRACES / DEFAULT_SAMPLE
     if not sample.exists():
-        raise TraceError(str(sample), "the shipped sample trace is missing", "run scripts/make_sample_traces.py or pass a trace")
+        raise TraceError(
+            str(sample), "the shipped sample trace is missing", "run scripts/make_sample_traces.py or pass a trace"
+        )
     return str(sample)
 
 
 def run_summary(args: argparse.Namespace) -> int:
     from tuiprof.analysis import analyze
     from tuiprof.report.catalog import FINDINGS, WATCH, is_run_view
-    from tuiprof.report.views import RUN_VIEWS
     from tuiprof.report.summary import SummaryRequest, print_summary
+    from tuiprof.report.views import RUN_VIEWS
     from tuiprof.trace import load_trace
     from tuiprof.trace.cache import save_in_background
 
     if args.cluster is not None and not is_run_view(args.view):  # never ignored in silence
         first, *others = RUN_VIEWS
-        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", f"is for the run views, not --view {args.view}", f"add --view {first} (or {', '.join(others)})")
+        raise TraceError(
+            f"--cluster {args.cluster or repr(args.cluster)}",
+            f"is for the run views, not --view {args.view}",
+            f"add --view {first} (or {', '.join(others)})",
+        )
     path = resolve_path(args)
     if _is_snapshot(path, args.view):
         return run_snapshot_summary(path, args)
     _refuse_window(args)
     if args.view == WATCH:
         if args.sort:  # never ignored in silence
-            raise TraceError(f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort")
+            raise TraceError(
+                f"--sort {args.sort}", "the watch view lists the captures in the order they were taken", "drop --sort"
+            )
         return run_watch_summary(path, args.format, args.limit, args.wide)
-    request = SummaryRequest(args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide)
+    request = SummaryRequest(
+        args.view, args.sort, args.limit, args.group_by_shape, args.top_level_only, args.format, args.wide
+    )
     if is_run_view(args.view):
         return run_run_summary(path, request, args.cluster)
     trace = choose_trace(path, args.trace)
@@ -317,7 +398,9 @@ def _is_snapshot(path: str, view: str) -> bool:
     if is_snapshot(path):
         return True
     if view == SNAPSHOT:
-        raise TraceError(path, "not an allocator snapshot (not a pickle)", "pass a file written by torch.cuda.memory._dump_snapshot")
+        raise TraceError(
+            path, "not an allocator snapshot (not a pickle)", "pass a file written by torch.cuda.memory._dump_snapshot"
+        )
     return False
 
 
@@ -326,7 +409,9 @@ def run_snapshot_summary(path: str, args: argparse.Namespace) -> int:
     from tuiprof.report.snapshot import print_snapshot_summary
 
     if args.format not in ("table", "json"):
-        raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
+        raise TraceError(
+            f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json"
+        )
     model = analyze_snapshot(_read_snapshot_showing_progress(path), _window(args))
     return print_snapshot_summary(model, args.format, args.limit, _place_peak(model, args.trace))
 
@@ -349,11 +434,19 @@ def run_snapshot_diff(args: argparse.Namespace) -> int:
 
     for path in (args.a, args.b):
         if not is_snapshot(path):
-            raise TraceError(path, "is not an allocator snapshot, and the other file is", "compare two snapshots or two traces")
+            raise TraceError(
+                path, "is not an allocator snapshot, and the other file is", "compare two snapshots or two traces"
+            )
     if args.format not in (None, "table", "json"):
-        raise TraceError(f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json")
+        raise TraceError(
+            f"--format {args.format}", "is not offered for allocator snapshots", "use --format table or json"
+        )
     if args.fail_if_slower or args.fail_if_memory:
-        raise TraceError("--fail-if-slower/--fail-if-memory", "are not offered for allocator snapshots", "compare the peaks in --format json")
+        raise TraceError(
+            "--fail-if-slower/--fail-if-memory",
+            "are not offered for allocator snapshots",
+            "compare the peaks in --format json",
+        )
     models = [analyze_snapshot(read_snapshot(path)) for path in (args.a, args.b)]
     return print_snapshot_diff(diff_snapshots(*models), args.format, args.limit)
 
@@ -374,7 +467,11 @@ def _window(args: argparse.Namespace):
 def _refuse_window(args: argparse.Namespace) -> None:
     """--from/--to are for snapshots here (timeline has its own): never ignored in silence."""
     if args.window_from is not None or args.window_to is not None:
-        raise TraceError("--from/--to", "are for allocator snapshots in summary and open", "use tuiprof timeline TRACE --from US --to US")
+        raise TraceError(
+            "--from/--to",
+            "are for allocator snapshots in summary and open",
+            "use tuiprof timeline TRACE --from US --to US",
+        )
 
 
 def _read_snapshot_showing_progress(path: str):
@@ -389,7 +486,12 @@ def _read_snapshot_showing_progress(path: str):
         percent = 100 * done // total if total else 0
         if percent != shown[0]:
             shown[0] = percent
-            print(f"\rtuiprof: reading the allocator snapshot: {percent}% of {total / 1e6:,.0f} MB", end="", file=sys.stderr, flush=True)
+            print(
+                f"\rtuiprof: reading the allocator snapshot: {percent}% of {total / 1e6:,.0f} MB",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         return read_snapshot(path, progress)
@@ -466,8 +568,10 @@ def choose_trace(path: str, select: str | None) -> TraceFile:
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print_notice(f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
-                     " (pick another with --trace RANK|NAME)")
+        print_notice(
+            f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
+            " (pick another with --trace RANK|NAME)"
+        )
     return chosen
 
 
@@ -483,7 +587,11 @@ def run_open(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         return run_summary(args)
     if args.cluster is not None:  # the explorer's Ranks view summarises locally: never ignored in silence
-        raise TraceError(f"--cluster {args.cluster or repr(args.cluster)}", "is for summary's run views, not the explorer", "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS")
+        raise TraceError(
+            f"--cluster {args.cluster or repr(args.cluster)}",
+            "is for summary's run views, not the explorer",
+            "use tuiprof summary RUN_DIR --view ranks --cluster ADDRESS",
+        )
     path = resolve_path(args)
     if _is_snapshot(path, args.view):
         return _explore_snapshot(path, _window(args), args.trace)

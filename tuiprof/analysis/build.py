@@ -6,10 +6,10 @@ import gc
 import os
 
 from tuiprof.analysis.calls import build_calls
-from tuiprof.analysis.compiled_map import attach_compiled
-from tuiprof.analysis.cuda_graphs import cuda_graph_replays
 from tuiprof.analysis.compiled import add_compiled_regions
+from tuiprof.analysis.compiled_map import attach_compiled
 from tuiprof.analysis.compiled_run import compiled_run
+from tuiprof.analysis.cuda_graphs import cuda_graph_replays
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
@@ -37,7 +37,9 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
     try:
         calls, activity, unattributed = build_calls(store)
         if calls.flops_damaged:
-            store.report.note(f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them")
+            store.report.note(
+                f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them"
+            )
         flops_source = RECOMPUTED_FLOPS
         if live is not None and live.flops_by_external_id:
             calls.flops = torch_flops_column(calls, live)
@@ -61,11 +63,15 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             log_lines=tuple(live.log_lines) if live is not None else (),
             compiled=compiled,
             compiled_run=compiled_run(
-                modules, calls, live.compile_log if live is not None else None, store.report,
+                modules,
+                calls,
+                live.compile_log if live is not None else None,
+                store.report,
                 cuda_graph_replays(store, calls, activity, modules),
             ),
             memory_categories=tuple(
-                with_stacks(memory, store) for memory in categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)
+                with_stacks(memory, store)
+                for memory in categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)
             ),
             memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,
@@ -78,7 +84,9 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
 
 
 def load_model(
-    path: str | os.PathLike[str], select: str | None = None, progress: ProgressCallback | None = None,
+    path: str | os.PathLike[str],
+    select: str | None = None,
+    progress: ProgressCallback | None = None,
     save_to_cache: bool = False,
 ) -> TraceModel:
     """Open a trace file or run directory and analyse it; ``save_to_cache``: then hand the

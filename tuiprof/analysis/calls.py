@@ -94,7 +94,9 @@ class OperatorCalls:
     sequence_number: array = field(default_factory=lambda: array("q"))  # -1: none
     start_ns: array = field(default_factory=lambda: array("q"))
     end_ns: array = field(default_factory=lambda: array("q"))
-    total_ns: array = field(default_factory=lambda: array("q"))  # end - start (summing epoch times overflows to bigints)
+    total_ns: array = field(
+        default_factory=lambda: array("q")
+    )  # end - start (summing epoch times overflows to bigints)
     self_ns: array = field(default_factory=lambda: array("q"))
     self_device_ns: array = field(default_factory=lambda: array("q"))
     device_total_ns: array = field(default_factory=lambda: array("q"))
@@ -278,7 +280,9 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     with ThreadPoolExecutor(max_workers=1) as beside:
         flops = beside.submit(count_flops, calls)
         self_device = np.zeros(n_nodes, dtype=np.int64)
-        activity = _attach_device_activity(store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device)
+        activity = _attach_device_activity(
+            store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device
+        )
         durations = ends - starts
         del starts, ends, threads, op_parent, op_index  # the peak RSS is in the sums below
 
@@ -303,7 +307,9 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     return calls, activity, unattributed
 
 
-def _memory_columns(node_mem: np.ndarray, links: tuple[np.ndarray, np.ndarray], op_rows: np.ndarray) -> tuple[array, array]:
+def _memory_columns(
+    node_mem: np.ndarray, links: tuple[np.ndarray, np.ndarray], op_rows: np.ndarray
+) -> tuple[array, array]:
     """Each call's inclusive and self bytes (self: minus its living children's, ``links``
     being (parent, which nodes have one)); zeros, with no node-long sums and no gathers,
     when no such memory was recorded (the gathers of zeros alone were 0.3 s at 1 GB ns)."""
@@ -382,8 +388,11 @@ def _flops(calls: OperatorCalls, formulas: dict[str, FlopsFn], inputs: _CodedInp
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     dims_texts, concrete_texts = inputs.dims_texts, inputs.concrete_texts
     values = [
-        operator_flops(calls.names[name_ids[row]], decode_member(dims_texts[d]), decode_member(concrete_texts[c]), formulas)
-        if dims_texts[d] else 0
+        operator_flops(
+            calls.names[name_ids[row]], decode_member(dims_texts[d]), decode_member(concrete_texts[c]), formulas
+        )
+        if dims_texts[d]
+        else 0
         for row, d, c in zip(rows[first].tolist(), dims[first].tolist(), concrete[first].tolist())
     ]
     per_row = np.array([-1 if v is None else v for v in values], dtype=np.int64)[inverse.ravel()]
@@ -693,15 +702,17 @@ def _attach_device_activity(
         both = np.flatnonzero((node >= 0) & (launch >= 0))
         named, launched = node[both], launch[both]
         encloses = (
-            (threads[named] == threads[launched]) & (starts[named] <= starts[launched]) & (ends[launched] <= ends[named])
+            (threads[named] == threads[launched])
+            & (starts[named] <= starts[launched])
+            & (ends[launched] <= ends[named])
         )
         node[both[~encloses]] = via_launch[both[~encloses]]
         node = np.where(node >= 0, node, via_launch)
     node = _living(node, alive, parent)
     joined = node >= 0
-    self_device += np.rint(
-        np.bincount(node[joined], weights=device.dur_ns[joined], minlength=len(self_device))
-    ).astype(np.int64)
+    self_device += np.rint(np.bincount(node[joined], weights=device.dur_ns[joined], minlength=len(self_device))).astype(
+        np.int64
+    )
     activity.launcher = _column(node)
     return activity
 

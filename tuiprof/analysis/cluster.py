@@ -86,7 +86,9 @@ def parse_cluster(address: str) -> Scheduler | LocalWorkers:
     if not separator:
         scheme, address = "tcp", f"tcp://{address}"
     if scheme not in SCHEMES:
-        raise TraceError(where, f"unsupported scheme {scheme!r}: tuiprof connects over {' or '.join(SCHEMES)}", ADDRESS_FORMS)
+        raise TraceError(
+            where, f"unsupported scheme {scheme!r}: tuiprof connects over {' or '.join(SCHEMES)}", ADDRESS_FORMS
+        )
     try:
         parts = urlsplit(address)
         port = parts.port
@@ -117,7 +119,9 @@ def summarise_on_cluster(
         try:
             scratch = stack.enter_context(temporary_directory("tuiprof-dask-"))
         except OSError as exc:
-            raise TraceError(where, f"no scratch folder for Dask in TMPDIR ({exc.strerror})", "set TMPDIR to a writable folder") from None
+            raise TraceError(
+                where, f"no scratch folder for Dask in TMPDIR ({exc.strerror})", "set TMPDIR to a writable folder"
+            ) from None
         stack.enter_context(dask.config.set({"temporary-directory": scratch}))
         if isinstance(target, LocalWorkers):
             count = min(target.count, usable_cores())
@@ -127,8 +131,12 @@ def summarise_on_cluster(
             stack.enter_context(_safe_path_in_children())
             try:
                 cluster = LocalCluster(
-                    n_workers=count, threads_per_worker=1, processes=True, dashboard_address=None,
-                    local_directory=scratch, env={WORKERS_ENV: "1"},
+                    n_workers=count,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    local_directory=scratch,
+                    env={WORKERS_ENV: "1"},
                 )
             except (OSError, RuntimeError) as exc:  # RuntimeError: "Cluster failed to start"
                 raise TraceError(where, f"local Dask workers did not start ({exc})", "run without --cluster") from None
@@ -139,7 +147,9 @@ def summarise_on_cluster(
             try:
                 client = Client(target.address, timeout=CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:
-                raise TraceError(where, f"cannot reach the Dask scheduler ({exc})", "check the address and that the scheduler runs") from None
+                raise TraceError(
+                    where, f"cannot reach the Dask scheduler ({exc})", "check the address and that the scheduler runs"
+                ) from None
         stack.callback(client.close)
         futures = client.map(summarise_one, pending, pure=False)
         for done, _ in enumerate(as_completed(futures), 1):
@@ -171,9 +181,17 @@ def _check_listening(scheduler: Scheduler, where: str) -> None:
     except socket.gaierror as exc:
         raise TraceError(where, f"unknown host {scheduler.host} ({exc.strerror})", "check the address") from None
     except TimeoutError:
-        raise TraceError(where, f"no answer from {scheduler.host}:{scheduler.port} in {CONNECT_TIMEOUT_S} s", "check the address and the firewall") from None
+        raise TraceError(
+            where,
+            f"no answer from {scheduler.host}:{scheduler.port} in {CONNECT_TIMEOUT_S} s",
+            "check the address and the firewall",
+        ) from None
     except OSError as exc:
-        raise TraceError(where, f"nothing accepts connections there ({exc.strerror})", "check the address and that the scheduler runs") from None
+        raise TraceError(
+            where,
+            f"nothing accepts connections there ({exc.strerror})",
+            "check the address and that the scheduler runs",
+        ) from None
 
 
 def _check_handshake(scheduler: Scheduler, where: str) -> None:
@@ -183,7 +201,9 @@ def _check_handshake(scheduler: Scheduler, where: str) -> None:
     except Exception as exc:  # noqa: BLE001 - whatever a stranger's bytes make Dask raise (MemoryError for a garbage frame length)
         reason = "no answer" if isinstance(exc, TimeoutError) else type(exc).__name__
         raise TraceError(
-            where, f"what listens there is not a Dask scheduler (its handshake: {reason})", "check the port: a scheduler listens on 8786 by default"
+            where,
+            f"what listens there is not a Dask scheduler (its handshake: {reason})",
+            "check the port: a scheduler listens on 8786 by default",
         ) from None
 
 

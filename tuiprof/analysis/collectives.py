@@ -88,11 +88,35 @@ OVERLAPPING_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "al
 # longer than this before another rank's began is not the same collective.
 CLOCK_TOLERANCE_NS = 5_000_000
 DTYPE_BYTES = {
-    "float": 4, "float32": 4, "int": 4, "int32": 4, "unsigned int": 4,
-    "double": 8, "float64": 8, "long": 8, "long int": 8, "int64": 8, "c10::complex<float>": 8,
-    "half": 2, "float16": 2, "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "short": 2, "int16": 2,
-    "byte": 1, "char": 1, "bool": 1, "unsigned char": 1, "signed char": 1, "uint8": 1, "int8": 1,
-    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float": 4,
+    "float32": 4,
+    "int": 4,
+    "int32": 4,
+    "unsigned int": 4,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "long int": 8,
+    "int64": 8,
+    "c10::complex<float>": 8,
+    "half": 2,
+    "float16": 2,
+    "c10::half": 2,
+    "bfloat16": 2,
+    "c10::bfloat16": 2,
+    "short": 2,
+    "int16": 2,
+    "byte": 1,
+    "char": 1,
+    "bool": 1,
+    "unsigned char": 1,
+    "signed char": 1,
+    "uint8": 1,
+    "int8": 1,
+    "c10::float8_e4m3fn": 1,
+    "c10::float8_e5m2": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
 }
 
 
@@ -155,7 +179,9 @@ def extract_collectives(store: TraceEvents, model: TraceModel) -> list[Collectiv
         group, dtype, size, group_size = DEFAULT_GROUP, None, None, None
         if args is not None and args.collective_name:
             kind = normal_kind(args.collective_name)
-            group = str(args.process_group if args.process_group is not None else args.process_group_id or DEFAULT_GROUP)
+            group = str(
+                args.process_group if args.process_group is not None else args.process_group_id or DEFAULT_GROUP
+            )
             dtype, group_size = args.dtype, args.group_size
             width = dtype_bytes(dtype)
             if width and (args.in_nelems is not None or args.out_nelems is not None):
@@ -173,12 +199,20 @@ def extract_collectives(store: TraceEvents, model: TraceModel) -> list[Collectiv
     if len(kernels):
         for index in kernels.tolist():
             launcher = activity.launcher[index]
-            group, dtype, size, group_size, kind = describe(launcher) if launcher >= 0 else (DEFAULT_GROUP, None, None, None, "")
+            group, dtype, size, group_size, kind = (
+                describe(launcher) if launcher >= 0 else (DEFAULT_GROUP, None, None, None, "")
+            )
             start = int(activity.start_ns[index])
             records.append(
                 CollectiveRecord(
-                    group, step_at(calls.start_ns[launcher] if launcher >= 0 else start), kind or normal_kind(activity.name(index)),
-                    start, int(activity.dur_ns[index]), size, dtype, group_size,
+                    group,
+                    step_at(calls.start_ns[launcher] if launcher >= 0 else start),
+                    kind or normal_kind(activity.name(index)),
+                    start,
+                    int(activity.dur_ns[index]),
+                    size,
+                    dtype,
+                    group_size,
                 )
             )
     else:  # CPU collectives (gloo): the backend's span on its own thread
@@ -186,7 +220,9 @@ def extract_collectives(store: TraceEvents, model: TraceModel) -> list[Collectiv
         for row in rows.tolist():
             group, dtype, size, group_size, kind = describe(row)
             start = calls.start_ns[row]
-            records.append(CollectiveRecord(group, step_at(start), kind, start, calls.total_ns[row], size, dtype, group_size))
+            records.append(
+                CollectiveRecord(group, step_at(start), kind, start, calls.total_ns[row], size, dtype, group_size)
+            )
     records.sort(key=lambda r: r.start_ns)
     return records
 
@@ -262,7 +298,9 @@ class CollectiveMatch:
         return Counter(c.last_rank for c in self.collectives if c.skew_ns > 0 and len(c.ranks) > 1)
 
 
-def match_collectives(per_rank: dict[int, list[CollectiveRecord]], offsets_ns: dict[int, int] | None = None) -> CollectiveMatch:
+def match_collectives(
+    per_rank: dict[int, list[CollectiveRecord]], offsets_ns: dict[int, int] | None = None
+) -> CollectiveMatch:
     """Match the ranks' collectives by (process group, step, order in the step).
 
     ``offsets_ns`` moves a rank's times onto the common clock (traces relative
@@ -287,7 +325,9 @@ def match_collectives(per_rank: dict[int, list[CollectiveRecord]], offsets_ns: d
         where = f"process group {group}" + (f", step {step}" if step >= 0 else "")
         if len(set(counts.values())) > 1:
             text = ", ".join(f"rank {r}: {n}" for r, n in counts.items())
-            problems.append(f"{where}: ranks recorded different numbers of collectives ({text}); matched up to the fewest")
+            problems.append(
+                f"{where}: ranks recorded different numbers of collectives ({text}); matched up to the fewest"
+            )
         for index in range(min(counts.values())):
             records = [by_rank[rank][index] for rank in ranks]
             kinds = Counter(r.kind for r in records)
@@ -295,13 +335,19 @@ def match_collectives(per_rank: dict[int, list[CollectiveRecord]], offsets_ns: d
                 by_kind: dict[str, list[str]] = defaultdict(list)
                 for rank, record in zip(ranks, records):
                     by_kind[record.kind].append(str(rank))
-                text = "; ".join(f"{kind} on rank{'s' if len(r) > 1 else ''} {', '.join(r)}" for kind, r in by_kind.items())
-                problems.append(f"{where}: collective {index + 1} differs ({text}); the rest of this group is not matched")
+                text = "; ".join(
+                    f"{kind} on rank{'s' if len(r) > 1 else ''} {', '.join(r)}" for kind, r in by_kind.items()
+                )
+                problems.append(
+                    f"{where}: collective {index + 1} differs ({text}); the rest of this group is not matched"
+                )
                 break
             arrivals = [r.start_ns + offsets_ns.get(rank, 0) for rank, r in zip(ranks, records)]
             apart = _apart(ranks, records, arrivals) if records[0].kind in OVERLAPPING_KINDS else None
             if apart is not None:
-                problems.append(f"{where}: collective {index + 1} ({records[0].kind}) {apart}; the rest of this group is not matched")
+                problems.append(
+                    f"{where}: collective {index + 1} ({records[0].kind}) {apart}; the rest of this group is not matched"
+                )
                 break
             sizes = [r.size_bytes for r in records if r.size_bytes is not None]
             group_size = next((r.group_size for r in records if r.group_size), None) or len(ranks)
@@ -326,7 +372,10 @@ def _apart(ranks: list[int], records: list[CollectiveRecord], arrivals: list[int
     """Why the ranks' spans at one position cannot be one collective (the earliest end
     lies more than CLOCK_TOLERANCE_NS before the latest start), or None."""
     ends = [arrival + record.dur_ns for arrival, record in zip(arrivals, records)]
-    first_end, last_start = min(range(len(ranks)), key=ends.__getitem__), max(range(len(ranks)), key=arrivals.__getitem__)
+    first_end, last_start = (
+        min(range(len(ranks)), key=ends.__getitem__),
+        max(range(len(ranks)), key=arrivals.__getitem__),
+    )
     gap_ns = arrivals[last_start] - ends[first_end]
     if gap_ns <= CLOCK_TOLERANCE_NS:
         return None

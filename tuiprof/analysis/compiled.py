@@ -198,7 +198,7 @@ GRAPH_HASH_CHARS = 8
 def region_node_name(span: str) -> str | None:
     """The tree node a region span names (module docstring), None for any other name."""
     if span.startswith(REGION_PREFIX):
-        return f"[compiled {span[len(REGION_PREFIX):].replace('/', ':')}]"
+        return f"[compiled {span[len(REGION_PREFIX) :].replace('/', ':')}]"
     if span == COMPILED_FUNCTION:
         return "[compiled function]"
     if span == COMPILED_BACKWARD:

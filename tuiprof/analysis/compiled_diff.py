@@ -86,7 +86,9 @@ def qualified_module_values(model: TraceModel, metric: str, by_direction: bool) 
         if not by_direction:
             parts = [(detail, sum(module_self_parts(node, metric)), node.calls)]
         else:
-            forward, backward = module_self_parts(node, metric) if is_compiled_structure(node) else _total_parts(node, metric)
+            forward, backward = (
+                module_self_parts(node, metric) if is_compiled_structure(node) else _total_parts(node, metric)
+            )
             parts = [(f"{detail} fwd".strip(), forward, node.calls), (f"{detail} bwd".strip(), backward, 0.0)]
         for key_detail, value, calls in parts:
             cell = result.setdefault((name, key_detail), [0.0, 0.0])

@@ -63,7 +63,9 @@ class CompiledAttribution:
     compile_s: float | None = None
     graph_ns: list[int] = field(default_factory=lambda: [0, 0])  # [forward, backward]
     below_root_ns: list[int] = field(default_factory=lambda: [0, 0])  # kernels placed below the compiled module
-    root_ns: list[int] = field(default_factory=lambda: [0, 0])  # kernels (or split shares) left to the compiled module itself
+    root_ns: list[int] = field(
+        default_factory=lambda: [0, 0]
+    )  # kernels (or split shares) left to the compiled module itself
     on_device: bool = False
     kernels_missing: int = 0  # kernels of graphs that ran which no profiled call matched
     graph_calls_unmapped: int = 0  # graph calls the map has no graph for
@@ -92,7 +94,13 @@ class _Placer:
     """One pass over the graph calls; numbers are booked per node, then written once."""
 
     def __init__(
-        self, tree: ModuleTree, calls: OperatorCalls, activity: DeviceActivity, facts: LiveFacts, cmap: CompiledMap, report: DecodeReport
+        self,
+        tree: ModuleTree,
+        calls: OperatorCalls,
+        activity: DeviceActivity,
+        facts: LiveFacts,
+        cmap: CompiledMap,
+        report: DecodeReport,
     ) -> None:
         self.tree, self.calls, self.activity, self.cmap, self.report = tree, calls, activity, cmap, report
         self.graphs = {(g.region, g.backward): g for g in cmap.graphs}
@@ -103,7 +111,9 @@ class _Placer:
         self.result = CompiledAttribution(compile_s=facts.compile_s)
         self.synthetic: dict[tuple[int, str], ModuleNode] = {}  # (id of compiled node, path) -> node
         self.synthetic_root: ModuleNode | None = None
-        self.moved: dict[int, tuple[ModuleNode, bool]] = {}  # call row -> (node, backward): it and its subtree count there
+        self.moved: dict[
+            int, tuple[ModuleNode, bool]
+        ] = {}  # call row -> (node, backward): it and its subtree count there
         self.booked: dict[tuple[int, bool], list[int]] = {}  # (id(node), backward) -> own [cpu ns, device ns, FLOPs]
         self.graph_calls_seen: dict[int, int] = {}  # id(node) -> forward graph calls it got time from
 
@@ -133,14 +143,18 @@ class _Placer:
                 device_pairs = _match(launched, [self.activity.name(e) for e in launched], graph)
                 matched_kernels.setdefault(key, set()).update(k for _, k in pairs + device_pairs)
             self._place_call(row, self._compiled_node(row), graph, pairs, device_pairs, backward=bool(key and key[1]))
-        self.result.kernels_missing = sum(len(self.graphs[key].kernels) - len(done) for key, done in matched_kernels.items())
+        self.result.kernels_missing = sum(
+            len(self.graphs[key].kernels) - len(done) for key, done in matched_kernels.items()
+        )
         if self.result.kernels_missing:
             self.report.note(
                 f"{self.result.kernels_missing} kernels of the saved compiled-kernel map ran in no profiled graph call "
                 f"(a map from another run?); the graphs' time they would hold is in {UNATTRIBUTED}"
             )
         if self.cmap.unread:
-            self.report.note(f"the capture could not read {self.cmap.unread} compiled kernels: their time is in {UNATTRIBUTED}")
+            self.report.note(
+                f"the capture could not read {self.cmap.unread} compiled kernels: their time is in {UNATTRIBUTED}"
+            )
         if self.result.graph_calls_unmapped:
             self.report.note(
                 f"{self.result.graph_calls_unmapped} compiled graph calls have no graph in the saved compiled-kernel map: "
@@ -186,7 +200,7 @@ class _Placer:
         region = self._ancestor(start, lambda name: name.startswith(REGION_PREFIX))
         if region < 0:
             return None
-        return self.calls.name(region)[len(REGION_PREFIX):], backward >= 0
+        return self.calls.name(region)[len(REGION_PREFIX) :], backward >= 0
 
     def _compiled_node(self, row: int) -> ModuleNode:
         """The module a graph call counts in (its module frame; for a backward graph,
@@ -330,12 +344,23 @@ class _Placer:
             node.cpu_total_us = node.self_cpu_us = forward[0] / 1000
             node.device_total_us = node.self_device_us = forward[1] / 1000
             node.flops = forward[2]
-            node.backward_cpu_us, node.backward_device_us, node.backward_flops = backward[0] / 1000, backward[1] / 1000, backward[2]
+            node.backward_cpu_us, node.backward_device_us, node.backward_flops = (
+                backward[0] / 1000,
+                backward[1] / 1000,
+                backward[2],
+            )
             node.calls = self.graph_calls_seen.get(id(node), 0)
         for node in sorted(synthetic, key=lambda n: -n.depth):  # children before parents
             parent = node.parent
             if parent is not None and id(parent) in made or parent is self.synthetic_root:
-                for attr in ("cpu_total_us", "device_total_us", "flops", "backward_cpu_us", "backward_device_us", "backward_flops"):
+                for attr in (
+                    "cpu_total_us",
+                    "device_total_us",
+                    "flops",
+                    "backward_cpu_us",
+                    "backward_device_us",
+                    "backward_flops",
+                ):
                     setattr(parent, attr, getattr(parent, attr) + getattr(node, attr))
             elif parent is not None:  # a compiled module keeps its totals: the time was in it already
                 parent.self_cpu_us -= node.cpu_total_us

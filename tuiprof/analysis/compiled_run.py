@@ -105,7 +105,11 @@ class CompiledRun:
 
 
 def compiled_run(
-    tree: ModuleTree, calls: OperatorCalls, log: CompileLog | None, report: DecodeReport, cuda_graphs: CudaGraphs | None = None
+    tree: ModuleTree,
+    calls: OperatorCalls,
+    log: CompileLog | None,
+    report: DecodeReport,
+    cuda_graphs: CudaGraphs | None = None,
 ) -> CompiledRun | None:
     """The compiled run's facts, None for a trace with no compiled region and no log."""
     if log is not None and log.version > COMPILE_LOG_VERSION:
@@ -142,7 +146,7 @@ def _traced_frames(calls: OperatorCalls) -> dict[str, tuple[set[int], int, bool]
     is_region = np.isin(name_id, codes)
     rows = np.flatnonzero(is_region)
     outer = nearest_ancestor(calls.column("parent"), is_region)[rows]
-    ids = {code: _COMPILE_ID.fullmatch(calls.names[code][len(REGION_PREFIX):]) for code in codes}
+    ids = {code: _COMPILE_ID.fullmatch(calls.names[code][len(REGION_PREFIX) :]) for code in codes}
     frames: dict[str, tuple[set[int], int, bool]] = {}
     for code, outer_row in zip(name_id[rows].tolist(), outer.tolist()):
         match = ids[code]
@@ -192,7 +196,9 @@ def _break_sites(log: CompileLog) -> tuple[BreakSite, ...]:
     for brk in log.graph_breaks:
         _, ids = sites.setdefault((brk.file, brk.line, brk.reason), (brk.function, []))
         ids.append(brk.compile_id)
-    return tuple(BreakSite(file, line, function, reason, tuple(ids)) for (file, line, reason), (function, ids) in sites.items())
+    return tuple(
+        BreakSite(file, line, function, reason, tuple(ids)) for (file, line, reason), (function, ids) in sites.items()
+    )
 
 
 def _eager_modules(tree: ModuleTree) -> tuple[EagerModule, ...]:

@@ -38,10 +38,14 @@ class GraphReplays:
 @dataclass(frozen=True)
 class CudaGraphs:
     total: GraphReplays  # every launch call in the trace
-    by_region: dict[str, GraphReplays] = field(default_factory=dict)  # region node name ("[compiled 0:0]") -> its replays
+    by_region: dict[str, GraphReplays] = field(
+        default_factory=dict
+    )  # region node name ("[compiled 0:0]") -> its replays
 
 
-def cuda_graph_replays(store: TraceEvents, calls: OperatorCalls, activity: DeviceActivity, tree: ModuleTree) -> CudaGraphs | None:
+def cuda_graph_replays(
+    store: TraceEvents, calls: OperatorCalls, activity: DeviceActivity, tree: ModuleTree
+) -> CudaGraphs | None:
     """The trace's CUDA-graph replays (module docstring); None when it has none."""
     cpu = store.cpu
     codes = calls.name_codes(lambda name: name.startswith(GRAPH_LAUNCH_PREFIXES))

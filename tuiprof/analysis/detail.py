@@ -93,7 +93,9 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         step_total = sum(s.duration_us for s in model.steps)
         share_step = 100 * stats.cpu_total_us / step_total if step_total else None
     return OperatorDetail(
-        modules=[(path, modules[path, is_backward], is_backward) for (path, is_backward), _ in module_ns.most_common(limit)],
+        modules=[
+            (path, modules[path, is_backward], is_backward) for (path, is_backward), _ in module_ns.most_common(limit)
+        ],
         module_count=len(modules),
         input_shapes=shapes.most_common(limit),
         input_types=types,
@@ -102,4 +104,3 @@ def operator_detail(model: TraceModel, stats: OperatorStats, limit: int = 5) -> 
         share_of_parent_pct=share_parent,
         share_of_step_pct=share_step,
     )
-

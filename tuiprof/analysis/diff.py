@@ -329,9 +329,15 @@ def diff_traces(
     ops = _operator_table(side_a, side_b, metric)
     tables = [
         ops,
-        _shape_table(side_a, side_b, metric) if not per_sample else _not_compared(
-            "shapes", "Operators by input shape", _metric_words(metric), "us",
-            "the batch changed, so every input shape did (the Operators table compares per sample)"),
+        _shape_table(side_a, side_b, metric)
+        if not per_sample
+        else _not_compared(
+            "shapes",
+            "Operators by input shape",
+            _metric_words(metric),
+            "us",
+            "the batch changed, so every input shape did (the Operators table compares per sample)",
+        ),
         _module_table(side_a, side_b, metric),
         _kernel_table(side_a, side_b, device_a, device_b),
         _launcher_table(side_a, side_b, device_a, device_b),
@@ -370,7 +376,9 @@ def _batch_notes(batch_a: Batch, batch_b: Batch, per_sample: bool, both_have_ste
     same = batch_a.source == batch_b.source
     sources = f"A and B: {batch_a.source}" if same else f"A: {batch_a.source}; B: {batch_b.source}"
     if per_sample:
-        return [f"batch {batch_a.size} -> {batch_b.size}: times are per step and per sample, memory peaks are not ({sources})"]
+        return [
+            f"batch {batch_a.size} -> {batch_b.size}: times are per step and per sample, memory peaks are not ({sources})"
+        ]
     if batch_a.size is None or batch_b.size is None:
         return [f"batch unknown ({sources}): compared per step, as if the batches were equal"]
     if batch_a.size != batch_b.size and not both_have_steps:
@@ -383,9 +391,7 @@ def _kind_notes(group_a, group_b, device_a: bool, device_b: bool) -> list[str]:
     notes = []
     if device_a != device_b:
         cpu_side, device_side = ("B", "A") if device_a else ("A", "B")
-        notes.append(
-            f"{device_side} ran on a device and {cpu_side} is CPU-only: operators are compared by CPU time"
-        )
+        notes.append(f"{device_side} ran on a device and {cpu_side} is CPU-only: operators are compared by CPU time")
     devices_a = sorted({d for m in group_a for d in m.info.devices})
     devices_b = sorted({d for m in group_b for d in m.info.devices})
     if devices_a and devices_b and devices_a != devices_b:
@@ -401,7 +407,9 @@ def _peak(group: Sequence[TraceModel]) -> int | None:
 # ------------------------------------------------------------------ rows
 
 
-def _rows(values_a: Values, values_b: Values, total_delta: float, aligned: list[DiffRow] | None = None) -> tuple[DiffRow, ...]:
+def _rows(
+    values_a: Values, values_b: Values, total_delta: float, aligned: list[DiffRow] | None = None
+) -> tuple[DiffRow, ...]:
     """Matched rows plus the aligned ones, sorted by absolute delta (then name)."""
     rows = list(aligned or [])
     for key in values_a.keys() | values_b.keys():
@@ -440,7 +448,7 @@ def _table(name: str, title: str, metric: str, unit: str, values_a: Values, valu
 
 
 def _who(missing: list[str]) -> str:
-    """"A has" / "A and B have"."""
+    """ "A has" / "A and B have"."""
     return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
 
 
@@ -482,7 +490,12 @@ def _operator_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
     runtime = _runtime_names(side_a, side_b)
     aligned = _align(values_a, values_b, placed_a, placed_b, lambda name: "runtime" if name in runtime else "op")
     return DiffTable(
-        "ops", "Operators", _metric_words(metric), "us", total_a, total_b,
+        "ops",
+        "Operators",
+        _metric_words(metric),
+        "us",
+        total_a,
+        total_b,
         _rows(values_a, values_b, total_b - total_a, aligned),
     )
 
@@ -500,7 +513,9 @@ def _matched_ancestors(model: TraceModel, matched: set[str]) -> tuple[np.ndarray
     return is_matched, nearest_ancestor(calls.column("parent"), is_matched)
 
 
-def _placed(model: TraceModel, names: list[str], codes: np.ndarray, ancestors: np.ndarray, times_ns: np.ndarray) -> Values:
+def _placed(
+    model: TraceModel, names: list[str], codes: np.ndarray, ancestors: np.ndarray, times_ns: np.ndarray
+) -> Values:
     """(name, ancestor's name) -> [time, count], for events with name codes
     ``codes`` (into ``names``) under call rows ``ancestors`` (-1: none).
 
@@ -522,7 +537,9 @@ def _placed(model: TraceModel, names: list[str], codes: np.ndarray, ancestors: n
     return result
 
 
-def _operators_under_matched_ancestor(unmatched: set[str], matched: set[str], column: str) -> Callable[[TraceModel], Values]:
+def _operators_under_matched_ancestor(
+    unmatched: set[str], matched: set[str], column: str
+) -> Callable[[TraceModel], Values]:
     """Calls of operators one side lacks, by their nearest ancestor both sides have."""
 
     def values(model: TraceModel) -> Values:
@@ -654,14 +671,26 @@ def _module_table(side_a: _Side, side_b: _Side, metric: str) -> DiffTable:
     words = f"self {'device' if metric == 'device' else 'CPU'} time, forward and backward"
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not all(m.modules.roots for m in side.models)]
     if missing:
-        return _not_compared("modules", title, words, "us",
-                             f"{_who(missing)} no module tree (recorded without with_stack=True)")
+        return _not_compared(
+            "modules", title, words, "us", f"{_who(missing)} no module tree (recorded without with_stack=True)"
+        )
     models = [m for side in (side_a, side_b) for m in side.models]
     if not all(knows_qualified_names(m) for m in models):
-        return _table("modules", title, words, "us", side_a.collect(_path_values(metric)), side_b.collect(_path_values(metric)))
+        return _table(
+            "modules", title, words, "us", side_a.collect(_path_values(metric)), side_b.collect(_path_values(metric))
+        )
     if not any(is_compiled(m) for m in models):
-        return _table("modules", title, words, "us", side_a.collect(_module_values(metric, False)), side_b.collect(_module_values(metric, False)))
-    words = f"total {'device' if metric == 'device' else 'CPU'} time (submodules included), a row per module and direction"
+        return _table(
+            "modules",
+            title,
+            words,
+            "us",
+            side_a.collect(_module_values(metric, False)),
+            side_b.collect(_module_values(metric, False)),
+        )
+    words = (
+        f"total {'device' if metric == 'device' else 'CPU'} time (submodules included), a row per module and direction"
+    )
     values_a, values_b = side_a.collect(_module_values(metric, True)), side_b.collect(_module_values(metric, True))
     total_a, total_b = (_total(side.collect(lambda m: tree_total(m, metric))) for side in (side_a, side_b))
     return DiffTable("modules", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a))
@@ -710,7 +739,9 @@ def _kernel_table(side_a: _Side, side_b: _Side, device_a: bool, device_b: bool) 
     total_a, total_b = _total(values_a), _total(values_b)
     kinds = {name: kind for name, kind in (*values_a, *values_b)}
     aligned = _align(values_a, values_b, placed_a, placed_b, kinds.__getitem__)
-    return DiffTable("kernels", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a, aligned))
+    return DiffTable(
+        "kernels", title, words, "us", total_a, total_b, _rows(values_a, values_b, total_b - total_a, aligned)
+    )
 
 
 def _common_operator_names(side_a: _Side, side_b: _Side) -> set[str]:
@@ -735,8 +766,9 @@ def _step_table(side_a: _Side, side_b: _Side) -> DiffTable:
     title, words = "Steps", "step duration (slowest rank)"
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not side.models[0].steps]
     if missing:
-        return _not_compared("steps", title, words, "us",
-                             f"{_who(missing)} no ProfilerStep spans (recorded without a schedule)")
+        return _not_compared(
+            "steps", title, words, "us", f"{_who(missing)} no ProfilerStep spans (recorded without a schedule)"
+        )
     durations_a = [d / side_a.samples for d in side_a.step_durations()]
     durations_b = [d / side_b.samples for d in side_b.step_durations()]
     names_a = [s.name for s in side_a.models[0].steps]
@@ -748,8 +780,9 @@ def _step_table(side_a: _Side, side_b: _Side) -> DiffTable:
         b = durations_b[i] if i < len(durations_b) else None
         detail = " / ".join(names[i] if i < len(names) else "-" for names in (names_a, names_b))
         status = "removed" if b is None else "added" if a is None else "same" if a == b else "changed"
-        row = DiffRow(f"step {i + 1}", detail, a, b, 1.0 if a is not None else 0.0, 1.0 if b is not None else 0.0,
-                      status, None)
+        row = DiffRow(
+            f"step {i + 1}", detail, a, b, 1.0 if a is not None else 0.0, 1.0 if b is not None else 0.0, status, None
+        )
         rows.append(_with_share(row, total_b - total_a))
     rows.sort(key=lambda r: (-abs(r.delta), r.name))
     return DiffTable("steps", title, words, "us", total_a, total_b, tuple(rows))
@@ -763,8 +796,9 @@ def _memory_table(side_a: _Side, side_b: _Side) -> DiffTable:
     title, words = "Memory", "peak allocated bytes (highest rank)"
     missing = [label for label, side in (("A", side_a), ("B", side_b)) if not any(m.memory for m in side.models)]
     if missing:
-        return _not_compared("memory", title, words, "bytes",
-                             f"{_who(missing)} no memory records (recorded without profile_memory=True)")
+        return _not_compared(
+            "memory", title, words, "bytes", f"{_who(missing)} no memory records (recorded without profile_memory=True)"
+        )
 
     def peaks(side: _Side) -> Values:
         result: Values = {}
@@ -780,7 +814,9 @@ def _memory_table(side_a: _Side, side_b: _Side) -> DiffTable:
     note = ""
     if not values_a.keys() & values_b.keys():
         note = "no device in common: peaks are listed side by side"
-    return DiffTable("memory", title, words, "bytes", total_a, total_b, _rows(values_a, values_b, total_b - total_a), note)
+    return DiffTable(
+        "memory", title, words, "bytes", total_a, total_b, _rows(values_a, values_b, total_b - total_a), note
+    )
 
 
 # ------------------------------------------------------------------ verdict
@@ -808,8 +844,20 @@ def _verdict(side_a: _Side, side_b: _Side, ops: DiffTable, batch_a: Batch, batch
     outcome = "no change" if delta == 0 or abs(pct) <= noise else "faster" if delta < 0 else "slower"
     contributors = tuple(r for r in ops.rows if r.delta)[:CONTRIBUTORS]
     counted = basis == "steps"
-    return Verdict(basis, median_a, median_b, len(steps_a) if counted else 0, len(steps_b) if counted else 0,
-                   spread_a, spread_b, outcome, contributors, batch_a, batch_b, per_sample)
+    return Verdict(
+        basis,
+        median_a,
+        median_b,
+        len(steps_a) if counted else 0,
+        len(steps_b) if counted else 0,
+        spread_a,
+        spread_b,
+        outcome,
+        contributors,
+        batch_a,
+        batch_b,
+        per_sample,
+    )
 
 
 def _overlap(ops: DiffTable) -> Overlap:
@@ -832,7 +880,9 @@ def _coverage(ops: DiffTable, steps: DiffTable, metric: str, per_step: bool) -> 
         return Coverage(ops.total_delta, 0.0, None, "a side has no steps")
     count_a = sum(1 for r in steps.rows if r.a is not None) or 1
     count_b = sum(1 for r in steps.rows if r.b is not None) or 1
-    total_a, total_b = (steps.total_a / count_a, steps.total_b / count_b) if per_step else (steps.total_a, steps.total_b)
+    total_a, total_b = (
+        (steps.total_a / count_a, steps.total_b / count_b) if per_step else (steps.total_a, steps.total_b)
+    )
     op_delta, step_delta = ops.total_delta, total_b - total_a
     if metric == "device":
         return Coverage(op_delta, step_delta, None, "operators are compared by device time, which overlaps CPU time")
@@ -859,7 +909,11 @@ def load_side(path: str, select: str | None = None, ranks: str | None = None) ->
         missing = sorted(wanted.difference(held))
         if missing:  # never a silent average over fewer ranks than asked
             listed = ", ".join(map(str, held)) or "none"
-            raise TraceError(path, f"no trace of rank {', '.join(map(str, missing))} (its ranks: {listed})", "pass --ranks from those, or all")
+            raise TraceError(
+                path,
+                f"no trace of rank {', '.join(map(str, missing))} (its ranks: {listed})",
+                "pass --ranks from those, or all",
+            )
         traces = [t for t in traces if t.rank in wanted]
     return [analyze(load_trace_file(t)) for t in traces]
 

@@ -109,7 +109,9 @@ def _conv_flop_count(x: Sequence[int], w: Sequence[int], out: Sequence[int], tra
     return 2 * x[0] * prod(w) * prod(x[2:] if transposed else out[2:])
 
 
-def _conv_output(x: Sequence[int], w: Sequence[int], stride: list[int], padding: list[int], dilation: list[int]) -> list[int]:
+def _conv_output(
+    x: Sequence[int], w: Sequence[int], stride: list[int], padding: list[int], dilation: list[int]
+) -> list[int]:
     spatial = len(x) - 2
     stride, padding, dilation = (v * spatial if len(v) == 1 else v for v in (stride, padding, dilation))
     return [x[0], w[0]] + [
@@ -149,6 +151,7 @@ def convolution_backward_flops(dims: Sequence[Any], concrete: Sequence[Any] | No
     if mask[0]:  # grad input: the convolution run the other way
         flops += _conv_flop_count(grad_out, w, x, not transposed)
     if mask[1]:  # grad weight
+
         def swap(shape: Sequence[int]) -> list[int]:
             return [shape[1], shape[0], *shape[2:]]
 

@@ -74,11 +74,15 @@ class MaxTree:
             if not active.any():
                 break
             take = active & (left & 1 == 1)
-            best, best_value = self._better(best, best_value, np.where(take, tree[np.minimum(left, len(tree) - 1)], self._n))
+            best, best_value = self._better(
+                best, best_value, np.where(take, tree[np.minimum(left, len(tree) - 1)], self._n)
+            )
             left = left + take
             take = active & (right & 1 == 1)
             right = right - take
-            best, best_value = self._better(best, best_value, np.where(take, tree[np.minimum(right, len(tree) - 1)], self._n))
+            best, best_value = self._better(
+                best, best_value, np.where(take, tree[np.minimum(right, len(tree) - 1)], self._n)
+            )
             left >>= 1
             right >>= 1
         return np.where(best < self._n, best, NO_EVENT)
@@ -128,8 +132,17 @@ class IntervalIndex:
     @property
     def nbytes(self) -> int:
         """Memory held by the index."""
-        arrays = (self.starts, self.ends, self.names, self.refs, self.kinds, self.union_starts, self.union_ends,
-                  self._covered_before, self._reach)
+        arrays = (
+            self.starts,
+            self.ends,
+            self.names,
+            self.refs,
+            self.kinds,
+            self.union_starts,
+            self.union_ends,
+            self._covered_before,
+            self._reach,
+        )
         return sum(a.nbytes for a in arrays) + self._longest.nbytes
 
     def __len__(self) -> int:

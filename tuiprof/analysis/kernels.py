@@ -68,4 +68,3 @@ def _most_common(codes: np.ndarray) -> int:
     """The most frequent code >= 0 (the first seen on a tie, as Counter gives); -1 if none."""
     pairs = counts_first_seen(codes[codes >= 0])
     return max(pairs, key=lambda pair: pair[1])[0] if pairs else -1  # max keeps the first of equals
-

@@ -88,7 +88,9 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
         )
     # Every device's stacks in one pass over the frames (each pass sorts them all).
     named = [t.live_at_peak[:MAX_ATTRIBUTED] for t in timelines]
-    stacks = python_stacks(store.frames, store.names, store.threads, [(tid, start) for live in named for _, tid, start in live])
+    stacks = python_stacks(
+        store.frames, store.names, store.threads, [(tid, start) for live in named for _, tid, start in live]
+    )
     for index, live in enumerate(named):
         timelines[index] = replace(timelines[index], live_stacks=tuple(stacks[: len(live)]))
         stacks = stacks[len(live) :]

@@ -120,8 +120,16 @@ def memory_breakdown(model: TraceModel) -> MemoryBreakdown | None:
     allocations = _json_allocations(model, timeline)
     modules = _module_rows(model, [(a.module_node, "", a.bytes) for a in allocations])
     return MemoryBreakdown(
-        device=timeline.device, peak_bytes=timeline.peak_bytes, peak_ns=timeline.peak_ns, step=step, phase=phase,
-        memory=None, modules=modules, allocations=_merged(allocations), what_ifs=[], most_activations=None,
+        device=timeline.device,
+        peak_bytes=timeline.peak_bytes,
+        peak_ns=timeline.peak_ns,
+        step=step,
+        phase=phase,
+        memory=None,
+        modules=modules,
+        allocations=_merged(allocations),
+        what_ifs=[],
+        most_activations=None,
         before_trace_bytes=timeline.before_trace_bytes,
     )
 
@@ -137,9 +145,17 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
     ]
     most = _most_activations(modules)
     return MemoryBreakdown(
-        device=memory.device, peak_bytes=memory.peak_bytes, peak_ns=memory.peak_ns, step=step, phase=phase,
-        memory=memory, modules=modules, allocations=allocations,
-        what_ifs=_what_ifs(model, memory, step, most), most_activations=most, phases=_phases(model),
+        device=memory.device,
+        peak_bytes=memory.peak_bytes,
+        peak_ns=memory.peak_ns,
+        step=step,
+        phase=phase,
+        memory=memory,
+        modules=modules,
+        allocations=allocations,
+        what_ifs=_what_ifs(model, memory, step, most),
+        most_activations=most,
+        phases=_phases(model),
         before_trace_bytes=memory.before_trace_bytes,
     )
 
@@ -193,7 +209,11 @@ def _most_activations(modules: list[ModuleMemory]) -> ModuleMemory | None:
     if children:  # below the whole model: its block that holds the most
         best = max(children, key=lambda m: m.bytes["activation"])
     while True:
-        whole = [c for c in activation_children(best) if c.bytes["activation"] == best.bytes["activation"] and c.node is not None and c.node.children]
+        whole = [
+            c
+            for c in activation_children(best)
+            if c.bytes["activation"] == best.bytes["activation"] and c.node is not None and c.node.children
+        ]
         if not whole:
             return best
         best = whole[0]
@@ -212,7 +232,9 @@ def _place(model: TraceModel, time_ns: int) -> tuple[StepStats | None, str]:
     return step, phase
 
 
-def _what_ifs(model: TraceModel, memory: CategorisedMemory, step: StepStats | None, most: ModuleMemory | None) -> list[WhatIf]:
+def _what_ifs(
+    model: TraceModel, memory: CategorisedMemory, step: StepStats | None, most: ModuleMemory | None
+) -> list[WhatIf]:
     peak = memory.peak_bytes
     by_category = memory.peak_by_category
     found = []
@@ -221,7 +243,9 @@ def _what_ifs(model: TraceModel, memory: CategorisedMemory, step: StepStats | No
     if step is not None:
         kept = sum(t.bytes for t in memory.live_at_peak if t.category == "gradient" and t.made_ns < step.start_ns)
     found.append(WhatIf("grads-to-none", kept, peak, by_category.get("gradient", 0)))
-    found.append(WhatIf("no-momentum", by_category.get("optimizer_state", 0), peak, by_category.get("optimizer_state", 0)))
+    found.append(
+        WhatIf("no-momentum", by_category.get("optimizer_state", 0), peak, by_category.get("optimizer_state", 0))
+    )
     if most is not None:
         node = most.node
         steps = max(1, len(model.steps))
@@ -280,6 +304,7 @@ def _merged(allocations: list[_JsonAllocation]) -> list[PeakAllocation]:
         group[0] += allocation.bytes
         group[1] += 1
     merged = [
-        PeakAllocation(size, "", operator, module, count, stack) for (operator, module, stack), (size, count) in groups.items()
+        PeakAllocation(size, "", operator, module, count, stack)
+        for (operator, module, stack), (size, count) in groups.items()
     ]
     return sorted(merged, key=lambda a: -a.bytes)

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
+from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.compiled_map import CompiledAttribution
 from tuiprof.analysis.compiled_run import CompiledRun
-from tuiprof.analysis.compiled import has_inductor_kernels
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.memory import MemoryTimeline, PeakFigure
 from tuiprof.analysis.memory_categories import CategorisedMemory
@@ -153,7 +153,9 @@ class TraceModel:
         sees, those from before the trace included), else the allocator's peak."""
         categorised = self.categorised_peak
         if categorised is not None:
-            return PeakFigure(categorised.device, categorised.peak_bytes, categorised.peak_ns, False, categorised.before_trace_bytes)
+            return PeakFigure(
+                categorised.device, categorised.peak_bytes, categorised.peak_ns, False, categorised.before_trace_bytes
+            )
         timeline = self.peak_memory
         if timeline is None:
             return None

@@ -32,7 +32,6 @@ from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.trace.columns import NONE, FrameColumns
 from tuiprof.trace.store import TraceEvents
 
-
 MAX_MODULE_DEPTH = 1000
 
 
@@ -294,7 +293,9 @@ def attribute_calls(calls: OperatorCalls, tree: ModuleTree, owner: np.ndarray, n
     is_root = np.zeros(len(calls), dtype=bool)
     is_root[candidates[roots]] = True
     tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(calls.column("parent"), is_root))
-    root_node = np.full(len(calls) + 1, -1, dtype=np.int64)  # backward root -> node; index -1 (no root) lands on the extra slot
+    root_node = np.full(
+        len(calls) + 1, -1, dtype=np.int64
+    )  # backward root -> node; index -1 (no root) lands on the extra slot
     root_node[candidates[roots]] = owner[forward[roots]]
     tree.charged_node = np.where(owner >= 0, owner, root_node[tree.backward_owner])
 
@@ -320,7 +321,11 @@ def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:
     forward = summer([n.operator_rows for n in nodes])
     backward = summer([n.backward_rows for n in nodes])
     self_device, self_mem, flops = forward("self_device_ns"), forward("self_cpu_mem"), forward("counted_flops")
-    back_cpu, back_device, back_flops = backward("total_ns"), backward("device_total_ns"), backward("counted_flops_total")
+    back_cpu, back_device, back_flops = (
+        backward("total_ns"),
+        backward("device_total_ns"),
+        backward("counted_flops_total"),
+    )
     for i, node in enumerate(nodes):
         node.self_device_us = node.device_total_us = self_device[i] / 1000
         node.self_cpu_mem_bytes = node.cpu_mem_bytes = self_mem[i]

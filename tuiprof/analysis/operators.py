@@ -135,11 +135,16 @@ def aggregate_operators(
     if unattributed is not None and unattributed.calls and not top_level_only:
         result.append(
             OperatorStats(
-                name="[memory]", input_shapes="[]" if group_by_shape else None, calls=unattributed.calls, rows=NO_ROWS,
+                name="[memory]",
+                input_shapes="[]" if group_by_shape else None,
+                calls=unattributed.calls,
+                rows=NO_ROWS,
                 **{
                     **dict.fromkeys(SUMMED_FIELDS, 0),
-                    "self_cpu_mem_bytes": unattributed.cpu_bytes, "cpu_mem_bytes": unattributed.cpu_bytes,
-                    "self_device_mem_bytes": unattributed.device_bytes, "device_mem_bytes": unattributed.device_bytes,
+                    "self_cpu_mem_bytes": unattributed.cpu_bytes,
+                    "cpu_mem_bytes": unattributed.cpu_bytes,
+                    "self_device_mem_bytes": unattributed.device_bytes,
+                    "device_mem_bytes": unattributed.device_bytes,
                 },
             )
         )
@@ -156,8 +161,11 @@ def _stats_by_key(
     members_sorted = selected[np.concatenate(positions)]
     firsts = np.cumsum([0] + [len(p) for p in positions[:-1]])
     sums = {
-        field: (np.add.reduceat(calls.column(column)[members_sorted], firsts) * factor if factor != 1
-                else np.add.reduceat(calls.column(column)[members_sorted], firsts)).tolist()
+        field: (
+            np.add.reduceat(calls.column(column)[members_sorted], firsts) * factor
+            if factor != 1
+            else np.add.reduceat(calls.column(column)[members_sorted], firsts)
+        ).tolist()
         for field, (column, factor) in SUMMED_FIELDS.items()
     }
     width = max(1, len(shapes))

@@ -26,7 +26,9 @@ Stack = tuple[str, ...]
 LIBRARY_PACKAGES = frozenset(sys.stdlib_module_names) | {"torch"}
 
 
-def python_stacks(frames: FrameColumns, names: list[str], threads: list[int | str], queries: list[tuple[int | str, int]]) -> list[Stack]:
+def python_stacks(
+    frames: FrameColumns, names: list[str], threads: list[int | str], queries: list[tuple[int | str, int]]
+) -> list[Stack]:
     """The stack at each (thread id, time ns) query, outermost first; () where no frame holds it.
 
     Frames nest on their thread, so every frame enclosing a moment is the last frame started

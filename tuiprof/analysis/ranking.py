@@ -59,7 +59,15 @@ def module_classes(nodes: Iterable[ModuleNode]) -> list[ModuleGroup]:
     for name, members in by_class.items():
         parts = [n.cost_parts_us for n in members]
         members.sort(key=lambda n: n.cost_us, reverse=True)
-        groups.append(ModuleGroup(name, tuple(members), sum(n.cost_us for n in members), sum(f for f, _ in parts), sum(b for _, b in parts)))
+        groups.append(
+            ModuleGroup(
+                name,
+                tuple(members),
+                sum(n.cost_us for n in members),
+                sum(f for f, _ in parts),
+                sum(b for _, b in parts),
+            )
+        )
     return sorted(groups, key=lambda g: g.cost_us, reverse=True)
 
 
@@ -103,7 +111,11 @@ def module_breakdown(model: TraceModel, limit: int = 5) -> list[ModuleGroup]:
     if children:
         parts = module_classes(children)
     else:
-        parts = [ModuleGroup(n.class_name, (n,), n.cost_us, *n.cost_parts_us) for n in group.nodes] if len(group.nodes) > 1 else []
+        parts = (
+            [ModuleGroup(n.class_name, (n,), n.cost_us, *n.cost_parts_us) for n in group.nodes]
+            if len(group.nodes) > 1
+            else []
+        )
     return [group, *(part for part in parts if part.cost_us)][:limit]
 
 
@@ -115,7 +127,9 @@ def operator_rank_key(model: TraceModel) -> str:
 def top_operators(model: TraceModel, limit: int = 5) -> list[OperatorStats]:
     key = operator_rank_key(model)
     # The merged step spans (ProfilerStep*) are a container, never "the top operator".
-    ranked = sorted((s for s in model.operators() if s.name != STEP_WILDCARD), key=lambda s: getattr(s, key), reverse=True)
+    ranked = sorted(
+        (s for s in model.operators() if s.name != STEP_WILDCARD), key=lambda s: getattr(s, key), reverse=True
+    )
     return ranked[:limit]
 
 

@@ -324,7 +324,11 @@ def summarise_run(
                 problems.append(f"{result} (rank {rank_file.rank} skipped)")
     if not summaries:
         more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
-        raise TraceError(str(run.path), f"no rank could be read ({problems[0] if problems else 'none'}{more})", "pass traces written by torch.profiler")
+        raise TraceError(
+            str(run.path),
+            f"no rank could be read ({problems[0] if problems else 'none'}{more})",
+            "pass traces written by torch.profiler",
+        )
     ordered = tuple(summaries[rank] for rank in sorted(summaries))
     problems.extend(damage_problem(s, s.damage) for s in ordered if s.damage is not None)
     base = min(s.base_time_ns for s in ordered)
@@ -336,8 +340,11 @@ def summarise_run(
 
 def damage_problem(summary: RankSummary, damage: LoadDamage) -> str:
     """One line for a rank whose file was damaged: its numbers are partial (also when read from a sidecar)."""
-    counts = [f"{n:,} event{'s' * (n != 1)} {word}" for n, word in
-              ((damage.repaired, "repaired"), (damage.skipped, "skipped"), (damage.left_out, "left out")) if n]
+    counts = [
+        f"{n:,} event{'s' * (n != 1)} {word}"
+        for n, word in ((damage.repaired, "repaired"), (damage.skipped, "skipped"), (damage.left_out, "left out"))
+        if n
+    ]
     what = "; ".join((*damage.problems, *counts))
     return f"{summary.file}: rank {summary.rank} is damaged ({what}): its numbers are partial; copy or export the trace again"
 
@@ -352,7 +359,9 @@ def summarise_one(rank_file: RankFile) -> RankSummary | str:
         return f"{rank_file.path}: out of memory while analysing it; use --cluster or a machine with more memory"
 
 
-def summarise_locally(pending: list[RankFile], workers: int | None, progress: Progress | None) -> list[RankSummary | str]:
+def summarise_locally(
+    pending: list[RankFile], workers: int | None, progress: Progress | None
+) -> list[RankSummary | str]:
     """Each file in a worker process (this module's ``_serve``), the next file to whichever is free.
 
     Plain processes over pipes, not ``multiprocessing`` (see
@@ -379,7 +388,9 @@ def summarise_locally(pending: list[RankFile], workers: int | None, progress: Pr
     command = worker_command(__name__)
     processes: list[subprocess.Popen] = []
     for _ in range(count):
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        )
         register_process(process)
         processes.append(process)
     selector = selectors.DefaultSelector()

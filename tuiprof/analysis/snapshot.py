@@ -158,7 +158,9 @@ class SnapshotModel:
 
 def is_own_code(filename: str) -> bool:
     """A frame of the user's code: Python outside installed packages and the standard library."""
-    return filename.endswith(".py") and not filename.startswith("<") and not any(m in filename for m in _LIBRARY_MARKERS)
+    return (
+        filename.endswith(".py") and not filename.startswith("<") and not any(m in filename for m in _LIBRARY_MARKERS)
+    )
 
 
 def own_frame(snapshot: Snapshot, stack: int) -> int:
@@ -205,11 +207,19 @@ def _forward_frames(snapshot: Snapshot, stack: int) -> list[tuple[str, int]]:
     for position, frame in enumerate(ids):  # innermost first
         original = frames.fx["fx_original_trace"][frame]
         if original:  # a traceback, outermost first: its innermost forward comes first here
-            found.extend(reversed([(m["file"], int(m["line"])) for m in _TRACEBACK_LINE.finditer(original) if m["name"] == "forward"]))
+            found.extend(
+                reversed(
+                    [(m["file"], int(m["line"])) for m in _TRACEBACK_LINE.finditer(original) if m["name"] == "forward"]
+                )
+            )
             continue
         caller = ids[position + 1] if position + 1 < len(ids) else -1
-        if (frames.name[frame] == "forward" and caller >= 0 and frames.name[caller] in _MODULE_CALLERS
-                and frames.filename[caller].replace("\\", "/").endswith(_MODULE_PY)):
+        if (
+            frames.name[frame] == "forward"
+            and caller >= 0
+            and frames.name[caller] in _MODULE_CALLERS
+            and frames.filename[caller].replace("\\", "/").endswith(_MODULE_PY)
+        ):
             found.append((frames.filename[frame], int(frames.line[frame])))
     return found[::-1]
 
@@ -218,7 +228,9 @@ def module_path(snapshot: Snapshot, stack: int) -> tuple[str, ...]:
     """The stack's modules, outermost first: ``("model.py:15", "linear.py")`` (see the module
     docstring); () when no frame is a module's forward."""
     forwards = _forward_frames(snapshot, stack)
-    return tuple(f"{os.path.basename(name)}:{line}" for name, line in forwards[:-1]) + tuple(os.path.basename(name) for name, _ in forwards[-1:])
+    return tuple(f"{os.path.basename(name)}:{line}" for name, line in forwards[:-1]) + tuple(
+        os.path.basename(name) for name, _ in forwards[-1:]
+    )
 
 
 def module_text(path: tuple[str, ...]) -> str:
@@ -245,7 +257,9 @@ def lifetimes(snapshot: Snapshot, adds: tuple[int, ...], removes: tuple[int, ...
     rows = np.flatnonzero(is_add | is_remove)
     rows = rows[np.lexsort((rows, entries.address[rows], entries.device[rows]))]
     same_next = np.zeros(len(rows), dtype=bool)
-    same_next[:-1] = (entries.device[rows[1:]] == entries.device[rows[:-1]]) & (entries.address[rows[1:]] == entries.address[rows[:-1]])
+    same_next[:-1] = (entries.device[rows[1:]] == entries.device[rows[:-1]]) & (
+        entries.address[rows[1:]] == entries.address[rows[:-1]]
+    )
     same_previous = np.zeros(len(rows), dtype=bool)
     same_previous[1:] = same_next[:-1]
     added = is_add[rows]
@@ -262,11 +276,15 @@ def lifetimes(snapshot: Snapshot, adds: tuple[int, ...], removes: tuple[int, ...
     return Lifetimes(device, address, size, stack, start, end)
 
 
-def _with_held(found: Lifetimes, count: int, device: np.ndarray, address: np.ndarray, size: np.ndarray, stack: np.ndarray) -> Lifetimes:
+def _with_held(
+    found: Lifetimes, count: int, device: np.ndarray, address: np.ndarray, size: np.ndarray, stack: np.ndarray
+) -> Lifetimes:
     """Add the end-state items (device, address) not live at the trace's end: held through all of it."""
     live = found.end == count
     live_keys = set(zip(found.device[live].tolist(), found.address[live].tolist()))
-    missing = np.asarray([(d, a) not in live_keys for d, a in zip(device.tolist(), address.tolist())], dtype=bool).reshape(-1)
+    missing = np.asarray(
+        [(d, a) not in live_keys for d, a in zip(device.tolist(), address.tolist())], dtype=bool
+    ).reshape(-1)
     extra = int(missing.sum())
     return Lifetimes(
         np.concatenate([found.device, device[missing]]).astype(np.int32),
@@ -342,8 +360,16 @@ def segment_use(snapshot: Snapshot) -> list[SegmentUse]:
     largest = np.zeros(count, dtype=np.int64)
     np.maximum.at(largest, segments.block_segment[inactive], segments.block_size[inactive])
     return [
-        SegmentUse(int(segments.device[i]), int(segments.address[i]), int(segments.total_size[i]), int(allocated[i]),
-                   int(segments.total_size[i]) - int(allocated[i]), int(largest[i]), int(segments.stream[i]), segments.segment_type[i])
+        SegmentUse(
+            int(segments.device[i]),
+            int(segments.address[i]),
+            int(segments.total_size[i]),
+            int(allocated[i]),
+            int(segments.total_size[i]) - int(allocated[i]),
+            int(largest[i]),
+            int(segments.stream[i]),
+            segments.segment_type[i],
+        )
         for i in range(count)
     ]
 
@@ -385,43 +411,80 @@ def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotM
     count = len(entries)
     held = np.isin(blocks.block_state, _ACTIVE_STATES)
     traced = lifetimes(snapshot, (_ALLOC,), (_FREE,))
-    allocations = _with_held(traced, count, blocks.device[blocks.block_segment[held]], blocks.block_address[held],
-                             blocks.block_size[held], blocks.block_stack[held])
+    allocations = _with_held(
+        traced,
+        count,
+        blocks.device[blocks.block_segment[held]],
+        blocks.block_address[held],
+        blocks.block_size[held],
+        blocks.block_stack[held],
+    )
     traced_segments = lifetimes(snapshot, _SEGMENT_ADDS, _SEGMENT_REMOVES)
-    segments = _with_held(traced_segments, count, blocks.device, blocks.address, blocks.total_size, np.zeros(len(blocks), dtype=np.int32))
+    segments = _with_held(
+        traced_segments, count, blocks.device, blocks.address, blocks.total_size, np.zeros(len(blocks), dtype=np.int32)
+    )
     inside = window.mask(entries)
     timelines, peaks = [], []
     for device in range(snapshot.device_count):
         everything = np.flatnonzero(entries.device == device)
         rows = everything[inside[everything]]
-        timeline = DeviceTimeline(device, rows, entries.time_us[rows], _curve(allocations, rows, device, count), _curve(segments, rows, device, count))
+        timeline = DeviceTimeline(
+            device,
+            rows,
+            entries.time_us[rows],
+            _curve(allocations, rows, device, count),
+            _curve(segments, rows, device, count),
+        )
         timelines.append(timeline)
         at = timeline.peak_index
         if at >= 0:
             row = int(rows[at])
             live = allocations.live_at(device, row)
             groups = group_by_stack(allocations, live)
-            peaks.append(DevicePeak(device, row, int(np.searchsorted(everything, row)), int(timeline.time_us[at]),
-                                    int(timeline.allocated[at]), int(timeline.reserved[at]), groups, group_by_module(snapshot, groups)))
+            peaks.append(
+                DevicePeak(
+                    device,
+                    row,
+                    int(np.searchsorted(everything, row)),
+                    int(timeline.time_us[at]),
+                    int(timeline.allocated[at]),
+                    int(timeline.reserved[at]),
+                    groups,
+                    group_by_module(snapshot, groups),
+                )
+            )
         else:  # no entry in the window (or none at all): the state then
             earlier = everything[window.before(entries)[everything]] if window.start is not None else everything
-            row = int(earlier[-1]) if len(earlier) else (-1 if len(everything) else count - 1)  # count - 1: after the last entry
+            row = (
+                int(earlier[-1]) if len(earlier) else (-1 if len(everything) else count - 1)
+            )  # count - 1: after the last entry
             allocated, reserved, live = _state_at(allocations, segments, device, row)
             groups = group_by_stack(allocations, live)
             peaks.append(DevicePeak(device, -1, -1, -1, allocated, reserved, groups, group_by_module(snapshot, groups)))
     ooms = []
     oom_rows = np.flatnonzero((entries.action == ACTION_CODE["oom"]) & inside)
-    explained = np.concatenate([oom_rows[entries.device[oom_rows] == d][:OOMS_EXPLAINED] for d in range(snapshot.device_count)] or [oom_rows])
+    explained = np.concatenate(
+        [oom_rows[entries.device[oom_rows] == d][:OOMS_EXPLAINED] for d in range(snapshot.device_count)] or [oom_rows]
+    )
     for row in np.sort(explained).tolist():
         device = int(entries.device[row])
         timeline = timelines[device]
         at = int(np.searchsorted(timeline.rows, row))
-        ooms.append(OutOfMemory(
-            row, int(np.searchsorted(np.flatnonzero(entries.device == device), row)), device, int(entries.time_us[row]),
-            int(entries.size[row]), int(entries.device_free[row]), int(timeline.allocated[at]), int(timeline.reserved[at]),
-            largest_free_gap(allocations, segments, device, row),
-            group_by_stack(allocations, allocations.live_at(device, row)), int(entries.stack[row]),
-        ))
+        ooms.append(
+            OutOfMemory(
+                row,
+                int(np.searchsorted(np.flatnonzero(entries.device == device), row)),
+                device,
+                int(entries.time_us[row]),
+                int(entries.size[row]),
+                int(entries.device_free[row]),
+                int(timeline.allocated[at]),
+                int(timeline.reserved[at]),
+                largest_free_gap(allocations, segments, device, row),
+                group_by_stack(allocations, allocations.live_at(device, row)),
+                int(entries.stack[row]),
+            )
+        )
     return SnapshotModel(snapshot, allocations, segments, timelines, peaks, segment_use(snapshot), ooms, len(oom_rows))
 
 
@@ -456,7 +519,9 @@ def highest_peak(model: SnapshotModel) -> DevicePeak:
 def stack_frames(snapshot: Snapshot, stack: int) -> tuple[tuple[str, int, str], ...]:
     """A stack as comparable content: stack ids differ between two files, frames do not."""
     frames = snapshot.frames
-    return tuple((frames.filename[i], frames.line[i], frames.name[i]) for i in snapshot.stacks.frame_ids(stack).tolist())
+    return tuple(
+        (frames.filename[i], frames.line[i], frames.name[i]) for i in snapshot.stacks.frame_ids(stack).tolist()
+    )
 
 
 def diff_snapshots(a: SnapshotModel, b: SnapshotModel) -> SnapshotDiff:

@@ -87,4 +87,6 @@ def place_peak(model: SnapshotModel, store: TraceEvents) -> PeakPlace:
     row = _innermost(starts, operators)
     module_row = int(calls.module[row])
     module = store.module_names().get(module_row) if module_row >= 0 else None
-    return PeakPlace(place.trace, place.device, at, *span, step=step, operator=calls.name(row), module=module, thread=calls.tid(row))
+    return PeakPlace(
+        place.trace, place.device, at, *span, step=step, operator=calls.name(row), module=module, thread=calls.tid(row)
+    )

@@ -81,9 +81,7 @@ def is_communication(name: str) -> bool:
     return any(marker in lowered for marker in COMMUNICATION_MARKERS)
 
 
-def build_steps(
-    calls: OperatorCalls, activity: DeviceActivity, gpu_annotations: list[TimedEvent]
-) -> list[StepStats]:
+def build_steps(calls: OperatorCalls, activity: DeviceActivity, gpu_annotations: list[TimedEvent]) -> list[StepStats]:
     """One row per ``ProfilerStep#N``, device columns measured over its device window.
 
     The window is the step's ``gpu_user_annotation`` span when the trace has
@@ -127,7 +125,9 @@ def build_steps(
     spans = _loading_spans(calls, loading_rows)
     columns = _window_columns(activity, lows, highs, spans)
     return [
-        _step_stats(calls.name(row), (calls.start_ns[row], calls.end_ns[row]), loading[row], columns, i, (lows[i], highs[i]))
+        _step_stats(
+            calls.name(row), (calls.start_ns[row], calls.end_ns[row]), loading[row], columns, i, (lows[i], highs[i])
+        )
         for i, row in enumerate(step_rows.tolist())
     ]
 

@@ -181,7 +181,9 @@ class Timeline:
     def idle(self) -> Lane | None:
         return self.lane("idle")
 
-    def select(self, groups: tuple[str, ...] | list[str] | None = None, depth: int | dict[str, int] = DEFAULT_DEPTH) -> list[Lane]:
+    def select(
+        self, groups: tuple[str, ...] | list[str] | None = None, depth: int | dict[str, int] = DEFAULT_DEPTH
+    ) -> list[Lane]:
         """The lanes to show: of these groups, nesting sub-lanes up to ``depth``
         (per thread when a dict: thread -> depth, DEFAULT_DEPTH for the others)."""
         chosen = []
@@ -283,8 +285,13 @@ class Timeline:
         index = lane.intervals
         assert index is not None
         return Slice(
-            lane, row, self.names[index.names[row]], int(index.starts[row]), int(index.ends[row]),
-            int(index.refs[row]), int(index.kinds[row]),
+            lane,
+            row,
+            self.names[index.names[row]],
+            int(index.starts[row]),
+            int(index.ends[row]),
+            int(index.refs[row]),
+            int(index.kinds[row]),
         )
 
     def slice_at(self, lane: Lane, time_ns: int) -> Slice | None:
@@ -347,7 +354,12 @@ class Timeline:
         ]
         chosen = np.sort(np.concatenate(device_rows)) if device_rows else np.empty(0, dtype=np.int64)
         return RangeStats(
-            start_ns, end_ns, busy, aggregate_operators(calls, rows), _kernels_of(self.model, chosen), self.device_idle(start_ns, end_ns)
+            start_ns,
+            end_ns,
+            busy,
+            aggregate_operators(calls, rows),
+            _kernels_of(self.model, chosen),
+            self.device_idle(start_ns, end_ns),
         )
 
     def device_idle(self, start_ns: int, end_ns: int, step: str | None = None) -> DeviceIdle:
@@ -421,7 +433,11 @@ class Timeline:
         launched = np.flatnonzero(launcher >= 0)
         by = launcher[launched]
         starts = calls.column("start_ns")[by]
-        inside = (calls.column("thread")[by] == calls.thread[row]) & (starts >= calls.start_ns[row]) & (starts < calls.end_ns[row])
+        inside = (
+            (calls.column("thread")[by] == calls.thread[row])
+            & (starts >= calls.start_ns[row])
+            & (starts < calls.end_ns[row])
+        )
         chosen = launched[inside]
         if not len(chosen):
             return None
@@ -556,7 +572,9 @@ def _python_lanes(model: TraceModel, store: TraceEvents) -> list[Lane]:
                 key=f"python/{tid}/{level}",
                 group="python",
                 label=f"modules {tid}" if level == 0 else f"  depth {level}",
-                intervals=IntervalIndex(frames.start_ns[chosen], frames.end_ns[chosen], frames.module[chosen], refs=chosen),
+                intervals=IntervalIndex(
+                    frames.start_ns[chosen], frames.end_ns[chosen], frames.module[chosen], refs=chosen
+                ),
                 thread=str(tid),
                 depth=level,
             )
@@ -589,8 +607,11 @@ def _gpu_lanes(model: TraceModel) -> list[Lane]:
                 group="gpu",
                 label=f"stream {label}" if label else "stream ?",
                 intervals=IntervalIndex(
-                    events.start_ns[where], events.start_ns[where] + events.dur_ns[where], events.name[where],
-                    refs=where, kinds=kinds[where],
+                    events.start_ns[where],
+                    events.start_ns[where] + events.dur_ns[where],
+                    events.name[where],
+                    refs=where,
+                    kinds=kinds[where],
                 ),
             )
         )
@@ -609,7 +630,9 @@ def _memory_lanes(model: TraceModel) -> list[Lane]:
             key=f"memory/{timeline.device}",
             group="memory",
             label=f"memory {timeline.device}",
-            counter=CounterIndex(np.array(timeline.times_ns, dtype=np.int64), np.array(timeline.allocated, dtype=np.int64)),
+            counter=CounterIndex(
+                np.array(timeline.times_ns, dtype=np.int64), np.array(timeline.allocated, dtype=np.int64)
+            ),
         )
         for timeline in model.memory
     ]
@@ -621,7 +644,9 @@ def profiler_step_rows(model: TraceModel) -> np.ndarray:
     return np.flatnonzero(np.isin(calls.column("name_id"), calls.name_codes(is_step_name)))
 
 
-def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]) -> tuple[list[Lane], list[StepWindow]]:
+def _step_lanes(
+    model: TraceModel, names: list[str], windows: list[tuple[str, int, int]]
+) -> tuple[list[Lane], list[StepWindow]]:
     calls = model.calls
     step_rows = profiler_step_rows(model)
     if not len(step_rows):
@@ -636,7 +661,12 @@ def _step_lanes(model: TraceModel, names: list[str], windows: list[tuple[str, in
         steps.append(StepWindow(stats.name, stats.number, start, end))
     steps.sort(key=lambda s: s.start_ns)
     lanes = [
-        Lane("step", "step", "steps", IntervalIndex(starts[step_rows], ends[step_rows], calls.column("name_id")[step_rows], refs=step_rows))
+        Lane(
+            "step",
+            "step",
+            "steps",
+            IntervalIndex(starts[step_rows], ends[step_rows], calls.column("name_id")[step_rows], refs=step_rows),
+        )
     ]
     phase = _phase_lane(model, names, step_rows)
     if phase is not None:
@@ -653,7 +683,9 @@ def _phase_lane(model: TraceModel, names: list[str], step_rows: np.ndarray) -> L
     names.extend(PHASES)
     array = np.array(pieces, dtype=np.int64)
     return Lane(
-        "phase", "step", "phases",
+        "phase",
+        "step",
+        "phases",
         IntervalIndex(array[:, 0], array[:, 1], base + array[:, 2], refs=np.full(len(array), -1), kinds=array[:, 2]),
     )
 
@@ -703,7 +735,9 @@ def _idle_lane(model: TraceModel, names: list[str], windows: list[tuple[str, int
     gap_starts, gap_ends, owner = subtract_spans(window_starts, window_ends, busy_starts, busy_ends)
     names.append(IDLE_NAME)
     return Lane(
-        "idle", "idle", "device idle",
+        "idle",
+        "idle",
+        "device idle",
         IntervalIndex(gap_starts, gap_ends, np.full(len(gap_starts), len(names) - 1), refs=owner),
     )
 

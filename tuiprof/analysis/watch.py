@@ -40,8 +40,10 @@ class SlowRule:
     warmup: int = 10  # steps never judged at the start
 
     def describe(self) -> str:
-        return (f"after {self.warmup} warm-up steps, {self.held} steps in a row over {self.ratio:g}x "
-                f"the median of the last {self.window}")
+        return (
+            f"after {self.warmup} warm-up steps, {self.held} steps in a row over {self.ratio:g}x "
+            f"the median of the last {self.window}"
+        )
 
 
 def parse_slow_rule(text: str, warmup: int) -> SlowRule:
@@ -56,7 +58,8 @@ def parse_slow_rule(text: str, warmup: int) -> SlowRule:
         ratio = window = held = -1
     if len(parts) > 3 or not ratio > 1 or window < 3 or held < 1 or warmup < 0:
         raise TraceError(
-            f"--watch-threshold {text}", "not RATIO[:N[:K]] with RATIO > 1, N >= 3, K >= 1",
+            f"--watch-threshold {text}",
+            "not RATIO[:N[:K]] with RATIO > 1, N >= 3, K >= 1",
             "write it like 1.2:50:3 (1.2x the median of the last 50 steps, held for 3 steps)",
         )
     return SlowRule(ratio, window, held, warmup)
@@ -150,7 +153,9 @@ def summarise_watch(history: History) -> WatchSummary:
     summaries = []
     for capture in history.captures:
         step_s, data_s = medians(capture)
-        summaries.append(CaptureSummary(capture, step_s, data_s, None if capture is healthy_capture else healthy_median))
+        summaries.append(
+            CaptureSummary(capture, step_s, data_s, None if capture is healthy_capture else healthy_median)
+        )
     healthy = next((s for s in summaries if s.capture is healthy_capture), None)
     unprofiled = [w for w, p in zip(history.wall_s, history.profiled) if not p]
     return WatchSummary(history, tuple(summaries), healthy, statistics.median(unprofiled) if unprofiled else None)
@@ -184,8 +189,15 @@ def step_chart(history: History, columns: int) -> list[ChartColumn]:
         datas = [d for i in range(start, stop) if not history.profiled[i] and (d := history.data_s[i]) is not None]
         first, last = history.steps[start], history.steps[stop - 1]
         marks = "".join(m for step, m in sorted(marks_at.items()) if first <= step <= last)
-        chart.append(ChartColumn(first, last, statistics.median(walls) if walls else None,
-                                 statistics.median(datas) if datas else None, marks))
+        chart.append(
+            ChartColumn(
+                first,
+                last,
+                statistics.median(walls) if walls else None,
+                statistics.median(datas) if datas else None,
+                marks,
+            )
+        )
     return chart
 
 
@@ -231,7 +243,9 @@ def step_parts(healthy: TraceModel, other: TraceModel) -> tuple[PartDelta, ...]:
 
     def medians(model: TraceModel) -> dict[str, float]:
         steps = model.steps
-        values = {label: statistics.median(getattr(s, key) for s in steps) if steps else 0.0 for key, label in STEP_PARTS}
+        values = {
+            label: statistics.median(getattr(s, key) for s in steps) if steps else 0.0 for key, label in STEP_PARTS
+        }
         rests = [s.duration_us - sum(getattr(s, key) for key, _ in STEP_PARTS) for s in steps]
         values[REST_OF_STEP] = statistics.median(rests) if rests else 0.0
         return values

@@ -25,7 +25,13 @@ from typing import TextIO
 
 from tuiprof.capture.config import ANALYSING, SAVING, CaptureConfig, CaptureProgress, describe_steps, parse_shape
 from tuiprof.capture.distributed import finish_rank, rank_trace_path, run_directory, torchrun_launch
-from tuiprof.capture.options import check_folder, check_save_path, config_from_args, refuse_model_options, require_packages
+from tuiprof.capture.options import (
+    check_folder,
+    check_save_path,
+    config_from_args,
+    refuse_model_options,
+    require_packages,
+)
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
 from tuiprof.report.render import print_notice
 
@@ -51,7 +57,9 @@ def run_live(args: Namespace) -> int:
             code = _live_in_explorer(live, saved=bool(args.save))
     result = live.result
     if result is not None and result.trace_path is not None:
-        for line in describe_steps(result.steps_done, result.trace_steps, result.dropped_step, live.capture_s, result.facts.compile_s):
+        for line in describe_steps(
+            result.steps_done, result.trace_steps, result.dropped_step, live.capture_s, result.facts.compile_s
+        ):
             print_notice(f"tuiprof: {line}")
     _say_where_the_trace_is(args.save, result is not None and result.trace_path is not None)
     return code
@@ -121,7 +129,9 @@ def run_script(args: Namespace) -> int:
     return code
 
 
-def _run_script_in(scratch: Path, script: Path, args: Namespace, config: CaptureConfig, trace_path: Path, started: float) -> int:
+def _run_script_in(
+    scratch: Path, script: Path, args: Namespace, config: CaptureConfig, trace_path: Path, started: float
+) -> int:
     from tuiprof.capture.live import describe_progress
 
     log_path = scratch / "profiler.log"
@@ -134,7 +144,9 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
         def on_progress(progress: CaptureProgress) -> None:
             print_notice(f"tuiprof: {describe_progress(progress)}", terminal)
 
-        on_progress(CaptureProgress(0, config.total_steps, "setup", time.perf_counter() - started, None, "importing torch"))
+        on_progress(
+            CaptureProgress(0, config.total_steps, "setup", time.perf_counter() - started, None, "importing torch")
+        )
         from tuiprof.capture.script import profile_script
         from tuiprof.capture.session import native_stderr_to
 
@@ -155,7 +167,9 @@ def _run_script_in(scratch: Path, script: Path, args: Namespace, config: Capture
             f"(wait {config.wait}, warmup {config.warmup}, active {config.active}); nothing was recorded"
         )
         return EXIT_INTERRUPTED if result.interrupted else EXIT_BAD_INPUT
-    steps = describe_steps(result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started, result.facts.compile_s)
+    steps = describe_steps(
+        result.steps, result.trace_steps, result.dropped_step, time.perf_counter() - started, result.facts.compile_s
+    )
     launch = torchrun_launch()
     if launch:
         for line in steps:

@@ -58,7 +58,9 @@ class CompileLogRecorder:
 
     def taken(self) -> CompileLog | None:
         """What Dynamo reported since recording began, None when it compiled nothing."""
-        compiles = [_frame_compile(m) for m in _compilation_metrics() if id(m) not in self._metrics_before and m.co_name]
+        compiles = [
+            _frame_compile(m) for m in _compilation_metrics() if id(m) not in self._metrics_before and m.co_name
+        ]
         log = CompileLog(graph_breaks=list(self._breaks), compiles=compiles)
         return log if log.compiles or log.graph_breaks else None
 

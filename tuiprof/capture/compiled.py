@@ -136,7 +136,11 @@ class KernelMapRecorder:
 
     def compiled_map(self) -> CompiledMap:
         return CompiledMap(
-            root=self.root, modules=list(self.modules), graphs=list(self._graphs.values()), cost_s=self.cost_s, unread=self.unread
+            root=self.root,
+            modules=list(self.modules),
+            graphs=list(self._graphs.values()),
+            cost_s=self.cost_s,
+            unread=self.unread,
         )
 
     def taken(self) -> tuple[CompiledMap | None, float | None]:
@@ -246,7 +250,9 @@ def _fused_origins(node_schedule: Any) -> list[Any]:
     A kernel made for graph inputs only (the channels-last copy of the
     convolution weights at a graph's start) takes the nodes that read them.
     """
-    origins = [origin for snode in node_schedule for origin in getattr(getattr(snode, "node", None), "origins", ()) or ()]
+    origins = [
+        origin for snode in node_schedule for origin in getattr(getattr(snode, "node", None), "origins", ()) or ()
+    ]
     computed = _computations(origins)
     work = [node for node in computed if not _is_view(node)]
     if work:

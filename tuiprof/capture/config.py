@@ -58,7 +58,11 @@ class CaptureProgress:
 
 
 def describe_steps(
-    steps_run: int, trace_steps: list[int], unfinished_step: int | None, capture_s: float, compile_s: float | None = None
+    steps_run: int,
+    trace_steps: list[int],
+    unfinished_step: int | None,
+    capture_s: float,
+    compile_s: float | None = None,
 ) -> list[str]:
     """The lines a capture ends with: the steps run, and exactly the steps its trace holds.
 
@@ -71,8 +75,10 @@ def describe_steps(
     from tuiprof.report.units import format_us_short
 
     compiling = f", {format_us_short(compile_s * 1e6)} of it compiling" if compile_s else ""
-    text = (f"{steps_run} step{'' if steps_run == 1 else 's'} run in {format_us_short(capture_s * 1e6)} (capture{compiling});"
-            f" the trace holds {len(trace_steps)}")
+    text = (
+        f"{steps_run} step{'' if steps_run == 1 else 's'} run in {format_us_short(capture_s * 1e6)} (capture{compiling});"
+        f" the trace holds {len(trace_steps)}"
+    )
     if trace_steps:
         last = f"-#{trace_steps[-1]}" if len(trace_steps) > 1 else ""
         text += f" (ProfilerStep#{trace_steps[0]}{last})"

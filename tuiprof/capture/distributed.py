@@ -144,13 +144,16 @@ def rank_paths(own: Path, launch: Launch) -> list[Path]:
     marker = f".rank{launch.rank}."
     name = own.name
     at = name.rindex(marker)
-    return [own.with_name(f"{name[:at]}.rank{rank}.{name[at + len(marker):]}") for rank in range(launch.world_size)]
+    return [own.with_name(f"{name[:at]}.rank{rank}.{name[at + len(marker) :]}") for rank in range(launch.world_size)]
 
 
 def gather_run(own: Path, launch: Launch) -> Path:
     """On rank 0: the run directory once every rank wrote (missing ranks are named, not waited for forever)."""
     for path in wait_for_ranks(rank_paths(own, launch)):
-        print(f"tuiprof: {path}: not written within {WAIT_FOR_RANKS_S:.0f} s; the run is shown without it", file=sys.stderr)
+        print(
+            f"tuiprof: {path}: not written within {WAIT_FOR_RANKS_S:.0f} s; the run is shown without it",
+            file=sys.stderr,
+        )
     return own.parent
 
 

@@ -67,16 +67,26 @@ class LiveCapture:
         self.result = None  # CaptureResult once captured
         self.capture_s = 0.0  # seconds from the start to the trace written, once captured
 
-    def capture(self, on_progress: Callable[[CaptureProgress], None] | None = None, stopped: Callable[[], bool] | None = None):
+    def capture(
+        self, on_progress: Callable[[CaptureProgress], None] | None = None, stopped: Callable[[], bool] | None = None
+    ):
         """Run the capture (imports torch: seconds, so the UI is already up)."""
         if on_progress:
-            on_progress(CaptureProgress(0, self.config.total_steps, "setup", time.perf_counter() - self.started, None, "importing torch"))
+            on_progress(
+                CaptureProgress(
+                    0, self.config.total_steps, "setup", time.perf_counter() - self.started, None, "importing torch"
+                )
+            )
         from tuiprof.capture.session import native_stderr_to, profile_training
 
         with native_stderr_to(self.log_path):
             self.result = profile_training(
-                self.config, self.trace_path, on_progress, stopped or self.stop.is_set,
-                started=self.started, read_log=self.log_lines,
+                self.config,
+                self.trace_path,
+                on_progress,
+                stopped or self.stop.is_set,
+                started=self.started,
+                read_log=self.log_lines,
             )
         self.result.facts.log_lines = self.log_lines()
         self.capture_s = time.perf_counter() - self.started  # the exit line's time: not the explorer's
@@ -98,7 +108,10 @@ class LiveCapture:
     def __call__(self, report, cancelled) -> tuple[TraceModel, list[str]]:
         def on_progress(progress: CaptureProgress) -> None:
             total = progress.total_steps
-            report(describe_progress(progress, elapsed=False), progress.step / total if total and progress.phase != "setup" else None)
+            report(
+                describe_progress(progress, elapsed=False),
+                progress.step / total if total and progress.phase != "setup" else None,
+            )
 
         self.capture(on_progress, lambda: cancelled() or self.stop.is_set())
         report(ANALYSING, None)

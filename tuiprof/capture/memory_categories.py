@@ -190,7 +190,9 @@ def _closest_ran(model: Any, module_keys: dict[str, str]) -> dict[int, str]:
     return found
 
 
-def _device(timeline: MemoryProfileTimeline, owners: _Owners, device: torch.device, cut_ns: int | None) -> DeviceMemoryCategories:
+def _device(
+    timeline: MemoryProfileTimeline, owners: _Owners, device: torch.device, cut_ns: int | None
+) -> DeviceMemoryCategories:
     tensor_rows: dict[Any, int] = {}
     tensor_id: list[int] = []
     tensor_operator: list[int] = []

@@ -52,7 +52,9 @@ def resolve_device(requested: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if requested.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise CaptureError(f"--device {requested}", "CUDA is not available on this machine", "use --device cpu or auto")
+            raise CaptureError(
+                f"--device {requested}", "CUDA is not available on this machine", "use --device cpu or auto"
+            )
         device = torch.device(requested)
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise CaptureError(
@@ -87,7 +89,9 @@ def cifar10_batches(
     try:
         dataset = torchvision.datasets.CIFAR10(root, train=True, download=False, transform=transforms.ToTensor())
     except RuntimeError:
-        raise CaptureError(root, "no CIFAR-10 copy here (cifar-10-batches-py)", "download it once elsewhere and copy it") from None
+        raise CaptureError(
+            root, "no CIFAR-10 copy here (cifar-10-batches-py)", "download it once elsewhere and copy it"
+        ) from None
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, drop_last=True)
     while True:
         for inputs, targets in loader:

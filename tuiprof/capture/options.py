@@ -30,10 +30,16 @@ def add_capture_arguments(parser: argparse.ArgumentParser, command: str) -> None
     parser.add_argument("--warmup", type=int, default=1, help="schedule: steps traced but discarded")
     parser.add_argument("--active", type=int, default=3, help="schedule: steps recorded")
     parser.add_argument("--repeat", type=int, default=1, help="schedule: cycles (the last complete one is kept)")
-    for flag, what in (("shapes", "input shapes"), ("memory", "memory"), ("stack", "Python stacks (module tree)"), ("flops", "FLOPs")):
+    for flag, what in (
+        ("shapes", "input shapes"),
+        ("memory", "memory"),
+        ("stack", "Python stacks (module tree)"),
+        ("flops", "FLOPs"),
+    ):
         parser.add_argument(f"--no-{flag}", action="store_true", help=f"do not record {what}")
     parser.add_argument(
-        "--save", metavar="PATH",
+        "--save",
+        metavar="PATH",
         help="keep the trace here (.json or .json.gz; missing folders are created); without it the trace is not kept"
         + (" (under torchrun: the run is kept in ./tuiprof-runs/)" if command == "run" else ""),
     )
@@ -72,14 +78,25 @@ def refuse_model_options(args: argparse.Namespace) -> None:
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     """``live`` only: ``run`` profiles scripts that call torch.compile themselves."""
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model (compiled before profiling; see docs/compiled.md)")
-    parser.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"), default="default", help="torch.compile mode (with --compile)")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (compiled before profiling; see docs/compiled.md)",
+    )
+    parser.add_argument(
+        "--compile-mode",
+        choices=("default", "reduce-overhead", "max-autotune"),
+        default="default",
+        help="torch.compile mode (with --compile)",
+    )
     parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True) (with --compile)")
 
 
 def config_from_args(model: str, args: argparse.Namespace) -> CaptureConfig:
     """The capture's settings; model options not given keep :class:`CaptureConfig`'s defaults."""
-    given = {_dest(flag): getattr(args, _dest(flag)) for flag in MODEL_OPTIONS if getattr(args, _dest(flag)) is not None}
+    given = {
+        _dest(flag): getattr(args, _dest(flag)) for flag in MODEL_OPTIONS if getattr(args, _dest(flag)) is not None
+    }
     return CaptureConfig(
         model=model,
         wait=args.wait,
@@ -110,7 +127,8 @@ def require_packages(command: str, packages: tuple[str, ...]) -> None:
     missing = [name for name in packages if not _installed(name)]
     if missing:
         raise TraceError(
-            f"tuiprof {command}", f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed",
+            f"tuiprof {command}",
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed",
             f"install the capture extra: {LIVE_EXTRA} (the viewer commands open and summary work without it)",
         )
 

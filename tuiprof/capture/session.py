@@ -112,15 +112,22 @@ def profile_training(
         with _oom_as_error(config):
             model, facts.compiled, facts.compile_s, facts.compile_log = warm_up_compiled(
                 model,
-                lambda compiled: _train_step(compiled, criterion, optimizer, first_inputs, first_targets, config.mode == "train", device),
-                config.compile_mode, config.dynamic,
+                lambda compiled: _train_step(
+                    compiled, criterion, optimizer, first_inputs, first_targets, config.mode == "train", device
+                ),
+                config.compile_mode,
+                config.dynamic,
                 # one clock a line: the progress line's own (since the start)
                 on_tick=lambda seconds: note(f"compiling {config.model} (torch.compile)"),
             )
 
     def save(prof: profile, window: SavedWindow) -> None:
         if on_progress:  # torch's export takes seconds: say so after the last step
-            on_progress(CaptureProgress(result.steps_done, config.total_steps, SAVING, time.perf_counter() - started, loss_value))
+            on_progress(
+                CaptureProgress(
+                    result.steps_done, config.total_steps, SAVING, time.perf_counter() - started, loss_value
+                )
+            )
         if config.with_flops:
             facts.flops_by_external_id = torch_flops(prof)
         if read_log is not None:
@@ -142,7 +149,9 @@ def profile_training(
             for step in range(config.total_steps):
                 phase = config.phase_of(step)
                 if on_progress:
-                    on_progress(CaptureProgress(step, config.total_steps, phase, time.perf_counter() - started, loss_value))
+                    on_progress(
+                        CaptureProgress(step, config.total_steps, phase, time.perf_counter() - started, loss_value)
+                    )
                 step_start = time.perf_counter()
                 loss_value = _train_step(model, criterion, optimizer, inputs, targets, config.mode == "train", device)
                 result.step_times_s.append(time.perf_counter() - step_start)
@@ -159,7 +168,11 @@ def profile_training(
     if on_progress:
         on_progress(
             CaptureProgress(
-                result.steps_done, config.total_steps, "done", time.perf_counter() - started, loss_value,
+                result.steps_done,
+                config.total_steps,
+                "done",
+                time.perf_counter() - started,
+                loss_value,
                 "interrupted" if result.interrupted else "",
             )
         )
@@ -256,7 +269,13 @@ def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows, firs
     prof = profile(
         activities=activities,
         schedule=windows.schedule(
-            schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat, skip_first=first_step)
+            schedule(
+                wait=config.wait,
+                warmup=config.warmup,
+                active=config.active,
+                repeat=config.repeat,
+                skip_first=first_step,
+            )
         ),
         on_trace_ready=windows,
         record_shapes=config.record_shapes,

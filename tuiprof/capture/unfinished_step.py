@@ -53,8 +53,13 @@ def drop_unfinished_step(events: list[Event], step: int, host_pid: int) -> list[
             if event.get("cat") == "ac2g":
                 correlations.add(event.get("id"))
     return [
-        event for event in events
-        if not (dropped_on_host(event) if event.get("pid") == host_pid else _launched_from(event, correlations, external_ids))
+        event
+        for event in events
+        if not (
+            dropped_on_host(event)
+            if event.get("pid") == host_pid
+            else _launched_from(event, correlations, external_ids)
+        )
     ]
 
 

@@ -85,9 +85,19 @@ class WatchSettings:
 
     def as_dict(self) -> dict[str, Any]:
         rule = self.rule
-        return {"ratio": rule.ratio, "window": rule.window, "held": rule.held, "warmup_steps": rule.warmup,
-                "every": self.every, "profiler_warmup": self.warmup, "active": self.active, "keep": self.keep,
-                "disk_mb": self.disk_mb, "cooldown": self.cooldown, "catch": self.catch}
+        return {
+            "ratio": rule.ratio,
+            "window": rule.window,
+            "held": rule.held,
+            "warmup_steps": rule.warmup,
+            "every": self.every,
+            "profiler_warmup": self.warmup,
+            "active": self.active,
+            "keep": self.keep,
+            "disk_mb": self.disk_mb,
+            "cooldown": self.cooldown,
+            "catch": self.catch,
+        }
 
 
 def prepare_directory(directory: Path, rank: int = 0) -> None:
@@ -103,13 +113,19 @@ def prepare_directory(directory: Path, rank: int = 0) -> None:
     if not directory.is_dir():
         raise TraceError(source, "not a folder", "pick a folder")
     if directory.stat().st_uid != os.getuid():
-        raise TraceError(source, "the folder belongs to another user (its capture requests could come from them)",
-                         "pick a folder of your own")
+        raise TraceError(
+            source,
+            "the folder belongs to another user (its capture requests could come from them)",
+            "pick a folder of your own",
+        )
     if not os.access(directory, os.W_OK | os.X_OK):
         raise TraceError(source, "cannot write into the folder", "pick a folder you can write")
     if history_path(directory, rank).exists():
-        raise TraceError(source, f"already holds a watch history ({history_path(directory, rank).name})",
-                         "pick an empty folder or remove the old one")
+        raise TraceError(
+            source,
+            f"already holds a watch history ({history_path(directory, rank).name})",
+            "pick an empty folder or remove the old one",
+        )
 
 
 @dataclass
@@ -126,7 +142,9 @@ class Watcher:
     hook); ``on="manual"``: the caller calls :meth:`step` at the end of each.
     """
 
-    def __init__(self, directory: Path, settings: WatchSettings, config: CaptureConfig, what: str, on: str = "optimizer") -> None:
+    def __init__(
+        self, directory: Path, settings: WatchSettings, config: CaptureConfig, what: str, on: str = "optimizer"
+    ) -> None:
         if on not in ("optimizer", "manual"):
             raise ValueError(f"on must be 'optimizer' or 'manual', not {on!r}")
         self.directory = directory
@@ -174,7 +192,9 @@ class Watcher:
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         prepare_directory(self.directory, self.rank)
-        self._fd = os.open(history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self._fd = os.open(
+            history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
+        )
         self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict()))
         if self.rank == 0:  # ``tuiprof capture PID`` finds DIR here (rank 0 alone takes requests)
             from tuiprof.capture.watch_registry import register
@@ -182,7 +202,9 @@ class Watcher:
             try:
                 self._registered = register(os.getpid(), self.directory)
             except (OSError, ValueError) as exc:
-                self._fail(f"tuiprof capture {os.getpid()} will not find this job (registry: {exc}); use tuiprof capture DIR")
+                self._fail(
+                    f"tuiprof capture {os.getpid()} will not find this job (registry: {exc}); use tuiprof capture DIR"
+                )
         self._started = self._last = time.perf_counter()
         original = _BaseDataLoaderIter.__next__
         watcher = self
@@ -210,7 +232,9 @@ class Watcher:
             if self.on == "optimizer":  # the window closes before the next forward (or data loading)
                 from torch.nn.modules.module import register_module_forward_pre_hook
 
-                handle = register_module_forward_pre_hook(lambda module, args: self._close_due_window() if self._window_due else None)
+                handle = register_module_forward_pre_hook(
+                    lambda module, args: self._close_due_window() if self._window_due else None
+                )
                 self._hooks.append(handle.remove)
         return self
 
@@ -255,7 +279,9 @@ class Watcher:
         # Judged by the slow rule: steps like the others -- unprofiled, or (--catch) all profiled alike.
         judged = not self._profiled and (self.settings.catch or not capturing)
         self._profiled = False
-        self._pending.append(step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled))
+        self._pending.append(
+            step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled)
+        )
         self._data_s = 0.0
         if now >= self._flush_at:
             self._flush()
@@ -472,7 +498,9 @@ class Watcher:
         if self._caught is None or not window.steps:
             return
         if shutil.disk_usage(self.directory).free < MIN_FREE_BYTES:
-            self._fail(f"step {window.steps[-1]} not kept: under {MIN_FREE_BYTES // 2**20} MiB free on the disk of {self.directory}")
+            self._fail(
+                f"step {window.steps[-1]} not kept: under {MIN_FREE_BYTES // 2**20} MiB free on the disk of {self.directory}"
+            )
             return
         step = window.steps[-1]  # every step is its own window (the ones before it were dropped)
         window = replace(window, steps=[step])
@@ -514,20 +542,34 @@ class Watcher:
             path.unlink(missing_ok=True)
             self._fail(f"capture {path.name} not written: {type(exc).__name__}: {exc}")
             return
-        self._write(event_line("capture", trigger=trigger, first_step=window.steps[0], last_step=window.steps[-1],
-                               path=self._entry(path), bytes=size))
+        self._write(
+            event_line(
+                "capture",
+                trigger=trigger,
+                first_step=window.steps[0],
+                last_step=window.steps[-1],
+                path=self._entry(path),
+                bytes=size,
+            )
+        )
         self.kept.append(_Kept(trigger, path, size))
         self._keep_within_limits()
 
     def _keep_within_limits(self) -> None:
         budget = self.settings.disk_mb * 2**20
         while len(self.kept) > self.settings.keep or sum(k.bytes for k in self.kept) > budget:
-            droppable = sorted((DROP_ORDER.index(k.trigger), i) for i, k in enumerate(self.kept) if k.trigger in DROP_ORDER)
+            droppable = sorted(
+                (DROP_ORDER.index(k.trigger), i) for i, k in enumerate(self.kept) if k.trigger in DROP_ORDER
+            )
             if not droppable:
                 return
             index = droppable[0][1]
             gone = self.kept.pop(index)
-            why = f"over {self.settings.keep} captures" if len(self.kept) >= self.settings.keep else "over the disk budget"
+            why = (
+                f"over {self.settings.keep} captures"
+                if len(self.kept) >= self.settings.keep
+                else "over the disk budget"
+            )
             gone.path.unlink(missing_ok=True)
             if self.launch:
                 try:
@@ -543,7 +585,9 @@ class Watcher:
             return self.directory / f"step{first_step:06d}-{trigger}.pt.trace.json.gz"
         from tuiprof.capture.distributed import rank_trace_path
 
-        return rank_trace_path(self.directory / f"step{first_step:06d}-{trigger}" / "trace.pt.trace.json.gz", self.launch)
+        return rank_trace_path(
+            self.directory / f"step{first_step:06d}-{trigger}" / "trace.pt.trace.json.gz", self.launch
+        )
 
     def _entry(self, path: Path) -> str:
         """A capture's path in the history: its file, or (torchrun) its run directory, relative to DIR."""
@@ -575,8 +619,11 @@ class Watcher:
         except OSError as exc:
             if not self._write_failed:
                 self._write_failed = True
-                print(f"tuiprof: --watch: the history in {self.directory} cannot be written ({exc.strerror}); "
-                      "the job goes on", file=sys.stderr)
+                print(
+                    f"tuiprof: --watch: the history in {self.directory} cannot be written ({exc.strerror}); "
+                    "the job goes on",
+                    file=sys.stderr,
+                )
 
     def _fail(self, what: str) -> None:
         print(f"tuiprof: --watch: {what}; the job goes on", file=sys.stderr)
@@ -616,8 +663,12 @@ def watch(
 
     from tuiprof.analysis.watch import parse_slow_rule
 
-    settings = WatchSettings(parse_slow_rule(threshold, warmup_steps), every, 1, active, keep, disk_mb, cooldown, healthy, catch)
-    watcher = Watcher(Path(directory), settings, CaptureConfig(), Path(sys.argv[0]).name if sys.argv[0] else "python", on)
+    settings = WatchSettings(
+        parse_slow_rule(threshold, warmup_steps), every, 1, active, keep, disk_mb, cooldown, healthy, catch
+    )
+    watcher = Watcher(
+        Path(directory), settings, CaptureConfig(), Path(sys.argv[0]).name if sys.argv[0] else "python", on
+    )
     watcher.start()
     atexit.register(watcher.close)
     return watcher

@@ -33,24 +33,44 @@ def watch_settings_from_args(args: Namespace):
     from tuiprof.analysis.watch import parse_slow_rule
     from tuiprof.capture.watch import WatchSettings
 
-    for flag, value, least in (("--every", args.every, 0), ("--watch-keep", args.watch_keep, 1), ("--active", args.active, 1),
-                               ("--warmup", args.warmup, 0), ("--watch-cooldown", args.watch_cooldown, 0)):
+    for flag, value, least in (
+        ("--every", args.every, 0),
+        ("--watch-keep", args.watch_keep, 1),
+        ("--active", args.active, 1),
+        ("--warmup", args.warmup, 0),
+        ("--watch-cooldown", args.watch_cooldown, 0),
+    ):
         if value < least:
             raise TraceError(f"{flag} {value}", f"must be at least {least}", f"pass a number >= {least}")
     if not args.watch_disk_mb > 0:
         raise TraceError(f"--watch-disk-mb {args.watch_disk_mb}", "must be above 0", "pass a size in MB")
     rule = parse_slow_rule(args.watch_threshold, args.watch_warmup)
-    return WatchSettings(rule, args.every, args.warmup, args.active, args.watch_keep, args.watch_disk_mb, args.watch_cooldown,
-                         catch=args.catch)
+    return WatchSettings(
+        rule,
+        args.every,
+        args.warmup,
+        args.active,
+        args.watch_keep,
+        args.watch_disk_mb,
+        args.watch_cooldown,
+        catch=args.catch,
+    )
 
 
 def refuse_with_watch(args: Namespace) -> None:
     """Options of a one-off capture that mean nothing with ``--watch`` (silently ignoring them would mislead)."""
-    for flag, given in (("--save", args.save), ("--continue", args.keep_running), ("--repeat", args.repeat != 1),
-                        ("--wait", args.wait != 1)):
+    for flag, given in (
+        ("--save", args.save),
+        ("--continue", args.keep_running),
+        ("--repeat", args.repeat != 1),
+        ("--wait", args.wait != 1),
+    ):
         if given:
-            raise TraceError(f"run --watch {flag}", "not used when watching (captures go to the watch folder, "
-                             "the script always runs to its end)", f"drop {flag}")
+            raise TraceError(
+                f"run --watch {flag}",
+                "not used when watching (captures go to the watch folder, the script always runs to its end)",
+                f"drop {flag}",
+            )
 
 
 def run_watched(args: Namespace) -> int:
@@ -72,8 +92,11 @@ def run_watched(args: Namespace) -> int:
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.resolve().parent))
     rule = settings.rule
-    what = (f"--catch: every step profiled; kept: a step over {rule.ratio:g}x the median of the last {rule.window}"
-            if settings.catch else f"{rule.describe()} -> capture")
+    what = (
+        f"--catch: every step profiled; kept: a step over {rule.ratio:g}x the median of the last {rule.window}"
+        if settings.catch
+        else f"{rule.describe()} -> capture"
+    )
     print(f"tuiprof: watching {script.name} into {directory}/ ({what})", file=sys.stderr)
     watcher.start()
     status, code = "finished", 0
@@ -91,8 +114,11 @@ def run_watched(args: Namespace) -> int:
         watcher.close(status)
         sys.argv = saved_argv
     kept = len(watcher.kept)
-    print(f"tuiprof: {watcher.step_number} steps watched ({status}); {kept} capture{'' if kept == 1 else 's'} "
-          f"in {directory}/ (look: tuiprof open {directory})", file=sys.stderr)
+    print(
+        f"tuiprof: {watcher.step_number} steps watched ({status}); {kept} capture{'' if kept == 1 else 's'} "
+        f"in {directory}/ (look: tuiprof open {directory})",
+        file=sys.stderr,
+    )
     return code
 
 
@@ -111,8 +137,11 @@ def request_capture(args: Namespace) -> int:
     reader.read_new()
     history = reader.history
     if history.end_status is not None:
-        raise TraceError(str(directory), f"its job has ended ({history.end_status}, step {history.steps[-1] if history.steps else 0})",
-                         "capture while the job runs")
+        raise TraceError(
+            str(directory),
+            f"its job has ended ({history.end_status}, step {history.steps[-1] if history.steps else 0})",
+            "capture while the job runs",
+        )
     asked_at = history.steps[-1] if history.steps else 0
     captures_before = len(history.captures)
     demands_before = sum(t.trigger == "demand" for t in history.triggers)
@@ -126,15 +155,21 @@ def request_capture(args: Namespace) -> int:
         if sum(t.trigger == "demand" for t in history.triggers) > demands_before:
             for capture in history.captures[captures_before:]:
                 if capture.trigger == "demand":
-                    print(f"tuiprof: steps {capture.first_step}-{capture.last_step} captured: {directory / capture.path}", file=sys.stderr)
+                    print(
+                        f"tuiprof: steps {capture.first_step}-{capture.last_step} captured: {directory / capture.path}",
+                        file=sys.stderr,
+                    )
                     return 0
             if history.failures and history.failures[-1].step >= asked_at:
                 print(f"tuiprof: the job could not capture: {history.failures[-1].what}", file=sys.stderr)
                 return EXIT_NO_CAPTURE
         if history.end_status is not None:
             break
-    print(f"tuiprof: no capture written within {args.timeout:g} s (the job is between steps, or has ended); "
-          f"the request stays in {directory}/ and is taken at its next step", file=sys.stderr)
+    print(
+        f"tuiprof: no capture written within {args.timeout:g} s (the job is between steps, or has ended); "
+        f"the request stays in {directory}/ and is taken at its next step",
+        file=sys.stderr,
+    )
     return EXIT_NO_CAPTURE
 
 
@@ -146,28 +181,58 @@ def add_watch_arguments(parser) -> None:
         "then --active recorded) when they turn slow, on demand (tuiprof capture DIR) or every N steps; "
         "a healthy window is captured once, right after the warm-up.",
     )
-    group.add_argument("--watch", metavar="DIR", help="watch the script into DIR (created; yours; without a watch history yet); "
-                       "the script runs to its end")
-    group.add_argument("--watch-threshold", metavar="RATIO[:N[:K]]", default="1.2:50:3",
-                       help="the slow rule: after the warm-up, K steps in a row over RATIO x the median of the last N "
-                            "unprofiled steps trigger a capture (default 1.2:50:3)")
-    group.add_argument("--watch-warmup", type=int, default=10, metavar="W", help="first steps never judged slow (default 10)")
+    group.add_argument(
+        "--watch",
+        metavar="DIR",
+        help="watch the script into DIR (created; yours; without a watch history yet); the script runs to its end",
+    )
+    group.add_argument(
+        "--watch-threshold",
+        metavar="RATIO[:N[:K]]",
+        default="1.2:50:3",
+        help="the slow rule: after the warm-up, K steps in a row over RATIO x the median of the last N "
+        "unprofiled steps trigger a capture (default 1.2:50:3)",
+    )
+    group.add_argument(
+        "--watch-warmup", type=int, default=10, metavar="W", help="first steps never judged slow (default 10)"
+    )
     group.add_argument("--every", type=int, default=0, metavar="N", help="also capture every N steps (default: never)")
-    group.add_argument("--watch-keep", type=int, default=10, metavar="C",
-                       help="captures kept at most; the oldest slow ones are deleted first, the healthy one never (default 10)")
-    group.add_argument("--watch-disk-mb", type=float, default=1024.0, metavar="MB", help="captures' total size at most (default 1024)")
-    group.add_argument("--catch", action="store_true",
-                       help="profile every step and keep the trace of each step over RATIO x the median (one step "
-                            "each; also the healthy, demand and every-N steps), dropping the others at once: catches "
-                            "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md); "
-                            "under torchrun every rank keeps the steps rank 0 keeps")
-    group.add_argument("--watch-cooldown", type=int, default=100, metavar="STEPS",
-                       help="steps after a capture before a slow or every-N trigger (default 100)")
+    group.add_argument(
+        "--watch-keep",
+        type=int,
+        default=10,
+        metavar="C",
+        help="captures kept at most; the oldest slow ones are deleted first, the healthy one never (default 10)",
+    )
+    group.add_argument(
+        "--watch-disk-mb", type=float, default=1024.0, metavar="MB", help="captures' total size at most (default 1024)"
+    )
+    group.add_argument(
+        "--catch",
+        action="store_true",
+        help="profile every step and keep the trace of each step over RATIO x the median (one step "
+        "each; also the healthy, demand and every-N steps), dropping the others at once: catches "
+        "one-off slow steps, at the profiler's cost on every step (measured: docs/watch.md); "
+        "under torchrun every rank keeps the steps rank 0 keeps",
+    )
+    group.add_argument(
+        "--watch-cooldown",
+        type=int,
+        default=100,
+        metavar="STEPS",
+        help="steps after a capture before a slow or every-N trigger (default 100)",
+    )
 
 
 def add_capture_command(commands) -> None:
     capture = commands.add_parser("capture", help="ask a job watched into DIR (run --watch DIR) for a capture now")
-    capture.add_argument("directory", metavar="DIR|PID", help="the job's watch folder (yours), or its process id "
-                         "(rank 0's under torchrun; found in your registry of watched jobs, docs/watch.md)")
-    capture.add_argument("--timeout", type=float, default=60.0, metavar="S", help="wait at most S seconds for the capture (default 60)")
+    capture.add_argument(
+        "directory",
+        metavar="DIR|PID",
+        help="the job's watch folder (yours), or its process id "
+        "(rank 0's under torchrun; found in your registry of watched jobs, docs/watch.md)",
+    )
+    capture.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="wait at most S seconds for the capture (default 60)"
+    )
     capture.set_defaults(handler=request_capture)

@@ -74,20 +74,32 @@ def watched_directory(pid: int) -> Path:
         finally:
             os.close(fd)
     except FileNotFoundError:
-        raise TraceError(source, f"no watched process of yours has this pid (no {entry})",
-                         "pass the pid of a job started with run --watch, or its watch folder") from None
+        raise TraceError(
+            source,
+            f"no watched process of yours has this pid (no {entry})",
+            "pass the pid of a job started with run --watch, or its watch folder",
+        ) from None
     except (OSError, ValueError) as exc:
-        raise TraceError(source, f"its registry entry {entry} is not trusted ({exc})", "pass the watch folder instead") from None
+        raise TraceError(
+            source, f"its registry entry {entry} is not trusted ({exc})", "pass the watch folder instead"
+        ) from None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        raise TraceError(source, f"the process has ended (stale entry {entry})", "remove the entry; pass a running job's pid") from None
+        raise TraceError(
+            source, f"the process has ended (stale entry {entry})", "remove the entry; pass a running job's pid"
+        ) from None
     except PermissionError:
-        raise TraceError(source, "the process belongs to another user", "ask for captures only of your own jobs") from None
+        raise TraceError(
+            source, "the process belongs to another user", "ask for captures only of your own jobs"
+        ) from None
     header_pid = _header_pid(directory) if directory.is_absolute() else None
     if header_pid != pid:
-        raise TraceError(source, f"stale entry {entry}: {directory} is not this process's watch folder",
-                         "remove the entry; pass the watch folder instead")
+        raise TraceError(
+            source,
+            f"stale entry {entry}: {directory} is not this process's watch folder",
+            "remove the entry; pass the watch folder instead",
+        )
     return directory
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from tuiprof.analysis import load_model
 from tuiprof.analysis.model import TraceInfo, TraceModel
 from tuiprof.errors import TraceError
-from tuiprof.report.summary import SummaryRequest, summary_table
 from tuiprof.report.catalog import view_name
+from tuiprof.report.summary import SummaryRequest, summary_table
 from tuiprof.report.views import TRACE_VIEWS, Row, public_row
 
 

@@ -37,7 +37,11 @@ def attribution_text(compiled: CompiledAttribution) -> str | None:
         return None
     side = "device" if compiled.on_device else "CPU"
     parts = [f"{100 * total:.1f}% of the compiled graphs' {side} time is in modules below the compiled one"]
-    sides = [f"{name} {100 * share:.1f}%" for name, share in (("fwd", compiled.share_below_root(0)), ("bwd", compiled.share_below_root(1))) if share is not None]
+    sides = [
+        f"{name} {100 * share:.1f}%"
+        for name, share in (("fwd", compiled.share_below_root(0)), ("bwd", compiled.share_below_root(1)))
+        if share is not None
+    ]
     if len(sides) == 2:
         parts.append(f"({', '.join(sides)})")
     graph_ns = sum(compiled.graph_ns)
@@ -66,8 +70,10 @@ def compiled_lines(model: TraceModel) -> list[str]:
 
 def cuda_graphs_text(replays: GraphReplays) -> str:
     """``CUDA graphs: 3 replays, 12 kernels, 1.2ms of device time`` (reduce-overhead on a GPU)."""
-    return (f"CUDA graphs: {plural(replays.replays, 'replay')}, {plural(replays.kernels, 'kernel')}, "
-            f"{format_us(replays.device_ns / 1000)} of device time")
+    return (
+        f"CUDA graphs: {plural(replays.replays, 'replay')}, {plural(replays.kernels, 'kernel')}, "
+        f"{format_us(replays.device_ns / 1000)} of device time"
+    )
 
 
 def break_site_text(site: BreakSite, full_path: bool = False) -> str:
@@ -83,14 +89,18 @@ def graph_breaks_text(run: CompiledRun) -> str:
         nested = [f.frame for f in run.frames if f.nested]
         if not nested:
             return f"no graph break seen in the trace ({plural(len(run.frames), 'compiled frame')}, none inside another's region)"
-        return (f"{plural(len(nested), 'graph break')} seen in the trace: {plural(len(nested), 'frame')[len(str(len(nested))) + 1:]} "
-                f"{', '.join(nested)} ran inside another "
-                "frame's region (no file:line or reason: the file has no compile log)")
+        return (
+            f"{plural(len(nested), 'graph break')} seen in the trace: {plural(len(nested), 'frame')[len(str(len(nested))) + 1 :]} "
+            f"{', '.join(nested)} ran inside another "
+            "frame's region (no file:line or reason: the file has no compile log)"
+        )
     if not run.graph_breaks:
         return f"no graph break ({plural(len(run.frames), 'compiled frame')})"
     shown = "; ".join(break_site_text(site) for site in run.graph_breaks[:SITES_SHOWN])
     more = len(run.graph_breaks) - SITES_SHOWN
-    return f"{plural(len(run.graph_breaks), 'graph break')}: {shown}" + (f"; +{more} more in the region nodes' detail" if more > 0 else "")
+    return f"{plural(len(run.graph_breaks), 'graph break')}: {shown}" + (
+        f"; +{more} more in the region nodes' detail" if more > 0 else ""
+    )
 
 
 def frame_label(frame: CompiledFrame) -> str:
@@ -121,10 +131,16 @@ def region_lines(run: CompiledRun, region: str) -> list[str]:
     frame = run.frame(frame_id)
     if frame is None:
         return []
-    lines = [f"{frame_label(frame)}: compiled {plural(frame.compilations, 'time')}, {plural(frame.region_calls, 'region call')} in the trace"]
+    lines = [
+        f"{frame_label(frame)}: compiled {plural(frame.compilations, 'time')}, {plural(frame.region_calls, 'region call')} in the trace"
+    ]
     if frame.file:
         lines.append(f"code: {frame.file}:{frame.line}")
-    lines += [f"recompiled {compile_id}: {reason}" for compile_id, reason in frame.recompile_reasons if compile_id == f"{frame_id}/{compile_number}"]
+    lines += [
+        f"recompiled {compile_id}: {reason}"
+        for compile_id, reason in frame.recompile_reasons
+        if compile_id == f"{frame_id}/{compile_number}"
+    ]
     if frame.nested:
         lines.append("ran inside another frame's region: the code after a graph break")
     replays = run.cuda_graphs.by_region.get(region) if run.cuda_graphs is not None else None
@@ -146,5 +162,7 @@ def eager_text(run: CompiledRun) -> str:
         for m in run.eager_modules[:SITES_SHOWN]
     )
     more = len(run.eager_modules) - SITES_SHOWN
-    where = "outside compiled regions" + (" or at a graph break" if any(m.at_graph_break for m in run.eager_modules) else "")
+    where = "outside compiled regions" + (
+        " or at a graph break" if any(m.at_graph_break for m in run.eager_modules) else ""
+    )
     return f"ran eagerly, {where}: {share}: {named}" + (f" +{more} more" if more > 0 else "")

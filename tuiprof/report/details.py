@@ -48,7 +48,9 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
         text.append(plain(detail.parents[0][0], DISPLAY_CHARS))
     text.append("\n")
     _append_computes(text, stats.name)
-    text.append(f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}")
+    text.append(
+        f"CPU self {format_us(stats.self_cpu_us)} total {format_us(stats.cpu_total_us)} avg {format_us(stats.cpu_avg_us)}"
+    )
     if model.has_device:
         text.append(f" · device self {format_us(stats.self_device_us)} total {format_us(stats.device_total_us)}")
     if not model.info.profile_memory:
@@ -62,7 +64,12 @@ def operator_text(model: TraceModel, stats: OperatorStats) -> Text:
     text.append("\n")
     if detail.modules:
         text.append("in: ", style="dim")
-        text.append(", ".join(f"{plain(path, DISPLAY_CHARS)} ({n}{' bwd' if backward else ''})" for path, n, backward in detail.modules[:DETAIL_MODULES]))
+        text.append(
+            ", ".join(
+                f"{plain(path, DISPLAY_CHARS)} ({n}{' bwd' if backward else ''})"
+                for path, n, backward in detail.modules[:DETAIL_MODULES]
+            )
+        )
         if detail.module_count > DETAIL_MODULES:
             text.append(f" +{detail.module_count - DETAIL_MODULES} more", style="dim")
         text.append("\n")
@@ -94,7 +101,9 @@ class CappedHead:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         head, *rest = self.text.split("\n", include_separator=False)
         width = options.max_width
-        wrapped = [head[i : i + width] for i in range(0, max(1, len(head)), width)]  # a name is no prose: folded, not word-wrapped
+        wrapped = [
+            head[i : i + width] for i in range(0, max(1, len(head)), width)
+        ]  # a name is no prose: folded, not word-wrapped
         if len(wrapped) > self.lines:
             wrapped = wrapped[: self.lines]
             last = wrapped[-1]
@@ -151,7 +160,9 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
         text.append("compiled region: the calls in its spans and the kernels they launched\n", style="dim")
         for line in region_lines(model.compiled_run, module.name) if model.compiled_run else ():
             text.append(f"{plain(line, 2 * DISPLAY_CHARS)}\n")
-    text.append(f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})")
+    text.append(
+        f"{plural(module.calls, 'call')} · fwd {format_us_short(module.cpu_total_us)} (self {format_us_short(module.self_cpu_us)})"
+    )
     if module.backward_cpu_us:
         text.append(f" · bwd {format_us_short(module.backward_cpu_us)}")
     if model.has_device:
@@ -192,12 +203,18 @@ def rank_text(row: dict, problems: tuple[str, ...]) -> Text:
     text = Text()
     text.append(f"rank {row['rank']}", style="bold")
     text.append(f"  {plain(row['file'], DISPLAY_CHARS)}\n")  # a file name from the run directory (or a sidecar)
-    text.append(plain(row["straggler_reason"] or "not a straggler"), style="bold red" if row["straggler_reason"] else "")
+    text.append(
+        plain(row["straggler_reason"] or "not a straggler"), style="bold red" if row["straggler_reason"] else ""
+    )
     if row.get("damaged"):
         text.append(f"\ndamaged file ({plain(row['damaged'])}): this rank's numbers are partial", style="bold yellow")
     text.append(f"\nper step: {format_us_short(row['step_us'])}")
-    for key, word in (("compute_us", "compute"), ("exposed_communication_us", "exposed comm"), ("data_loading_us", "data loading"),
-                      ("cpu_bound_us", "CPU-bound")):
+    for key, word in (
+        ("compute_us", "compute"),
+        ("exposed_communication_us", "exposed comm"),
+        ("data_loading_us", "data loading"),
+        ("cpu_bound_us", "CPU-bound"),
+    ):
         if row.get(key) is not None:
             text.append(f" · {word} {format_us_short(row[key])}")
     for problem in problems:
@@ -212,6 +229,13 @@ def collective_text(row: dict) -> Text:
     text.append(f"  group {plain(str(row['group']), DISPLAY_CHARS)}, step {row['step']}, #{row['index']}")
     if row["size_bytes"] is not None:
         text.append(f" · {_glued(format_bytes(row['size_bytes']))}")
-    text.append(f"\nrank {row['last_rank']} arrived last, {format_us_short(row['skew_us'])} after the first; transfer {format_us_short(row['transfer_us'])}")
-    text.append("\nwaits: " + "  ".join(f"r{rank} {format_us_short(float(wait))}" for rank, wait in (p.split(":") for p in row["waits_us"].split())))
+    text.append(
+        f"\nrank {row['last_rank']} arrived last, {format_us_short(row['skew_us'])} after the first; transfer {format_us_short(row['transfer_us'])}"
+    )
+    text.append(
+        "\nwaits: "
+        + "  ".join(
+            f"r{rank} {format_us_short(float(wait))}" for rank, wait in (p.split(":") for p in row["waits_us"].split())
+        )
+    )
     return text

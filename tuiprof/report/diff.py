@@ -14,15 +14,34 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from tuiprof.analysis.diff import ALIGN_ARROW, TABLES, DiffRow, DiffTable, TraceDiff, Verdict, diff_traces, load_side, side_label
+from tuiprof.analysis.diff import (
+    ALIGN_ARROW,
+    TABLES,
+    DiffRow,
+    DiffTable,
+    TraceDiff,
+    Verdict,
+    diff_traces,
+    load_side,
+    side_label,
+)
 from tuiprof.errors import TraceError
-from tuiprof.trace import resolve_trace
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.render import CELL_CHARS, build_rich_table, csv_cell, json_text, layout_table, print_layout, render_rows, stdout_is_terminal
+from tuiprof.report.render import (
+    CELL_CHARS,
+    build_rich_table,
+    csv_cell,
+    json_text,
+    layout_table,
+    print_layout,
+    render_rows,
+    stdout_is_terminal,
+)
 from tuiprof.report.summary import report_diagnostics
 from tuiprof.report.units import data_value, format_bytes, format_us
 from tuiprof.report.views import Column, Row
+from tuiprof.trace import resolve_trace
 
 # Text formats show this many rows per table unless --limit says otherwise.
 TEXT_ROWS = 10
@@ -51,7 +70,9 @@ class KernelNamesColumn(Column):
     def format(self, value: object) -> str:
         if not isinstance(value, str) or ALIGN_ARROW not in value:
             return super().format(value)
-        return ALIGN_ARROW.join(" + ".join(map(short_kernel_name, side.split(" + "))) for side in value.split(ALIGN_ARROW))
+        return ALIGN_ARROW.join(
+            " + ".join(map(short_kernel_name, side.split(" + "))) for side in value.split(ALIGN_ARROW)
+        )
 
 
 def diff_columns(table: DiffTable) -> tuple[Column, ...]:
@@ -60,19 +81,44 @@ def diff_columns(table: DiffTable) -> tuple[Column, ...]:
     kernels = table.name in ("kernels", "launchers")
     name_help = "Operator, module path, kernel, step position or device; 'x → y' when aligned."
     return (
-        KernelNamesColumn("name", "Kernel", "kernel", name_help + " Kernel names are shortened; exports have them whole.")
-        if kernels else Column("name", "Name", "text", name_help),
-        Column("detail", detail.get(table.name, "Detail"), "text", "Input shapes, launching operator, step names, or where an aligned row was aligned."),
-        Column("status", "Status", "text", "same, changed, added (only in B), removed (only in A), aligned (renamed under a common ancestor).", narrow=False),
+        KernelNamesColumn(
+            "name", "Kernel", "kernel", name_help + " Kernel names are shortened; exports have them whole."
+        )
+        if kernels
+        else Column("name", "Name", "text", name_help),
+        Column(
+            "detail",
+            detail.get(table.name, "Detail"),
+            "text",
+            "Input shapes, launching operator, step names, or where an aligned row was aligned.",
+        ),
+        Column(
+            "status",
+            "Status",
+            "text",
+            "same, changed, added (only in B), removed (only in A), aligned (renamed under a common ancestor).",
+            narrow=False,
+        ),
         Column("a", "A", unit, f"A's {table.metric}."),
         Column("b", "B", unit, f"B's {table.metric}."),
         SignedColumn("delta", "Delta", unit, "B minus A."),
         SignedColumn("delta_pct", "Delta %", "pct", "Delta over A."),
-        Column("share_pct", "Share", "pct", "Share of the table's total delta (rows that moved the other way make others exceed 100 %)."),
+        Column(
+            "share_pct",
+            "Share",
+            "pct",
+            "Share of the table's total delta (rows that moved the other way make others exceed 100 %).",
+        ),
         Column("calls_a", "Calls A", "count", "Calls (launches, allocations) in A.", narrow=False),
         Column("calls_b", "Calls B", "count", "Calls (launches, allocations) in B.", narrow=False),
-        Column("abs_delta", "|Delta|", unit, "Size of the change either way (the default order; on a narrow screen shown by Delta, marked |▼|).",
-               narrow=False, stands_in="delta"),
+        Column(
+            "abs_delta",
+            "|Delta|",
+            unit,
+            "Size of the change either way (the default order; on a narrow screen shown by Delta, marked |▼|).",
+            narrow=False,
+            stands_in="delta",
+        ),
     )
 
 
@@ -118,7 +164,7 @@ VERDICT_WIDTH = 80 - len("verdict: ")
 
 
 def verdict_text(verdict: Verdict, width: int = VERDICT_WIDTH) -> str:
-    """"B is 1.23x faster per step (-18.7 %, 3.0 % noise)", led by the batches
+    """ "B is 1.23x faster per step (-18.7 %, 3.0 % noise)", led by the batches
     when they differ or are unknown ("batch 16 -> 32: ... per sample",
     "batch unknown: ..."); the step line under it has the times.  Within
     :data:`VERDICT_WIDTH`: the noise figure goes first when it would not fit
@@ -132,7 +178,10 @@ def verdict_text(verdict: Verdict, width: int = VERDICT_WIDTH) -> str:
     noise = f"{_figure(verdict.noise_pct)} % noise" if known else "noise unknown"
     pct = f"{'+' if verdict.delta_pct > 0 else '-'}{_figure(abs(verdict.delta_pct))} %"
     if verdict.outcome == "no change":
-        text, short = f"{lead}no change {per}: B {pct}, within the {noise}", f"{lead}no change {per}: B {pct}, within noise"
+        text, short = (
+            f"{lead}no change {per}: B {pct}, within the {noise}",
+            f"{lead}no change {per}: B {pct}, within noise",
+        )
     else:
         direction = "faster" if verdict.delta_us < 0 else "slower"
         head = f"{lead}B is {_figure(verdict.ratio, 2)}x {direction} {per}"
@@ -146,7 +195,7 @@ def _figure(value: float, decimals: int = 1) -> str:
 
 
 def batch_words(verdict: Verdict) -> str:
-    """"batch 16 -> 32" when the batches differ, "batch unknown" (or "batch ? -> 32")
+    """ "batch 16 -> 32" when the batches differ, "batch unknown" (or "batch ? -> 32")
     when a side's cannot be read, "" when both are known and equal."""
     a, b = verdict.batch_a.size, verdict.batch_b.size
     if a is None and b is None:
@@ -164,24 +213,30 @@ def _per(verdict: Verdict) -> str:
 
 def step_line(verdict: Verdict) -> str:
     if verdict.basis != "steps":
-        return (f"trace window (a side has no ProfilerStep spans): A {format_us(verdict.median_a_us)}, "
-                f"B {format_us(verdict.median_b_us)}")
+        return (
+            f"trace window (a side has no ProfilerStep spans): A {format_us(verdict.median_a_us)}, "
+            f"B {format_us(verdict.median_b_us)}"
+        )
 
     def side(median: float, count: int, spread: float | None) -> str:
         spread_text = f", spread {spread:.1f} %" if spread is not None else ""
         return f"{format_us(median)} ({count} step{'s' if count != 1 else ''}{spread_text})"
 
-    return (f"median step: A {side(verdict.median_a_us, verdict.steps_a, verdict.spread_a_pct)}, "
-            f"B {side(verdict.median_b_us, verdict.steps_b, verdict.spread_b_pct)}")
+    return (
+        f"median step: A {side(verdict.median_a_us, verdict.steps_a, verdict.spread_a_pct)}, "
+        f"B {side(verdict.median_b_us, verdict.steps_b, verdict.spread_b_pct)}"
+    )
 
 
 def sample_line(verdict: Verdict) -> str | None:
     """Per sample, when the verdict compares per sample."""
     if not verdict.per_sample:
         return None
-    return (f"per sample: A {format_us(verdict.compared_a_us)} (batch {verdict.batch_a.size}), "
-            f"B {format_us(verdict.compared_b_us)} (batch {verdict.batch_b.size}), "
-            f"{_signed_us(verdict.delta_us)}")
+    return (
+        f"per sample: A {format_us(verdict.compared_a_us)} (batch {verdict.batch_a.size}), "
+        f"B {format_us(verdict.compared_b_us)} (batch {verdict.batch_b.size}), "
+        f"{_signed_us(verdict.delta_us)}"
+    )
 
 
 def overlap_line(diff: TraceDiff) -> str | None:
@@ -189,8 +244,10 @@ def overlap_line(diff: TraceDiff) -> str | None:
     overlap = diff.overlap
     if not overlap.different_programs:
         return None
-    return (f"these look like different programs: shared operators take {overlap.shared_a_pct:.0f} % of A, "
-            f"{overlap.shared_b_pct:.0f} % of B")
+    return (
+        f"these look like different programs: shared operators take {overlap.shared_a_pct:.0f} % of A, "
+        f"{overlap.shared_b_pct:.0f} % of B"
+    )
 
 
 def contributor_lines(diff: TraceDiff) -> list[str]:
@@ -209,8 +266,10 @@ def coverage_line(diff: TraceDiff) -> str:
     coverage = diff.coverage
     if coverage.covered is None:
         return f"operator deltas not checked against the step delta: {coverage.reason}"
-    text = (f"operator deltas sum to {_signed_us(coverage.operator_delta_us)}, "
-            f"the steps' to {_signed_us(coverage.step_delta_us)}")
+    text = (
+        f"operator deltas sum to {_signed_us(coverage.operator_delta_us)}, "
+        f"the steps' to {_signed_us(coverage.step_delta_us)}"
+    )
     if coverage.covered:
         return text + ": operators cover the steps"
     return text + ": operators do not cover the steps (Python frames, other threads, time outside operators or steps)"
@@ -254,12 +313,16 @@ def contributors_title(diff: TraceDiff) -> str:
 
 def gate_refusal(diff: TraceDiff, slower_pct: float | None, memory_pct: float | None) -> str | None:
     """Why a gate cannot judge B at all (the traces look like different programs), or None."""
-    gates = [name for name, pct in (("--fail-if-slower", slower_pct), ("--fail-if-memory", memory_pct)) if pct is not None]
+    gates = [
+        name for name, pct in (("--fail-if-slower", slower_pct), ("--fail-if-memory", memory_pct)) if pct is not None
+    ]
     if not gates or not diff.overlap.different_programs:
         return None
-    return (f"{diff.label_b}: {' and '.join(gates)} refused: A and B look like different programs "
-            f"(shared operators take {diff.overlap.shared_a_pct:.0f} % of A, {diff.overlap.shared_b_pct:.0f} % of B); "
-            "compare two runs of one program")
+    return (
+        f"{diff.label_b}: {' and '.join(gates)} refused: A and B look like different programs "
+        f"(shared operators take {diff.overlap.shared_a_pct:.0f} % of A, {diff.overlap.shared_b_pct:.0f} % of B); "
+        "compare two runs of one program"
+    )
 
 
 def gate_failures(diff: TraceDiff, slower_pct: float | None, memory_pct: float | None) -> list[str]:
@@ -287,7 +350,9 @@ def headline(diff: TraceDiff, width: int | None = None) -> Text:
     warning when there is one (a warning that comes second is not read), in ``width``
     cells: the noise figure goes first, then the warning's first words, then whole
     words from the end (``… (-79.2 %, 7…`` cut a number in half at 60 columns)."""
-    warnings = ("these look like different programs; ", "different programs; ") if diff.overlap.different_programs else ("",)
+    warnings = (
+        ("these look like different programs; ", "different programs; ") if diff.overlap.different_programs else ("",)
+    )
     for warning in warnings:
         verdict = verdict_text(diff.verdict, width - len(warning) if width else VERDICT_WIDTH)
         if width is None or len(warning) + len(verdict) <= width:
@@ -340,6 +405,7 @@ def overview_text(diff: TraceDiff) -> Text:
 
 def row_detail(table: DiffTable, row: Row) -> Text:
     """The detail pane under a diff table: the row in words."""
+
     def amount(value: float) -> str:  # bytes are whole: format_bytes takes an int
         return format_bytes(int(value)) if table.unit == "bytes" else format_us(value)
 
@@ -354,8 +420,9 @@ def row_detail(table: DiffTable, row: Row) -> Text:
 
     text.append(f"{table.metric}: A {side(row['a'])}, B {side(row['b'])}, ")
     delta = float(row["delta"])  # type: ignore[arg-type]
-    text.append(f"delta {'+' if delta > 0 else ''}{amount(delta)}",
-                style=WORSE if delta > 0 else BETTER if delta < 0 else "")
+    text.append(
+        f"delta {'+' if delta > 0 else ''}{amount(delta)}", style=WORSE if delta > 0 else BETTER if delta < 0 else ""
+    )
     if row["share_pct"] is not None:
         text.append(f" ({row['share_pct']:.1f} % of the table's delta)")
     text.append(f"\nstatus: {row['status']}; calls A {row['calls_a']:g}, B {row['calls_b']:g}")
@@ -365,8 +432,9 @@ def row_detail(table: DiffTable, row: Row) -> Text:
 # ------------------------------------------------------------------ formats
 
 
-def render_diff(diff: TraceDiff, fmt: str, views: tuple[str, ...] = TABLES, limit: int | None = None,
-                verdict: bool = True) -> str:
+def render_diff(
+    diff: TraceDiff, fmt: str, views: tuple[str, ...] = TABLES, limit: int | None = None, verdict: bool = True
+) -> str:
     """The diff in ``fmt`` (table, markdown, csv, json): the verdict (unless
     ``verdict`` is False) and the ``views`` tables, ``limit`` rows each."""
     tables = [diff.table(name) for name in views]
@@ -378,7 +446,9 @@ def render_diff(diff: TraceDiff, fmt: str, views: tuple[str, ...] = TABLES, limi
     if verdict:
         lines = summary_lines(diff)
         if fmt == "markdown":  # nested points for the indented lines
-            lines = ["## tuiprof diff", ""] + [f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in lines]
+            lines = ["## tuiprof diff", ""] + [
+                f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in lines
+            ]
         parts.append("\n".join(lines) + "\n")
     for table in tables:
         rows = [diff_row(r) for r in table.rows[:limit]]
@@ -455,17 +525,33 @@ def _json(diff: TraceDiff, tables: list[DiffTable], limit: int | None, verdict: 
         document["notes"] = list(diff.notes)
     document["tables"] = {
         t.name: {
-            "title": t.title, "metric": t.metric, "unit": t.unit,
+            "title": t.title,
+            "metric": t.metric,
+            "unit": t.unit,
             "total_a": data_value("us" if t.unit == "us" else "count", t.total_a),
             "total_b": data_value("us" if t.unit == "us" else "count", t.total_b),
-            "note": t.note, "rows": [diff_data_row(r, t.unit) for r in t.rows[:limit]],
+            "note": t.note,
+            "rows": [diff_data_row(r, t.unit) for r in t.rows[:limit]],
         }
         for t in tables
     }
     return json_text(document)
 
 
-CSV_KEYS = ("table", "unit", "name", "detail", "status", "a", "b", "delta", "delta_pct", "share_pct", "calls_a", "calls_b")
+CSV_KEYS = (
+    "table",
+    "unit",
+    "name",
+    "detail",
+    "status",
+    "a",
+    "b",
+    "delta",
+    "delta_pct",
+    "share_pct",
+    "calls_a",
+    "calls_b",
+)
 
 
 def _csv(tables: list[DiffTable], limit: int | None) -> str:
@@ -489,8 +575,11 @@ def say_which_trace(path: str, select: str | None) -> None:
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print(f"tuiprof: {plain(path)} holds {len(traces)} traces; comparing {rank}{plain(chosen.name)} "
-              "(--trace RANK|NAME for another, --ranks to average them)", file=sys.stderr)
+        print(
+            f"tuiprof: {plain(path)} holds {len(traces)} traces; comparing {rank}{plain(chosen.name)} "
+            "(--trace RANK|NAME for another, --ranks to average them)",
+            file=sys.stderr,
+        )
 
 
 def parse_percent(option: str, text: str | None) -> float | None:

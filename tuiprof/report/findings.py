@@ -13,8 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.ranking import (
+    concentrated_modules,
+    costliest_class,
+    module_time_us,
+    operator_rank_key,
+    top_operators,
+)
 from tuiprof.analysis.ranks import RunSummary
-from tuiprof.analysis.ranking import concentrated_modules, costliest_class, module_time_us, operator_rank_key, top_operators
 from tuiprof.analysis.steps import idle_share
 from tuiprof.report.catalog import FINDINGS
 from tuiprof.report.memory_texts import before_trace_sentence, memory_peak_sentence
@@ -62,7 +68,11 @@ def data_loading(model: TraceModel) -> Finding | None:
     loading = sum(s.data_loading_us for s in steps) / len(steps)
     if not mean_step or loading / mean_step < DATA_LOADING_SHARE:
         return None
-    return Finding("data-loading", "warning", f"Data loading is {100 * loading / mean_step:.0f} % of step time ({format_us(loading)} per step).")
+    return Finding(
+        "data-loading",
+        "warning",
+        f"Data loading is {100 * loading / mean_step:.0f} % of step time ({format_us(loading)} per step).",
+    )
 
 
 def gpu_idle(model: TraceModel) -> Finding | None:
@@ -71,13 +81,19 @@ def gpu_idle(model: TraceModel) -> Finding | None:
     idle = idle_share(sum(s.device_idle_us for s in model.steps), sum(s.device_window_us for s in model.steps))
     if idle is None or idle < GPU_IDLE_SHARE:
         return None
-    return Finding("gpu-idle", "warning", f"GPU idle {100 * idle:.0f} % of the steps' device windows: the device waits for the CPU.")
+    return Finding(
+        "gpu-idle",
+        "warning",
+        f"GPU idle {100 * idle:.0f} % of the steps' device windows: the device waits for the CPU.",
+    )
 
 
 def no_steps(model: TraceModel) -> Finding | None:
     if model.steps:
         return None
-    return Finding("no-steps", "info", "No ProfilerStep spans: profile with a schedule and call prof.step() to see steps.")
+    return Finding(
+        "no-steps", "info", "No ProfilerStep spans: profile with a schedule and call prof.step() to see steps."
+    )
 
 
 def top_module(model: TraceModel) -> Finding | None:
@@ -119,7 +135,8 @@ def top_operator(model: TraceModel) -> Finding | None:
     what = "self device" if key == "self_device_us" else "self CPU"
     severity = "warning" if share >= DOMINANT_OPERATOR_SHARE else "info"
     return Finding(
-        "top-operator", severity,
+        "top-operator",
+        severity,
         f"Top operator: {stats.name}, {format_us(getattr(stats, key))} {what} time, {100 * share:.0f} % of all {what} time ({plural(stats.calls, 'call')}).",
     )
 
@@ -129,7 +146,11 @@ def copies(model: TraceModel) -> Finding | None:
     spent = sum(s.self_cpu_us for s in model.operators() if s.name in COPY_OPS)
     if not total_self or spent / total_self < COPY_SHARE:
         return None
-    return Finding("copies", "warning", f"Copies (aten::copy_, to, memcpy) are {100 * spent / total_self:.0f} % of CPU time: host-device copies.")
+    return Finding(
+        "copies",
+        "warning",
+        f"Copies (aten::copy_, to, memcpy) are {100 * spent / total_self:.0f} % of CPU time: host-device copies.",
+    )
 
 
 def launch_bound(model: TraceModel) -> Finding | None:
@@ -139,7 +160,8 @@ def launch_bound(model: TraceModel) -> Finding | None:
         return None
     tiny = sum(k.calls for k in model.kernels if k.avg_us < TINY_KERNEL_US)
     return Finding(
-        "launch-bound", "warning",
+        "launch-bound",
+        "warning",
         f"Kernel launches take {100 * launches / total_self:.0f} % of CPU time ({plural(tiny, 'launch', 'launches')} under "
         f"{TINY_KERNEL_US:.0f} us): launch-bound; try CUDA graphs or torch.compile.",
     )
@@ -158,23 +180,41 @@ def module_tree_missing(model: TraceModel) -> Finding | None:
     if model.modules.roots:
         return None
     if model.info.with_stack:
-        return Finding("no-module-tree", "info", "No nn.Module frames although stacks were recorded (TorchScript or compiled code?): no module tree.")
-    return Finding("no-module-tree", "info", "No module tree: profile with with_stack=True (with_modules alone records nothing for eager models).")
+        return Finding(
+            "no-module-tree",
+            "info",
+            "No nn.Module frames although stacks were recorded (TorchScript or compiled code?): no module tree.",
+        )
+    return Finding(
+        "no-module-tree",
+        "info",
+        "No module tree: profile with with_stack=True (with_modules alone records nothing for eager models).",
+    )
 
 
 def shapes_and_flops(model: TraceModel) -> Finding | None:
     if not model.info.record_shapes and len(model.calls):
-        return Finding("no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs.")
+        return Finding(
+            "no-shapes", "info", "No input shapes recorded: profile with record_shapes=True for shapes and FLOPs."
+        )
     if model.step_flops:
         # The step's rate: over the whole mean step (data loading, optimizer included); a module's
         # rate (Modules) divides by its own forward + backward time, so it reads higher.
-        rate = f", {format_count(model.step_flops_per_s)}FLOP/s over the mean step time" if model.step_flops_per_s else ""
-        training = any(root.backward_cpu_us for root in model.modules.roots) or any(s.name.startswith("autograd::") for s in model.operators())
+        rate = (
+            f", {format_count(model.step_flops_per_s)}FLOP/s over the mean step time" if model.step_flops_per_s else ""
+        )
+        training = any(root.backward_cpu_us for root in model.modules.roots) or any(
+            s.name.startswith("autograd::") for s in model.operators()
+        )
         what = "forward + backward" if training else "forward only (no backward in this trace)"
-        where = f"per step: {format_count(model.step_flops)}FLOP {what}" if model.steps else (
-            f"over the whole trace (no ProfilerStep spans): {format_count(model.step_flops)}FLOP {what}")
+        where = (
+            f"per step: {format_count(model.step_flops)}FLOP {what}"
+            if model.steps
+            else (f"over the whole trace (no ProfilerStep spans): {format_count(model.step_flops)}FLOP {what}")
+        )
         return Finding(
-            "step-flops", "info",
+            "step-flops",
+            "info",
             f"FLOPs {where} (FlopCounterMode's formulas) in {format_us(model.step_time_us)}{rate}. "
             f"Operator FLOPs (profiler's formulas) {model.flops_source}.",
         )
@@ -187,7 +227,8 @@ def external_ids_ignored(model: TraceModel) -> Finding | None:
     if not model.external_ids_ignored:
         return None
     return Finding(
-        "external-ids", "info",
+        "external-ids",
+        "info",
         "The file's External ids were not used (its writer set them equal to correlation ids): kernels were joined "
         "to the operator around each runtime launch instead.",
     )
@@ -207,7 +248,8 @@ def memory_peak(model: TraceModel) -> Finding | None:
     if peak is None or peak.peak_operator_row < 0:
         return None
     return Finding(
-        "memory-peak", "info",
+        "memory-peak",
+        "info",
         f"{peak.device} memory allocator peak {format_bytes(peak.peak_bytes)} during {model.calls.name(peak.peak_operator_row)}.",
     )
 
@@ -225,7 +267,9 @@ def damaged_file(model: TraceModel) -> Finding | None:
         f"{plural(report.repaired, 'event')} repaired" if report.repaired else "",
         f"{plural(report.skipped, 'event')} skipped" if report.skipped else "",
         f"{plural(report.damaged, 'event')} with impossible times left out" if report.damaged else "",
-        f"{plural(model.flops_damaged, 'call')} with impossible input sizes given no FLOPs" if model.flops_damaged else "",
+        f"{plural(model.flops_damaged, 'call')} with impossible input sizes given no FLOPs"
+        if model.flops_damaged
+        else "",
     ]
     parts = [part for part in parts if part]
     if not parts:
@@ -245,8 +289,21 @@ def straggler(run: RunSummary) -> Finding | None:
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
-    top_module, top_operator, data_loading, gpu_idle, no_steps, copies, launch_bound, backward_ratio,
-    module_tree_missing, shapes_and_flops, external_ids_ignored, memory_not_recorded, memory_peak, memory_before_trace, damaged_file,
+    top_module,
+    top_operator,
+    data_loading,
+    gpu_idle,
+    no_steps,
+    copies,
+    launch_bound,
+    backward_ratio,
+    module_tree_missing,
+    shapes_and_flops,
+    external_ids_ignored,
+    memory_not_recorded,
+    memory_peak,
+    memory_before_trace,
+    damaged_file,
 )
 
 
@@ -270,7 +327,9 @@ def finding_rows(found: Sequence[Finding], where: Callable[[str], str] = summary
     return [{"id": f.id, "severity": f.severity, "text": f.pointed(where)} for f in found]
 
 
-def build_finding_rows(model: TraceModel, options: ViewOptions | None = None, run_findings: Sequence[Finding] = ()) -> list[Row]:
+def build_finding_rows(
+    model: TraceModel, options: ViewOptions | None = None, run_findings: Sequence[Finding] = ()
+) -> list[Row]:
     """The Overview's findings, in its order (report/findings.py's rules), after the run's."""
     return finding_rows((*run_findings, *findings(model)))
 

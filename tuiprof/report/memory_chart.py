@@ -51,7 +51,10 @@ class MemoryCurve:
         legend.append("█ allocated", style="cyan")
         if any(timeline.reserved):
             legend.append("  █ reserved", style="blue")
-        legend.append(f"  ▲ {ALLOCATOR_PEAK} {format_bytes(timeline.peak_bytes)} at {format_us((timeline.peak_ns - self.origin_ns) / 1000)}", style="bold red")
+        legend.append(
+            f"  ▲ {ALLOCATOR_PEAK} {format_bytes(timeline.peak_bytes)} at {format_us((timeline.peak_ns - self.origin_ns) / 1000)}",
+            style="bold red",
+        )
         if self.peak_label:
             legend.append(f" in {plain(self.peak_label, DISPLAY_CHARS)}", style="red")  # operator and module names
         yield legend
@@ -125,7 +128,12 @@ CATEGORY_STYLES = {
     "autograd_detail": "cyan",
     "unknown": "bright_black",
 }
-PHASE_MARKS = {"forward": ("f", "green"), "backward": ("b", "red"), "optimizer": ("o", "yellow"), "data loading": ("d", "cyan")}
+PHASE_MARKS = {
+    "forward": ("f", "green"),
+    "backward": ("b", "red"),
+    "optimizer": ("o", "yellow"),
+    "data loading": ("d", "cyan"),
+}
 
 
 class CategoryCurve:
@@ -134,8 +142,12 @@ class CategoryCurve:
     averaged away), the steps' phases under it and the peak marked."""
 
     def __init__(
-        self, memory: CategorisedMemory, origin_ns: int, height: int = 4,
-        phases: tuple[tuple[int, int, str], ...] = (), compact: bool = False,
+        self,
+        memory: CategorisedMemory,
+        origin_ns: int,
+        height: int = 4,
+        phases: tuple[tuple[int, int, str], ...] = (),
+        compact: bool = False,
     ) -> None:
         self.memory = memory
         self.origin_ns = origin_ns
@@ -159,7 +171,9 @@ class CategoryCurve:
         phase_row = Text("phase".rjust(axis) + " ", style="dim")
         for column in range(width):
             mark, style = self._phase_at(column, width)
-            phase_row.append("▲" if column == peak_column else mark, style="bold red" if column == peak_column else style)
+            phase_row.append(
+                "▲" if column == peak_column else mark, style="bold red" if column == peak_column else style
+            )
         yield phase_row
         times = memory.times_ns
         start = format_us((int(times[0]) - self.origin_ns) / 1000)
@@ -259,13 +273,21 @@ def memory_view_chart(model: TraceModel, devices: int, height: int, compact: boo
     # A file's breakdown (allocations searched in the calls) waits until its table is asked for.
     breakdown = model.memory_breakdown if model.categorised_peak is not None else None
     if breakdown is not None and breakdown.memory is not None:
-        blocks += [peak_title(breakdown), CategoryCurve(breakdown.memory, model.calls.origin_ns, height, breakdown.phases, compact)]
+        blocks += [
+            peak_title(breakdown),
+            CategoryCurve(breakdown.memory, model.calls.origin_ns, height, breakdown.phases, compact),
+        ]
         if compact:  # the legend said how much came from before the trace
             return Group(*blocks)
     else:
         for timeline in model.memory[:devices]:
-            blocks += [Text(f"{timeline.device} memory", style="bold"), MemoryCurve(timeline, model.calls.origin_ns, height, peak_label(model, timeline))]
-        blocks.append(Text(model.memory_categories_problem or NEEDS_CAPTURE_SHORT, style="dim", no_wrap=True, overflow="ellipsis"))
+            blocks += [
+                Text(f"{timeline.device} memory", style="bold"),
+                MemoryCurve(timeline, model.calls.origin_ns, height, peak_label(model, timeline)),
+            ]
+        blocks.append(
+            Text(model.memory_categories_problem or NEEDS_CAPTURE_SHORT, style="dim", no_wrap=True, overflow="ellipsis")
+        )
     before = before_trace_sentence(figure.bytes, figure.before_trace_bytes)
     if before is not None:  # a short terminal: the sentence's first half, on one line
         short = before.partition(":")[0]

@@ -91,7 +91,9 @@ def memory_peak_lines(model: TraceModel, view: str) -> list[str]:
         breakdown = model.memory_breakdown
         place = peak_place(breakdown) if breakdown is not None else ""
         at = format_us((figure.at_ns - model.calls.origin_ns) / 1000)
-        lines.append(f"{figure.device} memory {peak_name(figure)} {format_bytes(figure.bytes)} at {at}{' ' + place if place else ''}.")
+        lines.append(
+            f"{figure.device} memory {peak_name(figure)} {format_bytes(figure.bytes)} at {at}{' ' + place if place else ''}."
+        )
     before = before_trace_sentence(figure.bytes, figure.before_trace_bytes)
     if before is not None:
         lines.append(before)
@@ -116,7 +118,9 @@ def memory_peak_sentence(model: TraceModel) -> str | None:
     breakdown = model.memory_breakdown
     peak = breakdown.peak_bytes
     # The categories worth a remedy (5 % or more); the Memory view has them all.
-    parts = [f"{share(size, peak)} {CATEGORY_WORDS[name]}" for name, size in breakdown.by_category if 100 * size >= 5 * peak]
+    parts = [
+        f"{share(size, peak)} {CATEGORY_WORDS[name]}" for name, size in breakdown.by_category if 100 * size >= 5 * peak
+    ]
     place = peak_place(breakdown)
     text = f"Peak {breakdown.device} memory {format_bytes(peak)}{' ' + place if place else ''}: {', '.join(parts)}"
     most = breakdown.most_activations
@@ -186,7 +190,9 @@ def allocation_detail(allocation: PeakAllocation) -> Text:
     text.append(allocation.module or "(outside every module's forward)")
     text.append("\nPython stack (outermost first):" if allocation.stack else "\nPython stack: ", style="bold")
     if not allocation.stack:
-        text.append("(none: allocated before the capture, on a thread without Python frames, or a trace without with_stack)")
+        text.append(
+            "(none: allocated before the capture, on a thread without Python frames, or a trace without with_stack)"
+        )
     user = user_frame(allocation.stack)
     for frame in allocation.stack:
         text.append("\n  " + plain(frame, DISPLAY_CHARS), style="bold" if frame == user else "")

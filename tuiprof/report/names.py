@@ -65,7 +65,7 @@ def fit_name(name: str, width: int) -> str:
     if cell_len(name) <= width:
         return name
     if width < 2:
-        return "…"[:max(0, width)]
+        return "…"[: max(0, width)]
     if ALIGNED in name and width >= 2 * 4 + len(ALIGNED):
         left, right = name.split(ALIGNED, 1)
         room = width - len(ALIGNED)
@@ -73,17 +73,19 @@ def fit_name(name: str, width: int) -> str:
         return fit_name(left, left_room) + ALIGNED + fit_name(right, room - left_room)
     separators = [m for m in QUALIFIER.finditer(name) if _depth_at(name, m.start()) == 0]
     for separator in separators:  # the longest tail that fits
-        tail = name[separator.start():]
+        tail = name[separator.start() :]
         if cell_len(tail) + 1 <= width:
             return "…" + tail
     if separators:
         last = separators[-1]
-        level = name[last.end():]
+        level = name[last.end() :]
         if cell_len(level) + 1 <= width:  # the last level whole, its separator left out
             return "…" + level
         # One cut per name: the last level cut once, not after a `…::` that is a cut of its
         # own (`…::native_batc…rm_backward` read as two fragments).
-        return _cut_part(level, min(width, cell_len(level) - 1))  # cut even where it would just fit: the namespace is gone
+        return _cut_part(
+            level, min(width, cell_len(level) - 1)
+        )  # cut even where it would just fit: the namespace is gone
     return _cut_part(name, width)
 
 
@@ -135,7 +137,7 @@ def _cut_part(name: str, width: int) -> str:
     if cell_len(name) <= width:
         return name
     if width < 2:
-        return "…"[:max(0, width)]
+        return "…"[: max(0, width)]
     template = TEMPLATE.fullmatch(name)
     if template and width >= 4:
         base, argument = template.group("base"), template.group("argument")
@@ -196,7 +198,7 @@ def short_kernel_names(names: Iterable[str]) -> dict[str, str]:
             continue
         arguments = {name: _template_arguments(name) for name in group}
         longest = max(len(a) for a in arguments.values())
-        differing = [i for i in range(longest) if len({tuple(a[i:i + 1]) for a in arguments.values()}) > 1]
+        differing = [i for i in range(longest) if len({tuple(a[i : i + 1]) for a in arguments.values()}) > 1]
         if not differing:
             continue
         base = shown.split("<", 1)[0]
@@ -211,7 +213,9 @@ NAMESPACE = re.compile(r"\b(?:\w+|anonymous_namespace)::")
 
 def _template_arguments(name: str) -> list[str]:
     """The top-level template arguments of a kernel's signature (none: [])."""
-    _, arguments = _split_call(name.removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace").strip())
+    _, arguments = _split_call(
+        name.removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace").strip()
+    )
     return [a.strip() for a in _top_level_split(arguments, ",")] if arguments else []
 
 
@@ -237,13 +241,17 @@ def _split_call(text: str) -> tuple[str, str]:
                 if char == "<" and head_end is None:
                     head_end, targ_start = index, index + 1
                 elif char == "(":
-                    return text[: head_end if head_end is not None else index], text[targ_start:targ_end] if targ_start is not None and targ_end is not None else ""
+                    return text[: head_end if head_end is not None else index], text[
+                        targ_start:targ_end
+                    ] if targ_start is not None and targ_end is not None else ""
             depth += 1
         elif char in CLOSE:
             depth -= 1
             if depth == 0 and char == ">" and targ_start is not None and targ_end is None:
                 targ_end = index
-    return text[: head_end if head_end is not None else len(text)], text[targ_start:targ_end] if targ_start is not None and targ_end is not None else ""
+    return text[: head_end if head_end is not None else len(text)], text[
+        targ_start:targ_end
+    ] if targ_start is not None and targ_end is not None else ""
 
 
 def _last_component(qualified: str) -> str:

@@ -44,7 +44,9 @@ class FittedTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         widths = [max([len(h)] + [row[i].cell_len for row in self.rows]) for i, (h, _) in enumerate(self.headers)]
-        widths[0] = max(len(self.headers[0][0]), *(len(pad) + row[0].cell_len for pad, row in zip(self.indents, self.rows)))
+        widths[0] = max(
+            len(self.headers[0][0]), *(len(pad) + row[0].cell_len for pad, row in zip(self.indents, self.rows))
+        )
         gap = 2  # rich's default padding: one space each side, none at the edges
         texts = [i for i, (_, numeric) in enumerate(self.headers) if not numeric]
         spare = options.max_width - sum(widths) - gap * (len(widths) - 1)
@@ -64,15 +66,27 @@ class FittedTable:
         table = Table(title=self.title, title_justify="left", box=None, header_style="bold", pad_edge=False)
         for i in shown:
             header, numeric = self.headers[i]
-            table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i])
-        fitted = {i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i]) for i in texts[1:]}
+            table.add_column(
+                header, justify="right" if numeric else "left", no_wrap=True, overflow="ellipsis", width=widths[i]
+            )
+        fitted = {
+            i: fit_names((row[i].plain for row in self.rows if row[i].cell_len > widths[i]), widths[i])
+            for i in texts[1:]
+        }
         first: dict[str, dict[str, str]] = {}  # the first column, by indent: cut in what the indent leaves
         for pad in set(self.indents):
             rows = [row for indent, row in zip(self.indents, self.rows) if indent == pad]
-            first[pad] = fit_names((row[0].plain for row in rows if len(pad) + row[0].cell_len > widths[0]), widths[0] - len(pad))
-        for pad, row in zip(self.indents, self.rows):  # names cut by the one rule (report.names), never by rich at their end
+            first[pad] = fit_names(
+                (row[0].plain for row in rows if len(pad) + row[0].cell_len > widths[0]), widths[0] - len(pad)
+            )
+        for pad, row in zip(
+            self.indents, self.rows
+        ):  # names cut by the one rule (report.names), never by rich at their end
             short = {0: first[pad], **fitted}
-            cells = [Text(short[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in short else row[i] for i in shown]
+            cells = [
+                Text(short[i].get(row[i].plain, row[i].plain), style=row[i].style) if i in short else row[i]
+                for i in shown
+            ]
             table.add_row(Text(pad) + cells[0], *cells[1:])
         yield table
 
@@ -151,7 +165,9 @@ def _steps_table(model: TraceModel) -> FittedTable:
 
 
 def _modules_table(model: TraceModel) -> FittedTable:
-    table = _table("Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules")
+    table = _table(
+        "Top modules (forward + backward)" if any(r.backward_cpu_us for r in model.modules.roots) else "Top modules"
+    )
     table.add_column("module", numeric=False)
     backward = any(root.backward_cpu_us for root in model.modules.roots)
     headers = ["share", "fwd", *(["bwd"] if backward else []), *(["device"] if model.has_device else []), "FLOPs"]
@@ -164,14 +180,21 @@ def _modules_table(model: TraceModel) -> FittedTable:
         if len(group.nodes) > 1:
             name = group.label
         elif inside and not node.qualified_name:  # a part of the module above: named from there
-            name = node.path[len(top[0].path) + 1:]
+            name = node.path[len(top[0].path) + 1 :]
         else:
             name = node.qualified_name or "/".join(node.path.split("/")[-2:])
         share = f"{100 * group.cost_us / module_time_us(model):.0f}%"  # of all module time, as the Modules view's bars
-        cells: list[str | Text] = [Text(plain(name, DISPLAY_CHARS)), share, format_us(group.summed("cpu_total_us")), *([format_us(group.summed("backward_cpu_us"))] if backward else [])]
+        cells: list[str | Text] = [
+            Text(plain(name, DISPLAY_CHARS)),
+            share,
+            format_us(group.summed("cpu_total_us")),
+            *([format_us(group.summed("backward_cpu_us"))] if backward else []),
+        ]
         if model.has_device:
             cells.append(format_us(group.summed("device_total_us") + group.summed("backward_device_us")))
-        work = group.summed("flops") + (group.summed("backward_flops") if backward else 0)  # as the times: forward + backward
+        work = group.summed("flops") + (
+            group.summed("backward_flops") if backward else 0
+        )  # as the times: forward + backward
         cells.append(format_count(work) if work else "--")
         table.add_row(*cells, indent=PART_INDENT if index else "")
     return table
@@ -184,7 +207,12 @@ def _operators_table(model: TraceModel) -> FittedTable:
     for header in ("self device" if model.has_device else "self CPU", "calls", "FLOPs"):
         table.add_column(header)
     for stats in top_operators(model, OVERVIEW_TOP):
-        table.add_row(Text(plain(stats.name, DISPLAY_CHARS)), format_us(getattr(stats, key)), f"{stats.calls:,}", format_count(stats.flops) if stats.flops else "--")
+        table.add_row(
+            Text(plain(stats.name, DISPLAY_CHARS)),
+            format_us(getattr(stats, key)),
+            f"{stats.calls:,}",
+            format_count(stats.flops) if stats.flops else "--",
+        )
     return table
 
 
@@ -195,8 +223,14 @@ def _kernels_table(model: TraceModel) -> FittedTable:
         table.add_column(header)
     table.add_column("launched by", numeric=False)
     top = model.kernels[:OVERVIEW_TOP]
-    short = short_kernel_names(plain(kernel.name, DISPLAY_CHARS) for kernel in top)  # instances that differ in numbers stay apart
+    short = short_kernel_names(
+        plain(kernel.name, DISPLAY_CHARS) for kernel in top
+    )  # instances that differ in numbers stay apart
     for kernel in top:
-        table.add_row(Text(short[plain(kernel.name, DISPLAY_CHARS)]), format_us(kernel.device_total_us), f"{kernel.calls:,}",
-                      Text(plain(kernel.launcher, DISPLAY_CHARS)))
+        table.add_row(
+            Text(short[plain(kernel.name, DISPLAY_CHARS)]),
+            format_us(kernel.device_total_us),
+            f"{kernel.calls:,}",
+            Text(plain(kernel.launcher, DISPLAY_CHARS)),
+        )
     return table

@@ -6,11 +6,11 @@ import csv
 import io
 import re
 import shutil
-import textwrap
 import sys
+import textwrap
 from collections.abc import Iterable
-from typing import TextIO
 from dataclasses import dataclass
+from typing import TextIO
 
 import orjson
 from rich import box
@@ -99,15 +99,29 @@ class ExportOrigin:
     def describe(self, rows: int) -> str:
         """One line: ``operators of t.json.gz; sorted by self_cpu_us, descending; filter /conv: 12 of 340 rows``."""
         parts = [f"{self.view} of {self.source}"]
-        parts.append(f"sorted by {self.sort}, {'descending' if self.descending else 'ascending'}" if self.sort else "in the view's order")
-        shown = f"{rows:,} of {self.total:,} rows" if self.total is not None and self.total != rows else f"{rows:,} rows"
+        parts.append(
+            f"sorted by {self.sort}, {'descending' if self.descending else 'ascending'}"
+            if self.sort
+            else "in the view's order"
+        )
+        shown = (
+            f"{rows:,} of {self.total:,} rows" if self.total is not None and self.total != rows else f"{rows:,} rows"
+        )
         parts.append(f"filter /{self.filter}: {shown}" if self.filter else f"no filter: {shown}")
         parts.extend(self.settings)
         return plain("; ".join(parts))
 
     def metadata(self, rows: int) -> dict[str, object]:
-        return {"view": self.view, "source": self.source, "sort": self.sort or None, "descending": self.descending,
-                "filter": self.filter or None, "settings": list(self.settings), "rows": rows, "total": self.total}
+        return {
+            "view": self.view,
+            "source": self.source,
+            "sort": self.sort or None,
+            "descending": self.descending,
+            "filter": self.filter or None,
+            "settings": list(self.settings),
+            "rows": rows,
+            "total": self.total,
+        }
 
 
 def render_export(rows: list[Row], columns: tuple[Column, ...], fmt: str, origin: ExportOrigin) -> str:
@@ -233,7 +247,9 @@ def layout_table(rows: list[Row], columns: tuple[Column, ...], width: int | None
     return TableLayout(tuple(shown), tuple(widths[c.key] for c in shown), tuple(c for c in columns if c not in shown))
 
 
-def print_rich_table(rows: list[Row], columns: tuple[Column, ...], title: str, keep: str = "", wide: bool = False) -> None:
+def print_rich_table(
+    rows: list[Row], columns: tuple[Column, ...], title: str, keep: str = "", wide: bool = False
+) -> None:
     """Coloured table for a terminal (honours NO_COLOR through rich), fitted to its width
     (a line says which columns were left out) unless ``wide``."""
     console = Console()
@@ -265,10 +281,16 @@ def build_rich_table(rows: list[Row], layout: TableLayout, title: str, ascii_rul
     """Cells and title are plain text: a name like ``[/]`` or ``[@click=...]``
     stays what it is (never rich markup), control characters are escaped.  Names are
     cut by the one rule (report.names.fit_names): rows that differ still read differently."""
-    table = Table(title=Text(plain(title, CELL_CHARS)) if title else None, box=box.ASCII2 if ascii_rules else box.SIMPLE_HEAD, header_style="bold")
+    table = Table(
+        title=Text(plain(title, CELL_CHARS)) if title else None,
+        box=box.ASCII2 if ascii_rules else box.SIMPLE_HEAD,
+        header_style="bold",
+    )
     columns = []
     for column, width in zip(layout.columns, layout.widths):
-        table.add_column(column.header, justify="right" if column.numeric else "left", overflow="ellipsis", no_wrap=True, width=width)
+        table.add_column(
+            column.header, justify="right" if column.numeric else "left", overflow="ellipsis", no_wrap=True, width=width
+        )
         texts = _cell_texts(rows, column)
         if not column.numeric:
             cut = fit_names((t for t in texts if cell_len(t) > width), width)

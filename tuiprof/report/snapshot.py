@@ -66,10 +66,14 @@ def headline(model: SnapshotModel) -> str:
         return f"{plain(model.snapshot.source)}: an allocator snapshot with no devices"
     peak = max(model.peaks, key=lambda p: p.allocated)
     if len(model.snapshot.entries) == 0:  # segments only: a state, not a peak, and how to get the history
-        line = (f"{format_bytes(peak.allocated)} allocated on cuda:{peak.device} when the snapshot was taken; no allocation "
-                "history (torch.cuda.memory._record_memory_history() before the run records it)")
+        line = (
+            f"{format_bytes(peak.allocated)} allocated on cuda:{peak.device} when the snapshot was taken; no allocation "
+            "history (torch.cuda.memory._record_memory_history() before the run records it)"
+        )
     else:
-        line = f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {_since_start(model, peak.time_us)}"
+        line = (
+            f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {_since_start(model, peak.time_us)}"
+        )
     if peak.groups:
         top = peak.groups[0]
         line += f"; {_share(top.bytes, peak.allocated)} of it from {short_where(model, top.stack)}"
@@ -99,8 +103,10 @@ def placement_line(place: PeakPlace) -> str:
             return f"the peak is not in the trace {trace}: it has no operators"
         before = place.peak_ns < place.trace_start_ns
         gap = (place.trace_start_ns - place.peak_ns) if before else (place.peak_ns - place.trace_end_ns)
-        return (f"the peak is not in the trace {trace}: it falls {_distance(gap / 1000)} {'before' if before else 'after'} "
-                "the trace (another run or time range; both files must come from one host's clock)")
+        return (
+            f"the peak is not in the trace {trace}: it falls {_distance(gap / 1000)} {'before' if before else 'after'} "
+            "the trace (another run or time range; both files must come from one host's clock)"
+        )
     where = f"peak at step {place.step.rsplit('#', 1)[-1]}" if place.step else "peak outside every ProfilerStep"
     if place.operator is None:
         return f"{where}, between operators ({trace})"
@@ -109,10 +115,17 @@ def placement_line(place: PeakPlace) -> str:
 
 
 def placement_document(place: PeakPlace) -> dict:
-    return {"file": place.trace, "inside": place.inside, "peak_time_us": None if place.peak_ns is None else place.peak_ns / 1000,
-            "trace_start_us": place.trace_start_ns / 1000, "trace_end_us": place.trace_end_ns / 1000,
-            "step": place.step, "operator": place.operator, "module": place.module,
-            "thread": place.thread if place.thread is None or isinstance(place.thread, int) else str(place.thread)}
+    return {
+        "file": place.trace,
+        "inside": place.inside,
+        "peak_time_us": None if place.peak_ns is None else place.peak_ns / 1000,
+        "trace_start_us": place.trace_start_ns / 1000,
+        "trace_end_us": place.trace_end_ns / 1000,
+        "step": place.step,
+        "operator": place.operator,
+        "module": place.module,
+        "thread": place.thread if place.thread is None or isinstance(place.thread, int) else str(place.thread),
+    }
 
 
 class TableRow(str):
@@ -122,11 +135,17 @@ class TableRow(str):
 def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limit: int) -> list[str]:
     lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  where (innermost own frame)")]
     for group in groups[:limit]:
-        lines.append(TableRow(f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
-                              f"{short_where(model, group.stack)}"))
+        lines.append(
+            TableRow(
+                f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
+                f"{short_where(model, group.stack)}"
+            )
+        )
     if len(groups) > limit:
         rest = sum(g.bytes for g in groups[limit:])
-        lines.append(f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)")
+        lines.append(
+            f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)"
+        )
     return lines
 
 
@@ -141,20 +160,34 @@ def _module_rows(modules: list[ModuleGroup], whole: int, limit: int) -> list[str
         return []
     lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  module (its forward's file)")]
     for group in modules[:limit]:
-        lines.append(TableRow(f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"))
+        lines.append(
+            TableRow(
+                f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"
+            )
+        )
     if len(modules) > limit:
         rest = sum(m.bytes for m in modules[limit:])
-        lines.append(f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)")
+        lines.append(
+            f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)"
+        )
     return lines
 
 
 def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]:
-    when = "no trace entry to look at (the state when the snapshot was taken, or at --from)" if peak.row < 0 else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
-    lines = [f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"]
+    when = (
+        "no trace entry to look at (the state when the snapshot was taken, or at --from)"
+        if peak.row < 0
+        else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
+    )
+    lines = [
+        f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"
+    ]
     if peak.groups:
         largest = max(peak.groups, key=lambda g: (g.largest, -g.stack))
         lines += _stack_rows(model, peak.groups, peak.allocated, limit)
-        lines.append(f"  largest single allocation: {format_bytes(largest.largest)} from {short_where(model, largest.stack)}")
+        lines.append(
+            f"  largest single allocation: {format_bytes(largest.largest)} from {short_where(model, largest.stack)}"
+        )
         by_module = _module_rows(peak.modules, peak.allocated, limit)
         if by_module:
             lines += [f"cuda:{peak.device}: the peak by nn.Module", *by_module]
@@ -167,14 +200,18 @@ def _segment_lines(model: SnapshotModel) -> list[str]:
         return ["segments: none when the snapshot was taken"]
     reserved = sum(s.reserved for s in uses)
     allocated = sum(s.allocated for s in uses)
-    lines = [f"segments when the snapshot was taken: {len(uses):,}, {format_bytes(reserved)} reserved, "
-             f"{format_bytes(allocated)} allocated, {format_bytes(reserved - allocated)} free"]
+    lines = [
+        f"segments when the snapshot was taken: {len(uses):,}, {format_bytes(reserved)} reserved, "
+        f"{format_bytes(allocated)} allocated, {format_bytes(reserved - allocated)} free"
+    ]
     for device in sorted({s.device for s in uses}):
         mine = [s for s in uses if s.device == device]
         free = sum(s.free for s in mine)
         biggest = max(s.largest_free_block for s in mine)
-        lines.append(f"  cuda:{device}: {plural(len(mine), 'segment')}, {format_bytes(free)} free in them, "
-                     f"the largest free block {format_bytes(biggest)}")
+        lines.append(
+            f"  cuda:{device}: {plural(len(mine), 'segment')}, {format_bytes(free)} free in them, "
+            f"the largest free block {format_bytes(biggest)}"
+        )
     return lines
 
 
@@ -182,10 +219,14 @@ def _oom_cause(oom: OutOfMemory) -> str:
     """What the numbers say to do: fragmentation and a full GPU have different remedies."""
     free = oom.reserved - oom.allocated + max(oom.device_free, 0)
     if oom.fragmented:
-        return (f"fragmentation: {format_bytes(free)} free in all, no piece of {format_bytes(oom.requested)}; "
-                "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
-    return (f"the GPU was full: {format_bytes(free)} free in all for {format_bytes(oom.requested)}; "
-            "hold less (the stacks below) or use a smaller batch")
+        return (
+            f"fragmentation: {format_bytes(free)} free in all, no piece of {format_bytes(oom.requested)}; "
+            "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        )
+    return (
+        f"the GPU was full: {format_bytes(free)} free in all for {format_bytes(oom.requested)}; "
+        "hold less (the stacks below) or use a smaller batch"
+    )
 
 
 def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
@@ -203,9 +244,12 @@ def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
 
 def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> list[str]:
     entries = model.snapshot.entries
-    lines = [headline(model), *([placement_line(place)] if place else []),
-             f"{plain(model.snapshot.source)}: allocator snapshot, {plural(model.snapshot.device_count, 'device')}, "
-             f"{plural(len(entries), 'trace entry', 'trace entries')}"]
+    lines = [
+        headline(model),
+        *([placement_line(place)] if place else []),
+        f"{plain(model.snapshot.source)}: allocator snapshot, {plural(model.snapshot.device_count, 'device')}, "
+        f"{plural(len(entries), 'trace entry', 'trace entries')}",
+    ]
     for peak in model.peaks:
         lines.append("")
         lines += _peak_lines(model, peak, limit)
@@ -216,15 +260,22 @@ def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: Peak
         lines += _oom_lines(model, model.ooms[0], limit)
         if model.oom_count > 1:
             listed = "each" if model.oom_count == len(model.ooms) else f"the first {len(model.ooms)}"
-            lines.append(f"  and {plural(model.oom_count - 1, 'later out-of-memory error')} (--format json lists {listed})")
+            lines.append(
+                f"  and {plural(model.oom_count - 1, 'later out-of-memory error')} (--format json lists {listed})"
+            )
     return lines
 
 
 def _group_json(model: SnapshotModel, group: StackGroup) -> dict:
     frame = own_frame(model.snapshot, group.stack)
-    return {"bytes": group.bytes, "count": group.count, "largest_bytes": group.largest,
-            "where": frame_text(model.snapshot, frame) if frame >= 0 else None,
-            "module": list(module_path(model.snapshot, group.stack)), "frames": stack_lines(model.snapshot, group.stack)}
+    return {
+        "bytes": group.bytes,
+        "count": group.count,
+        "largest_bytes": group.largest,
+        "where": frame_text(model.snapshot, frame) if frame >= 0 else None,
+        "module": list(module_path(model.snapshot, group.stack)),
+        "frames": stack_lines(model.snapshot, group.stack),
+    }
 
 
 def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> dict:
@@ -235,16 +286,47 @@ def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: P
         "trace_entries": len(model.snapshot.entries),
         "times_recorded": model.snapshot.entries.has_times,
         "oom_count": model.oom_count,
-        "peaks": [{"device": p.device, "entry": p.index, "time_us": p.time_us, "allocated_bytes": p.allocated,
-                   "reserved_bytes": p.reserved, "stacks": [_group_json(model, g) for g in p.groups[:limit]],
-                   "modules": [{"module": list(m.path), "bytes": m.bytes, "count": m.count} for m in p.modules[:limit]]} for p in model.peaks],
-        "segments": [{"device": s.device, "address": s.address, "reserved_bytes": s.reserved, "allocated_bytes": s.allocated,
-                      "free_bytes": s.free, "largest_free_block_bytes": s.largest_free_block, "stream": s.stream,
-                      "segment_type": s.segment_type} for s in model.segment_use],
-        "ooms": [{"device": o.device, "entry": o.index, "time_us": o.time_us, "requested_bytes": o.requested,
-                  "device_free_bytes": o.device_free, "allocated_bytes": o.allocated, "reserved_bytes": o.reserved,
-                  "largest_free_block_bytes": o.largest_free_block, "fragmented": o.fragmented, "requested_from": stack_lines(model.snapshot, o.stack),
-                  "held_by": [_group_json(model, g) for g in o.held_by[:limit]]} for o in model.ooms],
+        "peaks": [
+            {
+                "device": p.device,
+                "entry": p.index,
+                "time_us": p.time_us,
+                "allocated_bytes": p.allocated,
+                "reserved_bytes": p.reserved,
+                "stacks": [_group_json(model, g) for g in p.groups[:limit]],
+                "modules": [{"module": list(m.path), "bytes": m.bytes, "count": m.count} for m in p.modules[:limit]],
+            }
+            for p in model.peaks
+        ],
+        "segments": [
+            {
+                "device": s.device,
+                "address": s.address,
+                "reserved_bytes": s.reserved,
+                "allocated_bytes": s.allocated,
+                "free_bytes": s.free,
+                "largest_free_block_bytes": s.largest_free_block,
+                "stream": s.stream,
+                "segment_type": s.segment_type,
+            }
+            for s in model.segment_use
+        ],
+        "ooms": [
+            {
+                "device": o.device,
+                "entry": o.index,
+                "time_us": o.time_us,
+                "requested_bytes": o.requested,
+                "device_free_bytes": o.device_free,
+                "allocated_bytes": o.allocated,
+                "reserved_bytes": o.reserved,
+                "largest_free_block_bytes": o.largest_free_block,
+                "fragmented": o.fragmented,
+                "requested_from": stack_lines(model.snapshot, o.stack),
+                "held_by": [_group_json(model, g) for g in o.held_by[:limit]],
+            }
+            for o in model.ooms
+        ],
     }
 
 
@@ -263,10 +345,14 @@ def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None, pl
     ``place``: where the peak fell in a ``--trace`` file."""
     limit = DEFAULT_STACKS if limit is None else max(0, limit)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps(summary_document(model, limit, place), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(
+            orjson.dumps(summary_document(model, limit, place), option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
         return 0
     width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
-    sys.stdout.write("".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit, place)))
+    sys.stdout.write(
+        "".join((fit(line, width) if width else line) + "\n" for line in summary_lines(model, limit, place))
+    )
     return 0
 
 
@@ -283,9 +369,13 @@ def curve(model: SnapshotModel, device: int, buckets: int) -> list[float]:
 
 def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
     """The detail pane's text for a group: its figures, then its full stack, innermost frame first."""
-    head = (f"{format_bytes(group.bytes)} ({_share(group.bytes, whole)}) in {plural(group.count, 'allocation')}, "
-            f"the largest {format_bytes(group.largest)}")
-    frames = stack_lines(model.snapshot, group.stack) or ["(no stack: allocated before the trace began, or recorded without stacks)"]
+    head = (
+        f"{format_bytes(group.bytes)} ({_share(group.bytes, whole)}) in {plural(group.count, 'allocation')}, "
+        f"the largest {format_bytes(group.largest)}"
+    )
+    frames = stack_lines(model.snapshot, group.stack) or [
+        "(no stack: allocated before the trace began, or recorded without stacks)"
+    ]
     shown = [plain(line) for line in frames[:DETAIL_LINES]]
     if len(frames) > DETAIL_LINES:
         shown.append(f"... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
@@ -312,29 +402,61 @@ def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
     """A's peak against B's, then the stacks whose bytes at the peak changed most."""
     a, b = diff.a_peak.allocated, diff.b_peak.allocated
     change = b - a
-    line = (f"peak {format_bytes(a)} (A, cuda:{diff.a_peak.device}) -> {format_bytes(b)} (B, cuda:{diff.b_peak.device}): "
-            f"{_signed(change)}" + (f" ({'+' if change > 0 else ''}{format_pct(100 * change / a)})" if a else ""))
+    line = (
+        f"peak {format_bytes(a)} (A, cuda:{diff.a_peak.device}) -> {format_bytes(b)} (B, cuda:{diff.b_peak.device}): "
+        f"{_signed(change)}" + (f" ({'+' if change > 0 else ''}{format_pct(100 * change / a)})" if a else "")
+    )
     moved = [row for row in diff.changes if row.change * (1 if change >= 0 else -1) > 0]  # the way the peak went
     if moved:
         word = "growth" if change >= 0 else "drop"
         line += f"; the largest {word}: {_change_where(diff, moved[0])} {_signed(moved[0].change)}"
-    lines = [line, f"A: {plain(diff.a.snapshot.source)}", f"B: {plain(diff.b.snapshot.source)}", "",
-             TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  where (innermost own frame)")]
+    lines = [
+        line,
+        f"A: {plain(diff.a.snapshot.source)}",
+        f"B: {plain(diff.b.snapshot.source)}",
+        "",
+        TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  where (innermost own frame)"),
+    ]
     for row in diff.changes[:limit]:
-        lines.append(TableRow(f"  {format_bytes(row.a):>10}  {format_bytes(row.b):>10}  {_signed(row.change):>11}  {_change_where(diff, row)}"))
+        lines.append(
+            TableRow(
+                f"  {format_bytes(row.a):>10}  {format_bytes(row.b):>10}  {_signed(row.change):>11}  {_change_where(diff, row)}"
+            )
+        )
     if len(diff.changes) > limit:
         rest = sum(r.change for r in diff.changes[limit:])
-        lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"))
+        lines.append(
+            TableRow(
+                f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
+            )
+        )
     return lines
 
 
 def diff_document(diff: SnapshotDiff, limit: int | None) -> dict:
     rows = diff.changes if limit is None else diff.changes[:limit]
     return {
-        "a": {"file": diff.a.snapshot.source, "device": diff.a_peak.device, "peak_bytes": diff.a_peak.allocated, "time_us": diff.a_peak.time_us},
-        "b": {"file": diff.b.snapshot.source, "device": diff.b_peak.device, "peak_bytes": diff.b_peak.allocated, "time_us": diff.b_peak.time_us},
-        "stacks": [{"a_bytes": r.a, "b_bytes": r.b, "change_bytes": r.change, "frames": [f"{f}:{line} {name}" for f, line, name in r.frames]}
-                   for r in rows],
+        "a": {
+            "file": diff.a.snapshot.source,
+            "device": diff.a_peak.device,
+            "peak_bytes": diff.a_peak.allocated,
+            "time_us": diff.a_peak.time_us,
+        },
+        "b": {
+            "file": diff.b.snapshot.source,
+            "device": diff.b_peak.device,
+            "peak_bytes": diff.b_peak.allocated,
+            "time_us": diff.b_peak.time_us,
+        },
+        "stacks": [
+            {
+                "a_bytes": r.a,
+                "b_bytes": r.b,
+                "change_bytes": r.change,
+                "frames": [f"{f}:{line} {name}" for f, line, name in r.frames],
+            }
+            for r in rows
+        ],
     }
 
 

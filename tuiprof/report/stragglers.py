@@ -41,7 +41,11 @@ def straggler_sentence(straggler: Straggler) -> str:
         parts.append(f"{_HEADERS[straggler.cause]} {ms(straggler.cause_excess_us)} above theirs")
     if straggler.last_arrivals and straggler.excess_us > 0:
         parts.append(last)
-    return f"rank {straggler.rank}: " + ", ".join(parts) + f"; the others wait for it, in {_HEADERS['exposed_communication_us']}"
+    return (
+        f"rank {straggler.rank}: "
+        + ", ".join(parts)
+        + f"; the others wait for it, in {_HEADERS['exposed_communication_us']}"
+    )
 
 
 def ms(us: float) -> str:

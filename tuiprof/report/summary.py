@@ -14,11 +14,11 @@ from rich.text import Text
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
+from tuiprof.report.findings import FINDINGS_VIEW, Finding, build_finding_rows
+from tuiprof.report.memory_texts import NEEDS_CAPTURE, memory_peak_lines
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
-from tuiprof.report.findings import FINDINGS_VIEW, Finding, build_finding_rows
-from tuiprof.report.memory_texts import NEEDS_CAPTURE, memory_peak_lines
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 
 
@@ -50,7 +50,11 @@ def print_summary(model: TraceModel, request: SummaryRequest, run_findings: Sequ
     sort = request.sort or view.default_sort_for(model)
     if view.name.startswith("memory") and request.format not in ("json", "csv"):  # the peak once, above its table
         width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
-        sys.stdout.write("".join(f"{wrap_sentence(line, width) if width else line}\n" for line in memory_peak_lines(model, view.name)))
+        sys.stdout.write(
+            "".join(
+                f"{wrap_sentence(line, width) if width else line}\n" for line in memory_peak_lines(model, view.name)
+            )
+        )
     _print_rows(view, rows, columns, request, f"{view.title} - {model.info.trace_name}", sort)
     if view.name == "memory-what-ifs" and request.format not in ("json", "csv"):  # the arithmetic, a sentence a line
         width = shutil.get_terminal_size().columns if stdout_is_terminal() else 0
@@ -65,7 +69,9 @@ def summary_table(
     ``tuiprof.load(...).table`` returns, as the JSON format's rows)."""
     if request.view == FINDINGS_VIEW.name:
         view = FINDINGS_VIEW
-        rows = _sorted_rows(view, build_finding_rows(model, run_findings=run_findings), request.sort or view.default_sort, request.limit)
+        rows = _sorted_rows(
+            view, build_finding_rows(model, run_findings=run_findings), request.sort or view.default_sort, request.limit
+        )
         return view, view.columns, rows
     view = TRACE_VIEWS[request.view]
     options = ViewOptions(group_by_shape=request.group_by_shape, top_level_only=request.top_level_only)
@@ -90,7 +96,9 @@ def print_findings(model: TraceModel, request: SummaryRequest, run_findings: Seq
         for row in rows:
             prefix = f"{row['severity']}: "
             line = Text(prefix, style="bold yellow" if row["severity"] == "warning" else "dim")
-            line.append_text(Text("\n" + " " * len(prefix)).join(_wrapped(str(row["text"]), console, console.width - len(prefix))))
+            line.append_text(
+                Text("\n" + " " * len(prefix)).join(_wrapped(str(row["text"]), console, console.width - len(prefix)))
+            )
             console.print(line, soft_wrap=True)  # wrapped here already, under the text
     else:
         sys.stdout.write("".join(f"{row['severity']}: {plain(str(row['text']))}\n" for row in rows))

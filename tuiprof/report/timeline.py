@@ -80,7 +80,11 @@ def lane_labels(timeline: Timeline, lanes: list[Lane]) -> dict[str, str]:
             key = (lane.group, lane.thread)
             shown_depth[key] = max(shown_depth.get(key, 0), lane.depth)
             first_depth.setdefault(key, lane.depth)
-    heads = {(lane.group, lane.thread): lane.label for lane in timeline.lanes if lane.group in ("cpu", "python") and lane.depth == 0}
+    heads = {
+        (lane.group, lane.thread): lane.label
+        for lane in timeline.lanes
+        if lane.group in ("cpu", "python") and lane.depth == 0
+    }
     labels = {}
     for lane in lanes:
         label = plain(lane.label)
@@ -179,11 +183,20 @@ def draw(timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: li
     """Every lane of one frame, drawn."""
     edges = timeline.edges(start_ns, end_ns, columns)
     labels = lane_labels(timeline, lanes)
-    return [draw_lane(timeline, frame, edges, labels[frame.lane.key]) for frame in timeline.frame(start_ns, end_ns, columns, lanes)]
+    return [
+        draw_lane(timeline, frame, edges, labels[frame.lane.key])
+        for frame in timeline.frame(start_ns, end_ns, columns, lanes)
+    ]
 
 
 def render_text(
-    timeline: Timeline, start_ns: int, end_ns: int, columns: int, lanes: list[Lane], title: str = "", step: str | None = None
+    timeline: Timeline,
+    start_ns: int,
+    end_ns: int,
+    columns: int,
+    lanes: list[Lane],
+    title: str = "",
+    step: str | None = None,
 ) -> str:
     """The frame as plain text: a header, the ruler, one line per lane, a legend (the idle
     share of ``step``'s device window when the frame shows one step)."""
@@ -191,8 +204,9 @@ def render_text(
     cell = (end_ns - start_ns) / columns
     unit = window_unit(timeline, start_ns, end_ns)  # the ruler's
     header = (
-        f"{plain(title)}  " if title else ""
-    ) + f"{_in_unit(start_ns - origin, unit)} to {_in_unit(end_ns - origin, unit)}, {columns} columns of {_duration(cell)}"
+        (f"{plain(title)}  " if title else "")
+        + f"{_in_unit(start_ns - origin, unit)} to {_in_unit(end_ns - origin, unit)}, {columns} columns of {_duration(cell)}"
+    )
     pad = " " * (LABEL_WIDTH + 1)
     labels, marks = ruler(timeline, start_ns, end_ns, columns)
     lines = [header, pad + labels.rstrip(), pad + marks]
@@ -235,7 +249,12 @@ def render_json(timeline: Timeline, start_ns: int, end_ns: int, columns: int, la
     result_lanes = []
     for frame in timeline.frame(start_ns, end_ns, columns, lanes):
         lane = frame.lane
-        entry: dict = {"key": lane.key, "group": lane.group, "label": lane.label, "busy": [round(b, 6) for b in frame.busy.tolist()]}
+        entry: dict = {
+            "key": lane.key,
+            "group": lane.group,
+            "label": lane.label,
+            "busy": [round(b, 6) for b in frame.busy.tolist()],
+        }
         if lane.counter is not None:
             entry["max_bytes"] = frame.values.tolist() if frame.values is not None else []
             entry["peak_bytes"] = lane.counter.peak
@@ -275,7 +294,11 @@ def print_timeline(model: TraceModel, store: TraceEvents, args: argparse.Namespa
     start, end = _window(timeline, source, args)
     columns = args.width if args.width is not None else _terminal_columns()
     if not 1 <= columns <= MAX_COLUMNS:
-        raise TraceError(source, f"--width {columns} is not a column count up to {MAX_COLUMNS}", f"pass --width between 1 and {MAX_COLUMNS}")
+        raise TraceError(
+            source,
+            f"--width {columns} is not a column count up to {MAX_COLUMNS}",
+            f"pass --width between 1 and {MAX_COLUMNS}",
+        )
     if end - start < columns:
         raise _too_short(timeline, source, args, end - start, columns)
     lanes, left_out = timeline.busiest(timeline.select(groups, args.depth), start, end, MAX_LANES)
@@ -299,19 +322,37 @@ def _groups(source: str, text: str | None) -> tuple[str, ...] | None:
     groups = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [g for g in groups if g not in LANE_GROUPS]
     if unknown or not groups:
-        raise TraceError(source, f"--lanes {text!r} names no lane group {unknown or ''}".rstrip(), f"use a comma list of {','.join(LANE_GROUPS)}")
+        raise TraceError(
+            source,
+            f"--lanes {text!r} names no lane group {unknown or ''}".rstrip(),
+            f"use a comma list of {','.join(LANE_GROUPS)}",
+        )
     return groups
 
 
 def _too_short(timeline: Timeline, source: str, args: argparse.Namespace, window_ns: int, columns: int) -> TraceError:
     """The error for a window under one ns per column, in the terms of what the user chose."""
     if args.from_us is not None or args.to_us is not None:
-        return TraceError(source, f"the window is {window_ns} ns, shorter than one ns per column", "widen --from/--to or lower --width")
+        return TraceError(
+            source,
+            f"the window is {window_ns} ns, shorter than one ns per column",
+            "widen --from/--to or lower --width",
+        )
     if args.step is not None:
-        return TraceError(source, f"step {args.step} lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less")
+        return TraceError(
+            source,
+            f"step {args.step} lasts {window_ns} ns, shorter than one ns per column",
+            f"pass --width {window_ns} or less",
+        )
     if timeline.end_ns - timeline.begin_ns <= 1:  # _extent makes a trace at least 1 ns long
-        return TraceError(source, "the trace's events span no time (instants, or all at one moment)", "nothing to draw: list them with tuiprof summary")
-    return TraceError(source, f"the trace lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less")
+        return TraceError(
+            source,
+            "the trace's events span no time (instants, or all at one moment)",
+            "nothing to draw: list them with tuiprof summary",
+        )
+    return TraceError(
+        source, f"the trace lasts {window_ns} ns, shorter than one ns per column", f"pass --width {window_ns} or less"
+    )
 
 
 def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[int, int]:
@@ -327,14 +368,19 @@ def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[
         chosen = [s for s in timeline.steps if s.number == args.step]
         if not chosen:
             numbers = ", ".join(str(s.number) for s in timeline.steps) or "none"
-            raise TraceError(source, f"no ProfilerStep#{args.step} (steps: {numbers})", "pass one of those to --step, or use --from/--to")
+            raise TraceError(
+                source,
+                f"no ProfilerStep#{args.step} (steps: {numbers})",
+                "pass one of those to --step, or use --from/--to",
+            )
         start, end = chosen[0].start_ns, chosen[0].end_ns
     for value, name in ((args.from_us, "--from"), (args.to_us, "--to")):
         if value is not None and not math.isfinite(value):
             raise TraceError(source, f"{name} {value} is not a time", "pass microseconds from the trace's first event")
         if value is not None and not -span <= value * 1000 <= 2 * span:
             raise TraceError(
-                source, f"{name} {value:g} is far outside the trace, which lasts {format_us(span / 1000)}",
+                source,
+                f"{name} {value:g} is far outside the trace, which lasts {format_us(span / 1000)}",
                 f"pass --from/--to between {-span / 1000:.0f} and {2 * span / 1000:.0f} (microseconds from its first event)",
             )
     if args.from_us is not None:
@@ -343,7 +389,8 @@ def _window(timeline: Timeline, source: str, args: argparse.Namespace) -> tuple[
         end = timeline.begin_ns + round(args.to_us * 1000)
     if end <= start:
         raise TraceError(
-            source, f"the window ends before it starts ({format_us((start - timeline.begin_ns) / 1000)} to {format_us((end - timeline.begin_ns) / 1000)})",
+            source,
+            f"the window ends before it starts ({format_us((start - timeline.begin_ns) / 1000)} to {format_us((end - timeline.begin_ns) / 1000)})",
             f"pass --from below --to (the trace lasts {format_us((timeline.end_ns - timeline.begin_ns) / 1000)})",
         )
     return start, end
@@ -362,7 +409,13 @@ MIN_STATUS_LABEL = 8  # cells of the lane's name kept before the cursor's time i
 
 
 def window_text(
-    timeline: Timeline, start_ns: int, end_ns: int, columns: int, cursor_ns: int, lane: Lane | None, width: int | None = None
+    timeline: Timeline,
+    start_ns: int,
+    end_ns: int,
+    columns: int,
+    cursor_ns: int,
+    lane: Lane | None,
+    width: int | None = None,
 ) -> Text:
     """The status line above the ruler: window, cell size, cursor, lane, in ``width`` cells.
 
@@ -459,10 +512,13 @@ def range_text(timeline: Timeline, stats: RangeStats) -> Text:
     text = Text()
     text.append(
         f"range {format_us((stats.start_ns - origin) / 1000)} to {format_us((stats.end_ns - origin) / 1000)}"
-        f" ({format_us((stats.end_ns - stats.start_ns) / 1000)})\n", style="bold"
+        f" ({format_us((stats.end_ns - stats.start_ns) / 1000)})\n",
+        style="bold",
     )
     shares = [
-        f"{plain(lane.label.strip())} {format_pct(100 * share)}" for lane, share in stats.busy if lane.counter is None and lane is not timeline.idle
+        f"{plain(lane.label.strip())} {format_pct(100 * share)}"
+        for lane, share in stats.busy
+        if lane.counter is None and lane is not timeline.idle
     ]
     text.append("busy: ", style="dim")
     text.append(" · ".join(shares) + "\n")
@@ -474,5 +530,7 @@ def range_text(timeline: Timeline, stats: RangeStats) -> Text:
         text.append(" · ".join(f"{plain(s.name)} {format_us(s.self_cpu_us)} x{s.calls}" for s in ops) + "\n")
     if stats.kernels:
         text.append("kernels: ", style="dim")
-        text.append(" · ".join(f"{plain(k.name)} {format_us(k.device_total_us)} x{k.calls}" for k in stats.kernels[:RANGE_TOP]))
+        text.append(
+            " · ".join(f"{plain(k.name)} {format_us(k.device_total_us)} x{k.calls}" for k in stats.kernels[:RANGE_TOP])
+        )
     return text

@@ -64,12 +64,16 @@ HAS_DEVICE_ACTIVITY = recorded(lambda model: model.has_device)  # kernels, memcp
 HAS_DEVICE_MEMORY = recorded(lambda model: model.has_device or any(not t.is_cpu for t in model.memory))
 HAS_INDUCTOR_KERNELS = recorded(lambda model: model.has_inductor_kernels)  # a compiled model's
 HAS_BACKWARD = recorded(lambda model: any(n.backward_cpu_us for n in model.modules.roots))  # training, not inference
-IS_LIVE_CAPTURE = recorded(lambda model: any(n.qualified_name for n in model.modules.walk()))  # names, parameters, shapes
+IS_LIVE_CAPTURE = recorded(
+    lambda model: any(n.qualified_name for n in model.modules.walk())
+)  # names, parameters, shapes
 HAS_MODULE_FRAMES = recorded(lambda model: bool(len(model.modules.by_frame)))  # with_stack=True
 GROUPED_BY_SHAPE = toggled(lambda options: options.group_by_shape)
 HAS_MEMORY_CATEGORIES = recorded(lambda model: bool(model.memory_categories))  # torch's, saved by a tuiprof capture
 RUN_HAS_DEVICE = recorded(lambda run: any(rank.has_device for rank in run.ranks))
-RUN_HAS_DAMAGE = recorded(lambda run: any(rank.damage is not None for rank in run.ranks))  # a truncated or repaired file
+RUN_HAS_DAMAGE = recorded(
+    lambda run: any(rank.damage is not None for rank in run.ranks)
+)  # a truncated or repaired file
 DATA_FORMATS_ONLY = recorded(lambda source: False)  # too long for a table: json, csv and detail panes
 
 
@@ -192,32 +196,90 @@ def sort_rows(rows: list[Row], key: str, descending: bool = True) -> list[Row]:
 # What an Inductor kernel computes, decoded from its name (analysis/compiled.py); shown only
 # in a table of a trace that holds such names (a compiled model's), beside the name.
 COMPUTES = Column(
-    "computes", "Computes", "text",
+    "computes",
+    "Computes",
+    "text",
     "What an Inductor kernel computes, read from its name: kind and the aten ops fused in it "
     "(triton_poi_fused_mul_silu_2: pointwise: mul, silu). Empty for other names.",
-    narrow=False, shown_when=HAS_INDUCTOR_KERNELS,
+    narrow=False,
+    shown_when=HAS_INDUCTOR_KERNELS,
 )
 
 OPERATOR_COLUMNS = (
     Column("name", "Name", "text", "Operator or record_function name, as torch names it."),
     COMPUTES,
     Column("self_cpu_pct", "Self CPU %", "pct", "Self CPU time as a share of all self CPU time.", narrow=False),
-    Column("self_cpu_us", "Self CPU", "us", "CPU time in the operator itself, children (ops and Python frames) excluded."),
+    Column(
+        "self_cpu_us", "Self CPU", "us", "CPU time in the operator itself, children (ops and Python frames) excluded."
+    ),
     Column("cpu_total_pct", "CPU total %", "pct", "CPU total as a share of all self CPU time.", narrow=False),
     Column("cpu_total_us", "CPU total", "us", "Wall time from start to end of every call, children included."),
     Column("cpu_avg_us", "CPU avg", "us", "CPU total divided by calls.", narrow=False),
-    Column("self_device_us", "Self dev", "us", "Device time of the kernels, memcpys and memsets this operator launched itself.", shown_when=HAS_DEVICE_ACTIVITY),
-    Column("device_total_us", "Dev total", "us", "Device time of everything launched inside the operator, children included.", shown_when=HAS_DEVICE_ACTIVITY),
-    Column("device_avg_us", "Dev avg", "us", "Device total divided by calls.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
-    Column("calls", "Calls", "int", "Number of calls (torch merges an only child that has its parent's name)."),
-    Column("cpu_mem_bytes", "CPU Mem", "bytes", "CPU bytes allocated minus freed during the calls, children included.", narrow=False),
-    Column("self_cpu_mem_bytes", "Self CPU Mem", "bytes", "CPU bytes allocated minus freed by the operator itself.", narrow=False),
-    Column("device_mem_bytes", "Dev Mem", "bytes", "Device bytes allocated minus freed during the calls, children included.", narrow=False, shown_when=HAS_DEVICE_MEMORY),
-    Column("self_device_mem_bytes", "Self Dev Mem", "bytes", "Device bytes allocated minus freed by the operator itself.", narrow=False, shown_when=HAS_DEVICE_MEMORY),
-    Column("flops", "FLOPs", "count", "Floating-point operations (torch's formulas: 2 per multiply-add) for conv2d, mm, addmm, bmm, baddbmm, mul, add."),
-    Column("flops_per_s", "FLOP/s", "count", "Achieved FLOP/s: FLOPs over device total (CPU total when no device time).", narrow=False),
     Column(
-        "executed_flops", "FLOPs run", "count",
+        "self_device_us",
+        "Self dev",
+        "us",
+        "Device time of the kernels, memcpys and memsets this operator launched itself.",
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "device_total_us",
+        "Dev total",
+        "us",
+        "Device time of everything launched inside the operator, children included.",
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "device_avg_us", "Dev avg", "us", "Device total divided by calls.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY
+    ),
+    Column("calls", "Calls", "int", "Number of calls (torch merges an only child that has its parent's name)."),
+    Column(
+        "cpu_mem_bytes",
+        "CPU Mem",
+        "bytes",
+        "CPU bytes allocated minus freed during the calls, children included.",
+        narrow=False,
+    ),
+    Column(
+        "self_cpu_mem_bytes",
+        "Self CPU Mem",
+        "bytes",
+        "CPU bytes allocated minus freed by the operator itself.",
+        narrow=False,
+    ),
+    Column(
+        "device_mem_bytes",
+        "Dev Mem",
+        "bytes",
+        "Device bytes allocated minus freed during the calls, children included.",
+        narrow=False,
+        shown_when=HAS_DEVICE_MEMORY,
+    ),
+    Column(
+        "self_device_mem_bytes",
+        "Self Dev Mem",
+        "bytes",
+        "Device bytes allocated minus freed by the operator itself.",
+        narrow=False,
+        shown_when=HAS_DEVICE_MEMORY,
+    ),
+    Column(
+        "flops",
+        "FLOPs",
+        "count",
+        "Floating-point operations (torch's formulas: 2 per multiply-add) for conv2d, mm, addmm, bmm, baddbmm, mul, add.",
+    ),
+    Column(
+        "flops_per_s",
+        "FLOP/s",
+        "count",
+        "Achieved FLOP/s: FLOPs over device total (CPU total when no device time).",
+        narrow=False,
+    ),
+    Column(
+        "executed_flops",
+        "FLOPs run",
+        "count",
         "Training FLOPs done in these calls, forward and backward (FlopCounterMode's formulas: matmuls and "
         "convolutions, backward included). The outermost call with a formula counts its work (aten::conv2d, "
         "aten::mm, aten::convolution_backward); the calls below it on the path where its time goes (its child "
@@ -225,8 +287,20 @@ OPERATOR_COLUMNS = (
         "FLOPs, executed on its behalf. Rows overlap: do not add them up.",
         narrow=False,
     ),
-    Column("executed_flops_per_s", "Run FLOP/s", "count", "FLOPs run over device total (CPU total when no device time): the rate where the time is.", narrow=False),
-    Column("input_shapes", "Input shapes", "text", "Input Dims of the calls (when grouped by input shape).", shown_when=GROUPED_BY_SHAPE),
+    Column(
+        "executed_flops_per_s",
+        "Run FLOP/s",
+        "count",
+        "FLOPs run over device total (CPU total when no device time): the rate where the time is.",
+        narrow=False,
+    ),
+    Column(
+        "input_shapes",
+        "Input shapes",
+        "text",
+        "Input Dims of the calls (when grouped by input shape).",
+        shown_when=GROUPED_BY_SHAPE,
+    ),
 )
 
 
@@ -258,7 +332,9 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
             "flops": stats.flops,
             "flops_per_s": stats.flops / (busy_us / 1e6) if stats.flops and busy_us else None,
             "executed_flops": stats.executed_flops,
-            "executed_flops_per_s": stats.executed_flops / (busy_us / 1e6) if stats.executed_flops and busy_us else None,
+            "executed_flops_per_s": stats.executed_flops / (busy_us / 1e6)
+            if stats.executed_flops and busy_us
+            else None,
             "computes": describe_kernel(stats.name),
         }
         if options.group_by_shape:
@@ -271,20 +347,75 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 # ------------------------------------------------------------------ modules
 
 MODULE_COLUMNS = (
-    Column("path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."),
-    Column("qualified_name", "Qualified name", "text", "Attribute path in the model (live capture only), e.g. layer1.0.conv1.", narrow=False, shown_when=IS_LIVE_CAPTURE),
+    Column(
+        "path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."
+    ),
+    Column(
+        "qualified_name",
+        "Qualified name",
+        "text",
+        "Attribute path in the model (live capture only), e.g. layer1.0.conv1.",
+        narrow=False,
+        shown_when=IS_LIVE_CAPTURE,
+    ),
     Column("calls", "Calls", "int", "Forward calls of this module instance."),
     Column("self_cpu_us", "Self CPU", "us", "Forward wall time minus the child modules' forward time."),
     Column("cpu_total_us", "CPU total", "us", "Forward wall time of all calls."),
-    Column("backward_cpu_us", "Bwd CPU", "us", "CPU time of the backward ops of this module's forward ops (via autograd sequence numbers).", shown_when=HAS_BACKWARD),
-    Column("device_total_us", "Dev total", "us", "Device time of everything the forward launched.", shown_when=HAS_DEVICE_ACTIVITY),
-    Column("backward_device_us", "Bwd dev", "us", "Device time of the backward ops' kernels.", narrow=False, shown_when=both(HAS_BACKWARD, HAS_DEVICE_ACTIVITY)),
-    Column("cpu_mem_bytes", "CPU Mem", "bytes", "Self CPU memory of the operators inside (allocated minus freed).", narrow=False),
-    Column("flops", "FLOPs", "count", "Forward FLOPs inside, submodules included (FlopCounterMode's formulas: matmuls and convolutions, 2 per multiply-add; no elementwise ops)."),
-    Column("backward_flops", "Bwd FLOPs", "count", "FLOPs of the backward ops of this module's forward ops (convolution_backward: grad input and grad weight as asked, each as much as the forward; mm for linear layers).", narrow=False),
-    Column("flops_per_s", "FLOP/s", "count", "Forward plus backward FLOPs over forward plus backward time (device time when larger than CPU time).", narrow=False),
-    Column("parameters", "Params", "int", "Parameter count (live capture only).", narrow=False, shown_when=IS_LIVE_CAPTURE),
-    Column("output_shape", "Output", "text", "Output shape (live capture only).", narrow=False, shown_when=IS_LIVE_CAPTURE),
+    Column(
+        "backward_cpu_us",
+        "Bwd CPU",
+        "us",
+        "CPU time of the backward ops of this module's forward ops (via autograd sequence numbers).",
+        shown_when=HAS_BACKWARD,
+    ),
+    Column(
+        "device_total_us",
+        "Dev total",
+        "us",
+        "Device time of everything the forward launched.",
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "backward_device_us",
+        "Bwd dev",
+        "us",
+        "Device time of the backward ops' kernels.",
+        narrow=False,
+        shown_when=both(HAS_BACKWARD, HAS_DEVICE_ACTIVITY),
+    ),
+    Column(
+        "cpu_mem_bytes",
+        "CPU Mem",
+        "bytes",
+        "Self CPU memory of the operators inside (allocated minus freed).",
+        narrow=False,
+    ),
+    Column(
+        "flops",
+        "FLOPs",
+        "count",
+        "Forward FLOPs inside, submodules included (FlopCounterMode's formulas: matmuls and convolutions, 2 per multiply-add; no elementwise ops).",
+    ),
+    Column(
+        "backward_flops",
+        "Bwd FLOPs",
+        "count",
+        "FLOPs of the backward ops of this module's forward ops (convolution_backward: grad input and grad weight as asked, each as much as the forward; mm for linear layers).",
+        narrow=False,
+    ),
+    Column(
+        "flops_per_s",
+        "FLOP/s",
+        "count",
+        "Forward plus backward FLOPs over forward plus backward time (device time when larger than CPU time).",
+        narrow=False,
+    ),
+    Column(
+        "parameters", "Params", "int", "Parameter count (live capture only).", narrow=False, shown_when=IS_LIVE_CAPTURE
+    ),
+    Column(
+        "output_shape", "Output", "text", "Output shape (live capture only).", narrow=False, shown_when=IS_LIVE_CAPTURE
+    ),
 )
 
 
@@ -293,9 +424,24 @@ MODULE_TREE_LEGEND: View[TraceModel] = View(
     "module-tree",
     "Module tree rows",
     (
-        Column("share", "bar, %", "pct", "The module's cost as a share of all module time. Cost = forward + backward time, on the device where that is larger than on the CPU. Siblings are ordered by it."),
-        Column("cost", "time", "us", "That cost, all calls together (the detail pane splits it into forward, backward, device, self)."),
-        Column("name", "name", "text", "Class_k (the k-th instance of the class in call order), or the qualified name and class from a live capture."),
+        Column(
+            "share",
+            "bar, %",
+            "pct",
+            "The module's cost as a share of all module time. Cost = forward + backward time, on the device where that is larger than on the CPU. Siblings are ordered by it.",
+        ),
+        Column(
+            "cost",
+            "time",
+            "us",
+            "That cost, all calls together (the detail pane splits it into forward, backward, device, self).",
+        ),
+        Column(
+            "name",
+            "name",
+            "text",
+            "Class_k (the k-th instance of the class in call order), or the qualified name and class from a live capture.",
+        ),
         Column("calls", "×N", "int", "Calls of this module instance, when more than one."),
     ),
     "",
@@ -316,8 +462,15 @@ def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 # ------------------------------------------------------------------ kernels
 
 KERNEL_COLUMNS = (
-    Column("name", "Kernel", "kernel", "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name."),
-    replace(COMPUTES, narrow=True),  # at 80 columns in the launcher's place (an Inductor kernel's launcher is named after it)
+    Column(
+        "name",
+        "Kernel",
+        "kernel",
+        "Kernel (or Memcpy / Memset) name, shortened: no return type, namespaces or parameters, and of the template arguments only the functor or op that tells instances apart. The detail pane and exports have the full name.",
+    ),
+    replace(
+        COMPUTES, narrow=True
+    ),  # at 80 columns in the launcher's place (an Inductor kernel's launcher is named after it)
     Column("kind", "Kind", "text", "kernel, memcpy or memset.", narrow=False),
     Column("calls", "Calls", "int", "Launches."),
     Column("device_total_us", "Total", "us", "Sum of device durations.", shown_when=HAS_DEVICE_ACTIVITY),
@@ -327,7 +480,9 @@ KERNEL_COLUMNS = (
     Column("grid", "Grid", "text", "Most frequent grid dimensions.", narrow=False),
     Column("block", "Block", "text", "Most frequent block dimensions.", narrow=False),
     Column("occupancy_pct", "Occ %", "pct", "Mean estimated achieved occupancy.", narrow=False),
-    Column("launcher", "Launched by", "text", "The operator that launched it most often.", wide_when=HAS_INDUCTOR_KERNELS),
+    Column(
+        "launcher", "Launched by", "text", "The operator that launched it most often.", wide_when=HAS_INDUCTOR_KERNELS
+    ),
 )
 
 
@@ -351,29 +506,62 @@ STEP_COLUMNS = (
     Column("name", "Step", "text", "The ProfilerStep#N span (present when a schedule was used)."),
     Column("duration_us", "Duration", "us", "CPU wall time of the step."),
     Column(
-        "device_window_us", "Dev window", "us",
+        "device_window_us",
+        "Dev window",
+        "us",
         "The step as the device saw it: its GPU annotation, else its CPU span, widened to cover all the device "
         "work the step launched (first start to last end). The device columns are measured in it, so they can "
         "exceed the CPU duration.",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
-    Column("kernel_us", "Kernels", "us", "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).", shown_when=HAS_DEVICE_ACTIVITY),
     Column(
-        "device_idle_us", "Dev idle", "us",
+        "kernel_us",
+        "Kernels",
+        "us",
+        "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).",
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "device_idle_us",
+        "Dev idle",
+        "us",
         "Device window minus the union of all device activity in it, any step's work included. The window is the "
         "step's GPU annotation, else its CPU span, widened to cover all the device work the step launched.",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column(
-        "idle_pct", "Idle %", "pct",
+        "idle_pct",
+        "Idle %",
+        "pct",
         "Dev idle / Dev window: the device idle share, the same everywhere (Overview finding: all steps' idle "
         "over all their windows; Timeline: idle over the device windows in view, never over the time shown).",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
-    Column("memcpy_us", "Memcpy", "us", "Device time in memory copies inside the step's device window.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
-    Column("memset_us", "Memset", "us", "Device time in memsets inside the step's device window.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
-    Column("communication_us", "Comm", "us", "Device time in communication kernels (NCCL/RCCL) inside the step's device window.", narrow=False, shown_when=HAS_DEVICE_ACTIVITY),
+    Column(
+        "memcpy_us",
+        "Memcpy",
+        "us",
+        "Device time in memory copies inside the step's device window.",
+        narrow=False,
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "memset_us",
+        "Memset",
+        "us",
+        "Device time in memsets inside the step's device window.",
+        narrow=False,
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "communication_us",
+        "Comm",
+        "us",
+        "Device time in communication kernels (NCCL/RCCL) inside the step's device window.",
+        narrow=False,
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
 )
 
 
@@ -389,10 +577,24 @@ def build_step_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 MEMORY_COLUMNS = (
     Column("device", "Device", "text", "Allocator device (CPU, CUDA:0, HIP:0...)."),
-    Column("peak_bytes", "Alloc peak", "bytes", "The allocator peak: the highest Total Allocated of the [memory] events (memory allocated before the trace counts on CUDA, not on CPU; memory-categories' peak counts every tensor torch sees)."),
+    Column(
+        "peak_bytes",
+        "Alloc peak",
+        "bytes",
+        "The allocator peak: the highest Total Allocated of the [memory] events (memory allocated before the trace counts on CUDA, not on CPU; memory-categories' peak counts every tensor torch sees).",
+    ),
     Column("peak_at_us", "At", "us", "When the peak happened, from the trace start."),
-    Column("peak_operator", "Operator at peak", "text", "Innermost operator running on the allocating thread at the peak."),
-    Column("peak_module", "Module at peak", "text", "Innermost module running then (with_stack traces).", narrow=False, shown_when=HAS_MODULE_FRAMES),
+    Column(
+        "peak_operator", "Operator at peak", "text", "Innermost operator running on the allocating thread at the peak."
+    ),
+    Column(
+        "peak_module",
+        "Module at peak",
+        "text",
+        "Innermost module running then (with_stack traces).",
+        narrow=False,
+        shown_when=HAS_MODULE_FRAMES,
+    ),
     Column("allocations", "Allocs", "int", "Allocation events."),
     Column("frees", "Frees", "int", "Free events.", narrow=False),
 )
@@ -419,7 +621,14 @@ def build_memory_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
     return rows
 
 
-MEMORY_OPERATOR_KEYS = ("name", "self_cpu_mem_bytes", "cpu_mem_bytes", "self_device_mem_bytes", "device_mem_bytes", "calls")
+MEMORY_OPERATOR_KEYS = (
+    "name",
+    "self_cpu_mem_bytes",
+    "cpu_mem_bytes",
+    "self_device_mem_bytes",
+    "device_mem_bytes",
+    "calls",
+)
 
 
 def memory_operator_columns(options: ViewOptions, model: TraceModel) -> tuple[tuple[Column, ...], str]:
@@ -442,47 +651,125 @@ def category_words(category: str) -> str:
 
 
 MEMORY_CATEGORY_COLUMNS = (
-    Column("category", "Category", "text", "torch's category (torch.profiler._memory_profiler.Category) in lower case, optimizer_state in data formats and 'optimizer state' in tables; unknown: memory torch could not tie to a tensor.", spoken=category_words),
-    Column("bytes_at_peak", "At peak", "bytes", "Bytes of the category live at the peak of the categorised memory (torch's peak: the highest total of its export_memory_timeline)."),
+    Column(
+        "category",
+        "Category",
+        "text",
+        "torch's category (torch.profiler._memory_profiler.Category) in lower case, optimizer_state in data formats and 'optimizer state' in tables; unknown: memory torch could not tie to a tensor.",
+        spoken=category_words,
+    ),
+    Column(
+        "bytes_at_peak",
+        "At peak",
+        "bytes",
+        "Bytes of the category live at the peak of the categorised memory (torch's peak: the highest total of its export_memory_timeline).",
+    ),
     Column("share", "Share", "pct", "Share of the peak."),
     # The same on every row: a table says them once, above it (report/memory_texts.memory_peak_lines).
-    Column("peak_at_us", "Peak at", "us", "When the peak happened, from the trace start.", shown_when=DATA_FORMATS_ONLY),
-    Column("step", "Step", "text", "The profiler step and phase (forward, backward, optimizer) the peak falls in.", shown_when=DATA_FORMATS_ONLY),
-    Column("device", "Device", "text", "The device whose peak this is (a GPU's before the CPU's).", shown_when=DATA_FORMATS_ONLY),
+    Column(
+        "peak_at_us", "Peak at", "us", "When the peak happened, from the trace start.", shown_when=DATA_FORMATS_ONLY
+    ),
+    Column(
+        "step",
+        "Step",
+        "text",
+        "The profiler step and phase (forward, backward, optimizer) the peak falls in.",
+        shown_when=DATA_FORMATS_ONLY,
+    ),
+    Column(
+        "device",
+        "Device",
+        "text",
+        "The device whose peak this is (a GPU's before the CPU's).",
+        shown_when=DATA_FORMATS_ONLY,
+    ),
 )
 MEMORY_MODULE_COLUMNS = (
-    Column("module", "Module", "text", "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'."),
+    Column(
+        "module",
+        "Module",
+        "text",
+        "The module (qualified name from a live capture), indented by depth; its bytes include its submodules'.",
+    ),
     Column("total_bytes", "At peak", "bytes", "Bytes live at the peak held by the module and its submodules."),
     *(
         Column(f"{name}_bytes", header, "bytes", help, narrow=narrow, shown_when=HAS_MEMORY_CATEGORIES)
         for name, header, help, narrow in (
-            ("activation", "Activations", "Tensors its forward made and kept for backward (to the layer that made them).", True),
+            (
+                "activation",
+                "Activations",
+                "Tensors its forward made and kept for backward (to the layer that made them).",
+                True,
+            ),
             ("parameter", "Params", "Its parameters (named_parameters(recurse=False) of it and its submodules).", True),
             ("gradient", "Grads", "Gradients of its parameters.", True),
-            ("optimizer_state", "Opt state", "Optimizer state of its parameters (SGD's momentum, Adam's moments).", True),
+            (
+                "optimizer_state",
+                "Opt state",
+                "Optimizer state of its parameters (SGD's momentum, Adam's moments).",
+                True,
+            ),
             ("input", "Inputs", "Inputs allocated in its forward.", False),
             ("temporary", "Temps", "Temporaries allocated in its forward.", False),
             ("autograd_detail", "Autograd", "Autograd detail allocated in its forward.", False),
             ("unknown", "Unknown", "Memory torch could not tie to a tensor, allocated in its forward.", False),
         )
     ),
-    Column("path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False),
+    Column(
+        "path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False
+    ),
 )
 MEMORY_ALLOCATION_COLUMNS = (
     Column("bytes", "Bytes", "bytes", "Bytes live at the peak."),
-    Column("category", "Category", "text", "torch's category (empty: the trace has no categories).", shown_when=HAS_MEMORY_CATEGORIES, spoken=category_words),
-    Column("operator", "Operator", "text", "The outermost :: operator running when it was allocated (aten::conv2d, a backward node)."),
-    Column("module", "Module", "text", "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it."),
-    Column("code", "Code", "text", "The deepest frame of user code (not torch, the standard library or a built-in) in the Python stack it was allocated in (with_stack), as file(line): function without the file's folders (the stack has them).", shown_when=HAS_MODULE_FRAMES),
-    Column("count", "Allocs", "int", "Allocations in this row (files without categories: one row per operator, module and stack)."),
-    Column("stack", "Stack", "text", "The Python stack it was allocated in, outermost frame first, frames joined by ' > ' (the detail pane has one per line).", shown_when=DATA_FORMATS_ONLY),
+    Column(
+        "category",
+        "Category",
+        "text",
+        "torch's category (empty: the trace has no categories).",
+        shown_when=HAS_MEMORY_CATEGORIES,
+        spoken=category_words,
+    ),
+    Column(
+        "operator",
+        "Operator",
+        "text",
+        "The outermost :: operator running when it was allocated (aten::conv2d, a backward node).",
+    ),
+    Column(
+        "module",
+        "Module",
+        "text",
+        "Whose it is: a parameter's, gradient's or optimizer state's module; else the module whose forward allocated it.",
+    ),
+    Column(
+        "code",
+        "Code",
+        "text",
+        "The deepest frame of user code (not torch, the standard library or a built-in) in the Python stack it was allocated in (with_stack), as file(line): function without the file's folders (the stack has them).",
+        shown_when=HAS_MODULE_FRAMES,
+    ),
+    Column(
+        "count",
+        "Allocs",
+        "int",
+        "Allocations in this row (files without categories: one row per operator, module and stack).",
+    ),
+    Column(
+        "stack",
+        "Stack",
+        "text",
+        "The Python stack it was allocated in, outermost frame first, frames joined by ' > ' (the detail pane has one per line).",
+        shown_when=DATA_FORMATS_ONLY,
+    ),
 )
 MEMORY_WHAT_IF_COLUMNS = (
     Column("remedy", "What if", "text", "A standard remedy for running out of memory."),
     Column("saves_bytes", "Saves", "bytes", "Bytes it would take off the peak (checkpointing: at most)."),
     Column("peak_after_bytes", "Peak after", "bytes", "The peak minus the saving."),
     # A sentence: the detail pane, the lines under a summary table, data formats.
-    Column("how", "Arithmetic", "text", "Where the saving comes from, and what it costs.", shown_when=DATA_FORMATS_ONLY),
+    Column(
+        "how", "Arithmetic", "text", "Where the saving comes from, and what it costs.", shown_when=DATA_FORMATS_ONLY
+    ),
 )
 
 
@@ -497,8 +784,12 @@ def build_memory_category_rows(model: TraceModel, options: ViewOptions) -> list[
     step = peak_place(breakdown).removeprefix("in ")
     return [
         {
-            "category": name, "bytes_at_peak": size, "share": 100 * size / peak if peak else 0.0,
-            "peak_at_us": (breakdown.peak_ns - origin) / 1000, "step": step, "device": breakdown.device,
+            "category": name,
+            "bytes_at_peak": size,
+            "share": 100 * size / peak if peak else 0.0,
+            "peak_at_us": (breakdown.peak_ns - origin) / 1000,
+            "step": step,
+            "device": breakdown.device,
         }
         for name, size in breakdown.memory.peak_by_category.items()
     ]
@@ -513,7 +804,12 @@ def build_memory_module_rows(model: TraceModel, options: ViewOptions) -> list[Ro
     categorised = breakdown.memory is not None
     rows = []
     for module in breakdown.modules:
-        row: Row = {"module": "  " * module.depth + module.label, "total_bytes": module.total, "path": module.path, "_stats": module}
+        row: Row = {
+            "module": "  " * module.depth + module.label,
+            "total_bytes": module.total,
+            "path": module.path,
+            "_stats": module,
+        }
         for name in CATEGORY_NAMES:
             row[f"{name}_bytes"] = module.bytes.get(name, 0) if categorised else None
         rows.append(row)
@@ -529,8 +825,14 @@ def build_memory_allocation_rows(model: TraceModel, options: ViewOptions) -> lis
         return []
     return [
         {
-            "bytes": a.bytes, "category": a.category, "operator": a.operator, "module": a.module,
-            "code": short_frame(user_frame(a.stack)), "count": a.count, "stack": STACK_JOINER.join(a.stack), "_stats": a,
+            "bytes": a.bytes,
+            "category": a.category,
+            "operator": a.operator,
+            "module": a.module,
+            "code": short_frame(user_frame(a.stack)),
+            "count": a.count,
+            "stack": STACK_JOINER.join(a.stack),
+            "_stats": a,
         }
         for a in breakdown.allocations
     ]
@@ -544,8 +846,11 @@ def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[R
         return []
     return [
         {
-            "remedy": REMEDIES[w.remedy], "saves_bytes": w.saves_bytes, "peak_after_bytes": w.peak_after,
-            "how": what_if_text(w), "_stats": w,
+            "remedy": REMEDIES[w.remedy],
+            "saves_bytes": w.saves_bytes,
+            "peak_after_bytes": w.peak_after,
+            "how": what_if_text(w),
+            "_stats": w,
         }
         for w in breakdown.what_ifs
     ]
@@ -554,19 +859,40 @@ def build_memory_what_if_rows(model: TraceModel, options: ViewOptions) -> list[R
 # The tables of one trace (summary --view NAME; report/catalog.py has every view name).
 TRACE_VIEWS: dict[str, View[TraceModel]] = {
     "operators": View(
-        "operators", "Operators", OPERATOR_COLUMNS, "self_cpu_us", build_operator_rows,
-        device_sort="self_device_us", walks_calls=True,
+        "operators",
+        "Operators",
+        OPERATOR_COLUMNS,
+        "self_cpu_us",
+        build_operator_rows,
+        device_sort="self_device_us",
+        walks_calls=True,
     ),
     # Modules keep tree order (children by cost) unless a sort is asked for.
     "modules": View("modules", "Modules", MODULE_COLUMNS, "", build_module_rows),
     "kernels": View("kernels", "Kernels", KERNEL_COLUMNS, "device_total_us", build_kernel_rows),
     "steps": View("steps", "Steps", STEP_COLUMNS, "", build_step_rows),  # step order
     "memory": View("memory", "Memory", MEMORY_COLUMNS, "peak_bytes", build_memory_rows),
-    "memory-categories": View("memory-categories", "Memory at the peak by category", MEMORY_CATEGORY_COLUMNS, "bytes_at_peak", build_memory_category_rows),
+    "memory-categories": View(
+        "memory-categories",
+        "Memory at the peak by category",
+        MEMORY_CATEGORY_COLUMNS,
+        "bytes_at_peak",
+        build_memory_category_rows,
+    ),
     # Tree order (parents first) unless a sort is asked for, as the Modules view.
-    "memory-modules": View("memory-modules", "Memory at the peak by module", MEMORY_MODULE_COLUMNS, "", build_memory_module_rows),
-    "memory-allocations": View("memory-allocations", "Allocations live at the peak", MEMORY_ALLOCATION_COLUMNS, "bytes", build_memory_allocation_rows),
-    "memory-what-ifs": View("memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "saves_bytes", build_memory_what_if_rows),
+    "memory-modules": View(
+        "memory-modules", "Memory at the peak by module", MEMORY_MODULE_COLUMNS, "", build_memory_module_rows
+    ),
+    "memory-allocations": View(
+        "memory-allocations",
+        "Allocations live at the peak",
+        MEMORY_ALLOCATION_COLUMNS,
+        "bytes",
+        build_memory_allocation_rows,
+    ),
+    "memory-what-ifs": View(
+        "memory-what-ifs", "What would lower the peak", MEMORY_WHAT_IF_COLUMNS, "saves_bytes", build_memory_what_if_rows
+    ),
 }
 
 
@@ -575,26 +901,82 @@ TRACE_VIEWS: dict[str, View[TraceModel]] = {
 
 _RANK_STEP_COLUMNS = (
     Column("step_us", "Step", "us", "Mean ProfilerStep time on the CPU (the whole trace when there are no steps)."),
-    Column("compute_us", "Compute", "us", "Compute kernels: device time in kernels other than communication (union).", shown_when=RUN_HAS_DEVICE),
-    Column("communication_us", "Comm", "us", "Communication: NCCL/RCCL kernels (union); gloo's collective spans on CPU-only runs."),
-    Column("exposed_communication_us", "Exposed comm", "us", "Communication time with no compute kernel running on any stream (the rank waits)."),
+    Column(
+        "compute_us",
+        "Compute",
+        "us",
+        "Compute kernels: device time in kernels other than communication (union).",
+        shown_when=RUN_HAS_DEVICE,
+    ),
+    Column(
+        "communication_us",
+        "Comm",
+        "us",
+        "Communication: NCCL/RCCL kernels (union); gloo's collective spans on CPU-only runs.",
+    ),
+    Column(
+        "exposed_communication_us",
+        "Exposed comm",
+        "us",
+        "Communication time with no compute kernel running on any stream (the rank waits).",
+    ),
     Column("memcpy_us", "Memcpy", "us", "Device time in memory copies.", narrow=False, shown_when=RUN_HAS_DEVICE),
     Column("memset_us", "Memset", "us", "Device time in memsets.", narrow=False, shown_when=RUN_HAS_DEVICE),
-    Column("device_idle_us", "Dev idle", "us", "Step window on the device with nothing running.", shown_when=RUN_HAS_DEVICE),
+    Column(
+        "device_idle_us", "Dev idle", "us", "Step window on the device with nothing running.", shown_when=RUN_HAS_DEVICE
+    ),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) spans."),
-    Column("cpu_bound_us", "CPU-bound", "us", "Device idle while no data loading ran: the device waited for the CPU.", narrow=False, shown_when=RUN_HAS_DEVICE),
+    Column(
+        "cpu_bound_us",
+        "CPU-bound",
+        "us",
+        "Device idle while no data loading ran: the device waited for the CPU.",
+        narrow=False,
+        shown_when=RUN_HAS_DEVICE,
+    ),
 )
 RANK_COLUMNS = (
     Column("rank", "Rank", "int", "The rank (distributedInfo.rank)."),
     *_RANK_STEP_COLUMNS,
-    Column("peak_memory_bytes", "Peak mem", "bytes", "Highest allocated bytes on the rank's device (CPU if none).", narrow=False),
+    Column(
+        "peak_memory_bytes",
+        "Peak mem",
+        "bytes",
+        "Highest allocated bytes on the rank's device (CPU if none).",
+        narrow=False,
+    ),
     Column("steps", "Steps", "int", "Profiler steps in the rank's trace.", narrow=False),
     Column("last_arrivals", "Last", "int", "Collectives at which this rank arrived last (it held the others up)."),
-    Column("straggler", "Straggler", "text", "When this rank holds the others up: the column its extra work per step went to."),
-    Column("straggler_reason", "Why", "text", "The whole reason (the detail pane; data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
-    Column("damaged", "Damaged", "text", "The rank's file is damaged (truncated, events lost or repaired): its numbers are partial. "
-           "Shown when a rank is; the line on stderr (the detail pane) says what was wrong.", shown_when=RUN_HAS_DAMAGE),
-    Column("damage", "Damage", "text", "What the load could not read as written (data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
+    Column(
+        "straggler",
+        "Straggler",
+        "text",
+        "When this rank holds the others up: the column its extra work per step went to.",
+    ),
+    Column(
+        "straggler_reason",
+        "Why",
+        "text",
+        "The whole reason (the detail pane; data formats only).",
+        narrow=False,
+        shown_when=DATA_FORMATS_ONLY,
+    ),
+    Column(
+        "damaged",
+        "Damaged",
+        "text",
+        "The rank's file is damaged (truncated, events lost or repaired): its numbers are partial. "
+        "Shown when a rank is; the line on stderr (the detail pane) says what was wrong.",
+        shown_when=RUN_HAS_DAMAGE,
+    ),
+    Column(
+        "damage",
+        "Damage",
+        "text",
+        "What the load could not read as written (data formats only).",
+        narrow=False,
+        shown_when=DATA_FORMATS_ONLY,
+    ),
     Column("file", "File", "text", "The rank's trace file.", narrow=False, shown_when=DATA_FORMATS_ONLY),
 )
 RANK_STEP_COLUMNS = (
@@ -623,8 +1005,20 @@ COLLECTIVE_COLUMNS = (
     Column("max_wait_us", "Max wait", "us", "Longest wait for the last arrival (last arrival minus the rank's own)."),
     Column("max_wait_rank", "Waits most", "int", "The rank that waited longest.", narrow=False),
     Column("algbw_gbps", "Alg BW", "gbps", "Size / transfer time.", narrow=False),
-    Column("busbw_gbps", "Bus BW", "gbps", "Algorithm bandwidth x NCCL's factor: all-reduce 2(n-1)/n, all-gather, reduce-scatter, all-to-all (n-1)/n, broadcast 1."),
-    Column("waits_us", "Waits", "text", "Wait of each rank (data formats only).", narrow=False, shown_when=DATA_FORMATS_ONLY),
+    Column(
+        "busbw_gbps",
+        "Bus BW",
+        "gbps",
+        "Algorithm bandwidth x NCCL's factor: all-reduce 2(n-1)/n, all-gather, reduce-scatter, all-to-all (n-1)/n, broadcast 1.",
+    ),
+    Column(
+        "waits_us",
+        "Waits",
+        "text",
+        "Wait of each rank (data formats only).",
+        narrow=False,
+        shown_when=DATA_FORMATS_ONLY,
+    ),
 )
 COLLECTIVE_TYPE_COLUMNS = (
     Column("kind", "Collective", "text", "Collective type."),
@@ -761,7 +1155,13 @@ RUN_VIEWS: dict[str, View[RunSummary]] = {
     "rank-steps": View("rank-steps", "Ranks by step", RANK_STEP_COLUMNS, "", build_rank_step_rows),
     "spread": View("spread", "Spread over ranks", SPREAD_COLUMNS, "", build_spread_rows),
     "collectives": View("collectives", "Collectives", COLLECTIVE_COLUMNS, "", build_collective_rows),  # time order
-    "collective-types": View("collective-types", "Collectives by type and size", COLLECTIVE_TYPE_COLUMNS, "transfer_us", build_collective_type_rows),
+    "collective-types": View(
+        "collective-types",
+        "Collectives by type and size",
+        COLLECTIVE_TYPE_COLUMNS,
+        "transfer_us",
+        build_collective_type_rows,
+    ),
 }
 
 
@@ -781,8 +1181,13 @@ CALL_COLUMNS = (
     Column("cpu_mem_bytes", "CPU Mem", "bytes", "CPU bytes allocated minus freed during the call.", narrow=False),
     Column("flops", "FLOPs", "count", "FLOPs of this call.", narrow=False),
     Column("thread", "Thread", "text", "Thread id.", narrow=False),
-    Column("module", "Module", "text", "Innermost module running this call; for a backward call, the module of its forward op "
-           "(matched by autograd sequence number, as the Modules view charges backward time), marked (backward)."),
+    Column(
+        "module",
+        "Module",
+        "text",
+        "Innermost module running this call; for a backward call, the module of its forward op "
+        "(matched by autograd sequence number, as the Modules view charges backward time), marked (backward).",
+    ),
     Column("input_shapes", "Input shapes", "text", "Input Dims of this call.", narrow=False),
 )
 

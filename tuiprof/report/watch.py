@@ -20,13 +20,24 @@ from tuiprof.trace.watch import History
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
 WATCH_COLUMNS = (
-    Column("trigger", "Trigger", "text", "Why it was captured: healthy (once, after the warm-up), slow, demand, every."),
+    Column(
+        "trigger", "Trigger", "text", "Why it was captured: healthy (once, after the warm-up), slow, demand, every."
+    ),
     Column("first_step", "First", "int", "Its first step (ProfilerStep#N in the trace)."),
     Column("last_step", "Last", "int", "Its last step."),
-    Column("median_step_us", "Median step", "us", "Median wall time of its steps (profiled) in the history.", narrow=False),
-    Column("vs_healthy", "x healthy", "ratio", "That median over the healthy capture's (profiled too: like with like)."),
+    Column(
+        "median_step_us", "Median step", "us", "Median wall time of its steps (profiled) in the history.", narrow=False
+    ),
+    Column(
+        "vs_healthy", "x healthy", "ratio", "That median over the healthy capture's (profiled too: like with like)."
+    ),
     Column("median_data_us", "Data load", "us", "Median time in DataLoader.__next__ per step.", narrow=False),
-    Column("path", "Path", "text", "The capture's trace file (tuiprof open PATH); tables show its name without .pt.trace.json.gz."),
+    Column(
+        "path",
+        "Path",
+        "text",
+        "The capture's trace file (tuiprof open PATH); tables show its name without .pt.trace.json.gz.",
+    ),
     Column("dropped", "Dropped", "text", "Why it was deleted to stay within the limits (empty: kept).", narrow=False),
 )
 CHART_MARKS = {"H": "green", "S": WORSE, "D": "cyan", "E": "yellow"}
@@ -45,16 +56,18 @@ def watch_rows(summary: WatchSummary, with_dropped: bool, full_paths: bool = Tru
         capture = item.capture
         if capture.dropped is not None and not with_dropped:
             continue
-        rows.append({
-            "trigger": capture.trigger,
-            "first_step": capture.first_step,
-            "last_step": capture.last_step,
-            "median_step_us": _us(item.median_step_s),
-            "vs_healthy": item.ratio,
-            "median_data_us": _us(item.median_data_s),
-            "path": str(summary.history.directory / capture.path) if full_paths else capture_label(capture.path),
-            "dropped": capture.dropped or "",
-        })
+        rows.append(
+            {
+                "trigger": capture.trigger,
+                "first_step": capture.first_step,
+                "last_step": capture.last_step,
+                "median_step_us": _us(item.median_step_s),
+                "vs_healthy": item.ratio,
+                "median_data_us": _us(item.median_data_s),
+                "path": str(summary.history.directory / capture.path) if full_paths else capture_label(capture.path),
+                "dropped": capture.dropped or "",
+            }
+        )
     return rows
 
 
@@ -70,12 +83,16 @@ def header_lines(summary: WatchSummary) -> list[str]:
     lines = [f"{plain(history.what)}: {steps} step{'' if steps == 1 else 's'}, {status_words(history)}{median}"]
     rule = history.settings
     if rule:
-        lines.append(f"slow rule: {rule.get('held')} steps in a row over {rule.get('ratio')}x the median of the last "
-                     f"{rule.get('window')}, after {rule.get('warmup_steps')} warm-up steps")
+        lines.append(
+            f"slow rule: {rule.get('held')} steps in a row over {rule.get('ratio')}x the median of the last "
+            f"{rule.get('window')}, after {rule.get('warmup_steps')} warm-up steps"
+        )
     lines += [f"failure at step {f.step}: {plain(f.what)}" for f in history.failures]
     dropped = sum(c.capture.dropped is not None for c in summary.captures)
     if dropped:
-        lines.append(f"{dropped} capture{'' if dropped == 1 else 's'} deleted to stay within the limits (--format json lists them)")
+        lines.append(
+            f"{dropped} capture{'' if dropped == 1 else 's'} deleted to stay within the limits (--format json lists them)"
+        )
     if not summary.captures:
         lines.append("no capture yet")
     return lines
@@ -165,8 +182,10 @@ def part_lines(comparison: CaptureComparison) -> list[str]:
     lines = []
     for part in comparison.parts:
         sign = "+" if part.delta_us >= 0 else ""
-        lines.append(f"{part.part}: {sign}{format_us(part.delta_us)} per step "
-                     f"(median {format_us(part.healthy_us)} -> {format_us(part.other_us)})")
+        lines.append(
+            f"{part.part}: {sign}{format_us(part.delta_us)} per step "
+            f"(median {format_us(part.healthy_us)} -> {format_us(part.other_us)})"
+        )
     return lines
 
 

@@ -83,9 +83,24 @@ MIN_BYTES = 8 << 20  # smaller traces decode in ~40 ms: not worth a cache entry
 DEFAULT_MAX_BYTES = 4 << 30
 EDGE_BYTES = 1 << 20  # hashed at each end of the file
 STALE_TEMPORARY_SECONDS = 3600  # a .tmp- folder this old was left by a process that died
-_TABLES: dict[str, type[Columns]] = {"cpu": CpuEvents, "frames": FrameColumns, "device": DeviceEvents, "memory": AllocatorColumns}
+_TABLES: dict[str, type[Columns]] = {
+    "cpu": CpuEvents,
+    "frames": FrameColumns,
+    "device": DeviceEvents,
+    "memory": AllocatorColumns,
+}
 _FLOAT_COLUMNS = {("device", "occupancy")}  # every other column is int64
-_TRACE_SOURCES = ("cache.py", "columns.py", "decode.py", "memory.py", "parallel.py", "schema.py", "source.py", "store.py", "load.py")
+_TRACE_SOURCES = (
+    "cache.py",
+    "columns.py",
+    "decode.py",
+    "memory.py",
+    "parallel.py",
+    "schema.py",
+    "source.py",
+    "store.py",
+    "load.py",
+)
 
 
 class _Report(msgspec.Struct):
@@ -183,11 +198,15 @@ def usable_directory(create: bool) -> Path | None:
     except FileNotFoundError:
         return None  # nothing cached yet
     except OSError as exc:
-        _warn_once(f"tuiprof: cache {directory} cannot be used ({exc.strerror}); opening without it (--no-cache hides this)")
+        _warn_once(
+            f"tuiprof: cache {directory} cannot be used ({exc.strerror}); opening without it (--no-cache hides this)"
+        )
         return None
     if status.st_uid != os.geteuid() or not status.st_mode & 0o200 or not os.access(directory, os.W_OK):
-        _warn_once(f"tuiprof: cache {directory} is read-only or not yours; opening without it "
-                   "(fix its permissions, set XDG_CACHE_HOME, or pass --no-cache)")
+        _warn_once(
+            f"tuiprof: cache {directory} is read-only or not yours; opening without it "
+            "(fix its permissions, set XDG_CACHE_HOME, or pass --no-cache)"
+        )
         return None
     return directory
 
@@ -236,7 +255,11 @@ def file_key(trace: TraceFile) -> str | None:
         if status.st_size < MIN_BYTES and not _inflates_past_minimum(trace, status.st_size):
             return None
         digest = hashlib.blake2b(engine_version().encode(), digest_size=20)
-        digest.update(f"\0{os.path.realpath(trace.path)}\0{status.st_size}\0{status.st_mtime_ns}\0".encode(errors="surrogateescape"))
+        digest.update(
+            f"\0{os.path.realpath(trace.path)}\0{status.st_size}\0{status.st_mtime_ns}\0".encode(
+                errors="surrogateescape"
+            )
+        )
         with open(trace.path, "rb") as handle:
             digest.update(handle.read(EDGE_BYTES))
             handle.seek(max(0, status.st_size - EDGE_BYTES))
@@ -334,11 +357,21 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
     report = DecodeReport(meta.report.repaired, meta.report.skipped, meta.report.damaged, meta.report.problems[:20])
     header = msgspec.structs.replace(meta.header, live_facts=msgspec.Raw(meta.live_facts), traceEvents=[])
     return TraceEvents(
-        source=source, header=header, report=report, names=meta.names, threads=meta.threads,
-        cpu=tables["cpu"], frames=tables["frames"], device=tables["device"], memory=tables["memory"],
+        source=source,
+        header=header,
+        report=report,
+        names=meta.names,
+        threads=meta.threads,
+        cpu=tables["cpu"],
+        frames=tables["frames"],
+        device=tables["device"],
+        memory=tables["memory"],
         inputs=cast(bytes, inputs),  # an mmap: everything reads the blob by slices, and those are bytes
-        gpu_annotations=meta.gpu_annotations, comms_records=meta.comms_records,
-        other_events=meta.other_events, event_count=meta.event_count, uncompressed_bytes=meta.uncompressed_bytes,
+        gpu_annotations=meta.gpu_annotations,
+        comms_records=meta.comms_records,
+        other_events=meta.other_events,
+        event_count=meta.event_count,
+        uncompressed_bytes=meta.uncompressed_bytes,
     )
 
 
@@ -372,18 +405,28 @@ def _consistent(meta: _Meta, tables: dict[str, Columns]) -> bool:
     assert isinstance(device, DeviceEvents) and isinstance(memory, AllocatorColumns)
     launches = cpu.category > max(OPERATOR_CATEGORY_CODES)
     checks = [
-        _codes(cpu.name, names, False), _codes(cpu.thread, threads, False),
-        _within(cpu.category, 0, len(CPU_CATEGORIES)), not (np.diff(launches.view(np.int8)) < 0).any(),
+        _codes(cpu.name, names, False),
+        _codes(cpu.thread, threads, False),
+        _within(cpu.category, 0, len(CPU_CATEGORIES)),
+        not (np.diff(launches.view(np.int8)) < 0).any(),
         _times(cpu.start_ns, cpu.dur_ns),
-        _codes(frames.thread, threads, False), _codes(frames.name, names, False), _codes(frames.module, names, True),
+        _codes(frames.thread, threads, False),
+        _codes(frames.name, names, False),
+        _codes(frames.module, names, True),
         _times(frames.start_ns) and _times(frames.end_ns) and not (frames.end_ns < frames.start_ns).any(),
-        _codes(device.name, names, False), _within(device.kind, 0, len(DEVICE_KINDS)),
-        not (np.diff(device.kind) < 0).any(), _times(device.start_ns, device.dur_ns),
+        _codes(device.name, names, False),
+        _within(device.kind, 0, len(DEVICE_KINDS)),
+        not (np.diff(device.kind) < 0).any(),
+        _times(device.start_ns, device.dur_ns),
         all(_codes(c, names, True) for c in (device.stream, device.grid, device.block)),
-        _times(memory.start_ns), _within(memory.has_bytes, 0, 2), _within(memory.has_total, 0, 2),
-        _within(memory.kind, NONE, 1 << 31), _within(memory.device_id, NONE, 1 << 31),
+        _times(memory.start_ns),
+        _within(memory.has_bytes, 0, 2),
+        _within(memory.has_total, 0, 2),
+        _within(memory.kind, NONE, 1 << 31),
+        _within(memory.device_id, NONE, 1 << 31),
         meta.event_count >= sum(meta.rows.values()) + len(meta.gpu_annotations),
-        min(meta.other_events, meta.uncompressed_bytes, meta.report.repaired, meta.report.skipped, meta.report.damaged) >= 0,
+        min(meta.other_events, meta.uncompressed_bytes, meta.report.repaired, meta.report.skipped, meta.report.damaged)
+        >= 0,
         all(isinstance(t, (int, str)) for t in meta.threads),
     ]
     for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len)):
@@ -446,20 +489,30 @@ def _write_entry(folder: Path, store: TraceEvents, key: str) -> None:
     for table, kind in _TABLES.items():
         columns = getattr(store, table)
         for column in fields(kind):
-            np.save(folder / f"{table}.{column.name}.npy", np.ascontiguousarray(getattr(columns, column.name)), allow_pickle=False)
+            np.save(
+                folder / f"{table}.{column.name}.npy",
+                np.ascontiguousarray(getattr(columns, column.name)),
+                allow_pickle=False,
+            )
     with open(folder / "inputs.bin", "wb") as out:
         out.write(store.inputs)
     report = store.report
     meta = _Meta(
-        format=FORMAT, key=key, source_path=store.source,
-        rows={table: len(getattr(store, table)) for table in _TABLES}, inputs_bytes=len(store.inputs),
-        names=store.names, threads=store.threads,
+        format=FORMAT,
+        key=key,
+        source_path=store.source,
+        rows={table: len(getattr(store, table)) for table in _TABLES},
+        inputs_bytes=len(store.inputs),
+        names=store.names,
+        threads=store.threads,
         header=msgspec.structs.replace(store.header, live_facts=msgspec.Raw(b"null"), traceEvents=[]),
         live_facts=bytes(store.header.live_facts),
         report=_Report(report.repaired, report.skipped, report.damaged, list(report.problems)),
         gpu_annotations=[_encodable_event(event) for event in store.gpu_annotations],
         comms_records=[_encodable_args(args) for args in store.comms_records],
-        other_events=store.other_events, event_count=store.event_count, uncompressed_bytes=store.uncompressed_bytes,
+        other_events=store.other_events,
+        event_count=store.event_count,
+        uncompressed_bytes=store.uncompressed_bytes,
     )
     (folder / "meta.json").write_bytes(msgspec.json.encode(meta))  # last: an entry without it is incomplete
 

@@ -45,7 +45,9 @@ _EMPTY_ARGS = EventArgs()
 class Columns:
     """A dataclass of equally long numpy columns, with concatenation and row selection."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on each subclass: dataclasses.fields() takes them
+    __dataclass_fields__: ClassVar[
+        dict[str, Any]
+    ]  # set by @dataclass on each subclass: dataclasses.fields() takes them
 
     def __len__(self) -> int:
         first = fields(self)[0]
@@ -104,7 +106,11 @@ def input_texts(cpu: CpuEvents, inputs: bytes, row: int) -> tuple[bytes, bytes, 
     """Undecoded ``Input Dims``, ``Input type`` and ``Concrete Inputs`` of cpu row ``row``."""
     return tuple(  # type: ignore[return-value]
         inputs[int(at[row]) : int(at[row]) + int(length[row])]
-        for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len))
+        for at, length in (
+            (cpu.dims_at, cpu.dims_len),
+            (cpu.types_at, cpu.types_len),
+            (cpu.concrete_at, cpu.concrete_len),
+        )
     )
 
 
@@ -256,8 +262,14 @@ def exact_ns(texts: Sequence[bytes | msgspec.Raw]) -> tuple[np.ndarray, np.ndarr
 
 # Multiply-and-shift steps that read ASCII digits in a little-endian uint64, first digit most
 # significant: pairs of digits, then pairs of pairs (two 4-digit numbers), then all eight.
-_DIGIT_STEPS = [(np.uint64(mask), np.uint64(scale << shift | 1), np.uint64(shift)) for mask, scale, shift in (
-    (0x0F0F0F0F0F0F0F0F, 10, 8), (0x00FF00FF00FF00FF, 100, 16), (0x0000FFFF0000FFFF, 10000, 32))]
+_DIGIT_STEPS = [
+    (np.uint64(mask), np.uint64(scale << shift | 1), np.uint64(shift))
+    for mask, scale, shift in (
+        (0x0F0F0F0F0F0F0F0F, 10, 8),
+        (0x00FF00FF00FF00FF, 100, 16),
+        (0x0000FFFF0000FFFF, 10000, 32),
+    )
+]
 
 
 def _read_digits(words: np.ndarray, count: int) -> np.ndarray:
@@ -299,10 +311,16 @@ def _int64(values: list[int]) -> tuple[np.ndarray, np.ndarray | bool]:
 
 def _external_ids(args: list[EventArgs]) -> np.ndarray:
     """``External id`` under either spelling (lower-case before 2022), NONE when absent."""
-    return int_column([
-        a.external_id if a.external_id is not None else NONE if a.external_id_legacy is None else a.external_id_legacy
-        for a in args
-    ])
+    return int_column(
+        [
+            a.external_id
+            if a.external_id is not None
+            else NONE
+            if a.external_id_legacy is None
+            else a.external_id_legacy
+            for a in args
+        ]
+    )
 
 
 def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
@@ -317,7 +335,9 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     memory: list[RawEvent] = []
     device: list[RawEvent] = []
     gpu_annotations: list[RawEvent] = []
-    routes = {cat: operators if code in OPERATOR_CATEGORY_CODES else launches for code, cat in enumerate(CPU_CATEGORIES)}
+    routes = {
+        cat: operators if code in OPERATOR_CATEGORY_CODES else launches for code, cat in enumerate(CPU_CATEGORIES)
+    }
     routes[FRAME_CATEGORY] = frames
     routes.update({cat: device for cat in _DEVICE_CODE})
     routes[GPU_ANNOTATION_CATEGORY] = gpu_annotations
@@ -330,8 +350,21 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
                 bucket.append(event)
     groups = (operators, launches, frames, device, memory, gpu_annotations)
     other = len(events) - sum(map(len, groups))  # flows, metadata, instants: the joins use ids instead
-    (cpu_start, cpu_dur, frame_start, frame_dur, device_start, device_dur, memory_start, _, annotation_start,
-     annotation_dur), damaged = _times(groups)
+    (
+        (
+            cpu_start,
+            cpu_dur,
+            frame_start,
+            frame_dur,
+            device_start,
+            device_dur,
+            memory_start,
+            _,
+            annotation_start,
+            annotation_dur,
+        ),
+        damaged,
+    ) = _times(groups)
 
     names: dict[str, int] = {}
     threads: dict[int | str, int] = {}
@@ -342,7 +375,11 @@ def columns_from_events(events: list[RawEvent]) -> ChunkColumns:
     cpu_args = [e.args or _EMPTY_ARGS for e in cpu]
     # One blob per chunk: every Input Dims text, then every Input type, then every Concrete Inputs.
     blobs, lengths = [], []
-    for texts in ([a.input_dims for a in cpu_args], [a.input_types for a in cpu_args], [a.concrete_inputs for a in cpu_args]):
+    for texts in (
+        [a.input_dims for a in cpu_args],
+        [a.input_types for a in cpu_args],
+        [a.concrete_inputs for a in cpu_args],
+    ):
         if any(texts):  # none at all without record_shapes: any() is cheaper than join() and len()
             blobs.append(b"".join(texts))
             lengths.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(cpu)))
@@ -456,7 +493,11 @@ def _allocator_columns(events: list[RawEvent], start_ns: np.ndarray) -> Allocato
         tid=int_column(cast("list[int]", tids)),  # every text replaced just above
         # Numbers beyond int64 (2**64 in a damaged file) make no real record: left out.
         has_bytes=np.array([v is not None for v in alloc], dtype=np.int64)
-        & alloc_fits & total_fits & reserved_fits & kind_fits & device_fits,
+        & alloc_fits
+        & total_fits
+        & reserved_fits
+        & kind_fits
+        & device_fits,
         bytes=alloc_column,
         has_total=np.array([v is not None for v in total], dtype=np.int64),
         total_allocated=total_column,
@@ -472,7 +513,9 @@ class _ShapeTexts(dict):
     shapes repeat: each distinct one is checked and joined once."""
 
     def __missing__(self, key: tuple) -> str | None:
-        text = self[key] = "x".join(map(str, key)) if key and all(isinstance(v, (int, float, str)) for v in key) else None
+        text = self[key] = (
+            "x".join(map(str, key)) if key and all(isinstance(v, (int, float, str)) for v in key) else None
+        )
         return text
 
 

@@ -33,7 +33,9 @@ class FrameCompile(msgspec.Struct):
     function: str  # the frame's code ("forward", "torch_dynamo_resume_in_forward_at_9")
     file: str
     line: int  # the code's first line
-    recompile_reason: str = ""  # why a guard failed ("0/0: tensor 'x' size mismatch at index 0..."), "" for a first compile
+    recompile_reason: str = (
+        ""  # why a guard failed ("0/0: tensor 'x' size mismatch at index 0..."), "" for a first compile
+    )
 
 
 class CompileLog(msgspec.Struct):

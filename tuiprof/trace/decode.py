@@ -64,7 +64,9 @@ class DecodeReport:
     def count_damaged(self, events: int) -> None:
         if events:
             self.damaged += events
-            self.note("events whose ts or dur is not a finite number, is beyond 2**62 ns, or is a negative duration (left out)")
+            self.note(
+                "events whose ts or dur is not a finite number, is beyond 2**62 ns, or is a negative duration (left out)"
+            )
 
     def merge(self, other: DecodeReport) -> None:
         self.repaired += other.repaired
@@ -86,7 +88,9 @@ def not_a_trace(source: str, head: bytes) -> TraceError:
     is told by what it starts with, so the user sees it is valid but something else."""
     if head[:1] and head[:1] in b"[{" + _JSON_SCALAR_STARTS:
         shown = "".join(c if c.isprintable() else "?" for c in head[:16].decode("utf-8", "replace")).rstrip()
-        return TraceError(source, f"not a trace: it starts `{shown}`, where a trace starts `{{\"` or `[{{`", NOT_A_TRACE_FIX)
+        return TraceError(
+            source, f'not a trace: it starts `{shown}`, where a trace starts `{{"` or `[{{`', NOT_A_TRACE_FIX
+        )
     return TraceError(source, "this is not JSON", NOT_A_TRACE_FIX)
 
 
@@ -176,7 +180,9 @@ def plan_growing_document(document: GrowingDocument, report: DecodeReport, sourc
     return DocumentPlan(header, _growing_spans(document, header, match.end(), report))
 
 
-def _growing_spans(document: GrowingDocument, header: TraceHeader, pos: int, report: DecodeReport) -> Iterator[tuple[int, int]]:
+def _growing_spans(
+    document: GrowingDocument, header: TraceHeader, pos: int, report: DecodeReport
+) -> Iterator[tuple[int, int]]:
     search_from = pos + CHUNK_BYTES
     wanted = search_from + _TAIL_WINDOW + _SEARCH_WINDOW
     while True:
@@ -266,9 +272,13 @@ def _decode_small_document(view: memoryview, source: str) -> TraceHeader:
     try:
         return _decode_header(view)
     except RecursionError:
-        raise TraceError(source, "JSON nested too deeply to be a trace", "pass a trace written by torch.profiler") from None
+        raise TraceError(
+            source, "JSON nested too deeply to be a trace", "pass a trace written by torch.profiler"
+        ) from None
     except msgspec.ValidationError as exc:  # a DecodeError too: caught first
-        raise TraceError(source, f"JSON that is not a trace ({exc})", "pass a trace written by torch.profiler") from None
+        raise TraceError(
+            source, f"JSON that is not a trace ({exc})", "pass a trace written by torch.profiler"
+        ) from None
     except msgspec.DecodeError as exc:
         raise TraceError(source, f"not valid JSON ({exc})", "pass a trace written by torch.profiler") from None
 

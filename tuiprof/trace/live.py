@@ -37,7 +37,16 @@ MEMORY_CATEGORIES_VERSION = 1
 # torch's Category names in lower case, and ``unknown`` for memory torch could not
 # tie to a tensor (its None); a file's ``categories`` list says what its codes mean.
 NO_CATEGORIES = msgspec.Raw(b"null")  # JSON null: an empty Raw would encode as nothing
-CATEGORY_NAMES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail", "unknown")
+CATEGORY_NAMES = (
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+)
 
 
 class ModuleFacts(msgspec.Struct):
@@ -55,7 +64,9 @@ class LiveFacts(msgspec.Struct):
     modules: dict[str, ModuleFacts] = {}  # "Conv2d_1" -> facts
     flops_by_external_id: dict[int, int] = {}  # torch's with_flops count per operator call
     log_lines: list[str] = []  # what the profiler printed on fd 2
-    compile_s: float | None = None  # torch.compile's time in the unprofiled warm-up step (None: not compiled by tuiprof)
+    compile_s: float | None = (
+        None  # torch.compile's time in the unprofiled warm-up step (None: not compiled by tuiprof)
+    )
     compiled: CompiledMap | None = None  # kernel -> module of the compiled graphs (tuiprof.trace.compiled_map)
     compile_log: CompileLog | None = None  # graph breaks and recompilations Dynamo reported (tuiprof.trace.compile_log)
     memory_categories: msgspec.Raw = NO_CATEGORIES  # an encoded MemoryCategories
@@ -131,7 +142,9 @@ def decode_memory_categories(facts: LiveFacts | None, report: DecodeReport) -> M
 _Versioned = TypeVar("_Versioned", LiveFacts, MemoryCategories)
 
 
-def _decode_versioned(raw: msgspec.Raw, kind: type[_Versioned], newest: int, what: str, report: DecodeReport) -> _Versioned | None:
+def _decode_versioned(
+    raw: msgspec.Raw, kind: type[_Versioned], newest: int, what: str, report: DecodeReport
+) -> _Versioned | None:
     """``raw`` as a ``kind``; None, with one note naming ``what``, when it cannot be read or a
     newer tuiprof wrote it (version above ``newest``): either loses only itself, not the trace."""
     try:

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuiprof.cleanup import temporary_file
 from tuiprof.errors import TraceError
 from tuiprof.trace.cache import HashingWriter, cache_enabled, file_key, keyed_by_content, read_store
 from tuiprof.trace.columns import columns_from_events
 from tuiprof.trace.decode import DecodeReport, DocumentPlan, plan_document, plan_growing_document
-from tuiprof.cleanup import temporary_file
 from tuiprof.trace.inflating import InflatingFile
 from tuiprof.trace.parallel import DecodeWorkers, decode_columns, decode_file_span, worker_count
 from tuiprof.trace.source import (
@@ -91,7 +91,9 @@ def _cached_or_decoded(source: str, trace: TraceFile, decode: Callable[[], Trace
     return store
 
 
-def _decoded(source: str, trace: TraceFile, progress: ProgressCallback | None, on_read: ReadProgress | None) -> TraceEvents:
+def _decoded(
+    source: str, trace: TraceFile, progress: ProgressCallback | None, on_read: ReadProgress | None
+) -> TraceEvents:
     if trace.size_bytes >= GZIP_TO_FILE_BYTES and is_gzip(trace):
         expected = inflated_size(trace)
         with temporary_file(directory=inflation_directory(trace.size_bytes)) as inflated:
@@ -166,7 +168,9 @@ def _load_inflating(
         def total_bytes() -> int:  # the trailer's guess until the document is complete
             return len(document) if document.complete else max(expected, len(document))
 
-        decoding = _Decoding(source, document.path, report, progress, worker_count(expected), total_bytes, document.stop)
+        decoding = _Decoding(
+            source, document.path, report, progress, worker_count(expected), total_bytes, document.stop
+        )
         store = _decode(decoding, plan, lambda start, end: decode_file_span(document.path, start, end))
     return _checked(store)
 

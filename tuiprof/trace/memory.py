@@ -63,8 +63,9 @@ def memory_records(columns: AllocatorColumns) -> MemoryRecords:
     rows = rows[np.argsort(columns.start_ns[rows], kind="stable")]
     kinds = columns.kind[rows]
     # One label per distinct (type, id) pair; several pairs can share one ("CPU").
-    pairs, first, inverse = np.unique(np.stack((kinds, columns.device_id[rows]), axis=1), axis=0,
-                                      return_index=True, return_inverse=True)
+    pairs, first, inverse = np.unique(
+        np.stack((kinds, columns.device_id[rows]), axis=1), axis=0, return_index=True, return_inverse=True
+    )
     labels = [device_label(kind, None if device_id < 0 else device_id) for kind, device_id in pairs.tolist()]
     names = tuple(dict.fromkeys(labels[pair] for pair in np.argsort(first, kind="stable").tolist()))
     device = np.array([names.index(label) for label in labels], dtype=np.int64)[inverse.ravel()]

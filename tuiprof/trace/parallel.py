@@ -136,7 +136,9 @@ class DecodeWorkers:
         self._window = threading.Semaphore(self.WINDOW * count)
         try:
             for _ in range(count):
-                process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                process = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+                )
                 register_process(process)  # killed on SIGTERM/SIGHUP/exit too
                 self.processes.append(process)
         except OSError:

@@ -47,7 +47,9 @@ SIDECAR_SUFFIX = ".tuiprof-summary"
 SIDECAR_FORMAT = 2  # 2: signed, keyed by a content hash; the head's rank and world size not cached
 HEAD_BYTES = 1 << 18
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*\{')
-_MEMBER = {key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*"?([A-Za-z0-9_]+)') for key in ("rank", "world_size", "backend")}
+_MEMBER = {
+    key: re.compile(rb'"' + key.encode() + rb'"\s*:\s*"?([A-Za-z0-9_]+)') for key in ("rank", "world_size", "backend")
+}
 _WRITTEN = re.compile(r"\.(\d{10,})\.pt\.trace\.json(\.gz)?$")  # ms or ns epoch from tensorboard_trace_handler
 
 
@@ -109,7 +111,9 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
         raise TraceError(str(target), "is not a file or a directory", "pass a run directory")
     if not files:
         skipped = f" ({len(problems)} skipped: {problems[0]})" if problems else ""
-        raise TraceError(str(target), f"no trace files (*.json, *.json.gz) in this directory{skipped}", "pass a run directory")
+        raise TraceError(
+            str(target), f"no trace files (*.json, *.json.gz) in this directory{skipped}", "pass a run directory"
+        )
     found: list[_Identity] = []
     for file in files:
         identity = _identify(file, problems)
@@ -118,7 +122,9 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
     if not found:
         first = problems[0] if problems else "none could be read"
         more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
-        raise TraceError(str(target), f"no readable trace file ({first}{more})", "pass traces written by torch.profiler")
+        raise TraceError(
+            str(target), f"no readable trace file ({first}{more})", "pass traces written by torch.profiler"
+        )
     ranked = [f for f in found if f.rank is not None]
     if not ranked:  # a single process, or files without distributedInfo: numbered by name
         if len(found) > 1:
@@ -132,7 +138,9 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
     members: dict[int, list[_Identity]] = {}
     for f in ranked:
         if f.world_size is not None and f.world_size != world_size:
-            problems.append(f"{f.trace.path}: world size {f.world_size}, the run has {world_size}; another run, not mixed in")
+            problems.append(
+                f"{f.trace.path}: world size {f.world_size}, the run has {world_size}; another run, not mixed in"
+            )
         elif not 0 <= f.rank < world_size:  # type: ignore[operator]
             problems.append(f"{f.trace.path}: rank {f.rank} outside world size {world_size}; not mixed in")
         else:
@@ -153,7 +161,9 @@ def open_run(path: str | os.PathLike[str]) -> RunDirectory:
             problems.append(f"{target}: rank {rank} has no file in the profiling window shown (window {window + 1})")
     missing = sorted(set(range(world_size)) - set(members))
     if missing:
-        problems.append(f"{target}: {_ranks_text(missing)} of world size {world_size} have no trace file; shown without them")
+        problems.append(
+            f"{target}: {_ranks_text(missing)} of world size {world_size} have no trace file; shown without them"
+        )
     return RunDirectory(target, tuple(chosen), world_size, tuple(problems))
 
 
@@ -172,7 +182,7 @@ def _identify(file: Path, problems: list[str]) -> _Identity | None:
     except (OSError, EOFError, zlib.error) as exc:
         problems.append(f"{file}: cannot be read ({exc}); copy the file again (rank skipped)")
         return None
-    if not head.lstrip()[:1] in (b"{", b"["):
+    if head.lstrip()[:1] not in (b"{", b"["):
         problems.append(f"{file}: not a JSON trace; pass traces written by torch.profiler (rank skipped)")
         return None
     rank, world_size, backend = _distributed_info(head)
@@ -224,7 +234,12 @@ def _chosen_window(members: dict[int, list[_Identity]]) -> int:
 
 def _as_rank(f: _Identity, rank: int, world_size: int) -> RankFile:
     return RankFile(
-        TraceFile(f.trace.path, f.trace.size_bytes, rank), rank, f.world_size or world_size, f.backend, f.mtime_ns, f.rank
+        TraceFile(f.trace.path, f.trace.size_bytes, rank),
+        rank,
+        f.world_size or world_size,
+        f.backend,
+        f.mtime_ns,
+        f.rank,
     )
 
 
@@ -375,7 +390,12 @@ def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
             envelope = msgspec.json.decode(body, type=SidecarEnvelope)
         except (OSError, msgspec.MsgspecError):
             continue
-        if (envelope.format, envelope.path, envelope.size, envelope.mtime_ns) != (SIDECAR_FORMAT, where, size, mtime_ns):
+        if (envelope.format, envelope.path, envelope.size, envelope.mtime_ns) != (
+            SIDECAR_FORMAT,
+            where,
+            size,
+            mtime_ns,
+        ):
             continue  # the trace changed since, or this is another trace's
         content = content or content_hash(trace, size)
         if content is not None and hmac.compare_digest(envelope.content, content):
@@ -411,8 +431,9 @@ def write_sidecar(rank_file: RankFile, summary: dict) -> bool:
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
             return False
-    envelope = SidecarEnvelope(SIDECAR_FORMAT, str(trace.resolve()), rank_file.trace.size_bytes, rank_file.mtime_ns,
-                               content, summary)
+    envelope = SidecarEnvelope(
+        SIDECAR_FORMAT, str(trace.resolve()), rank_file.trace.size_bytes, rank_file.mtime_ns, content, summary
+    )
     body = msgspec.json.encode(envelope)
     try:
         handle, temporary = tempfile.mkstemp(prefix=".tuiprof-", dir=target.parent)

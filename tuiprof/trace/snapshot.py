@@ -42,8 +42,16 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _NOT_A_SNAPSHOT_FIX = "pass a file written by torch.cuda.memory._dump_snapshot"
 
 ACTIONS = (
-    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-    "oom", "snapshot", "annotate", "segment_map", "segment_unmap",
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "oom",
+    "snapshot",
+    "annotate",
+    "segment_map",
+    "segment_unmap",
 )
 ACTION_CODE = {name: code for code, name in enumerate(ACTIONS)}
 OTHER_ACTION = len(ACTIONS)  # an action this version does not know: kept, counted, never an error
@@ -270,13 +278,16 @@ def _unpickle(stream: Any, source: str) -> Any:
         return PlainDataUnpickler(stream).load()
     except RefusedGlobal as exc:
         raise TraceError(
-            source, f"the pickle refers to {exc.global_name}, which could run code; nothing was executed",
+            source,
+            f"the pickle refers to {exc.global_name}, which could run code; nothing was executed",
             "only plain snapshots from torch.cuda.memory._dump_snapshot are read",
         ) from None
     except EOFError:
         raise TraceError(source, "the pickle is truncated", "copy the file again") from None
     except MemoryError:
-        raise TraceError(source, "the pickle claims more memory than there is (corrupt?)", "copy the file again") from None
+        raise TraceError(
+            source, "the pickle claims more memory than there is (corrupt?)", "copy the file again"
+        ) from None
     except OSError as exc:
         raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
     except RecursionError:
@@ -351,7 +362,9 @@ class _Decoder:
             self.stack_offsets.append(len(self.stack_frames))
         self.by_identity[id(frames)] = stack
         if all(not any(self.frames.fx[key][i] for key in FX_FIELDS) for i in ids):
-            self.by_content[tuple((self.frames.filename[i], self.frames.line[i], self.frames.name[i]) for i in ids)] = stack
+            self.by_content[tuple((self.frames.filename[i], self.frames.line[i], self.frames.name[i]) for i in ids)] = (
+                stack
+            )
         return stack
 
     def frame(self, frame: Any, where: str) -> int:
@@ -412,10 +425,22 @@ def _decode_entries(decoder: _Decoder, traces: list | tuple) -> TraceEntries:
     def joined(key: str, dtype: type) -> np.ndarray:
         return np.concatenate([c[key] for c in per_device]).astype(dtype) if per_device else np.zeros(0, dtype=dtype)
 
-    devices = np.concatenate([np.full(len(c["action"]), d, dtype=np.int32) for d, c in enumerate(per_device)]) if per_device else np.zeros(0, np.int32)
+    devices = (
+        np.concatenate([np.full(len(c["action"]), d, dtype=np.int32) for d, c in enumerate(per_device)])
+        if per_device
+        else np.zeros(0, np.int32)
+    )
     return TraceEntries(
-        devices, joined("action", np.int8), joined("address", np.int64), joined("size", np.int64), joined("stream", np.int64),
-        joined("time_us", np.int64), joined("stack", np.int32), joined("device_free", np.int64), annotations, has_times,
+        devices,
+        joined("action", np.int8),
+        joined("address", np.int64),
+        joined("size", np.int64),
+        joined("stream", np.int64),
+        joined("time_us", np.int64),
+        joined("stack", np.int32),
+        joined("device_free", np.int64),
+        annotations,
+        has_times,
     )
 
 
@@ -428,7 +453,13 @@ def _checked_columns(decoder: _Decoder, trace: list | tuple) -> dict | None:
     if set(map(type, actions)) - {str}:
         return None
     columns: dict = {"action": np.asarray([ACTION_CODE.get(a, OTHER_ACTION) for a in actions], dtype=np.int64)}
-    for column, key, absent in (("address", "addr", 0), ("size", "size", 0), ("stream", "stream", 0), ("time_us", "time_us", None), ("device_free", "device_free", -1)):
+    for column, key, absent in (
+        ("address", "addr", 0),
+        ("size", "size", 0),
+        ("stream", "stream", 0),
+        ("time_us", "time_us", None),
+        ("device_free", "device_free", -1),
+    ):
         values = [entry.get(key, absent) for entry in trace]
         types = set(map(type, values))
         if types - {int, type(None)} or (absent is not None and type(None) in types):
@@ -441,7 +472,9 @@ def _checked_columns(decoder: _Decoder, trace: list | tuple) -> dict | None:
         except OverflowError:
             return None
     try:
-        columns["stack"] = np.asarray([decoder.stack(entry.get("frames"), "device_traces") for entry in trace], dtype=np.int64)
+        columns["stack"] = np.asarray(
+            [decoder.stack(entry.get("frames"), "device_traces") for entry in trace], dtype=np.int64
+        )
     except TraceError:
         return None
     return columns
@@ -502,14 +535,23 @@ def _decode_segments(decoder: _Decoder, segments: list | tuple) -> Segments:
             blocks["segment"].append(number)
             blocks["address"].append(decoder.integer(block.get("address", offset), f"{block_where}.address"))
             blocks["size"].append(size)
-            blocks["requested"].append(decoder.integer(block.get("requested_size", size), f"{block_where}.requested_size"))
+            blocks["requested"].append(
+                decoder.integer(block.get("requested_size", size), f"{block_where}.requested_size")
+            )
             blocks["state"].append(BLOCK_STATE_CODE[state])
             blocks["stack"].append(decoder.stack(block.get("frames"), f"{block_where}.frames"))
             offset += size
     ints = lambda values, dtype=np.int64: np.asarray(values, dtype=dtype)  # noqa: E731
     return Segments(
-        ints(rows["device"], np.int32), ints(rows["address"]), ints(rows["total_size"]), ints(rows["stream"]),
-        rows["segment_type"], ints(blocks["segment"], np.int32), ints(blocks["address"]), ints(blocks["size"]),
-        ints(blocks["requested"]), ints(blocks["state"], np.int8), ints(blocks["stack"], np.int32),
+        ints(rows["device"], np.int32),
+        ints(rows["address"]),
+        ints(rows["total_size"]),
+        ints(rows["stream"]),
+        rows["segment_type"],
+        ints(blocks["segment"], np.int32),
+        ints(blocks["address"]),
+        ints(blocks["size"]),
+        ints(blocks["requested"]),
+        ints(blocks["state"], np.int8),
+        ints(blocks["stack"], np.int32),
     )
-

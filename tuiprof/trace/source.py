@@ -55,6 +55,8 @@ class TraceFile:
 
 
 STDIN = "-"
+
+
 def is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
@@ -99,8 +101,13 @@ def _unreadable_entry(entry: os.DirEntry, exc: OSError) -> str:
 
 
 def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+    kinds = (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    )
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
@@ -176,7 +183,9 @@ def _stdin_trace() -> TraceFile:
     except OSError:
         raise TraceError("-", "there is no standard input", "pipe a trace into tuiprof, or pass a path") from None
     if os.isatty(0):
-        raise TraceError("-", "standard input is a terminal", "pipe a trace into it: cat trace.json.gz | tuiprof open -")
+        raise TraceError(
+            "-", "standard input is a terminal", "pipe a trace into it: cat trace.json.gz | tuiprof open -"
+        )
     if not (stat.S_ISFIFO(info.st_mode) or stat.S_ISREG(info.st_mode) or stat.S_ISSOCK(info.st_mode)):
         raise TraceError("-", "standard input is not a file or a pipe", "pipe a trace into it, or pass a path")
     return TraceFile(Path(STDIN), 0, None, stream=True)
@@ -257,7 +266,12 @@ def inflation_directory(compressed_size: int) -> str | None:
     available; else None (``TMPDIR``).  Never when ``TMPDIR`` is set (the user's choice) or
     the ratio limit is lifted (no bound)."""
     ratio = max_inflate_ratio()
-    if os.environ.get("TMPDIR") or not ratio or not os.path.isdir(MEMORY_DIRECTORY) or not os.access(MEMORY_DIRECTORY, os.W_OK):
+    if (
+        os.environ.get("TMPDIR")
+        or not ratio
+        or not os.path.isdir(MEMORY_DIRECTORY)
+        or not os.access(MEMORY_DIRECTORY, os.W_OK)
+    ):
         return None
     most = max(INFLATE_FLOOR, compressed_size * ratio)
     try:
@@ -307,7 +321,12 @@ class TraceStart:
             if len(text) > _LEADING_SPACE:  # only whitespace around one bracket so far: not a trace
                 self._refuse()
             return
-        if (first, rest[:1]) not in ((b"{", b'"'), (b"{", b"}"), (b"[", b"{"), (b"[", b"]")):  # {}: told "no traceEvents" later
+        if (first, rest[:1]) not in (
+            (b"{", b'"'),
+            (b"{", b"}"),
+            (b"[", b"{"),
+            (b"[", b"]"),
+        ):  # {}: told "no traceEvents" later
             self._refuse()
         self.done = True
         self.head = b""
@@ -367,7 +386,9 @@ def gzip_to_file(trace: TraceFile, target, progress: ReadProgress | None = None)
     """
     source = str(trace.path)
     with _open(trace) as handle:
-        inflate_gzip(lambda n: _read(handle.read, n, source), trace.size_bytes, source, _writer(target, source), progress)
+        inflate_gzip(
+            lambda n: _read(handle.read, n, source), trace.size_bytes, source, _writer(target, source), progress
+        )
     target.flush()
 
 
@@ -376,7 +397,9 @@ def _writer(target, source: str) -> Write:
         try:
             target.write(data)
         except OSError as exc:
-            raise TraceError(source, f"cannot be copied to a temporary file ({exc.strerror})", "free space in TMPDIR") from None
+            raise TraceError(
+                source, f"cannot be copied to a temporary file ({exc.strerror})", "free space in TMPDIR"
+            ) from None
 
     return write
 
@@ -430,7 +453,9 @@ def _open_stream(trace: TraceFile, source: str) -> tuple[int, bytes]:
         except OSError as exc:
             raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
         if first == b"":
-            raise TraceError(source, "a named pipe that nothing writes to", "start the writer first (cat t.json > PIPE &)")
+            raise TraceError(
+                source, "a named pipe that nothing writes to", "start the writer first (cat t.json > PIPE &)"
+            )
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -461,7 +486,11 @@ def inflated_size(trace: TraceFile) -> int:
 
 
 def inflate_gzip(
-    read: Callable[[int], bytes], compressed_size: int | None, source: str, write: Write, progress: ReadProgress | None,
+    read: Callable[[int], bytes],
+    compressed_size: int | None,
+    source: str,
+    write: Write,
+    progress: ReadProgress | None,
     start: StartCheck | None = None,
 ) -> None:
     """Inflate gzip data (concatenated members too) from ``read`` into ``write``, in bounded pieces.

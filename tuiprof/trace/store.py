@@ -27,7 +27,6 @@ from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.memory import MemoryRecords, memory_records
 from tuiprof.trace.schema import DeviceProperties, EventArgs, TimedEvent, TraceHeader
 
-
 SHAPES_PROBE = 5000  # operators looked at for Input Dims when the header has no record_shapes
 
 

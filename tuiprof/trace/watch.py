@@ -64,7 +64,9 @@ def is_watch_directory(path: str | os.PathLike[str]) -> bool:
 
 
 def header_line(pid: int, started: float, what: str, settings: dict[str, Any]) -> bytes:
-    return _line({"format": FORMAT, "version": VERSION, "pid": pid, "started": started, "what": what, "settings": settings})
+    return _line(
+        {"format": FORMAT, "version": VERSION, "pid": pid, "started": started, "what": what, "settings": settings}
+    )
 
 
 def step_line(step: int, ended_s: float, wall_s: float, data_s: float | None, profiled: bool) -> str:
@@ -148,7 +150,11 @@ class HistoryReader:
         if not Path(directory).is_dir():
             raise TraceError(str(directory), "not a folder", "pass the DIR given to tuiprof run --watch")
         if not path.is_file():
-            raise TraceError(str(directory), f"holds no {HISTORY_NAME}: not a watch folder", "pass the DIR given to tuiprof run --watch")
+            raise TraceError(
+                str(directory),
+                f"holds no {HISTORY_NAME}: not a watch folder",
+                "pass the DIR given to tuiprof run --watch",
+            )
         self.history = History(path)
         self._offset = 0
         self.lines_read = 0
@@ -160,7 +166,9 @@ class HistoryReader:
                 file.seek(self._offset)
                 chunk = file.read()
         except OSError as exc:
-            raise TraceError(str(self.history.path), f"cannot be read ({exc.strerror})", "check its permissions") from None
+            raise TraceError(
+                str(self.history.path), f"cannot be read ({exc.strerror})", "check its permissions"
+            ) from None
         complete = chunk[: chunk.rfind(b"\n") + 1]
         if not complete:
             if self._offset == 0 and len(chunk) > MAX_LINE:
@@ -174,7 +182,9 @@ class HistoryReader:
 
     def fail(self, number: int, problem: str) -> NoReturn:
         raise TraceError(
-            f"{self.history.path}:{number}", problem, "it is not a history tuiprof wrote (or it was edited); remove the line or the file"
+            f"{self.history.path}:{number}",
+            problem,
+            "it is not a history tuiprof wrote (or it was edited); remove the line or the file",
         )
 
     def _take(self, raw: bytes) -> None:
@@ -206,7 +216,9 @@ class HistoryReader:
             self.fail(1, "the header has no valid version")
         if version > VERSION:
             raise TraceError(
-                str(self.history.path), f"history format version {version}; this tuiprof reads up to {VERSION}", "upgrade tuiprof"
+                str(self.history.path),
+                f"history format version {version}; this tuiprof reads up to {VERSION}",
+                "upgrade tuiprof",
             )
         history = self.history
         history.pid = _int(record, "pid", self, 1)
@@ -231,7 +243,9 @@ class HistoryReader:
         kind = record["e"]
         if kind == "trigger":
             trigger = _choice(record, "trigger", TRIGGERS, self, number)
-            history.triggers.append(Trigger(_int(record, "step", self, number), trigger, _text(record, "why", self, number)))
+            history.triggers.append(
+                Trigger(_int(record, "step", self, number), trigger, _text(record, "why", self, number))
+            )
         elif kind == "capture":
             path = _text(record, "path", self, number)
             if Path(path).is_absolute() or ".." in Path(path).parts or not path:
@@ -244,7 +258,8 @@ class HistoryReader:
         elif kind == "dropped":
             path, why = _text(record, "path", self, number), _text(record, "why", self, number)
             history.captures = [
-                Capture(c.trigger, c.first_step, c.last_step, c.path, c.bytes, why) if c.path == path else c for c in history.captures
+                Capture(c.trigger, c.first_step, c.last_step, c.path, c.bytes, why) if c.path == path else c
+                for c in history.captures
             ]
         elif kind == "failure":
             history.failures.append(Failure(_int(record, "step", self, number), _text(record, "what", self, number)))
@@ -259,7 +274,9 @@ def read_history(directory: str | os.PathLike[str]) -> History:
     reader = HistoryReader(directory)
     reader.read_new()
     if reader.lines_read == 0:
-        raise TraceError(str(reader.history.path), "is empty: the watched job has not started yet", "try again in a moment")
+        raise TraceError(
+            str(reader.history.path), "is empty: the watched job has not started yet", "try again in a moment"
+        )
     return reader.history
 
 

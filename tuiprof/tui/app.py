@@ -33,9 +33,9 @@ from tuiprof.tui.commands import (
     view_commands,
 )
 from tuiprof.tui.messages import JumpTo, LoadFinished, ShowInTimeline
+from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.screens.events import EVENT_LIST_COMMANDS, EventListScreen
 from tuiprof.tui.screens.help import HelpScreen
-from tuiprof.tui.rank_models import RankModels
 from tuiprof.tui.sources import FileSource, LoadCancelled, ModelSource
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import EXPLORER_VIEWS, view_keys
@@ -72,8 +72,15 @@ class ExplorerApp(TableApp):
 
     @classmethod
     def keymap_commands(cls) -> tuple[Command, ...]:
-        return (*APP_COMMANDS, *view_commands(view_keys()), *TABLE_COMMANDS, *TREE_COMMANDS, *TIMELINE_COMMANDS,
-                *OVERVIEW_COMMANDS, *EVENT_LIST_COMMANDS)
+        return (
+            *APP_COMMANDS,
+            *view_commands(view_keys()),
+            *TABLE_COMMANDS,
+            *TREE_COMMANDS,
+            *TIMELINE_COMMANDS,
+            *OVERVIEW_COMMANDS,
+            *EVENT_LIST_COMMANDS,
+        )
 
     def compose(self) -> ComposeResult:
         yield ExplorerHeader(shown_view_keys(self.view_keys, self.keymap), id="header").data_bind(*self._binds)
@@ -133,8 +140,13 @@ class ExplorerApp(TableApp):
     def action_switch_rank(self, step: int) -> None:
         current = self.model
         if current is not None:  # a closure: a worker's description holds the repr() of its arguments
-            self.run_worker(lambda: self.ranks.switch(self, current, step), thread=True, exclusive=True, group="rank",
-                            description="switch rank")
+            self.run_worker(
+                lambda: self.ranks.switch(self, current, step),
+                thread=True,
+                exclusive=True,
+                group="rank",
+                description="switch rank",
+            )
 
     # ------------------------------------------------------------ views
 
@@ -178,7 +190,9 @@ class ExplorerApp(TableApp):
     # ------------------------------------------------------------ toggles, export, help, quit
 
     def toggled_on(self, action: str) -> bool:
-        return {"toggle_shapes": self.options.group_by_shape, "toggle_top_level": self.options.top_level_only}.get(action, False)
+        return {"toggle_shapes": self.options.group_by_shape, "toggle_top_level": self.options.top_level_only}.get(
+            action, False
+        )
 
     def action_toggle_shapes(self) -> None:
         self.options = ViewOptions(not self.options.group_by_shape, self.options.top_level_only)
@@ -191,8 +205,10 @@ class ExplorerApp(TableApp):
             return
         source = self.screen if isinstance(self.screen, EventListScreen) else self.view()
         title = trace_title(self.model)
-        settings = (*(("grouped by input shape",) if self.options.group_by_shape else ()),
-                    *(("top-level only",) if self.options.top_level_only else ()))
+        settings = (
+            *(("grouped by input shape",) if self.options.group_by_shape else ()),
+            *(("top-level only",) if self.options.top_level_only else ()),
+        )
         self.write_export(source.export_rows(), title.split(".")[0] or "trace", fmt, title, settings)
 
     def action_help(self) -> None:

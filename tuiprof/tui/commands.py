@@ -66,20 +66,87 @@ def display_key(key: str) -> str:
 
 
 APP_COMMANDS: tuple[Command, ...] = (
-    Command("q", "quit", "Quit", "quit (during a live capture: stop after this step and show what was recorded)", show=True, palette=False),
+    Command(
+        "q",
+        "quit",
+        "Quit",
+        "quit (during a live capture: stop after this step and show what was recorded)",
+        show=True,
+        palette=False,
+    ),
     Command("ctrl+c", "quit", "Quit now", "quit", priority=True, palette=False, display="ctrl+c"),
-    Command("question_mark,f1", "help", "Help", "help (also F1): every key and what each column of this view means", show=True, display="?"),
-    Command("slash", "filter", "Filter", "filter the focused table by name; enter keeps it, esc clears", show=True, display="/"),
-    Command("escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"),
+    Command(
+        "question_mark,f1",
+        "help",
+        "Help",
+        "help (also F1): every key and what each column of this view means",
+        show=True,
+        display="?",
+    ),
+    Command(
+        "slash",
+        "filter",
+        "Filter",
+        "filter the focused table by name; enter keeps it, esc clears",
+        show=True,
+        display="/",
+    ),
+    Command(
+        "escape", "back", "Back", "clear the filter, else go back to the previous view", palette=False, display="esc"
+    ),
     Command("i", "toggle_shapes", "By shape", "operators: one row per name and input shapes", show=True),
-    Command("t", "toggle_top_level", "Top-level", "operators: only calls with no enclosing operator (ProfilerStep spans do not count)", show=True),
-    Command("left_square_bracket", "switch_rank(-1)", "Prev rank", "distributed runs: the previous rank, in every view", display="["),
-    Command("right_square_bracket", "switch_rank(1)", "Next rank", "distributed runs: the next rank, in every view", display="]"),
-    Command("less_than_sign", "cycle_view(-1)", "Prev view", "the previous view (every view, also those past the tenth, which have no key)", display="<", palette=False),
+    Command(
+        "t",
+        "toggle_top_level",
+        "Top-level",
+        "operators: only calls with no enclosing operator (ProfilerStep spans do not count)",
+        show=True,
+    ),
+    Command(
+        "left_square_bracket",
+        "switch_rank(-1)",
+        "Prev rank",
+        "distributed runs: the previous rank, in every view",
+        display="[",
+    ),
+    Command(
+        "right_square_bracket",
+        "switch_rank(1)",
+        "Next rank",
+        "distributed runs: the next rank, in every view",
+        display="]",
+    ),
+    Command(
+        "less_than_sign",
+        "cycle_view(-1)",
+        "Prev view",
+        "the previous view (every view, also those past the tenth, which have no key)",
+        display="<",
+        palette=False,
+    ),
     Command("greater_than_sign", "cycle_view(1)", "Next view", "the next view", display=">", palette=False),
-    Command("V", "views", "Views", "the views palette: every view by name, with its key (type to narrow, enter to go)", display="V", palette=False),
-    Command("T", "show_in_timeline", "In timeline", "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)", display="T"),
-    Command("e", "export('csv')", "Export", "export what the view shows as CSV (sort and filter kept) into the current directory", show=True),
+    Command(
+        "V",
+        "views",
+        "Views",
+        "the views palette: every view by name, with its key (type to narrow, enter to go)",
+        display="V",
+        palette=False,
+    ),
+    Command(
+        "T",
+        "show_in_timeline",
+        "In timeline",
+        "the row's call in the Timeline, selected (an operator's longest, with the device work it launched; a kernel's longest; a step's window)",
+        display="T",
+    ),
+    Command(
+        "e",
+        "export('csv')",
+        "Export",
+        "export what the view shows as CSV (sort and filter kept) into the current directory",
+        show=True,
+    ),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )
 
@@ -90,16 +157,29 @@ TABLE_COMMANDS: tuple[Command, ...] = (
     Command("pagedown", "page(1)", "PgDn", "page down", scope="table", palette=False),
     Command("home,g", "jump(0)", "Top", "first row", scope="table", display="g home", palette=False),
     Command("end,G", "jump(-1)", "Bottom", "last row", scope="table", display="G end", palette=False),
-    Command("s", "next_sort", "Sort", "sort by the next column (or click a header)", scope="table", show=True, palette=False),
+    Command(
+        "s", "next_sort", "Sort", "sort by the next column (or click a header)", scope="table", show=True, palette=False
+    ),
     Command("r", "reverse_sort", "Reverse", "reverse the sort order", scope="table", show=True, palette=False),
-    Command("enter", "select", "Open", "drill in: an operator's calls, a kernel's launches, a module's operator", scope="table", palette=False),
+    Command(
+        "enter",
+        "select",
+        "Open",
+        "drill in: an operator's calls, a kernel's launches, a module's operator",
+        scope="table",
+        palette=False,
+    ),
 )
 
 MEMORY_COMMANDS: tuple[Command, ...] = (
     Command(
-        "m", "next_table", "Table",
+        "m",
+        "next_table",
+        "Table",
         "Memory view: the next table (at the peak: modules, allocations, what-ifs; operators)",
-        scope="memory", show=True, palette=False,
+        scope="memory",
+        show=True,
+        palette=False,
     ),
 )
 
@@ -108,8 +188,24 @@ TREE_COMMANDS: tuple[Command, ...] = (
     Command("k", "cursor_up", "Up", "move up", scope="tree", palette=False),
     Command("g,home", "scroll_home", "Top", "first module", scope="tree", palette=False),
     Command("G,end", "scroll_end", "Bottom", "last module", scope="tree", palette=False),
-    Command("right,l", "expand", "Expand", "expand the module, or step into its first child", scope="tree", display="→ l", palette=False),
-    Command("left,h", "collapse", "Collapse", "collapse the module, or go to its parent", scope="tree", display="← h", palette=False),
+    Command(
+        "right,l",
+        "expand",
+        "Expand",
+        "expand the module, or step into its first child",
+        scope="tree",
+        display="→ l",
+        palette=False,
+    ),
+    Command(
+        "left,h",
+        "collapse",
+        "Collapse",
+        "collapse the module, or go to its parent",
+        scope="tree",
+        display="← h",
+        palette=False,
+    ),
     Command("space", "toggle_node", "Toggle", "expand / collapse", scope="tree", palette=False),
 )
 
@@ -132,7 +228,10 @@ def _view_command(key: str, view_id: str, view: type) -> Command:
 
 def shown_view_keys(views: Iterable[tuple[str, str, type]], keymap: Mapping[str, str]) -> list[tuple[str, str, type]]:
     """``views`` (key, view id, view) with each key as the header and palette show it: the keymap's."""
-    return [(_view_command(key, view_id, view).shown_keys(keymap) if key else "", view_id, view) for key, view_id, view in views]
+    return [
+        (_view_command(key, view_id, view).shown_keys(keymap) if key else "", view_id, view)
+        for key, view_id, view in views
+    ]
 
 
 def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
@@ -140,7 +239,16 @@ def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
     prefixes the actions (``app``: a screen's key that runs the app's action)."""
     prefix = f"{namespace}." if namespace else ""
     return [
-        Binding(c.keys, prefix + c.action, c.title, show=c.show, key_display=c.display, priority=c.priority, tooltip=c.help, id=c.id)
+        Binding(
+            c.keys,
+            prefix + c.action,
+            c.title,
+            show=c.show,
+            key_display=c.display,
+            priority=c.priority,
+            tooltip=c.help,
+            id=c.id,
+        )
         for c in commands
     ]
 
@@ -221,10 +329,18 @@ def palette_commands(
     focused table by any of its columns (hidden ones too); keys as ``keymap`` has them."""
     keymap = keymap or {}
     for key, view_id, view in shown_view_keys(views, keymap):
-        yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view" + (f" (key {key})" if key else ""), lambda v=view_id: app.action_show_view(v))
+        yield SystemCommand(
+            f"View: {view.title}",
+            f"Show the {view.title} view" + (f" (key {key})" if key else ""),
+            lambda v=view_id: app.action_show_view(v),
+        )
     for command in app_commands:
         if command.palette:
-            yield SystemCommand(f"{command.title} ({command.shown_keys(keymap)})", command.help, lambda a=command.action: app.run_action(a))
+            yield SystemCommand(
+                f"{command.title} ({command.shown_keys(keymap)})",
+                command.help,
+                lambda a=command.action: app.run_action(a),
+            )
     if table is not None:
         for column in table.columns:
             yield SystemCommand(f"Sort: {column.header}", column.help, lambda k=column.key, t=table: t.sort_by(k))

@@ -23,7 +23,15 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
-from tuiprof.tui.commands import APP_COMMANDS, TABLE_COMMANDS, Command, bindings, pane_commands, shown_view_keys, view_commands
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    Command,
+    bindings,
+    pane_commands,
+    shown_view_keys,
+    view_commands,
+)
 from tuiprof.tui.messages import DiffReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
@@ -35,12 +43,32 @@ from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
 # The single-trace explorer's keys that mean the same here (i: the other grouping).
-SHARED_ACTIONS = ("quit", "help", "filter", "back", "toggle_shapes", "cycle_view(-1)", "cycle_view(1)", "views",
-                  "export('csv')", "export('json')")
+SHARED_ACTIONS = (
+    "quit",
+    "help",
+    "filter",
+    "back",
+    "toggle_shapes",
+    "cycle_view(-1)",
+    "cycle_view(1)",
+    "views",
+    "export('csv')",
+    "export('json')",
+)
 DIFF_COMMANDS: tuple[Command, ...] = (
     # q: the explorer's, without its words on a live capture (a diff never captures)
-    *(replace(c, help="quit") if c.keys == "q" else c for c in APP_COMMANDS if c.action in SHARED_ACTIONS and c.keys != "i"),
-    Command("i", "toggle_shapes", "Grouping", "operators by input shape, kernels by launching operator (and back)", show=True),
+    *(
+        replace(c, help="quit") if c.keys == "q" else c
+        for c in APP_COMMANDS
+        if c.action in SHARED_ACTIONS and c.keys != "i"
+    ),
+    Command(
+        "i",
+        "toggle_shapes",
+        "Grouping",
+        "operators by input shape, kernels by launching operator (and back)",
+        show=True,
+    ),
     Command("x", "swap", "Swap A/B", "swap A and B: the verdict and every delta change sign", show=True),
     Command("d", "cycle_sort", "A/B/delta", "sort by A, then by B, then by the size of the change", show=True),
 )
@@ -52,7 +80,9 @@ DIFF_PAGE_KEYS = view_keys(DIFF_PAGES)  # (key, view id, page) of each page
 class DiffSource:
     """Both sides of a diff, as ``load_side`` reads them (files, run directories, ranks)."""
 
-    def __init__(self, a: str, b: str, select: str | None = None, ranks: str | None = None, metric: str = "auto") -> None:
+    def __init__(
+        self, a: str, b: str, select: str | None = None, ranks: str | None = None, metric: str = "auto"
+    ) -> None:
         self.paths = (a, b)
         self.select = select
         self.ranks = ranks
@@ -106,7 +136,9 @@ class DiffApp(TableApp):
             self.post_message(DiffReady(diff))
 
     def _compare(self, side_a: list[TraceModel], side_b: list[TraceModel]) -> TraceDiff:
-        return diff_traces(side_a, side_b, metric=self.source.metric, label_a=side_label(side_a), label_b=side_label(side_b))
+        return diff_traces(
+            side_a, side_b, metric=self.source.metric, label_a=side_label(side_a), label_b=side_label(side_b)
+        )
 
     def on_diff_ready(self, message: DiffReady) -> None:
         self.query_one(LoadingPanel).display = False
@@ -155,7 +187,9 @@ class DiffApp(TableApp):
         view = self.view()
         if isinstance(view, DiffTableView):
             key = view.cycle_sort()
-            self.notify({"a": "by A", "b": "by B", "abs_delta": "by the size of the change"}[key], title="Sort", timeout=2)
+            self.notify(
+                {"a": "by A", "b": "by B", "abs_delta": "by the size of the change"}[key], title="Sort", timeout=2
+            )
 
     def toggled_on(self, action: str) -> bool:
         view = self.view() if self.diff is not None else None
@@ -179,7 +213,9 @@ class DiffApp(TableApp):
 
     def action_export(self, fmt: str) -> None:
         if self.diff is not None:
-            self.write_export(self.view().export_rows(), "", fmt, f"diff of A {self.diff.label_a} and B {self.diff.label_b}")
+            self.write_export(
+                self.view().export_rows(), "", fmt, f"diff of A {self.diff.label_a} and B {self.diff.label_b}"
+            )
 
     def action_help(self) -> None:
         view = self.view()

@@ -73,10 +73,12 @@ def read_keymap(path: Path, commands: tuple[Command, ...]) -> dict[str, str]:
     keymap: dict[str, str] = {}
     for binding_id, keys in _flatten(data):
         if not isinstance(keys, str) or not keys.strip():
-            raise KeymapProblem(f"{binding_id} must be a string of keys (\"f\", \"ctrl+f,f2\"), not {keys!r}")
+            raise KeymapProblem(f'{binding_id} must be a string of keys ("f", "ctrl+f,f2"), not {keys!r}')
         for key in keys.split(","):
             if not is_key(key.strip()):
-                raise KeymapProblem(f"{binding_id}: {key.strip()!r} is not a key Textual knows (a character, f1, ctrl+x, pageup...)")
+                raise KeymapProblem(
+                    f"{binding_id}: {key.strip()!r} is not a key Textual knows (a character, f1, ctrl+x, pageup...)"
+                )
         keymap[binding_id] = _normalize_key_list(keys)
     own = {command.id: command for command in commands}
     unknown = sorted(set(keymap) - own.keys() - known_ids())
@@ -122,4 +124,6 @@ def _check_clashes(keymap: Mapping[str, str], commands: Mapping[str, Command]) -
             overlap = scope == other.scope or {scope, other.scope} & GLOBAL_SCOPES
             taken = set(keys.split(",")) & normalised[other_id]
             if other_id != binding_id and overlap and taken:
-                raise KeymapProblem(f"{binding_id} = {min(taken)!r} is also the key of {other_id}; remap that one too, or pick another key")
+                raise KeymapProblem(
+                    f"{binding_id} = {min(taken)!r} is also the key of {other_id}; remap that one too, or pick another key"
+                )

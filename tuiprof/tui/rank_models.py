@@ -58,7 +58,9 @@ class RankModels:
         every view (``app.model``); problems are notifications."""
         target = app.load_or_notify(lambda: self.neighbour(current, step))
         if target is None:
-            app.call_from_thread(app.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory.")
+            app.call_from_thread(
+                app.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory."
+            )
             return
         rank, path = target
         with self._lock:
@@ -66,7 +68,9 @@ class RankModels:
         # A toast only while a load takes time, gone when the rank is shown (a timed one stayed
         # ~5 s after it, and one for a kept model came after the rank was already on screen);
         # short, so that it never wraps inside the file's name (the header names the file).
-        toast = None if cached else Notification(f"loading rank {rank}…", "", "information", LOADING_TOAST_S, markup=False)
+        toast = (
+            None if cached else Notification(f"loading rank {rank}…", "", "information", LOADING_TOAST_S, markup=False)
+        )
         if toast is not None:
             app.call_from_thread(app.post_message, Notify(toast))
         model = app.load_or_notify(lambda: self.load(path))

@@ -82,8 +82,13 @@ class SnapshotApp(App):
         table.clear()
         for group in self.groups:
             share = f"{100 * group.bytes / whole:.1f}%" if whole else "-"
-            table.add_row(Text(format_bytes(group.bytes), justify="right"), Text(share, justify="right"),
-                          Text(f"{group.count:,}", justify="right"), Text(short_where(model, group.stack)), Text(module_where(model, group.stack)))
+            table.add_row(
+                Text(format_bytes(group.bytes), justify="right"),
+                Text(share, justify="right"),
+                Text(f"{group.count:,}", justify="right"),
+                Text(short_where(model, group.stack)),
+                Text(module_where(model, group.stack)),
+            )
         self.show_detail(0)
 
     def show_detail(self, row: int) -> None:

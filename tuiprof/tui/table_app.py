@@ -94,7 +94,9 @@ class TableApp(App[int]):
         self.set_keymap(self.keymap)
 
     # Actions on what is loaded: off the key bar (and inert) until it is there.
-    ACTIONS_ON_LOADED = frozenset({"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"})
+    ACTIONS_ON_LOADED = frozenset(
+        {"filter", "toggle_shapes", "toggle_top_level", "export", "switch_rank", "show_in_timeline"}
+    )
 
     @property
     def loaded(self) -> bool:
@@ -112,7 +114,13 @@ class TableApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.ACTIONS_ON_LOADED and not self.loaded:
             return False
-        if action in self.ACTIONS_ON_ROWS and not self.toggled_on(action) and self.is_attached and self.query("#views") and self.view().is_empty():
+        if (
+            action in self.ACTIONS_ON_ROWS
+            and not self.toggled_on(action)
+            and self.is_attached
+            and self.query("#views")
+            and self.view().is_empty()
+        ):
             return False
         return True
 
@@ -186,7 +194,9 @@ class TableApp(App[int]):
             self.notify(self.keymap_problem, title="Keymap not applied", severity="warning", timeout=10, markup=False)
         loop = asyncio.get_running_loop()
         loop.set_default_executor(AbandonableExecutor())  # thread workers never hold up a quit
-        for signum in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
+        for (
+            signum
+        ) in QUIT_SIGNALS:  # quit like q does, so the terminal is restored (default: die in the alternate screen)
             loop.add_signal_handler(signum, self._quit_on_signal, signum)
         self._load()
 
@@ -226,7 +236,9 @@ class TableApp(App[int]):
         except TraceError as exc:
             self.call_from_thread(self.notify, str(exc), severity="error", markup=False)
         except Exception as exc:  # a bug: shown, not a crash
-            self.call_from_thread(self.notify, f"internal error: {type(exc).__name__}: {exc}", severity="error", markup=False)
+            self.call_from_thread(
+                self.notify, f"internal error: {type(exc).__name__}: {exc}", severity="error", markup=False
+            )
         return None
 
     def report_progress(self, text: str, fraction: float | None) -> None:
@@ -262,7 +274,12 @@ class TableApp(App[int]):
         return True
 
     def write_export(
-        self, exported: tuple[str, list[Row], tuple[Column, ...]] | None, stem: str, fmt: str, source: str, settings: tuple[str, ...] = ()
+        self,
+        exported: tuple[str, list[Row], tuple[Column, ...]] | None,
+        stem: str,
+        fmt: str,
+        source: str,
+        settings: tuple[str, ...] = (),
     ) -> None:
         """Write what a view exports to ``tuiprof-<what>[-<stem>].<fmt>`` in the export folder,
         with where it came from (``source``, the sort and filter of the table that shows the
@@ -273,7 +290,12 @@ class TableApp(App[int]):
         what, rows, columns = exported
         origin = self._export_origin(what, rows, source, settings)
         try:  # a new file, never through a planted symlink; a fresh name when one exists
-            path = write_export(self.export_dir, f"tuiprof-{what}{'-' + stem if stem else ''}", f".{fmt}", render_export(rows, columns, fmt, origin))
+            path = write_export(
+                self.export_dir,
+                f"tuiprof-{what}{'-' + stem if stem else ''}",
+                f".{fmt}",
+                render_export(rows, columns, fmt, origin),
+            )
         except ExportError as exc:
             self.notify(str(exc), title="Export failed", severity="error", markup=False)
             return
@@ -286,4 +308,6 @@ class TableApp(App[int]):
         table = next((t for t in self.screen.query(RowTable) if t.rows is rows), None)
         if table is None:
             return ExportOrigin(what, source, settings=settings)
-        return ExportOrigin(what, source, table.sort_key, table.descending, table.filter_text, settings, len(table.all_rows))
+        return ExportOrigin(
+            what, source, table.sort_key, table.descending, table.filter_text, settings, len(table.all_rows)
+        )

@@ -61,7 +61,9 @@ class CompareScreen(Screen):
         self.app.call_from_thread(self._show, comparison_text(comparison))
 
     def _show(self, text: Text) -> None:
-        self.query_one("#compare-title", Static).update(Text(f"{capture_label(self.paths[1])} against the healthy capture"))
+        self.query_one("#compare-title", Static).update(
+            Text(f"{capture_label(self.paths[1])} against the healthy capture")
+        )
         self.query_one("#comparison", Static).update(text)
 
     def action_back(self) -> None:
@@ -127,7 +129,12 @@ class WatchApp(App):
         self.shown = watch_rows(self.summary, with_dropped=False)
         for item in self.shown:
             shown = dict(item, path=capture_label(str(item["path"])))
-            table.add_row(*(Text(plain(c.format(shown.get(c.key))), justify="right" if c.numeric else "left") for c in LIST_COLUMNS))
+            table.add_row(
+                *(
+                    Text(plain(c.format(shown.get(c.key))), justify="right" if c.numeric else "left")
+                    for c in LIST_COLUMNS
+                )
+            )
         if self.shown:
             table.move_cursor(row=min(row, len(self.shown) - 1))
 

@@ -34,7 +34,9 @@ class EventListScreen(Screen[None]):
     EventListScreen RowTable { height: 1fr; }
     """
 
-    def __init__(self, title: str, what: str, columns: tuple[Column, ...], build_rows: Callable[[], list[Row]], sort: str) -> None:
+    def __init__(
+        self, title: str, what: str, columns: tuple[Column, ...], build_rows: Callable[[], list[Row]], sort: str
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.what = what  # "calls": names the export

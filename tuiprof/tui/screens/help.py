@@ -36,7 +36,9 @@ class HelpScreen(ModalScreen[None]):
             keys.add_row(key, what)
         parts = [Text(f"Help - {self.view_title} (esc to close)", style="bold"), keys]
         if self.columns is not None:
-            columns = Table(box=None, show_header=False, pad_edge=False, title=f"{self.columns.title} columns", title_justify="left")
+            columns = Table(
+                box=None, show_header=False, pad_edge=False, title=f"{self.columns.title} columns", title_justify="left"
+            )
             columns.add_column(style="bold", no_wrap=True)
             columns.add_column()
             for column in self.columns.columns:

@@ -113,15 +113,23 @@ class ExplorerView(Vertical):
         """The i/t toggles changed: views with operator tables refill them."""
 
     def fill_table(
-        self, table: RowTable, view: View, options: ViewOptions,
-        columns: tuple[Column, ...] | None = None, default_sort: str | None = None,
+        self,
+        table: RowTable,
+        view: View,
+        options: ViewOptions,
+        columns: tuple[Column, ...] | None = None,
+        default_sort: str | None = None,
     ) -> None:
         """Rows for a table: at once when cheap, else built in a worker (operator
         tables of traces with hundreds of thousands of calls take longer than a key press may)."""
         model = self.model
         assert model is not None
         columns = columns or view.visible_columns(options, model)
-        sort = table.sort_key if table.sort_key in {c.key for c in columns} else (default_sort or view.default_sort_for(model))
+        sort = (
+            table.sort_key
+            if table.sort_key in {c.key for c in columns}
+            else (default_sort or view.default_sort_for(model))
+        )
         descending = table.descending if table.sort_key == sort else True
         if view.walks_calls and len(model.calls) > ASYNC_CALLS:  # even a cached table has rows to build
             table.empty_message = "computing…"
@@ -130,13 +138,22 @@ class ExplorerView(Vertical):
             # and the repr of a module filter on a big trace is its whole subtree.
             self.run_worker(
                 lambda: self._rows_in_background(table, view, options, columns, sort, descending),
-                thread=True, exclusive=True, group=f"rows-{table.id}", description=f"rows of {table.id}",
+                thread=True,
+                exclusive=True,
+                group=f"rows-{table.id}",
+                description=f"rows of {table.id}",
             )
             return
         table.set_data(columns, view.build(model, options), sort, descending)
 
     def _rows_in_background(
-        self, table: RowTable, view: View, options: ViewOptions, columns: tuple[Column, ...], sort: str, descending: bool
+        self,
+        table: RowTable,
+        view: View,
+        options: ViewOptions,
+        columns: tuple[Column, ...],
+        sort: str,
+        descending: bool,
     ) -> None:
         assert self.model is not None
         rows = sort_rows(view.build(self.model, options), sort, descending) if sort else view.build(self.model, options)

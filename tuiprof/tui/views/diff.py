@@ -134,7 +134,9 @@ class DiffTableView(DiffView, TableDetailView):
         if self.diff is None:
             return None
         data = self.diff.table(self.shown)
-        return View(data.name, f"{data.title} ({data.metric})", diff_columns(data), DEFAULT_SORT, lambda model, options: [])
+        return View(
+            data.name, f"{data.title} ({data.metric})", diff_columns(data), DEFAULT_SORT, lambda model, options: []
+        )
 
     def detail_text(self, row: Row) -> RenderableType:
         return row_detail(self.diff.table(self.shown), row) if self.diff is not None else Text()

@@ -38,5 +38,7 @@ class KernelsView(TraceTableView):
         stats = event.row["_stats"]
         title = f"{plain(stats.name, DISPLAY_CHARS)}: {stats.calls:,} launches (esc: back)"
         self.app.push_screen(
-            EventListScreen(title, "launches", LAUNCH_COLUMNS, lambda: build_launch_rows(model, stats.rows), "duration_us")
+            EventListScreen(
+                title, "launches", LAUNCH_COLUMNS, lambda: build_launch_rows(model, stats.rows), "duration_us"
+            )
         )

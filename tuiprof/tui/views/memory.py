@@ -113,7 +113,9 @@ class MemoryView(ExplorerView):
         self._show_detail_pane()
         if self._table != "operators":
             view = TRACE_VIEWS[self._table]
-            table.set_data(view.visible_columns(self.options, model), view.build(model, self.options), view.default_sort)
+            table.set_data(
+                view.visible_columns(self.options, model), view.build(model, self.options), view.default_sort
+            )
             self._select_most_activations()
             self.show_detail(table, table.current_row)
             return

@@ -69,7 +69,11 @@ class ModulesView(ExplorerView):
             return None
         if self.screen.focused is self.query_one(ModuleTreeView):
             modules = TRACE_VIEWS["modules"]
-            return ("modules", modules.build(self.model, ViewOptions()), modules.visible_columns(self.options, self.model))
+            return (
+                "modules",
+                modules.build(self.model, ViewOptions()),
+                modules.visible_columns(self.options, self.model),
+            )
         return super().export_rows()
 
     def show_model(self, model: TraceModel) -> None:

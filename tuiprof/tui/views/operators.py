@@ -53,4 +53,6 @@ class OperatorsView(TraceTableView):
             return
         stats = event.row["_stats"]
         title = f"{plain(stats.name, DISPLAY_CHARS)}: {stats.calls:,} calls (esc: back)"
-        self.app.push_screen(EventListScreen(title, "calls", CALL_COLUMNS, lambda: build_call_rows(model, stats.rows), "cpu_total_us"))
+        self.app.push_screen(
+            EventListScreen(title, "calls", CALL_COLUMNS, lambda: build_call_rows(model, stats.rows), "cpu_total_us")
+        )

@@ -64,7 +64,11 @@ class OverviewView(ExplorerView):
     def export_rows(self):
         """The findings, the part of the Overview no other view has."""
         assert self.model is not None
-        return ("overview-findings", finding_rows((*self.run_findings, *findings(self.model)), self.pointer), FINDING_COLUMNS)
+        return (
+            "overview-findings",
+            finding_rows((*self.run_findings, *findings(self.model)), self.pointer),
+            FINDING_COLUMNS,
+        )
 
     def pointer(self, see: str) -> str:
         """Where a finding's details are, in the explorer: ``the Memory view (5)`` for a

@@ -86,7 +86,9 @@ class TimelineView(ExplorerView):
             return
         if message.selected_range is not None:
             start, end = message.selected_range
-            self.run_worker(lambda: self._range_stats(timeline, start, end), thread=True, exclusive=True, group="timeline-range")
+            self.run_worker(
+                lambda: self._range_stats(timeline, start, end), thread=True, exclusive=True, group="timeline-range"
+            )
         elif message.item is not None:
             pane.update(slice_text(timeline, timeline.detail(message.item)))
         else:

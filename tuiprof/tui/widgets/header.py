@@ -44,9 +44,16 @@ class ExplorerHeader(Static):
         if self.model is None:
             return
         width = max(20, self.size.width or 78)  # the content area: the padding is already out
-        shown = [(key, view_id, view) for key, view_id, view in self.tabs
-                 if view_id == self.current or view.available(self.model, self.log_lines)]
-        toggles = [name for on, name in ((self.options.group_by_shape, "by shape"), (self.options.top_level_only, "top-level")) if on]
+        shown = [
+            (key, view_id, view)
+            for key, view_id, view in self.tabs
+            if view_id == self.current or view.available(self.model, self.log_lines)
+        ]
+        toggles = [
+            name
+            for on, name in ((self.options.group_by_shape, "by shape"), (self.options.top_level_only, "top-level"))
+            if on
+        ]
         marker = f"  [{', '.join(toggles)}]" if toggles else ""
         tabs = tab_line(shown, self.current, width - len(marker))
         if marker:

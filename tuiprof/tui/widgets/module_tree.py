@@ -58,9 +58,17 @@ class ModuleTreeView(Tree[ModuleNode]):
             return
         needle = text.lower()
         if needle:
-            matches = [n for n in self._model.modules.walk() if needle in n.path.lower() or needle in (n.qualified_name or "").lower()]
+            matches = [
+                n
+                for n in self._model.modules.walk()
+                if needle in n.path.lower() or needle in (n.qualified_name or "").lower()
+            ]
             for node in sorted(matches, key=lambda n: n.cost_us, reverse=True):
-                self._add(self.root, node, node.qualified_name or "…/" + "/".join(node.path.split("/")[-2:]) if node.depth > 1 else node.path)
+                self._add(
+                    self.root,
+                    node,
+                    node.qualified_name or "…/" + "/".join(node.path.split("/")[-2:]) if node.depth > 1 else node.path,
+                )
         else:
             for root in self._model.modules.roots:
                 self._add(self.root, root)
@@ -126,7 +134,8 @@ class ModuleTreeView(Tree[ModuleNode]):
             lines = self._tree_lines  # the rows shown (expanded nodes), each with its depth
             self._too_wide = any(
                 line.node.data is not None
-                and cell_len(self.ICON_NODE) + (len(line.path) - 2) * self.guide_depth + line.node.label.cell_len > width
+                and cell_len(self.ICON_NODE) + (len(line.path) - 2) * self.guide_depth + line.node.label.cell_len
+                > width
                 for line in lines
             )
             self._too_wide_at = key

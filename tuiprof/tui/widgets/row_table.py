@@ -19,7 +19,13 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tuiprof.report.names import cut_end, fit_name, fit_names
-from tuiprof.report.render import MIN_NAME, MIN_OTHER_TEXT, MIN_PANE_NAME, NAME_CELLS, told_apart  # the printed tables' limits
+from tuiprof.report.render import (  # the printed tables' limits
+    MIN_NAME,
+    MIN_OTHER_TEXT,
+    MIN_PANE_NAME,
+    NAME_CELLS,
+    told_apart,
+)
 from tuiprof.report.views import Column, Row, sort_rows
 from tuiprof.tui.commands import TABLE_COMMANDS, bindings
 
@@ -33,7 +39,13 @@ class RowTable(ScrollView, can_focus=True):
 
     PANE_COMMANDS = TABLE_COMMANDS  # what ? lists for a view holding a table
     BINDINGS = bindings(TABLE_COMMANDS)
-    COMPONENT_CLASSES = {"row-table--header", "row-table--cursor", "row-table--sorted", "row-table--dim", "row-table--filter"}
+    COMPONENT_CLASSES = {
+        "row-table--header",
+        "row-table--cursor",
+        "row-table--sorted",
+        "row-table--dim",
+        "row-table--filter",
+    }
     DEFAULT_CSS = """
     RowTable { background: $surface; }
     RowTable > .row-table--header { text-style: bold; color: $text; background: $panel; }
@@ -74,12 +86,19 @@ class RowTable(ScrollView, can_focus=True):
         self._sorted_as: tuple[str, bool] | None = None  # the order all_rows came in, when sorted elsewhere
         self._shown: tuple[Column, ...] = ()
         self._cut_names: dict[tuple[str, int], dict[str, str]] = {}  # (column, width) -> name -> as shown
-        self._apart: dict[str, dict[object, str]] = {}  # column -> value -> its text, where format() alone reads the same
+        self._apart: dict[
+            str, dict[object, str]
+        ] = {}  # column -> value -> its text, where format() alone reads the same
 
     # ------------------------------------------------------------ data
 
     def set_data(
-        self, columns: tuple[Column, ...], rows: list[Row], sort_key: str = "", descending: bool = True, presorted: bool = False
+        self,
+        columns: tuple[Column, ...],
+        rows: list[Row],
+        sort_key: str = "",
+        descending: bool = True,
+        presorted: bool = False,
     ) -> None:
         """Replace every row; keeps the filter, applies ``sort_key``.  ``presorted``: the rows
         already come in that order (sorted in a worker: 100k rows take most of a second here)."""
@@ -169,10 +188,14 @@ class RowTable(ScrollView, can_focus=True):
         while self._total(shown) > available and any(not c.narrow and c.key != keep for c in shown):
             drop = max(i for i, c in enumerate(shown) if not c.narrow and c.key != keep)
             shown.pop(drop)
+
         # Still too wide: keep the name readable, drop numbers from the right
         # (never the sort column).
         def squeezed(columns: list[Column]) -> int:
-            return sum(min(self._widths.get(c.key, 8), MIN_NAME) if not c.numeric else self._widths.get(c.key, 8) for c in columns) + GAP * len(columns)
+            return sum(
+                min(self._widths.get(c.key, 8), MIN_NAME) if not c.numeric else self._widths.get(c.key, 8)
+                for c in columns
+            ) + GAP * len(columns)
 
         while squeezed(shown) > available and sum(c.numeric for c in shown) > 1:
             drop = max(i for i, c in enumerate(shown) if c.numeric and c.key != keep)
@@ -183,7 +206,11 @@ class RowTable(ScrollView, can_focus=True):
         """The column that always stays: the sorted one, or the one that stands in for it
         when it is shown only on wide screens (``Column.stands_in``: |Delta| by Delta)."""
         sorted_column = next((c for c in self.columns if c.key == self.sort_key), None)
-        if sorted_column is not None and not sorted_column.narrow and sorted_column.stands_in in {c.key for c in self.columns}:
+        if (
+            sorted_column is not None
+            and not sorted_column.narrow
+            and sorted_column.stands_in in {c.key for c in self.columns}
+        ):
             if self._total(list(self.columns)) > max(20, self.size.width or 80):
                 return sorted_column.stands_in
         return self.sort_key
@@ -258,7 +285,9 @@ class RowTable(ScrollView, can_focus=True):
             if column.key == filtered:  # the filter in force, where it applies: "name /conv 12/340"
                 text = _fit(f"{label} /{self.filter_text} {len(self.rows):,}/{len(self.all_rows):,}", width, False)
                 segments.append(Segment(text[: len(label)], style))
-                segments.append(Segment(text[len(label) :] + " " * GAP, style + self.get_component_rich_style("row-table--filter")))
+                segments.append(
+                    Segment(text[len(label) :] + " " * GAP, style + self.get_component_rich_style("row-table--filter"))
+                )
                 continue
             segments.append(Segment(_fit(label, width, column.numeric) + " " * GAP, style))
         return Strip(segments)

@@ -29,25 +29,129 @@ ALL_DEPTHS = 1_000
 HEADER_LINES = 3  # status line, ruler labels, ruler marks
 
 TIMELINE_COMMANDS: tuple[Command, ...] = (
-    Command("plus,equals_sign", "zoom(0.5)", "Zoom in", "timeline: zoom in around the cursor", scope="timeline", show=True, display="+", palette=False),
-    Command("minus", "zoom(2.0)", "Zoom out", "timeline: zoom out around the cursor", scope="timeline", show=True, display="-", palette=False),
-    Command("left,h", "pan(-1)", "Pan left", "timeline: pan left (the cursor moves along)", scope="timeline", display="← h", palette=False),
+    Command(
+        "plus,equals_sign",
+        "zoom(0.5)",
+        "Zoom in",
+        "timeline: zoom in around the cursor",
+        scope="timeline",
+        show=True,
+        display="+",
+        palette=False,
+    ),
+    Command(
+        "minus",
+        "zoom(2.0)",
+        "Zoom out",
+        "timeline: zoom out around the cursor",
+        scope="timeline",
+        show=True,
+        display="-",
+        palette=False,
+    ),
+    Command(
+        "left,h",
+        "pan(-1)",
+        "Pan left",
+        "timeline: pan left (the cursor moves along)",
+        scope="timeline",
+        display="← h",
+        palette=False,
+    ),
     Command("right,l", "pan(1)", "Pan right", "timeline: pan right", scope="timeline", display="→ l", palette=False),
-    Command("up,k", "lane(-1)", "Lane up", "timeline: cursor to the lane above", scope="timeline", display="↑ k", palette=False),
-    Command("down,j", "lane(1)", "Lane down", "timeline: cursor to the lane below", scope="timeline", display="↓ j", palette=False),
-    Command("w", "slice(1)", "Next slice", "timeline: cursor to the next slice of the lane", scope="timeline", palette=False),
-    Command("b", "slice(-1)", "Prev slice", "timeline: cursor to the previous slice of the lane", scope="timeline", palette=False),
-    Command("f", "fit_step", "Fit step", "timeline: fit the step under the cursor (the whole trace without steps)", scope="timeline", show=True, palette=False),
+    Command(
+        "up,k",
+        "lane(-1)",
+        "Lane up",
+        "timeline: cursor to the lane above",
+        scope="timeline",
+        display="↑ k",
+        palette=False,
+    ),
+    Command(
+        "down,j",
+        "lane(1)",
+        "Lane down",
+        "timeline: cursor to the lane below",
+        scope="timeline",
+        display="↓ j",
+        palette=False,
+    ),
+    Command(
+        "w", "slice(1)", "Next slice", "timeline: cursor to the next slice of the lane", scope="timeline", palette=False
+    ),
+    Command(
+        "b",
+        "slice(-1)",
+        "Prev slice",
+        "timeline: cursor to the previous slice of the lane",
+        scope="timeline",
+        palette=False,
+    ),
+    Command(
+        "f",
+        "fit_step",
+        "Fit step",
+        "timeline: fit the step under the cursor (the whole trace without steps)",
+        scope="timeline",
+        show=True,
+        palette=False,
+    ),
     Command("F", "fit_all", "Fit all", "timeline: fit the whole trace", scope="timeline", display="F", palette=False),
     # n/p, not ]/[: those switch the rank of a distributed run in every view.
     Command("n", "step(1)", "Next step", "timeline: fit the next step", scope="timeline", palette=False),
     Command("p", "step(-1)", "Prev step", "timeline: fit the previous step", scope="timeline", palette=False),
-    Command("g", "gap(1)", "Idle gap", "timeline: next device-idle gap at least one column wide", scope="timeline", show=True, palette=False),
-    Command("G", "gap(-1)", "Prev gap", "timeline: previous device-idle gap at least one column wide", scope="timeline", display="G", palette=False),
-    Command("enter", "open_slice", "Detail", "timeline: the slice under the cursor: detail, launch/kernel links highlighted", scope="timeline", palette=False),
-    Command("v", "toggle_range", "Range", "timeline: start / end a range at the cursor: busy % per lane, top operators and kernels", scope="timeline", show=True, palette=False),
-    Command("space", "toggle_depth", "Depth", "timeline: show all nesting depths of the cursor's thread, or the first 3", scope="timeline", palette=False),
-    Command("o", "open_table", "Table", "timeline: the selected slice's row in Operators / Kernels", scope="timeline", palette=False),
+    Command(
+        "g",
+        "gap(1)",
+        "Idle gap",
+        "timeline: next device-idle gap at least one column wide",
+        scope="timeline",
+        show=True,
+        palette=False,
+    ),
+    Command(
+        "G",
+        "gap(-1)",
+        "Prev gap",
+        "timeline: previous device-idle gap at least one column wide",
+        scope="timeline",
+        display="G",
+        palette=False,
+    ),
+    Command(
+        "enter",
+        "open_slice",
+        "Detail",
+        "timeline: the slice under the cursor: detail, launch/kernel links highlighted",
+        scope="timeline",
+        palette=False,
+    ),
+    Command(
+        "v",
+        "toggle_range",
+        "Range",
+        "timeline: start / end a range at the cursor: busy % per lane, top operators and kernels",
+        scope="timeline",
+        show=True,
+        palette=False,
+    ),
+    Command(
+        "space",
+        "toggle_depth",
+        "Depth",
+        "timeline: show all nesting depths of the cursor's thread, or the first 3",
+        scope="timeline",
+        palette=False,
+    ),
+    Command(
+        "o",
+        "open_table",
+        "Table",
+        "timeline: the selected slice's row in Operators / Kernels",
+        scope="timeline",
+        palette=False,
+    ),
 )
 
 GROUP_STYLES = {"step": "blue", "cpu": "cyan", "python": "magenta", "memory": "bright_blue", "idle": "red"}
@@ -58,7 +162,9 @@ KIND_STYLES = {
 
 
 class TimelineCanvas(Widget, can_focus=True):
-    DEFAULT_CSS = "TimelineCanvas { height: 1fr; text-wrap: nowrap; text-overflow: clip; }"  # a wrapped line pushes a lane out
+    DEFAULT_CSS = (
+        "TimelineCanvas { height: 1fr; text-wrap: nowrap; text-overflow: clip; }"  # a wrapped line pushes a lane out
+    )
     PANE_COMMANDS = TIMELINE_COMMANDS  # what ? lists in the Timeline view
     BINDINGS = bindings(TIMELINE_COMMANDS)
 
@@ -150,7 +256,10 @@ class TimelineCanvas(Widget, can_focus=True):
         self.lane_index = keys.index(lane.key) if lane.key in keys else self.lane_index
         if lane.group in ("cpu", "python"):  # the thread's first lane on top, where room allows: it names the thread
             scrolled = [shown for shown in self.lanes if shown.group != "step"]
-            self.top = next((i for i, shown in enumerate(scrolled) if (shown.group, shown.thread) == (lane.group, lane.thread)), self.top)
+            self.top = next(
+                (i for i, shown in enumerate(scrolled) if (shown.group, shown.thread) == (lane.group, lane.thread)),
+                self.top,
+            )
         start, end = item.start_ns, item.end_ns
         if with_span is not None:
             start, end = min(start, with_span[0]), max(end, with_span[1])
@@ -307,7 +416,9 @@ class TimelineCanvas(Widget, can_focus=True):
         if self.notice:
             text.append(cut_end(self.notice, self.size.width), style="bold yellow")
         else:
-            text.append_text(window_text(timeline, self.start_ns, self.end_ns, columns, self.cursor_ns, lane, self.size.width))
+            text.append_text(
+                window_text(timeline, self.start_ns, self.end_ns, columns, self.cursor_ns, lane, self.size.width)
+            )
         labels, marks = ruler(timeline, self.start_ns, self.end_ns, columns)
         pad = " " * (LABEL_WIDTH + 1)
         text.append("\n" + pad + labels + "\n" + pad + marks, style="dim")
@@ -392,4 +503,6 @@ def no_gap_notice(timeline: Timeline, cursor_ns: int, forward: bool) -> str:
 @lru_cache(maxsize=512)
 def _style(colour: str, cursor: bool, chosen: bool, boxed: bool, in_range: bool) -> Style:
     """One Style object per combination (a frame has thousands of cells and few combinations)."""
-    return Style(color=colour, reverse=cursor, underline=chosen, bold=chosen or boxed, bgcolor="grey23" if in_range else None)
+    return Style(
+        color=colour, reverse=cursor, underline=chosen, bold=chosen or boxed, bgcolor="grey23" if in_range else None
+    )
