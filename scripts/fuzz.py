@@ -723,8 +723,11 @@ def plant_sidecars(directory: Path, rng: random.Random) -> tuple[Files, bool]:
             except ValueError:
                 continue
             for _ in range(rng.randint(1, 3)):
-                record = record_member(record, rng) if choice != 5 else _scaled(record, rng.choice((0.001, 1000, -1, 1e300)))
-            body = json.dumps(record).encode()
+                record = record_member(record, rng) if choice != 5 else planted_numbers(record, rng.choice((0.001, 1000, -1, 1e300)))
+            try:
+                body = json.dumps(record).encode()
+            except (ValueError, RecursionError):
+                continue  # a value nested too deep for json: this sidecar stays as written
             if choice == 4:  # the user's own key: a sidecar tuiprof could have written; believed if it fits
                 signature = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
                 believable = True
@@ -735,6 +738,17 @@ def plant_sidecars(directory: Path, rng: random.Random) -> tuple[Files, bool]:
             continue
         path.write_bytes(signature + b"\n" + body)
     return _planted_files(directory, paths), believable
+
+
+def planted_numbers(record: object, factor: float) -> object:
+    """A sidecar whose steps, collectives and peak memory are ``factor`` times what was measured
+    (its rank, file and size kept, so only the signature and content hash can tell)."""
+    summary = record.get("summary") if isinstance(record, dict) else None
+    if not isinstance(summary, dict):
+        return _scaled(record, factor)
+    for member in ("steps", "collectives", "peak_memory_bytes"):
+        summary[member] = _scaled(summary.get(member), factor)
+    return record
 
 
 def _scaled(value: object, factor: float) -> object:

@@ -54,6 +54,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import IO, Any, cast
 
 import msgspec
@@ -311,6 +312,9 @@ def read_store(key: str | None, source: str) -> TraceEvents | None:
 
 
 def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
+    names = ["meta.json", "inputs.bin"] + [f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)]
+    if not _regular_files(entry, names):
+        return None
     meta = msgspec.json.decode((entry / "meta.json").read_bytes(), type=_Meta)
     if meta.format != FORMAT or meta.key != key or set(meta.rows) != set(_TABLES):
         return None
@@ -340,6 +344,15 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
         gpu_annotations=meta.gpu_annotations, comms_records=meta.comms_records,
         other_events=meta.other_events, event_count=meta.event_count, uncompressed_bytes=meta.uncompressed_bytes,
     )
+
+
+def _regular_files(entry: Path, names: list[str]) -> bool:
+    """Whether ``entry`` and every file of it named are what tuiprof writes: a folder and regular
+    files, none a link.  A planted FIFO would block the read for ever, a link to a device never end."""
+    try:
+        return S_ISDIR(os.lstat(entry).st_mode) and all(S_ISREG(os.lstat(entry / name).st_mode) for name in names)
+    except OSError:
+        return False
 
 
 def _mapped(path: Path, size: int) -> bytes | mmap.mmap | None:

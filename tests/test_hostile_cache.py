@@ -1,0 +1,36 @@
+"""A decoded-trace cache entry is untrusted input (trace/cache.py): one whose files are not
+regular files -- a FIFO, a link to one -- is ignored and the trace decoded
+again, never read (a FIFO blocks a read for ever).  Found by scripts/fuzz.py --surface cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_cache import cache_on, entries, write_trace  # noqa: F401 - cache_on is a fixture
+from tuiprof.trace import cache, load_trace
+
+
+@pytest.mark.parametrize("plant", ["a FIFO column", "meta.json a link to a FIFO"])
+def test_a_cache_entry_with_a_file_that_is_no_regular_file_is_not_read(cache_on, tmp_path, plant) -> None:  # noqa: F811
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    if plant == "a FIFO column":
+        (entry / "cpu.dur_ns.npy").unlink()
+        os.mkfifo(entry / "cpu.dur_ns.npy")
+    else:
+        os.mkfifo(tmp_path / "fifo")
+        (entry / "meta.json").unlink()
+        (entry / "meta.json").symlink_to(tmp_path / "fifo")
+    result = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json"],
+                            capture_output=True, timeout=30, env=dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert {row["name"]: row["calls"] for row in json.loads(result.stdout)} == expected
+    assert [e for e in entries(cache_on) if (e / "meta.json").is_file() and not (e / "meta.json").is_symlink()]  # rebuilt
