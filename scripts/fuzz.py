@@ -453,6 +453,19 @@ def reprotocol(data: bytes, rng: random.Random) -> bytes:
     return data[:1] + bytes([rng.choice((0, 1, 2, 3, 4, 5, 6, 255))]) + data[2:]
 
 
+def snapshot_member(seed: bytes, rng: random.Random) -> bytes:
+    """Members of a snapshot (a segment, a block, a trace entry, a frame...) set to hostile
+    values or deleted, pickled again at the seed's protocol.  Only ever given a seed (ours:
+    unpickling a mutated case here would run its payload in the fuzzer)."""
+    snapshot = pickle.loads(seed)
+    for _ in range(rng.randint(1, 4)):
+        snapshot = record_member(snapshot, rng)
+    try:
+        return pickle.dumps(snapshot, protocol=seed[1] if seed[:1] == b"\x80" else 0)
+    except (RecursionError, ValueError, OverflowError):
+        return seed
+
+
 SNAPSHOT_MUTATIONS = [truncate, flip, delete, duplicate, pickle_payload, pickle_payload, reprotocol]
 
 
@@ -531,7 +544,13 @@ def make_command(surface: str, seeds: Seeds, seed_index: int, rng: random.Random
         files = [(ranks[bad][0].removesuffix(".json") + suffix, data), *ranks[:bad], *ranks[bad + 1 :]]
         return files, ["summary", "{dir}", "--view", rng.choice(RUN_VIEWS), "--format", rng.choice(FORMATS)]
     if surface == "snapshot":
-        data = mutate_bytes(seeds.snapshots[seed_index][1], rng, SNAPSHOT_MUTATIONS)
+        data = seeds.snapshots[seed_index][1]
+        if rng.random() < 0.5:  # loads past the unpickler, into the checks of what the pickle holds
+            data = snapshot_member(data, rng)
+            for _ in range(rng.randint(0, 1)):
+                data = rng.choice(SNAPSHOT_MUTATIONS)(data, rng)
+        else:
+            data = mutate_bytes(data, rng, SNAPSHOT_MUTATIONS)
         suffix = ".pickle"
         if rng.random() < 0.2:
             data, suffix = gzip_damage(data, rng), ".pickle.gz"
