@@ -40,13 +40,25 @@ its own summary line:
   analysed in the worker's own process, so an exception is seen rather than
   turned into a skipped rank by a rank worker.
 
+- ``snapshot``: ``tuiprof summary SNAP --format json|table`` or ``tuiprof diff A.pickle B.pickle``,
+  an allocator snapshot (tests/snapshot_gen.py) truncated, flipped, re-protocoled, with members
+  mutated, or with code-running opcodes (GLOBAL/REDUCE of ``os system``...) inserted; a case
+  after which the payloads' marker file exists is a crash ("code from a pickle ran");
+- ``watch``: ``tuiprof summary DIR --view watch``, a tiny real watch history with ``watch.jsonl`` mutated;
+- ``sidecar``: the gloo run directory's signed sidecars, written by a first run, then mutated or
+  replaced (:func:`plant_sidecars`), and ``summary DIR --view V`` run twice;
+- ``cache``: a trace's decoded-store entry, written by a first run, then mutated
+  (:func:`plant_cache`), and ``summary FILE`` run twice.
+  For both, the output must equal a reference run without sidecars / cache (unless the sidecar
+  was signed with the user's own key), else "a planted ... was believed".
+
 Outcome classes: ``clean`` (exit 0, or exit 2 with one ``tuiprof:`` line),
 ``crash`` (any other exit, a traceback, more than one line for an error, or a
 raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (surface, exception type and place) gets a minimised reproducer in
 ``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
-    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 """
 
 from __future__ import annotations

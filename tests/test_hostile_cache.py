@@ -1,6 +1,7 @@
 """A decoded-trace cache entry is untrusted input (trace/cache.py): one whose files are not
 regular files -- a FIFO, a link to one -- is ignored and the trace decoded
-again, never read (a FIFO blocks a read for ever).  Found by scripts/fuzz.py --surface cache."""
+again, never read (a FIFO blocks a read for ever); one whose header numpy reads only with a
+warning is not used either.  Found by scripts/fuzz.py --surface cache."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+import warnings
+from collections import Counter
 
+import numpy as np
 import pytest
 
 from tests.test_cache import cache_on, entries, write_trace  # noqa: F401 - cache_on is a fixture
@@ -34,3 +37,25 @@ def test_a_cache_entry_with_a_file_that_is_no_regular_file_is_not_read(cache_on,
     assert result.returncode == 0, result.stderr
     assert {row["name"]: row["calls"] for row in json.loads(result.stdout)} == expected
     assert [e for e in entries(cache_on) if (e / "meta.json").is_file() and not (e / "meta.json").is_symlink()]  # rebuilt
+
+
+def test_a_column_whose_header_numpy_only_warns_about_is_not_used_and_prints_nothing(cache_on, tmp_path) -> None:  # noqa: F811
+    """A ``.npy`` header in Python 2's style (``3L``): numpy reads it with a UserWarning, which
+    reached stderr under ``summary`` as two raw lines (found by fuzz --surface cache, seed 3)."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    column = entry / "cpu.thread.npy"
+    data = column.read_bytes()
+    length = int.from_bytes(data[8:10], "little")
+    rows = len(np.load(column))
+    header = ("{'descr': '<i8', 'fortran_order': False, 'shape': (%dL,), }" % rows).encode()
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    column.write_bytes(data[:8] + len(header).to_bytes(2, "little") + header + data[10 + length :])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = load_trace(path)
+    assert [str(w.message) for w in caught] == []
+    assert store.cache_key is not None, "the planted entry was used"
+    assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected

@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -321,17 +322,12 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
     if any(rows < 0 for rows in meta.rows.values()) or meta.inputs_bytes < 0:
         return None
     tables: dict[str, Any] = {}  # each table its own Columns class (_TABLES)
-    for table, kind in _TABLES.items():
-        columns = {}
-        for column in fields(kind):
-            array = np.load(entry / f"{table}.{column.name}.npy", mmap_mode="r", allow_pickle=False)
-            expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
-            if array.ndim != 1 or len(array) != meta.rows[table]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a header numpy only warns about (Python 2's) is not one tuiprof writes
+        for table, kind in _TABLES.items():
+            tables[table] = _table(entry, table, kind, meta)
+            if tables[table] is None:
                 return None
-            if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
-                return None
-            columns[column.name] = array
-        tables[table] = kind(**columns)
     inputs = _mapped(entry / "inputs.bin", meta.inputs_bytes)
     if inputs is None or not _consistent(meta, tables):
         return None
@@ -344,6 +340,20 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
         gpu_annotations=meta.gpu_annotations, comms_records=meta.comms_records,
         other_events=meta.other_events, event_count=meta.event_count, uncompressed_bytes=meta.uncompressed_bytes,
     )
+
+
+def _table(entry: Path, table: str, kind: type, meta: _Meta) -> Columns | None:
+    """The columns of ``table``, memory-mapped, if each has the dtype and length the store says."""
+    columns = {}
+    for column in fields(kind):
+        array = np.load(entry / f"{table}.{column.name}.npy", mmap_mode="r", allow_pickle=False)
+        expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
+        if array.ndim != 1 or len(array) != meta.rows[table]:
+            return None
+        if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
+            return None
+        columns[column.name] = array
+    return kind(**columns)
 
 
 def _regular_files(entry: Path, names: list[str]) -> bool:
