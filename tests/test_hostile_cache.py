@@ -59,3 +59,20 @@ def test_a_column_whose_header_numpy_only_warns_about_is_not_used_and_prints_not
     assert [str(w.message) for w in caught] == []
     assert store.cache_key is not None, "the planted entry was used"
     assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected
+
+
+def test_a_column_file_with_bytes_added_inside_is_not_used(cache_on, tmp_path) -> None:  # noqa: F811
+    """Correlation ids are not range-checked (any int64 is one): a span repeated inside a
+    correlation column shifts its values and was believed (found by fuzz --surface cache, seed 4,
+    in ``device.correlation``: kernels lost their launcher).  The header still says the right
+    length; the file is longer than header + rows."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    column = entry / "cpu.correlation.npy"
+    data = column.read_bytes()
+    column.write_bytes(data[:200] + data[200:264] + data[200:])
+    store = load_trace(path)
+    assert store.cache_key is not None, "the planted entry was used"
+    assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected

@@ -343,13 +343,17 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
 
 
 def _table(entry: Path, table: str, kind: type, meta: _Meta) -> Columns | None:
-    """The columns of ``table``, memory-mapped, if each has the dtype and length the store says."""
+    """The columns of ``table``, memory-mapped, if each has the dtype and length the store says
+    and its file holds exactly its header and rows."""
     columns = {}
     for column in fields(kind):
-        array = np.load(entry / f"{table}.{column.name}.npy", mmap_mode="r", allow_pickle=False)
+        path = entry / f"{table}.{column.name}.npy"
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
         expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
         if array.ndim != 1 or len(array) != meta.rows[table]:
             return None
+        if path.stat().st_size != getattr(array, "offset", 0) + array.nbytes:
+            return None  # bytes added or removed: values shifted (ids no range check covers)
         if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
             return None
         columns[column.name] = array
