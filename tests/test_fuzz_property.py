@@ -104,7 +104,6 @@ def test_a_run_case_is_its_seed_run_with_one_rank_mutated_and_runs_clean_or_repo
     assert outcome.kind == "clean", outcome.detail
 
 
-
 def _run_case(directory: Path, files, args, monkeypatch):
     """One case as scripts/fuzz.py's worker runs it: its own cache, its folder the current directory."""
     directory.mkdir()
