@@ -40,24 +40,40 @@ its own summary line:
   analysed in the worker's own process, so an exception is seen rather than
   turned into a skipped rank by a rank worker.
 
+- ``snapshot``: ``tuiprof summary SNAP --format json|table`` or ``tuiprof diff A.pickle B.pickle``,
+  an allocator snapshot (tests/snapshot_gen.py) truncated, flipped, re-protocoled, with members
+  mutated, or with code-running opcodes (GLOBAL/REDUCE of ``os system``...) inserted; a case
+  after which the payloads' marker file exists is a crash ("code from a pickle ran");
+- ``watch``: ``tuiprof summary DIR --view watch``, a tiny real watch history with ``watch.jsonl`` mutated;
+- ``sidecar``: the gloo run directory's signed sidecars, written by a first run, then mutated or
+  replaced (:func:`plant_sidecars`), and ``summary DIR --view V`` run twice;
+- ``cache``: a trace's decoded-store entry, written by a first run, then mutated
+  (:func:`plant_cache`), and ``summary FILE`` run twice.
+  For both, the output must equal a reference run without sidecars / cache (unless the sidecar
+  was signed with the user's own key), else "a planted ... was believed".
+
 Outcome classes: ``clean`` (exit 0, or exit 2 with one ``tuiprof:`` line),
 ``crash`` (any other exit, a traceback, more than one line for an error, or a
 raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (surface, exception type and place) gets a minimised reproducer in
 ``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
-    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import gzip
+import hashlib
+import hmac
 import io
 import json
 import multiprocessing
 import os
+import pickle
 import random
 import re
 import shutil
@@ -65,7 +81,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
@@ -77,7 +93,7 @@ VIEWS = ("operators", "modules", "kernels", "steps", "memory")
 RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
 RUN_SEED_RANKS = 4  # ranks kept of a bigger run: a case analyses each of them
 FORMATS = ("table", "csv", "json", "markdown")
-SURFACES = ("summary", "diff", "timeline", "run")
+SURFACES = ("summary", "diff", "timeline", "run", "snapshot", "watch", "sidecar", "cache")
 SURFACE_ALIASES = {"trace": "summary"}  # h/hostile2's name for the summary surface
 DIFF_VIEWS = ("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
 # Timeline arguments (written --option=value, so that negative values parse): times in us
@@ -153,17 +169,60 @@ def run_seeds() -> list[tuple[str, list[tuple[str, bytes]]]]:
 
 @dataclass
 class Seeds:
-    """What cases are made of: single traces (summary, diff, timeline) and run directories (run)."""
+    """What cases are made of: single traces (summary, diff, timeline, cache), run directories
+    (run, sidecar), allocator snapshot pickles (snapshot) and watch directories (watch)."""
 
     traces: list[bytes]
     trace_names: list[str]
     runs: list[tuple[str, list[tuple[str, bytes]]]]
+    snapshots: list[tuple[str, bytes]] = field(default_factory=list)
+    watches: list[tuple[str, list[tuple[str, bytes]]]] = field(default_factory=list)
+
+    def _of(self, surface: str) -> list:
+        named = {"run": self.runs, "sidecar": self.runs[:1], "snapshot": self.snapshots, "watch": self.watches}
+        return named.get(surface, self.traces)
 
     def count(self, surface: str) -> int:
-        return len(self.runs if surface == "run" else self.traces)
+        return len(self._of(surface))
 
     def label(self, surface: str, index: int) -> str:
-        return self.runs[index][0] if surface == "run" else self.trace_names[index]
+        return self.trace_names[index] if surface in ("summary", "diff", "timeline", "cache") else self._of(surface)[index][0]
+
+
+def snapshot_seeds() -> list[tuple[str, bytes]]:
+    """Allocator snapshots in torch's format (tests/snapshot_gen.py), pickled at protocols 2 to 5
+    (torch writes 2 or 4; 0 and 1 are older than any snapshot and must be refused)."""
+    from tests.snapshot_gen import make_snapshot
+
+    seeds = []
+    for number, protocol in enumerate((2, 3, 4, 5, 0, 1)):
+        snapshot, _ = make_snapshot(seed=number, devices=1 + number % 2, steps=60, fx=number % 2 == 0)
+        seeds.append((f"snapshot{number}-protocol{protocol}", pickle.dumps(snapshot, protocol=protocol)))
+    return seeds
+
+
+def watch_seeds(traces: list[bytes]) -> list[tuple[str, list[tuple[str, bytes]]]]:
+    """A tiny real watch history (tuiprof/trace/watch.py's writers): steps with data and device
+    times, a slow trigger, a healthy and a slow capture (the first trace seeds, small), a dropped
+    capture, a failure and an end; ``watch.jsonl`` first (the file mutated and minimised)."""
+    from tuiprof.trace import watch
+
+    lines = [watch.header_line(4242, 1733350000.0, "train.py", {"slow": 2.0, "captures": 4})]
+    for step in range(1, 13):
+        wall = 0.02 if step < 8 else 0.09
+        lines.append(watch.step_line(step, step * 0.1, wall, 0.004 if step % 3 else None, step in (3, 9)).encode())
+        lines.append(watch.device_line(step, wall * 0.8).encode())
+    lines += [
+        watch.event_line("capture", trigger="healthy", first_step=3, last_step=3, path="step000003-healthy.pt.trace.json", bytes=len(traces[0])),
+        watch.event_line("trigger", step=8, trigger="slow", why="step 8 took 4.5x the median"),
+        watch.event_line("capture", trigger="slow", first_step=9, last_step=9, path="step000009-slow.pt.trace.json", bytes=len(traces[1])),
+        watch.event_line("dropped", path="step000003-healthy.pt.trace.json.old", why="the capture limit"),
+        watch.event_line("failure", step=11, what="profiler: could not start"),
+        watch.event_line("end", step=12, status="finished"),
+    ]
+    history = (watch.HISTORY_NAME, b"".join(lines))
+    captures = [("step000003-healthy.pt.trace.json", traces[0]), ("step000009-slow.pt.trace.json", traces[1])]
+    return [("watch-history", [history, *captures]), ("watch-history-only", [history])]
 
 
 def kineto_layout(document: dict) -> bytes:
@@ -362,6 +421,115 @@ BYTE_MUTATIONS = [truncate, flip, delete, duplicate, insert]
 MUTATIONS = BYTE_MUTATIONS + [structured(member), structured(member), structured(events_mutation)]
 
 
+# Pickle opcodes that would run code if a reader let them: GLOBAL / STACK_GLOBAL naming a
+# callable, then REDUCE (or INST / OBJ / NEWOBJ).  Each creates the file MARKER in the case's folder
+# (the worker's current directory), which the worker checks after the command.
+MARKER = "PWNED"
+PICKLE_PAYLOADS = [
+    b"cos\nsystem\n(S'touch " + MARKER.encode() + b"'\ntR",
+    b"cposix\nsystem\n(S'touch " + MARKER.encode() + b"'\ntR",
+    b"cbuiltins\nopen\n(S'" + MARKER.encode() + b"'\nS'w'\ntR",
+    b"c__builtin__\neval\n(S\"open('" + MARKER.encode() + b"','w')\"\ntR",
+    b"cbuiltins\nexec\n(S\"open('" + MARKER.encode() + b"','w')\"\ntR",
+    b"\x8c\x02os\x8c\x06system\x93\x8c\x0btouch " + MARKER.encode() + b"\x85R",
+    b"(cbuiltins\nopen\nS'" + MARKER.encode() + b"'\nS'w'\ni",
+    b"cbuiltins\nopen\n)\x81",
+    b"ccollections\nOrderedDict\n)R",
+    b"ctorch._utils\n_rebuild_tensor_v2\n(tR",
+    b"csubprocess\nPopen\n((S'touch'\nS'" + MARKER.encode() + b"'\nltR",
+]
+
+
+def pickle_payload(data: bytes, rng: random.Random) -> bytes:
+    """A code-running opcode sequence in a pickle: the whole pickle, before the original (then
+    POP), in place of the top object's first value, or at a random byte."""
+    payload = rng.choice(PICKLE_PAYLOADS)
+    choice = rng.randrange(4)
+    if choice == 0:
+        return payload + b"."
+    if choice == 1:
+        return payload + b"0" + data
+    if choice == 2 and b"}" in data[:8]:  # PROTO, FRAME, EMPTY_DICT: the payload becomes a value
+        at = data.index(b"}") + 1
+        return data[:at] + b"X\x08segments" + payload + b"s" + data[at:]
+    at = rng.randrange(len(data) + 1)
+    return data[:at] + payload + data[at:]
+
+
+def reprotocol(data: bytes, rng: random.Random) -> bytes:
+    """The PROTO byte set to another protocol (0-5, or past the highest), or removed."""
+    if data[:1] != b"\x80" or len(data) < 2:
+        return insert(data, rng)
+    if rng.random() < 0.2:
+        return data[2:]
+    return data[:1] + bytes([rng.choice((0, 1, 2, 3, 4, 5, 6, 255))]) + data[2:]
+
+
+def snapshot_member(seed: bytes, rng: random.Random) -> bytes:
+    """Members of a snapshot (a segment, a block, a trace entry, a frame...) set to hostile
+    values or deleted, pickled again at the seed's protocol.  Only ever given a seed (ours:
+    unpickling a mutated case here would run its payload in the fuzzer)."""
+    snapshot = pickle.loads(seed)
+    for _ in range(rng.randint(1, 4)):
+        snapshot = record_member(snapshot, rng)
+    try:
+        return pickle.dumps(snapshot, protocol=seed[1] if seed[:1] == b"\x80" else 0)
+    except (RecursionError, ValueError, OverflowError):
+        return seed
+
+
+SNAPSHOT_MUTATIONS = [truncate, flip, delete, duplicate, pickle_payload, pickle_payload, reprotocol]
+
+
+def json_lines(mutate):
+    """A mutation of one JSON line of a JSON-lines file (a line that is not JSON: inserted bytes)."""
+    def apply(data: bytes, rng: random.Random) -> bytes:
+        lines = data.split(b"\n")
+        index = rng.randrange(len(lines))
+        try:
+            record = json.loads(lines[index])
+        except (ValueError, RecursionError):
+            return insert(data, rng)
+        try:
+            lines[index] = json.dumps(mutate(record, rng)).encode()
+        except (ValueError, RecursionError):
+            return data
+        return b"\n".join(lines)
+
+    return apply
+
+
+def record_member(record: object, rng: random.Random) -> object:
+    """A member of a record (a watch line, a sidecar, meta.json, nested ones too) set to a
+    hostile value or deleted, or a member added."""
+    target = record
+    while isinstance(target, dict) and target and rng.random() < 0.5:
+        inner = [v for v in target.values() if isinstance(v, (dict, list)) and v]
+        if not inner:
+            break
+        target = rng.choice(inner)
+        while isinstance(target, list) and target:
+            target = rng.choice(target)
+    if not isinstance(target, dict):
+        return record
+    keys = list(target) or ["s"]
+    key = rng.choice(keys + ["e", "s", "g", "w", "t", "d", "p", "format", "version", "rank", "world_size", "path"])
+    if rng.random() < 0.15:
+        target.pop(key, None)
+    else:
+        target[key] = _value(rng)
+    return record
+
+
+WATCH_MUTATIONS = BYTE_MUTATIONS + [json_lines(record_member)] * 3
+
+
+def mutate_bytes(data: bytes, rng: random.Random, mutations: list) -> bytes:
+    for _ in range(rng.randint(1, 3)):
+        data = rng.choice(mutations)(data, rng)
+    return data
+
+
 def timeline_arguments(rng: random.Random) -> list[str]:
     """Hostile ``tuiprof timeline`` options, each present or not."""
     args = []
@@ -387,7 +555,34 @@ def make_command(surface: str, seeds: Seeds, seed_index: int, rng: random.Random
         data, suffix = make_case(ranks[bad][1], rng)
         files = [(ranks[bad][0].removesuffix(".json") + suffix, data), *ranks[:bad], *ranks[bad + 1 :]]
         return files, ["summary", "{dir}", "--view", rng.choice(RUN_VIEWS), "--format", rng.choice(FORMATS)]
+    if surface == "snapshot":
+        data = seeds.snapshots[seed_index][1]
+        if rng.random() < 0.5:  # loads past the unpickler, into the checks of what the pickle holds
+            data = snapshot_member(data, rng)
+            for _ in range(rng.randint(0, 1)):
+                data = rng.choice(SNAPSHOT_MUTATIONS)(data, rng)
+        else:
+            data = mutate_bytes(data, rng, SNAPSHOT_MUTATIONS)
+        suffix = ".pickle"
+        if rng.random() < 0.2:
+            data, suffix = gzip_damage(data, rng), ".pickle.gz"
+        if rng.random() < 0.3:
+            other = rng.choice(seeds.snapshots)[1]
+            other = other if rng.random() < 0.5 else mutate_bytes(other, rng, SNAPSHOT_MUTATIONS)
+            return _numbered([(data, suffix), (other, ".pickle")]), ["diff", "{0}", "{1}", "--format", rng.choice(FORMATS)]
+        return _numbered([(data, suffix)]), ["summary", "{0}", "--format", rng.choice(("json", "table"))]
+    if surface == "watch":
+        (name, history), *captures = seeds.watches[seed_index][1]
+        formats = ["--format", rng.choice(FORMATS)] if rng.random() < 0.5 else []
+        return [(name, mutate_bytes(history, rng, WATCH_MUTATIONS)), *captures], ["summary", "{dir}", "--view", "watch", *formats]
+    if surface == "sidecar":
+        view = "ranks" if rng.random() < 0.6 else rng.choice(RUN_VIEWS)
+        return list(seeds.runs[0][1]), [f"{PLANT_SIDECARS}:{rng.getrandbits(32)}", "summary", "{dir}", "--view", view,
+                                        "--format", rng.choice(FORMATS)]
     seed = seeds.traces[seed_index]
+    if surface == "cache":
+        return _numbered([(seed, ".json")]), [f"{PLANT_CACHE}:{rng.getrandbits(32)}", "summary", "{0}", "--view",
+                                              rng.choice(VIEWS), "--format", rng.choice(FORMATS)]
     data, suffix = make_case(seed, rng)
     if surface == "summary":
         return _numbered([(data, suffix)]), ["summary", "{0}", "--view", rng.choice(VIEWS), "--format", rng.choice(FORMATS)]
@@ -428,12 +623,15 @@ class Outcome:
     kind: str  # clean | crash | hang
     signature: str = ""
     detail: str = ""
+    output: str = ""  # stdout of a clean command (compared with a reference run; not sent back)
 
 
 def run_command(argv: list[str]) -> Outcome:
     """One tuiprof command in this process, classified."""
     from tuiprof.cli import main
 
+    for name in SWITCHES_ENV:  # --no-cache / --no-sidecars of an earlier command set them for the process
+        os.environ.pop(name, None)
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -447,10 +645,192 @@ def run_command(argv: list[str]) -> Outcome:
     if _RAW_CONTROL.search(stdout) or _RAW_CONTROL.search(stderr):
         return Outcome("crash", "raw control character in output", (stderr + stdout)[:2000])
     if code == 0 and all(line.startswith("tuiprof: ") for line in lines):
-        return Outcome("clean")
+        return Outcome("clean", output=stdout)
     if code == 2 and len(lines) == 1 and lines[0].startswith("tuiprof: "):
-        return Outcome("clean")
+        return Outcome("clean", output=stdout)
     return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
+
+
+# A case whose files tuiprof writes itself (sidecars, a cache entry) starts its command line with
+# one of these and a number (``@sidecars:123``): a reference run without them, a run that writes
+# them, the written files mutated (random.Random(number)), then two runs that must be clean and,
+# unless the files were signed with the user's own key, print what the reference printed.
+PLANT_SIDECARS, PLANT_CACHE = "@sidecars", "@cache"
+SWITCHES_ENV = ("TUIPROF_NO_CACHE", "TUIPROF_NO_SIDECARS", "TUIPROF_CACHE_SIZE")
+SIDECAR_SUFFIX = ".tuiprof-summary"
+
+
+def run_case(args: list[str], paths: list[str], directory: str) -> tuple[Outcome, Files]:
+    """A case's command (or, for a planted case, its runs) in ``directory``, classified, with the
+    files tuiprof wrote and the case mutated (for the reproducer); also a crash: a pickle's
+    payload ran (it made MARKER in the current directory)."""
+    plant, _, number = args[0].partition(":") if args[0].startswith("@") else ("", "", "")
+    argv = [arg.format(*paths, dir=directory) for arg in args[1 if plant else 0 :]]
+    planted: Files = []
+    if plant == PLANT_SIDECARS:
+        outcome, planted = run_planted(argv, "--no-sidecars", "sidecar", plant_sidecars, directory, random.Random(int(number)))
+    elif plant == PLANT_CACHE:
+        from tuiprof.trace import cache
+
+        smallest, cache.MIN_BYTES = cache.MIN_BYTES, 0  # every trace cached: the seeds are small
+        try:
+            outcome, planted = run_planted(argv, "--no-cache", "cache entry", plant_cache, directory, random.Random(int(number)))
+        finally:
+            cache.MIN_BYTES = smallest
+    else:
+        outcome = run_command(argv)
+    if os.path.exists(os.path.join(directory, MARKER)):
+        outcome = Outcome("crash", "code from a pickle ran", f"{MARKER} was created by {' '.join(argv)}")
+    outcome.output = ""
+    return outcome, planted
+
+
+def run_planted(argv: list[str], off: str, what: str, plant, directory: str, rng: random.Random) -> tuple[Outcome, Files]:
+    """The runs of a planted case (see PLANT_SIDECARS)."""
+    from tuiprof.trace.cache import wait_for_writes
+
+    reference = run_command([*argv, off])
+    if reference.kind != "clean":
+        return reference, []
+    writing = run_command(argv)
+    wait_for_writes()
+    if writing.kind != "clean":
+        return writing, []
+    planted, believable = plant(Path(directory), rng)
+    for _ in range(2):  # the second run reads what the first rebuilt
+        outcome = run_command(argv)
+        wait_for_writes()
+        if outcome.kind != "clean":
+            return outcome, planted
+        if not believable and outcome.output != reference.output:
+            return Outcome("crash", f"a planted {what} was believed", outcome.output[:2000]), planted
+    return Outcome("clean"), []
+
+
+def _special(path: Path, rng: random.Random, others: list[Path]) -> None:
+    """``path`` replaced by what a planted file could be: a FIFO, a link (to a device, another
+    file, a loop, nowhere), a folder."""
+    path.unlink()
+    choice = rng.randrange(5)
+    if choice == 0:
+        os.mkfifo(path)
+    elif choice == 1:
+        path.symlink_to(rng.choice(["/dev/zero", "/dev/urandom", str(path), str(path) + ".nowhere"]))
+    elif choice == 2 and others:
+        path.symlink_to(rng.choice(others))
+    else:
+        path.mkdir()
+
+
+def _planted_files(directory: Path, paths: list[Path]) -> Files:
+    return [(str(p.relative_to(directory)), p.read_bytes()) for p in paths if p.is_file() and not p.is_symlink()]
+
+
+def plant_sidecars(directory: Path, rng: random.Random) -> tuple[Files, bool]:
+    """Mutate the run's signed sidecars: bytes, members (the old signature kept, or signed with
+    the user's key: then believable), signed with another key, swapped between ranks, or made
+    special files.  Returns the files and whether the output may differ from the reference."""
+    paths = sorted(directory.glob("*" + SIDECAR_SUFFIX))
+    if not paths:
+        return [], False
+    key = (directory / "cache" / "tuiprof" / "sidecar.key").read_bytes()
+    believable = False
+    targets = paths if rng.random() < 0.3 else [rng.choice(paths)]
+    choice = rng.randrange(7)
+    if choice == 0:
+        first, second = paths[0].read_bytes(), paths[-1].read_bytes()
+        paths[0].write_bytes(second)
+        paths[-1].write_bytes(first)
+    for path in targets if choice else []:
+        if choice == 1:
+            _special(path, rng, [p for p in paths if p != path])
+            continue
+        signature, _, body = path.read_bytes().partition(b"\n")
+        if choice == 2:
+            body, signature = mutate_bytes(body, rng, BYTE_MUTATIONS), signature
+        elif choice in (3, 4, 5):
+            try:
+                record = json.loads(body)
+            except ValueError:
+                continue
+            for _ in range(rng.randint(1, 3)):
+                record = record_member(record, rng) if choice != 5 else planted_numbers(record, rng.choice((0.001, 1000, -1, 1e300)))
+            try:
+                body = json.dumps(record).encode()
+            except (ValueError, RecursionError):
+                continue  # a value nested too deep for json: this sidecar stays as written
+            if choice == 4:  # the user's own key: a sidecar tuiprof could have written; believed if it fits
+                signature = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+                believable = True
+            elif choice == 5:  # planted numbers, signed with another key
+                signature = hmac.new(os.urandom(32), body, hashlib.sha256).hexdigest().encode()
+        else:
+            path.write_bytes(mutate_bytes(path.read_bytes(), rng, BYTE_MUTATIONS))
+            continue
+        path.write_bytes(signature + b"\n" + body)
+    return _planted_files(directory, paths), believable
+
+
+def planted_numbers(record: object, factor: float) -> object:
+    """A sidecar whose steps, collectives and peak memory are ``factor`` times what was measured
+    (its rank, file and size kept, so only the signature and content hash can tell)."""
+    summary = record.get("summary") if isinstance(record, dict) else None
+    if not isinstance(summary, dict):
+        return _scaled(record, factor)
+    for member in ("steps", "collectives", "peak_memory_bytes"):
+        summary[member] = _scaled(summary.get(member), factor)
+    return record
+
+
+def _scaled(value: object, factor: float) -> object:
+    """Every number under ``value`` times ``factor`` (planted step times, durations, bytes)."""
+    if isinstance(value, dict):
+        return {k: _scaled(v, factor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scaled(v, factor) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value * factor
+    return value
+
+
+def _npy(header: dict, body: bytes) -> bytes:
+    """A version 1.0 .npy file of ``header`` (padded as numpy pads it) and ``body``."""
+    text = repr(header).encode("latin-1")
+    text += b" " * (63 - (10 + len(text)) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + body
+
+
+def plant_cache(directory: Path, rng: random.Random) -> tuple[Files, bool]:
+    """Mutate 1 to 3 files of the decoded-trace cache entry: bytes, a .npy header's dtype or shape,
+    a .npy holding a pickle payload, a meta.json member; delete one or make it a special file."""
+    stores = directory / "cache" / "tuiprof" / "stores"
+    paths = sorted(p for p in stores.rglob("*") if p.is_file())
+    if not paths:
+        return [], False
+    for path in rng.sample(paths, min(len(paths), rng.randint(1, 3))):
+        data, choice = path.read_bytes(), rng.randrange(6)
+        if choice == 0:
+            if rng.random() < 0.5:
+                path.unlink()
+            else:
+                _special(path, rng, [p for p in paths if p != path])
+        elif choice == 1 and path.suffix == ".npy" and data[6:8] == b"\x01\x00":
+            length = int.from_bytes(data[8:10], "little")
+            try:
+                header = ast.literal_eval(data[10 : 10 + length].decode("latin-1"))
+                key, value = rng.choice([("descr", rng.choice(["|O", "<f8", "<i2", ">i8", "|b1", "<U9", "V3", "<i8"])),
+                                         ("shape", rng.choice([(0,), (10**11,), (2, 3), (-1,), ()])), ("fortran_order", True)])
+                header[key] = value
+            except (ValueError, SyntaxError, TypeError):
+                header = {"descr": "<i8", "fortran_order": False, "shape": (3,)}
+            path.write_bytes(_npy(header, data[10 + length :]))
+        elif choice == 2 and path.suffix == ".npy":
+            path.write_bytes(_npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, rng.choice(PICKLE_PAYLOADS) + b"."))
+        elif choice == 3 and path.name == "meta.json":
+            path.write_bytes(json_lines(record_member)(data, rng))
+        else:
+            path.write_bytes(mutate_bytes(data, rng, BYTE_MUTATIONS))
+    return _planted_files(directory, paths), False
 
 
 def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
@@ -472,14 +852,18 @@ def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
             _, number, files, args = job
         directory = os.path.join(folder, f"case-{os.getpid()}-{number}")
         os.mkdir(directory)
+        os.environ["XDG_CACHE_HOME"] = os.path.join(directory, "cache")  # the case's own cache, sidecar key
+        os.chdir(directory)  # where a pickle's payload would make MARKER
         paths = [os.path.join(directory, name) for name, _ in files]
         for path, (_, data) in zip(paths, files):
             with open(path, "wb") as handle:
                 handle.write(data)
         started = time.perf_counter()
-        outcome = run_command([arg.format(*paths, dir=directory) for arg in args])
-        shutil.rmtree(directory)  # with the sidecars a run leaves
-        conn.send((number, outcome, time.perf_counter() - started, files if outcome.kind != "clean" else [], args))
+        outcome, planted = run_case(args, paths, directory)
+        os.chdir(folder)
+        shutil.rmtree(directory)  # with the sidecars and cache a run leaves
+        failed = outcome.kind != "clean"
+        conn.send((number, outcome, time.perf_counter() - started, [*files, *planted] if failed else [], args))
 
 
 class Pool:
@@ -542,8 +926,8 @@ def minimise(pool: Pool, files: Files, args: list[str], signature: str, budget_s
     """Smaller bytes of the first file that still fail with ``signature`` (delta debugging
     on byte chunks, time-bounded; the other file of a diff, the other ranks of a run stay as they are)."""
     name, data = files[0]
-    if name.endswith(".gz"):
-        return data  # damage inside compressed bytes does not survive cutting
+    if name.endswith(".gz") or args[0].startswith("@"):
+        return data  # damage inside compressed bytes does not survive cutting; planted files come from a run
     deadline = time.monotonic() + budget_s
     chunk = max(1, len(data) // 2)
     counter = 0
@@ -595,9 +979,12 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     paths = seed_paths()
-    seeds = Seeds([load_seed(p) for p in paths], [p.name for p in paths], run_seeds() if "run" in surfaces else [])
+    traces = [load_seed(p) for p in paths]
+    seeds = Seeds(traces, [p.name for p in paths], run_seeds() if {"run", "sidecar"} & set(surfaces) else [],
+                  snapshot_seeds() if "snapshot" in surfaces else [], watch_seeds(traces) if "watch" in surfaces else [])
     print(f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
-          f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}; "
+          f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}, {len(seeds.snapshots)} snapshot seeds, "
+          f"{len(seeds.watches)} watch seeds; "
           f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs", file=sys.stderr)
     master = random.Random(args.seed)
     jobs = [("case", index * args.cases + n, surface, master.randrange(seeds.count(surface)), master.getrandbits(64))
@@ -676,12 +1063,15 @@ def surface_list(text: str) -> list[str]:
 def _write_case(folder: Path, stem: str, files: Files, args: list[str]) -> str:
     """The files of a case in ``folder`` (``stem-0.json``, ``stem-1.json.gz``..., or a run
     directory ``stem/`` of the rank files) and its command line on them, relative to ``folder``."""
-    run = any("{dir}" in arg for arg in args)
+    run = any("{dir}" in arg for arg in args) or args[0].startswith("@")
     (folder / stem if run else folder).mkdir(parents=True, exist_ok=True)
     targets = [folder / stem / name if run else folder / f"{stem}-{name}" for name, _ in files]
     for target, (_, data) in zip(targets, files):
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    return "tuiprof " + " ".join(arg.format(*(t.name for t in targets), dir=stem) for arg in args)
+    shown = [arg.format(*(str(t.relative_to(folder)) for t in targets), dir=stem) for arg in args if not arg.startswith("@")]
+    planted = f" (files it wrote then mutated, {args[0]}: in {stem}/; signed for the fuzzer's path)" if args[0].startswith("@") else ""
+    return "tuiprof " + " ".join(shown) + planted
 
 
 if __name__ == "__main__":

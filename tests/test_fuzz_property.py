@@ -4,9 +4,11 @@ either loads (damage reported) or fails with a TraceError; nothing else escapes.
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -100,3 +102,70 @@ def test_a_run_case_is_its_seed_run_with_one_rank_mutated_and_runs_clean_or_repo
     assert sorted(path.name for path in (tmp_path / "case").iterdir()) == sorted(name for name, _ in files)
     outcome = fuzz.run_command([arg.format(dir=tmp_path / "case") for arg in args])
     assert outcome.kind == "clean", outcome.detail
+
+
+def _run_case(directory: Path, files, args, monkeypatch):
+    """One case as scripts/fuzz.py's worker runs it: its own cache, its folder the current directory."""
+    directory.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(directory / "cache"))
+    monkeypatch.chdir(directory)
+    for name in fuzz.SWITCHES_ENV:
+        monkeypatch.delenv(name, raising=False)
+    paths = [str(directory / name) for name, _ in files]
+    for path, (_, data) in zip(paths, files):
+        Path(path).write_bytes(data)
+    return fuzz.run_case(args, paths, str(directory))[0]
+
+
+NEW_SURFACES = {
+    "snapshot": lambda: fuzz.Seeds([], [], [], snapshots=fuzz.snapshot_seeds()),
+    "watch": lambda: fuzz.Seeds(SEEDS, [], [], watches=fuzz.watch_seeds(SEEDS)),
+    "sidecar": lambda: fuzz.Seeds([], [], fuzz.run_seeds()[:1]),
+    "cache": lambda: fuzz.Seeds(SEEDS[:1], ["seed"], []),
+}
+
+
+@pytest.mark.parametrize("surface", sorted(NEW_SURFACES))
+def test_cases_of_each_surface_on_tuiprofs_own_files_run_clean(tmp_path, monkeypatch, surface: str) -> None:
+    seeds = NEW_SURFACES[surface]()
+    for number in range(1 if surface == "sidecar" else 3):  # a sidecar case runs a run directory 4 times
+        files, args = fuzz.make_command(surface, seeds, number % seeds.count(surface), random.Random(number))
+        outcome = _run_case(tmp_path / str(number), files, args, monkeypatch)
+        assert outcome.kind == "clean", (number, outcome.signature, outcome.detail)
+
+
+def test_the_pickle_payloads_would_run_code_under_a_plain_unpickler(tmp_path, monkeypatch) -> None:
+    """The snapshot surface's marker check can fail: pickle.loads runs these payloads, and a
+    case whose command made the marker is a crash."""
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    for payload in fuzz.PICKLE_PAYLOADS[:3]:
+        (tmp_path / fuzz.MARKER).unlink(missing_ok=True)
+        pickle.loads(payload + b".")
+        assert (tmp_path / fuzz.MARKER).exists(), payload
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / fuzz.MARKER).touch()
+    outcome, _ = fuzz.run_case(["summary", "{0}"], [str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")], str(tmp_path / "case"))
+    assert outcome.signature == "code from a pickle ran"
+
+
+def test_a_sidecar_believed_without_its_signature_is_reported(tmp_path, monkeypatch) -> None:
+    """The sidecar surface's oracle can fail: with signatures and content hashes not checked,
+    sidecars whose numbers were scaled (signed with another key) change the output: a crash."""
+    from tuiprof.trace import run
+
+    monkeypatch.setattr(run.hmac, "compare_digest", lambda a, b: True)
+
+    def scale(directory: Path, rng: random.Random):
+        for path in directory.glob("*" + fuzz.SIDECAR_SUFFIX):
+            _, _, body = path.read_bytes().partition(b"\n")
+            record = json.loads(body)
+            record = fuzz.planted_numbers(record, 1000)
+            path.write_bytes(b"0" * 64 + b"\n" + json.dumps(record).encode())
+        return [], False
+
+    _run_case(tmp_path / "case", fuzz.run_seeds()[0][1], ["summary", "{dir}"], monkeypatch)
+    argv = ["summary", str(tmp_path / "case"), "--view", "ranks", "--format", "json"]
+    outcome, _ = fuzz.run_planted(argv, "--no-sidecars", "sidecar", scale, str(tmp_path / "case"), random.Random(0))
+    assert outcome.signature == "a planted sidecar was believed"

@@ -51,9 +51,11 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import IO, Any, cast
 
 import msgspec
@@ -334,23 +336,21 @@ def read_store(key: str | None, source: str) -> TraceEvents | None:
 
 
 def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
+    names = ["meta.json", "inputs.bin"] + [f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)]
+    if not _regular_files(entry, names):
+        return None
     meta = msgspec.json.decode((entry / "meta.json").read_bytes(), type=_Meta)
     if meta.format != FORMAT or meta.key != key or set(meta.rows) != set(_TABLES):
         return None
     if any(rows < 0 for rows in meta.rows.values()) or meta.inputs_bytes < 0:
         return None
     tables: dict[str, Any] = {}  # each table its own Columns class (_TABLES)
-    for table, kind in _TABLES.items():
-        columns = {}
-        for column in fields(kind):
-            array = np.load(entry / f"{table}.{column.name}.npy", mmap_mode="r", allow_pickle=False)
-            expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
-            if array.ndim != 1 or len(array) != meta.rows[table]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a header numpy only warns about (Python 2's) is not one tuiprof writes
+        for table, kind in _TABLES.items():
+            tables[table] = _table(entry, table, kind, meta)
+            if tables[table] is None:
                 return None
-            if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
-                return None
-            columns[column.name] = array
-        tables[table] = kind(**columns)
     inputs = _mapped(entry / "inputs.bin", meta.inputs_bytes)
     if inputs is None or not _consistent(meta, tables):
         return None
@@ -373,6 +373,33 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
         event_count=meta.event_count,
         uncompressed_bytes=meta.uncompressed_bytes,
     )
+
+
+def _table(entry: Path, table: str, kind: type, meta: _Meta) -> Columns | None:
+    """The columns of ``table``, memory-mapped, if each has the dtype and length the store says
+    and its file holds exactly its header and rows."""
+    columns = {}
+    for column in fields(kind):
+        path = entry / f"{table}.{column.name}.npy"
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+        expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
+        if array.ndim != 1 or len(array) != meta.rows[table]:
+            return None
+        if path.stat().st_size != getattr(array, "offset", 0) + array.nbytes:
+            return None  # bytes added or removed: values shifted (ids no range check covers)
+        if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
+            return None
+        columns[column.name] = array
+    return kind(**columns)
+
+
+def _regular_files(entry: Path, names: list[str]) -> bool:
+    """Whether ``entry`` and every file of it named are what tuiprof writes: a folder and regular
+    files, none a link.  A planted FIFO would block the read for ever, a link to a device never end."""
+    try:
+        return S_ISDIR(os.lstat(entry).st_mode) and all(S_ISREG(os.lstat(entry / name).st_mode) for name in names)
+    except OSError:
+        return False
 
 
 def _mapped(path: Path, size: int) -> bytes | mmap.mmap | None:
