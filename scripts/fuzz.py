@@ -98,8 +98,27 @@ SURFACE_ALIASES = {"trace": "summary"}  # h/hostile2's name for the summary surf
 DIFF_VIEWS = ("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
 # Timeline arguments (written --option=value, so that negative values parse): times in us
 # from the trace's first event, far out, non-finite or tiny; widths and depths past their bounds.
-TIMELINE_TIMES = ["0", "1", "-1", "1e-9", "0.0001", "250", "1e6", "1e12", "1e15", "1e16", "1.0000001e16", "1e18",
-                  "-1e18", "1e308", "-1e308", "nan", "inf", "-inf", "5e-324"]
+TIMELINE_TIMES = [
+    "0",
+    "1",
+    "-1",
+    "1e-9",
+    "0.0001",
+    "250",
+    "1e6",
+    "1e12",
+    "1e15",
+    "1e16",
+    "1.0000001e16",
+    "1e18",
+    "-1e18",
+    "1e308",
+    "-1e308",
+    "nan",
+    "inf",
+    "-inf",
+    "5e-324",
+]
 TIMELINE_WIDTHS = ["1", "2", "13", "100", "333", "10000", "10001", "0", "-5", "100000"]
 TIMELINE_DEPTHS = ["1", "3", "40", "0", "-1"]
 TIMELINE_STEPS = ["0", "1", "2", "7", "-1", "99999999999999999999"]
@@ -107,29 +126,111 @@ TIMELINE_LANES = ["cpu", "gpu,idle", "step,cpu,python,gpu,memory,idle", "python"
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 HOSTILE_STRINGS = [
-    "\x1b]0;pwned\x07", "\x1b]52;c;cHduZWQ=\x07", "\x1b[2J", "[/]", "[@click=app.quit]x", "[bold]x[/bold]",
-    "a\x00b", "\u202e\u2066rtl", "x" * 100_000, "", " ", "=cmd|' /C calc'!A0", "+1", "-1", "@SUM(1)",
-    "nn.Module: ", "nn.Module: [/]_0", "ProfilerStep#", "ProfilerStep#99999999999999999999",
+    "\x1b]0;pwned\x07",
+    "\x1b]52;c;cHduZWQ=\x07",
+    "\x1b[2J",
+    "[/]",
+    "[@click=app.quit]x",
+    "[bold]x[/bold]",
+    "a\x00b",
+    "\u202e\u2066rtl",
+    "x" * 100_000,
+    "",
+    " ",
+    "=cmd|' /C calc'!A0",
+    "+1",
+    "-1",
+    "@SUM(1)",
+    "nn.Module: ",
+    "nn.Module: [/]_0",
+    "ProfilerStep#",
+    "ProfilerStep#99999999999999999999",
 ]
 HOSTILE_VALUES: list[object] = [
-    None, True, 0, -1, -5, 2**63, -(2**63), 2**64, 10**30, 0.5, "12", "", [], {}, [None], [[1, 2], [3]],
-    {"a": [1, {"b": 2}]}, "x" * 100_000,
+    None,
+    True,
+    0,
+    -1,
+    -5,
+    2**63,
+    -(2**63),
+    2**64,
+    10**30,
+    0.5,
+    "12",
+    "",
+    [],
+    {},
+    [None],
+    [[1, 2], [3]],
+    {"a": [1, {"b": 2}]},
+    "x" * 100_000,
 ]
 HOSTILE_TOKENS = [
-    b"\x00", b"\x1b]0;pwned\x07", b"\x1b[2J", b"[/]", b"[@click=app.quit]", b"\xff\xfe", b"\xc3", b'"', b"\\",
-    b"{", b"}", b"[", b"]", b",", b":", b"N/A", b"-", b"9" * 40, b"[" * 2000, b"{\"a\":" * 1200, b"\n", b"\t",
-    b"null", b"true",
+    b"\x00",
+    b"\x1b]0;pwned\x07",
+    b"\x1b[2J",
+    b"[/]",
+    b"[@click=app.quit]",
+    b"\xff\xfe",
+    b"\xc3",
+    b'"',
+    b"\\",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b"N/A",
+    b"-",
+    b"9" * 40,
+    b"[" * 2000,
+    b'{"a":' * 1200,
+    b"\n",
+    b"\t",
+    b"null",
+    b"true",
 ]
 # Numbers no float64 time survives (x 1000 in ns): damage the ts/dur conversion reports.
 EXTREME_VALUES: list[object] = [1e308, -1e308, "NaN", "inf", "-inf", "1e999", float("nan"), float("inf")]
 EXTREME_TOKENS = [b"NaN", b"Infinity", b"-Infinity", b"1e999"]
 MEMBERS = [
-    "ts", "dur", "name", "ph", "cat", "pid", "tid", "args", "id", "s", "bp",
+    "ts",
+    "dur",
+    "name",
+    "ph",
+    "cat",
+    "pid",
+    "tid",
+    "args",
+    "id",
+    "s",
+    "bp",
 ]
 ARG_MEMBERS = [
-    "Python id", "Python parent id", "External id", "external id", "correlation", "Input Dims", "Input type",
-    "Concrete Inputs", "Sequence number", "Fwd thread id", "Bytes", "Total Allocated", "Total Reserved", "Addr",
-    "Device Type", "Device Id", "device", "stream", "grid", "block", "est. achieved occupancy %", "Ev Idx",
+    "Python id",
+    "Python parent id",
+    "External id",
+    "external id",
+    "correlation",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
+    "Sequence number",
+    "Fwd thread id",
+    "Bytes",
+    "Total Allocated",
+    "Total Reserved",
+    "Addr",
+    "Device Type",
+    "Device Id",
+    "device",
+    "stream",
+    "grid",
+    "block",
+    "est. achieved occupancy %",
+    "Ev Idx",
 ]
 
 
@@ -186,7 +287,11 @@ class Seeds:
         return len(self._of(surface))
 
     def label(self, surface: str, index: int) -> str:
-        return self.trace_names[index] if surface in ("summary", "diff", "timeline", "cache") else self._of(surface)[index][0]
+        return (
+            self.trace_names[index]
+            if surface in ("summary", "diff", "timeline", "cache")
+            else self._of(surface)[index][0]
+        )
 
 
 def snapshot_seeds() -> list[tuple[str, bytes]]:
@@ -213,9 +318,23 @@ def watch_seeds(traces: list[bytes]) -> list[tuple[str, list[tuple[str, bytes]]]
         lines.append(watch.step_line(step, step * 0.1, wall, 0.004 if step % 3 else None, step in (3, 9)).encode())
         lines.append(watch.device_line(step, wall * 0.8).encode())
     lines += [
-        watch.event_line("capture", trigger="healthy", first_step=3, last_step=3, path="step000003-healthy.pt.trace.json", bytes=len(traces[0])),
+        watch.event_line(
+            "capture",
+            trigger="healthy",
+            first_step=3,
+            last_step=3,
+            path="step000003-healthy.pt.trace.json",
+            bytes=len(traces[0]),
+        ),
         watch.event_line("trigger", step=8, trigger="slow", why="step 8 took 4.5x the median"),
-        watch.event_line("capture", trigger="slow", first_step=9, last_step=9, path="step000009-slow.pt.trace.json", bytes=len(traces[1])),
+        watch.event_line(
+            "capture",
+            trigger="slow",
+            first_step=9,
+            last_step=9,
+            path="step000009-slow.pt.trace.json",
+            bytes=len(traces[1]),
+        ),
         watch.event_line("dropped", path="step000003-healthy.pt.trace.json.old", why="the capture limit"),
         watch.event_line("failure", step=11, what="profiler: could not start"),
         watch.event_line("end", step=12, status="finished"),
@@ -348,9 +467,16 @@ def events_mutation(document: object, rng: random.Random) -> object:
     elif events is not None:
         depth = rng.choice((100, 1200, 5000))
         events.extend(
-            {"ph": "X", "cat": "python_function", "name": f"nn.Module: M_{i}", "pid": 1, "tid": 1,
-             "ts": 1000 + i, "dur": 4 * depth - 2 * i,
-             "args": {"Python id": 10**9 + i, "Python parent id": 10**9 + i - 1 if i else None}}
+            {
+                "ph": "X",
+                "cat": "python_function",
+                "name": f"nn.Module: M_{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1000 + i,
+                "dur": 4 * depth - 2 * i,
+                "args": {"Python id": 10**9 + i, "Python parent id": 10**9 + i - 1 if i else None},
+            }
             for i in range(depth)
         )
     return document
@@ -360,8 +486,19 @@ def _loop_parents(events: list, rng: random.Random) -> None:
     """Two python frames whose ``Python parent id`` point at each other (or one at itself)."""
     frames = [e for e in events if isinstance(e, dict) and isinstance(e.get("args"), dict) and "Python id" in e["args"]]
     if not frames:
-        frames = [{"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1, "ts": 10, "dur": 5,
-                   "args": {"Python id": 7 + i}} for i, name in enumerate(("nn.Module: Looped", "f", "g"))]
+        frames = [
+            {
+                "ph": "X",
+                "cat": "python_function",
+                "name": name,
+                "pid": 1,
+                "tid": 1,
+                "ts": 10,
+                "dur": 5,
+                "args": {"Python id": 7 + i},
+            }
+            for i, name in enumerate(("nn.Module: Looped", "f", "g"))
+        ]
         events.extend(frames)
     first, second = rng.choice(frames), rng.choice(frames)
     first["args"]["Python parent id"] = second["args"]["Python id"]
@@ -483,6 +620,7 @@ SNAPSHOT_MUTATIONS = [truncate, flip, delete, duplicate, pickle_payload, pickle_
 
 def json_lines(mutate):
     """A mutation of one JSON line of a JSON-lines file (a line that is not JSON: inserted bytes)."""
+
     def apply(data: bytes, rng: random.Random) -> bytes:
         lines = data.split(b"\n")
         index = rng.randrange(len(lines))
@@ -533,8 +671,14 @@ def mutate_bytes(data: bytes, rng: random.Random, mutations: list) -> bytes:
 def timeline_arguments(rng: random.Random) -> list[str]:
     """Hostile ``tuiprof timeline`` options, each present or not."""
     args = []
-    for option, values, chance in (("--from", TIMELINE_TIMES, 0.4), ("--to", TIMELINE_TIMES, 0.4), ("--width", TIMELINE_WIDTHS, 0.7),
-                                   ("--depth", TIMELINE_DEPTHS, 0.2), ("--step", TIMELINE_STEPS, 0.15), ("--lanes", TIMELINE_LANES, 0.3)):
+    for option, values, chance in (
+        ("--from", TIMELINE_TIMES, 0.4),
+        ("--to", TIMELINE_TIMES, 0.4),
+        ("--width", TIMELINE_WIDTHS, 0.7),
+        ("--depth", TIMELINE_DEPTHS, 0.2),
+        ("--step", TIMELINE_STEPS, 0.15),
+        ("--lanes", TIMELINE_LANES, 0.3),
+    ):
         if rng.random() < chance:
             value = rng.choice(values)
             if values is TIMELINE_TIMES and rng.random() < 0.3:
@@ -569,28 +713,67 @@ def make_command(surface: str, seeds: Seeds, seed_index: int, rng: random.Random
         if rng.random() < 0.3:
             other = rng.choice(seeds.snapshots)[1]
             other = other if rng.random() < 0.5 else mutate_bytes(other, rng, SNAPSHOT_MUTATIONS)
-            return _numbered([(data, suffix), (other, ".pickle")]), ["diff", "{0}", "{1}", "--format", rng.choice(FORMATS)]
+            return _numbered([(data, suffix), (other, ".pickle")]), [
+                "diff",
+                "{0}",
+                "{1}",
+                "--format",
+                rng.choice(FORMATS),
+            ]
         return _numbered([(data, suffix)]), ["summary", "{0}", "--format", rng.choice(("json", "table"))]
     if surface == "watch":
         (name, history), *captures = seeds.watches[seed_index][1]
         formats = ["--format", rng.choice(FORMATS)] if rng.random() < 0.5 else []
-        return [(name, mutate_bytes(history, rng, WATCH_MUTATIONS)), *captures], ["summary", "{dir}", "--view", "watch", *formats]
+        return [(name, mutate_bytes(history, rng, WATCH_MUTATIONS)), *captures], [
+            "summary",
+            "{dir}",
+            "--view",
+            "watch",
+            *formats,
+        ]
     if surface == "sidecar":
         view = "ranks" if rng.random() < 0.6 else rng.choice(RUN_VIEWS)
-        return list(seeds.runs[0][1]), [f"{PLANT_SIDECARS}:{rng.getrandbits(32)}", "summary", "{dir}", "--view", view,
-                                        "--format", rng.choice(FORMATS)]
+        return list(seeds.runs[0][1]), [
+            f"{PLANT_SIDECARS}:{rng.getrandbits(32)}",
+            "summary",
+            "{dir}",
+            "--view",
+            view,
+            "--format",
+            rng.choice(FORMATS),
+        ]
     seed = seeds.traces[seed_index]
     if surface == "cache":
-        return _numbered([(seed, ".json")]), [f"{PLANT_CACHE}:{rng.getrandbits(32)}", "summary", "{0}", "--view",
-                                              rng.choice(VIEWS), "--format", rng.choice(FORMATS)]
+        return _numbered([(seed, ".json")]), [
+            f"{PLANT_CACHE}:{rng.getrandbits(32)}",
+            "summary",
+            "{0}",
+            "--view",
+            rng.choice(VIEWS),
+            "--format",
+            rng.choice(FORMATS),
+        ]
     data, suffix = make_case(seed, rng)
     if surface == "summary":
-        return _numbered([(data, suffix)]), ["summary", "{0}", "--view", rng.choice(VIEWS), "--format", rng.choice(FORMATS)]
+        return _numbered([(data, suffix)]), [
+            "summary",
+            "{0}",
+            "--view",
+            rng.choice(VIEWS),
+            "--format",
+            rng.choice(FORMATS),
+        ]
     if surface == "timeline":
         files = [(data, suffix) if rng.random() < 0.7 else (seed, ".json")]
         return _numbered(files), ["timeline", "{0}", *timeline_arguments(rng)]
     pick = rng.random()
-    other = make_case(seed, rng) if pick < 0.4 else (seed, ".json") if pick < 0.7 else (structured(rename)(seed, rng), ".json")
+    other = (
+        make_case(seed, rng)
+        if pick < 0.4
+        else (seed, ".json")
+        if pick < 0.7
+        else (structured(rename)(seed, rng), ".json")
+    )
     files = [(data, suffix), other] if rng.random() < 0.5 else [other, (data, suffix)]
     args = ["diff", "{0}", "{1}", "--format", rng.choice(FORMATS)]
     if rng.random() < 0.3:
@@ -668,13 +851,17 @@ def run_case(args: list[str], paths: list[str], directory: str) -> tuple[Outcome
     argv = [arg.format(*paths, dir=directory) for arg in args[1 if plant else 0 :]]
     planted: Files = []
     if plant == PLANT_SIDECARS:
-        outcome, planted = run_planted(argv, "--no-sidecars", "sidecar", plant_sidecars, directory, random.Random(int(number)))
+        outcome, planted = run_planted(
+            argv, "--no-sidecars", "sidecar", plant_sidecars, directory, random.Random(int(number))
+        )
     elif plant == PLANT_CACHE:
         from tuiprof.trace import cache
 
         smallest, cache.MIN_BYTES = cache.MIN_BYTES, 0  # every trace cached: the seeds are small
         try:
-            outcome, planted = run_planted(argv, "--no-cache", "cache entry", plant_cache, directory, random.Random(int(number)))
+            outcome, planted = run_planted(
+                argv, "--no-cache", "cache entry", plant_cache, directory, random.Random(int(number))
+            )
         finally:
             cache.MIN_BYTES = smallest
     else:
@@ -685,7 +872,9 @@ def run_case(args: list[str], paths: list[str], directory: str) -> tuple[Outcome
     return outcome, planted
 
 
-def run_planted(argv: list[str], off: str, what: str, plant, directory: str, rng: random.Random) -> tuple[Outcome, Files]:
+def run_planted(
+    argv: list[str], off: str, what: str, plant, directory: str, rng: random.Random
+) -> tuple[Outcome, Files]:
     """The runs of a planted case (see PLANT_SIDECARS)."""
     from tuiprof.trace.cache import wait_for_writes
 
@@ -754,7 +943,11 @@ def plant_sidecars(directory: Path, rng: random.Random) -> tuple[Files, bool]:
             except ValueError:
                 continue
             for _ in range(rng.randint(1, 3)):
-                record = record_member(record, rng) if choice != 5 else planted_numbers(record, rng.choice((0.001, 1000, -1, 1e300)))
+                record = (
+                    record_member(record, rng)
+                    if choice != 5
+                    else planted_numbers(record, rng.choice((0.001, 1000, -1, 1e300)))
+                )
             try:
                 body = json.dumps(record).encode()
             except (ValueError, RecursionError):
@@ -818,14 +1011,21 @@ def plant_cache(directory: Path, rng: random.Random) -> tuple[Files, bool]:
             length = int.from_bytes(data[8:10], "little")
             try:
                 header = ast.literal_eval(data[10 : 10 + length].decode("latin-1"))
-                key, value = rng.choice([("descr", rng.choice(["|O", "<f8", "<i2", ">i8", "|b1", "<U9", "V3", "<i8"])),
-                                         ("shape", rng.choice([(0,), (10**11,), (2, 3), (-1,), ()])), ("fortran_order", True)])
+                key, value = rng.choice(
+                    [
+                        ("descr", rng.choice(["|O", "<f8", "<i2", ">i8", "|b1", "<U9", "V3", "<i8"])),
+                        ("shape", rng.choice([(0,), (10**11,), (2, 3), (-1,), ()])),
+                        ("fortran_order", True),
+                    ]
+                )
                 header[key] = value
             except (ValueError, SyntaxError, TypeError):
                 header = {"descr": "<i8", "fortran_order": False, "shape": (3,)}
             path.write_bytes(_npy(header, data[10 + length :]))
         elif choice == 2 and path.suffix == ".npy":
-            path.write_bytes(_npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, rng.choice(PICKLE_PAYLOADS) + b"."))
+            path.write_bytes(
+                _npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, rng.choice(PICKLE_PAYLOADS) + b".")
+            )
         elif choice == 3 and path.name == "meta.json":
             path.write_bytes(json_lines(record_member)(data, rng))
         else:
@@ -964,8 +1164,11 @@ def minimise(pool: Pool, files: Files, args: list[str], signature: str, budget_s
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=1000, help="cases per surface")
-    parser.add_argument("--surface", default="summary",
-                        help=f"the commands the cases run, comma-separated, of: {', '.join(SURFACES)} (trace: summary)")
+    parser.add_argument(
+        "--surface",
+        default="summary",
+        help=f"the commands the cases run, comma-separated, of: {', '.join(SURFACES)} (trace: summary)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--seed", type=int, default=1)
@@ -980,15 +1183,26 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     paths = seed_paths()
     traces = [load_seed(p) for p in paths]
-    seeds = Seeds(traces, [p.name for p in paths], run_seeds() if {"run", "sidecar"} & set(surfaces) else [],
-                  snapshot_seeds() if "snapshot" in surfaces else [], watch_seeds(traces) if "watch" in surfaces else [])
-    print(f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
-          f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}, {len(seeds.snapshots)} snapshot seeds, "
-          f"{len(seeds.watches)} watch seeds; "
-          f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs", file=sys.stderr)
+    seeds = Seeds(
+        traces,
+        [p.name for p in paths],
+        run_seeds() if {"run", "sidecar"} & set(surfaces) else [],
+        snapshot_seeds() if "snapshot" in surfaces else [],
+        watch_seeds(traces) if "watch" in surfaces else [],
+    )
+    print(
+        f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
+        f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}, {len(seeds.snapshots)} snapshot seeds, "
+        f"{len(seeds.watches)} watch seeds; "
+        f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs",
+        file=sys.stderr,
+    )
     master = random.Random(args.seed)
-    jobs = [("case", index * args.cases + n, surface, master.randrange(seeds.count(surface)), master.getrandbits(64))
-            for index, surface in enumerate(surfaces) for n in range(args.cases)]
+    jobs = [
+        ("case", index * args.cases + n, surface, master.randrange(seeds.count(surface)), master.getrandbits(64))
+        for index, surface in enumerate(surfaces)
+        for n in range(args.cases)
+    ]
     counts = {surface: {"clean": 0, "crash": 0, "hang": 0} for surface in surfaces}
     case_seconds = dict.fromkeys(surfaces, 0.0)
     slowest = dict.fromkeys(surfaces, 0.0)
@@ -1025,8 +1239,10 @@ def main() -> int:
             for number, ((surface, signature), (job, found)) in enumerate(sorted(crashes.items())):
                 seed_label = seeds.label(surface, job[3])
                 if found is None:
-                    print(f"crash: {surface}: {signature} x{per_signature[surface, signature]}: case {job[1]} "
-                          f"(seed {seed_label}, case seed {job[4]})")
+                    print(
+                        f"crash: {surface}: {signature} x{per_signature[surface, signature]}: case {job[1]} "
+                        f"(seed {seed_label}, case seed {job[4]})"
+                    )
                     continue
                 outcome, files, command = found
                 small = minimise(pool, files, command, signature, args.minimise_seconds)
@@ -1069,8 +1285,14 @@ def _write_case(folder: Path, stem: str, files: Files, args: list[str]) -> str:
     for target, (_, data) in zip(targets, files):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    shown = [arg.format(*(str(t.relative_to(folder)) for t in targets), dir=stem) for arg in args if not arg.startswith("@")]
-    planted = f" (files it wrote then mutated, {args[0]}: in {stem}/; signed for the fuzzer's path)" if args[0].startswith("@") else ""
+    shown = [
+        arg.format(*(str(t.relative_to(folder)) for t in targets), dir=stem) for arg in args if not arg.startswith("@")
+    ]
+    planted = (
+        f" (files it wrote then mutated, {args[0]}: in {stem}/; signed for the fuzzer's path)"
+        if args[0].startswith("@")
+        else ""
+    )
     return "tuiprof " + " ".join(shown) + planted
 
 

@@ -146,7 +146,9 @@ def test_the_pickle_payloads_would_run_code_under_a_plain_unpickler(tmp_path, mo
         assert (tmp_path / fuzz.MARKER).exists(), payload
     (tmp_path / "case").mkdir()
     (tmp_path / "case" / fuzz.MARKER).touch()
-    outcome, _ = fuzz.run_case(["summary", "{0}"], [str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")], str(tmp_path / "case"))
+    outcome, _ = fuzz.run_case(
+        ["summary", "{0}"], [str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")], str(tmp_path / "case")
+    )
     assert outcome.signature == "code from a pickle ran"
 
 

@@ -32,11 +32,17 @@ def test_a_cache_entry_with_a_file_that_is_no_regular_file_is_not_read(cache_on,
         os.mkfifo(tmp_path / "fifo")
         (entry / "meta.json").unlink()
         (entry / "meta.json").symlink_to(tmp_path / "fifo")
-    result = subprocess.run([sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json"],
-                            capture_output=True, timeout=30, env=dict(os.environ))
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json"],
+        capture_output=True,
+        timeout=30,
+        env=dict(os.environ),
+    )
     assert result.returncode == 0, result.stderr
     assert {row["name"]: row["calls"] for row in json.loads(result.stdout)} == expected
-    assert [e for e in entries(cache_on) if (e / "meta.json").is_file() and not (e / "meta.json").is_symlink()]  # rebuilt
+    assert [
+        e for e in entries(cache_on) if (e / "meta.json").is_file() and not (e / "meta.json").is_symlink()
+    ]  # rebuilt
 
 
 def test_a_column_whose_header_numpy_only_warns_about_is_not_used_and_prints_nothing(cache_on, tmp_path) -> None:  # noqa: F811

@@ -336,7 +336,9 @@ def read_store(key: str | None, source: str) -> TraceEvents | None:
 
 
 def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
-    names = ["meta.json", "inputs.bin"] + [f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)]
+    names = ["meta.json", "inputs.bin"] + [
+        f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)
+    ]
     if not _regular_files(entry, names):
         return None
     meta = msgspec.json.decode((entry / "meta.json").read_bytes(), type=_Meta)
