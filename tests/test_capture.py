@@ -134,7 +134,7 @@ def test_run_profiles_the_example_script(tmp_path) -> None:
     progress = [line for line in err.splitlines() if line.startswith("tuiprof: ")]
     assert progress[0].startswith("tuiprof: importing torch")
     for step, phase in ((2, "warmup"), (3, "active"), (5, "active")):
-        assert any(f"step {step}/5 · {phase}" in line for line in progress), err
+        assert any(f"({step}/5) · {phase}" in line for line in progress), err  # ProfilerStep#N (n/5)
     assert f"tuiprof: trace saved: {trace}" in err
     model = load_model(trace)
     assert model.steps and model.modules.roots[0].name == "ResNet_0"
