@@ -59,8 +59,8 @@ class RankModels:
         target = app.load_or_notify(lambda: self.neighbour(current, step))
         if target is None:
             app.call_from_thread(
-                app.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory."
-            )
+                app.notify, "Not a distributed run: [ and ] switch between the ranks of a run directory.", markup=False
+            )  # as markup, "[ and ]" was a tag and vanished
             return
         rank, path = target
         with self._lock:

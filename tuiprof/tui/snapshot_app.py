@@ -111,7 +111,7 @@ class SnapshotApp(App):
             self.showing_oom = not self.showing_oom
             self.show()
         else:
-            self.notify(f"no out-of-memory error on cuda:{self.device}")
+            self.notify(f"no out-of-memory error on cuda:{self.device}", markup=False)  # text, never markup
 
 
 def run_snapshot_explorer(model: SnapshotModel, place: PeakPlace | None = None) -> int:

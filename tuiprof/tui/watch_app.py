@@ -114,7 +114,7 @@ class WatchApp(App):
         try:
             appended = self.reader.read_new()
         except TraceError as exc:
-            self.notify(plain(str(exc)), severity="error")
+            self.notify(plain(str(exc)), severity="error", markup=False)
             return
         if appended:
             self.summary = summarise_watch(self.reader.history)
