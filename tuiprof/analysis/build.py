@@ -16,6 +16,7 @@ from tuiprof.analysis.memory import build_memory_timelines
 from tuiprof.analysis.memory_categories import categorised_memory, with_stacks
 from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
+from tuiprof.analysis.reuse import keep_calls, keep_module_tree, reused_calls, reused_module_tree
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
 from tuiprof.trace.cache import save_in_background
@@ -35,7 +36,10 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small objects, no cycles: the collector only costs time
     try:
-        calls, activity, unattributed = build_calls(store)
+        reused = reused_calls(store)  # a reopen: what the first open derived (analysis/reuse.py)
+        calls, activity, unattributed = reused or build_calls(store)
+        if reused is None:
+            keep_calls(store, calls, activity, unattributed)
         if calls.flops_damaged:
             store.report.note(
                 f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them"
@@ -45,7 +49,12 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
         saved_categories = decode_memory_categories(live, store.report)
-        modules = add_compiled_regions(build_module_tree(store, calls), calls, store.frames)
+        tree = reused_module_tree(store, calls) if reused else None
+        if tree is None:
+            repairs_before = (store.report.repaired, len(store.report.problems))
+            tree = build_module_tree(store, calls)
+            keep_module_tree(store, tree, repairs_before)
+        modules = add_compiled_regions(tree, calls, store.frames)
         if live is not None:
             name_modules(modules, live)
         compiled = attach_compiled(modules, calls, activity, live, store.report) if live is not None else None

@@ -75,10 +75,10 @@ from tuiprof.trace.columns import (
 )
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
-from tuiprof.trace.source import TraceFile, inflated_size, is_gzip
+from tuiprof.trace.source import TraceFile, inflate_lib, inflated_size, is_gzip
 from tuiprof.trace.store import TraceEvents
 
-FORMAT = 1
+FORMAT = 2  # 2: a CRC-32 per file; what the analysis derived (analysis/reuse.py) beside the columns
 NO_CACHE_ENV = "TUIPROF_NO_CACHE"
 CACHE_SIZE_ENV = "TUIPROF_CACHE_SIZE"
 MIN_BYTES = 8 << 20  # smaller traces decode in ~40 ms: not worth a cache entry
@@ -112,8 +112,15 @@ class _Report(msgspec.Struct):
     problems: list[str]
 
 
+class _Derived(msgspec.Struct):
+    """One array the analysis derived (``derived.NAME.npy``): its length and element type."""
+
+    rows: int
+    dtype: str  # "int64" or "float64"
+
+
 class _Meta(msgspec.Struct):
-    """``meta.json``: what is not a column."""
+    """``meta.json``: what is not a column, and a CRC-32 of every other file of the entry."""
 
     format: int
     key: str
@@ -130,6 +137,9 @@ class _Meta(msgspec.Struct):
     other_events: int
     event_count: int
     uncompressed_bytes: int
+    derived: dict[str, _Derived]
+    derived_facts: dict[str, int]
+    checksums: dict[str, int]  # file name -> CRC-32 of all its bytes
 
 
 # ------------------------------------------------------------------ settings
@@ -229,16 +239,19 @@ _engine: str | None = None
 
 def engine_version() -> str:
     """The cache format and a hash of the trace layer's source (whatever decodes, in any
-    version or checkout: the package's ``__version__`` would import the layers above)."""
+    version or checkout: the package's ``__version__`` would import the layers above) and
+    of the analysis package's (an entry holds what the analysis derived: a changed analysis
+    derives anew; its files are read as bytes, not imported, so the layers stay in order)."""
     global _engine
     if _engine is None:
         digest = hashlib.blake2b(f"tuiprof-store/{FORMAT}".encode(), digest_size=16)
         here = Path(__file__).resolve().parent
-        for name in _TRACE_SOURCES:
+        analysis = sorted((here.parent / "analysis").glob("*.py")) + sorted((here.parent / "analysis").glob("*.txt"))
+        for path in [here / name for name in _TRACE_SOURCES] + analysis:
             try:
-                digest.update((here / name).read_bytes())
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
             except OSError:
-                digest.update(name.encode())
+                digest.update(path.name.encode())
         _engine = digest.hexdigest()
     return _engine
 
@@ -332,20 +345,44 @@ def read_store(key: str | None, source: str) -> TraceEvents | None:
         os.utime(entry / "meta.json")  # most recently used
     except OSError:
         pass
+    store.cache_entry = key
     return store
 
 
+def forget(store: TraceEvents) -> None:
+    """Remove the entry ``store`` was read from, to be written again once analysed: what the
+    analysis derived in it failed its checks (analysis/reuse.py) or is missing."""
+    key = store.cache_entry
+    directory = usable_directory(create=False)
+    if key is None or directory is None:
+        return
+    shutil.rmtree(directory / key, ignore_errors=True)  # mapped columns stay readable (Linux keeps the pages)
+    store.cache_entry, store.cache_key = None, key
+
+
+_DERIVED_NAME = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")  # no separators: a planted name stays in the entry
+_DERIVED_TYPES = {"int64": np.int64, "float64": np.float64}
+
+
+def _column_files() -> list[str]:
+    return [f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)]
+
+
 def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
-    names = ["meta.json", "inputs.bin"] + [
-        f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)
-    ]
-    if not _regular_files(entry, names):
+    if not _regular_files(entry, ["meta.json"]):
         return None
     meta = msgspec.json.decode((entry / "meta.json").read_bytes(), type=_Meta)
     if meta.format != FORMAT or meta.key != key or set(meta.rows) != set(_TABLES):
         return None
     if any(rows < 0 for rows in meta.rows.values()) or meta.inputs_bytes < 0:
         return None
+    if not all(_DERIVED_NAME.match(name) and kind.dtype in _DERIVED_TYPES for name, kind in meta.derived.items()):
+        return None
+    names = ["inputs.bin", *_column_files(), *(f"derived.{name}.npy" for name in meta.derived)]
+    if set(meta.checksums) != set(names) or not _regular_files(entry, names):
+        return None
+    if not all(_checksum(entry / name) == meta.checksums[name] for name in names):
+        return None  # a bit flipped on disk, a file copied from another entry, bytes planted
     tables: dict[str, Any] = {}  # each table its own Columns class (_TABLES)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a header numpy only warns about (Python 2's) is not one tuiprof writes
@@ -353,6 +390,12 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
             tables[table] = _table(entry, table, kind, meta)
             if tables[table] is None:
                 return None
+        derived = {}
+        for name, shape in meta.derived.items():
+            array = _array(entry / f"derived.{name}.npy", shape.rows, _DERIVED_TYPES[shape.dtype])
+            if array is None:
+                return None
+            derived[name] = array
     inputs = _mapped(entry / "inputs.bin", meta.inputs_bytes)
     if inputs is None or not _consistent(meta, tables):
         return None
@@ -374,7 +417,18 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
         other_events=meta.other_events,
         event_count=meta.event_count,
         uncompressed_bytes=meta.uncompressed_bytes,
+        derived=derived,
+        derived_facts=meta.derived_facts,
     )
+
+
+def _checksum(path: Path) -> int:
+    """CRC-32 of all the bytes of ``path``, read through a mapping (zlib-ng: ~10 GB/s here)."""
+    with open(path, "rb") as handle:
+        if not os.fstat(handle.fileno()).st_size:
+            return inflate_lib.crc32(b"")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return inflate_lib.crc32(mapped)
 
 
 def _table(entry: Path, table: str, kind: type, meta: _Meta) -> Columns | None:
@@ -382,17 +436,25 @@ def _table(entry: Path, table: str, kind: type, meta: _Meta) -> Columns | None:
     and its file holds exactly its header and rows."""
     columns = {}
     for column in fields(kind):
-        path = entry / f"{table}.{column.name}.npy"
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
         expected = np.float64 if (table, column.name) in _FLOAT_COLUMNS else np.int64
-        if array.ndim != 1 or len(array) != meta.rows[table]:
-            return None
-        if path.stat().st_size != getattr(array, "offset", 0) + array.nbytes:
-            return None  # bytes added or removed: values shifted (ids no range check covers)
-        if array.dtype != expected and not (len(array) == 0 and array.dtype == np.int64):
+        array = _array(entry / f"{table}.{column.name}.npy", meta.rows[table], expected)
+        if array is None:
             return None
         columns[column.name] = array
     return kind(**columns)
+
+
+def _array(path: Path, rows: int, dtype: type) -> np.ndarray | None:
+    """The array in ``path``, memory-mapped, if it has one dimension, ``rows`` values of
+    ``dtype`` (an empty one may be int64), and its file exactly its header and values."""
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    if array.ndim != 1 or len(array) != rows:
+        return None
+    if path.stat().st_size != getattr(array, "offset", 0) + array.nbytes:
+        return None  # bytes added or removed: values shifted (ids no range check covers)
+    if array.dtype != dtype and not (len(array) == 0 and array.dtype == np.int64):
+        return None
+    return array
 
 
 def _regular_files(entry: Path, names: list[str]) -> bool:
@@ -511,20 +573,27 @@ def wait_for_writes() -> None:
 
 def _entry_bytes(store: TraceEvents) -> int:
     arrays = sum(getattr(getattr(store, t), c.name).nbytes for t, kind in _TABLES.items() for c in fields(kind))
-    return arrays + len(store.inputs)
+    return arrays + len(store.inputs) + sum(array.nbytes for array in store.derived.values())
 
 
 def _write_entry(folder: Path, store: TraceEvents, key: str) -> None:
-    for table, kind in _TABLES.items():
-        columns = getattr(store, table)
-        for column in fields(kind):
-            np.save(
-                folder / f"{table}.{column.name}.npy",
-                np.ascontiguousarray(getattr(columns, column.name)),
-                allow_pickle=False,
-            )
+    arrays = {
+        f"{table}.{column.name}.npy": getattr(getattr(store, table), column.name)
+        for table, kind in _TABLES.items()
+        for column in fields(kind)
+    }
+    derived = {}
+    for name, array in store.derived.items():
+        dtype = str(np.asarray(array).dtype)
+        if not _DERIVED_NAME.match(name) or dtype not in _DERIVED_TYPES or np.ndim(array) != 1:
+            raise ValueError(f"derived array {name!r} ({dtype}) is not one the cache keeps")
+        arrays[f"derived.{name}.npy"] = array
+        derived[name] = _Derived(len(array), dtype)
+    for name, array in arrays.items():
+        np.save(folder / name, np.ascontiguousarray(array), allow_pickle=False)
     with open(folder / "inputs.bin", "wb") as out:
         out.write(store.inputs)
+    checksums = {name: _checksum(folder / name) for name in [*arrays, "inputs.bin"]}
     report = store.report
     meta = _Meta(
         format=FORMAT,
@@ -542,6 +611,9 @@ def _write_entry(folder: Path, store: TraceEvents, key: str) -> None:
         other_events=store.other_events,
         event_count=store.event_count,
         uncompressed_bytes=store.uncompressed_bytes,
+        derived=derived,
+        derived_facts=dict(store.derived_facts),
+        checksums=checksums,
     )
     (folder / "meta.json").write_bytes(msgspec.json.encode(meta))  # last: an entry without it is incomplete
 

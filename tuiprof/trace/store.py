@@ -57,6 +57,12 @@ class TraceEvents:
     event_count: int = 0
     uncompressed_bytes: int = 0
     cache_key: str | None = None  # set when decoded and cacheable: trace/cache.py saves it under this
+    cache_entry: str | None = None  # the key of the cache entry it was read back from (trace/cache.py)
+    # What the analysis derived from these columns, kept in the same cache entry so a reopen
+    # need not derive it again (analysis/reuse.py fills and checks it; trace/cache.py only
+    # stores it): named one-dimensional int64 or float64 arrays, and integer facts.
+    derived: dict[str, np.ndarray] = field(default_factory=dict)
+    derived_facts: dict[str, int] = field(default_factory=dict)
 
     @cached_property
     def memory_records(self) -> MemoryRecords:

@@ -1,0 +1,301 @@
+"""What the analysis derived, kept in the trace's cache entry, so a reopen does not derive it again.
+
+A reopen reads the decoded columns back from the cache (trace/cache.py) in ~0.1 s a GB; the
+analysis of them then cost ~1.3 CPU s a GB on every open, 85-90 % of it in
+:func:`~tuiprof.analysis.calls.build_calls` (nesting, duplicate merging, device joins, memory,
+FLOPs) and :func:`~tuiprof.analysis.modules.build_module_tree` (a Python pass over the module
+frames).  Their results are kept beside the columns as arrays (``store.derived``, written
+by the cache as ``.npy``, never pickles) and integer facts (``store.derived_facts``):
+
+- the calls: each call's row in ``cpu`` and its parent, module frame, self and device
+  times, memory and FLOPs columns (a column of one value is kept as that value); the
+  columns that are ``cpu`` gathered by that row (name, thread, ids, start, end) are gathered
+  again, so they are as sound as the store's checked columns; each device event's launcher;
+- the module tree as ``build_module_tree`` returns it (before compiled regions and a live
+  capture's names change it): the nodes in the order calls name them (``frame_index``), each
+  with its parent's position, name code and totals; each module frame's node; each call's
+  owner, backward owner and charged node; the backward roots.  Not kept when building it
+  noted a repair (looping parent ids, a tree cut at MAX_MODULE_DEPTH): the reopen builds it
+  again and notes the repair again.
+
+The kernels, steps, memory and operator tables are built from these as on a first open.
+
+What is read back is input like any other (trace/cache.py checks its bytes: CRC-32, dtypes,
+lengths), and is checked here against what ``build_calls`` and ``build_module_tree``
+guarantee before anything is built from it: rows and codes inside their tables; calls in
+start order; every parent starting before its child and ending after it, strictly earlier
+in (start, -end, row) order (so parent links cannot loop and walks up them end); module
+frames that are module frames; tree nodes after their parents, no deeper than
+MAX_MODULE_DEPTH, named as their frames; times, bytes and FLOPs within +-2**62, totals
+finite.  Anything off (or absent): :func:`cache.forget` drops the entry, the analysis runs
+in full, and the entry is written again with what it derived.  Versioned with the engine:
+the cache key hashes the analysis package's source (``cache.engine_version``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuiprof.analysis.arrays import group_rows
+from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory, _column
+from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree
+from tuiprof.trace.cache import forget
+from tuiprof.trace.columns import ABSURD_NS
+from tuiprof.trace.store import TraceEvents
+
+# The calls' own columns (the rest are ``cpu`` gathered by ``cpu_row``).
+CALL_COLUMNS = (
+    "cpu_row",
+    "parent",
+    "module",
+    "self_ns",
+    "self_device_ns",
+    "device_total_ns",
+    "cpu_mem",
+    "self_cpu_mem",
+    "device_mem",
+    "self_device_mem",
+    "flops",
+    "counted_flops",
+    "counted_flops_total",
+    "executed_flops",
+)
+# The calls' columns that are ``cpu``'s gathered by ``cpu_row``: (calls' name, cpu's name).
+_GATHERED = (("name_id", "name"), ("thread", "thread"), ("external_id", "external_id"), ("sequence_number",) * 2)
+_NODE_FLOATS = (
+    "cpu_total_us",
+    "self_cpu_us",
+    "self_device_us",
+    "device_total_us",
+    "backward_cpu_us",
+    "backward_device_us",
+)
+_NODE_INTS = ("calls", "self_cpu_mem_bytes", "cpu_mem_bytes", "flops", "backward_flops")
+_FACTS = ("calls.flops_damaged", "activity.external_ids_ignored", "unattributed.calls")
+_BYTE_FACTS = ("unattributed.cpu_bytes", "unattributed.device_bytes")
+
+
+# ------------------------------------------------------------------ keeping
+
+
+def keep_calls(store: TraceEvents, calls: OperatorCalls, activity: DeviceActivity, memory: UnattributedMemory) -> None:
+    """Hand what :func:`build_calls` derived to the cache writer (a store it will write only)."""
+    if store.cache_key is None:
+        return
+    derived, facts = store.derived, store.derived_facts
+    for name in CALL_COLUMNS:
+        values = calls.column(name)
+        if len(values) and values[0] in (0, -1) and (values == values[0]).all():
+            facts[f"calls.constant.{name}"] = int(values[0])  # no file for a column of zeros
+        else:
+            derived[f"calls.{name}"] = values
+    derived["activity.launcher"] = activity.launchers
+    facts.update(
+        {
+            "calls.rows": len(calls),
+            "calls.flops_damaged": calls.flops_damaged,
+            "activity.external_ids_ignored": int(activity.external_ids_ignored),
+            "unattributed.calls": memory.calls,
+            "unattributed.cpu_bytes": memory.cpu_bytes,
+            "unattributed.device_bytes": memory.device_bytes,
+        }
+    )
+
+
+def keep_module_tree(store: TraceEvents, tree: ModuleTree, repairs_before: tuple[int, int]) -> None:
+    """Hand the module tree :func:`build_module_tree` returned to the cache writer, unless
+    building it noted a repair (``repairs_before``: the report's repaired count and notes before)."""
+    if store.cache_key is None or not tree.roots:
+        return
+    if (store.report.repaired, len(store.report.problems)) != repairs_before:
+        return
+    index, nodes = tree.frame_index()
+    position = {id(node): i for i, node in enumerate(nodes)}
+    frame_node = np.full(len(store.frames), -1, dtype=np.int64)
+    frame_node[: len(index)] = index
+    modules = np.flatnonzero(frame_node >= 0)
+    name = np.full(len(nodes), -1, dtype=np.int64)
+    name[frame_node[modules]] = store.frames.module[modules]
+    derived = store.derived
+    derived["modules.parent"] = np.array(
+        [position[id(node.parent)] if node.parent is not None else -1 for node in nodes], dtype=np.int64
+    )
+    derived["modules.name"] = name
+    for field in _NODE_INTS:
+        derived[f"modules.{field}"] = np.array([getattr(node, field) for node in nodes], dtype=np.int64)
+    for field in _NODE_FLOATS:
+        derived[f"modules.{field}"] = np.array([getattr(node, field) for node in nodes], dtype=np.float64)
+    derived["modules.frame_node"] = frame_node
+    derived["modules.call_owner"] = np.asarray(tree.call_owner, dtype=np.int64)
+    derived["modules.backward_owner"] = np.asarray(tree.backward_owner, dtype=np.int64)
+    derived["modules.charged_node"] = np.asarray(tree.charged_node, dtype=np.int64)
+    roots = [(row, i) for i, node in enumerate(nodes) for row in node.backward_rows]
+    derived["modules.backward_row"] = np.array([row for row, _ in roots], dtype=np.int64)
+    derived["modules.backward_node"] = np.array([i for _, i in roots], dtype=np.int64)
+
+
+# ------------------------------------------------------------------ reusing
+
+
+def reused_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, UnattributedMemory] | None:
+    """What :func:`build_calls` would return, from the cache entry the store was read from;
+    None (and the entry dropped, to be written again) when it holds none or it fails a check."""
+    if store.cache_entry is None:
+        return None
+    reused = _calls(store)
+    if reused is None:
+        store.derived.clear()
+        store.derived_facts.clear()
+        forget(store)
+    return reused
+
+
+def reused_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
+    """The module tree :func:`build_module_tree` would return, from the cache entry; None
+    when it holds none (the entry is then dropped only if the tree failed a check)."""
+    if store.cache_entry is None or "modules.parent" not in store.derived:
+        return None
+    tree = _module_tree(store, calls)
+    if tree is None:
+        for name in [name for name in store.derived if name.startswith("modules.")]:
+            del store.derived[name]
+        forget(store)
+    return tree
+
+
+def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, UnattributedMemory] | None:
+    derived, facts = store.derived, store.derived_facts
+    rows = facts.get("calls.rows", -1)
+    if rows < 0 or not all(key in facts for key in _FACTS + _BYTE_FACTS):
+        return None
+    columns = {}
+    for name in CALL_COLUMNS:
+        if f"calls.{name}" in derived:
+            columns[name] = np.asarray(derived[f"calls.{name}"])
+        elif facts.get(f"calls.constant.{name}") in (0, -1):
+            columns[name] = np.full(rows, facts[f"calls.constant.{name}"], dtype=np.int64)
+        else:
+            return None
+    launcher = derived.get("activity.launcher")
+    if launcher is None or len(launcher) != len(store.device) or any(len(c) != rows for c in columns.values()):
+        return None
+    cpu = store.cpu
+    cpu_row = columns["cpu_row"]
+    if not _within(cpu_row, 0, len(cpu)):
+        return None
+    start = cpu.start_ns[cpu_row]
+    end = start + cpu.dur_ns[cpu_row]
+    parent, module = columns["parent"], columns["module"]
+    if not (
+        not (np.diff(start) < 0).any()  # calls in start order
+        and _within(parent, -1, rows)
+        and _parents_before_children(parent, start, end)
+        and _within(module, -1, len(store.frames))
+        and (store.frames.module[module[module >= 0]] >= 0).all()
+        and _within(launcher, -1, rows)
+        and all(_within(columns[name], 1 - ABSURD_NS, ABSURD_NS) for name in CALL_COLUMNS[3:])
+        and 0 <= facts["calls.flops_damaged"] <= rows
+        and facts["activity.external_ids_ignored"] in (0, 1)
+        and 0 <= facts["unattributed.calls"] <= len(store.memory)
+        and all(abs(facts[key]) < ABSURD_NS for key in _BYTE_FACTS)
+    ):
+        return None
+    calls = OperatorCalls(names=store.names, threads=store.threads, cpu=cpu, inputs=store.inputs)
+    for name in CALL_COLUMNS:
+        setattr(calls, name, _column(columns[name]))
+    for name, cpu_name in _GATHERED:
+        setattr(calls, name, _column(getattr(cpu, cpu_name)[cpu_row]))
+    calls.start_ns, calls.end_ns, calls.total_ns = _column(start), _column(end), _column(end - start)
+    calls.flops_damaged = facts["calls.flops_damaged"]
+    activity = DeviceActivity(
+        names=store.names,
+        events=store.device,
+        launcher=_column(launcher),
+        external_ids_ignored=bool(facts["activity.external_ids_ignored"]),
+    )
+    memory = UnattributedMemory(
+        facts["unattributed.calls"], facts["unattributed.cpu_bytes"], facts["unattributed.device_bytes"]
+    )
+    return calls, activity, memory
+
+
+def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
+    derived = store.derived
+    wanted = ["parent", "name", *_NODE_INTS, *_NODE_FLOATS]
+    wanted += ["frame_node", "call_owner", "backward_owner", "charged_node", "backward_row", "backward_node"]
+    if not all(f"modules.{name}" in derived for name in wanted):
+        return None
+    array = {name: np.asarray(derived[f"modules.{name}"]) for name in wanted}
+    parent, name, frame_node = array["parent"], array["name"], array["frame_node"]
+    n, n_calls, frames = len(parent), len(calls), store.frames
+    module_frames = np.flatnonzero(frames.module >= 0)
+    if not (
+        all(len(array[field]) == n for field in ["name", *_NODE_INTS, *_NODE_FLOATS])
+        and all(len(array[field]) == n_calls for field in ("call_owner", "backward_owner", "charged_node"))
+        and len(frame_node) == len(frames)
+        and len(array["backward_row"]) == len(array["backward_node"])
+        and n > 0
+        and (parent < np.arange(n)).all()  # a parent before its children: no loop
+        and (parent >= -1).all()
+        and _within(frame_node, -1, n)
+        and np.array_equal(np.flatnonzero(frame_node >= 0), module_frames)
+        and np.array_equal(name[frame_node[module_frames]], frames.module[module_frames])
+        and _within(name, 0, len(store.names))
+        and all(_within(array[field], -1, n) for field in ("call_owner", "charged_node", "backward_node"))
+        and _within(array["backward_owner"], -1, n_calls)
+        and _within(array["backward_row"], 0, n_calls)
+        and _within(array["calls"], 1, ABSURD_NS)
+        and all(_within(array[field], 1 - ABSURD_NS, ABSURD_NS) for field in _NODE_INTS)
+        and all(np.isfinite(array[field]).all() for field in _NODE_FLOATS)
+    ):
+        return None
+    names = store.names
+    nodes: list[ModuleNode] = []
+    roots: list[ModuleNode] = []
+    values = {field: array[field].tolist() for field in (*_NODE_INTS, *_NODE_FLOATS)}
+    for i, (up, code) in enumerate(zip(parent.tolist(), name.tolist())):
+        above = nodes[up] if up >= 0 else None
+        node = ModuleNode(names[code], above.depth + 1 if above else 0, parent=above)
+        if node.depth >= MAX_MODULE_DEPTH:
+            return None
+        for field, column in values.items():
+            setattr(node, field, column[i])
+        (above.children if above else roots).append(node)
+        nodes.append(node)
+    for node in nodes:  # as fill_totals left them
+        node.children.sort(key=lambda child: child.cost_us, reverse=True)
+    roots.sort(key=lambda root: root.cost_us, reverse=True)
+    owner = array["call_owner"]
+    inside = np.flatnonzero(owner >= 0)
+    for position, where in zip(*group_rows(owner[inside])):
+        nodes[position].operator_rows = inside[where].tolist()  # in start order
+    for row, position in zip(array["backward_row"].tolist(), array["backward_node"].tolist()):
+        nodes[position].backward_rows.append(row)
+    by_frame = dict(zip(module_frames.tolist(), map(nodes.__getitem__, frame_node[module_frames].tolist())))
+    tree = ModuleTree(roots, by_frame)
+    tree._frame_index = (np.array(frame_node), nodes)  # the order call_owner and charged_node count in
+    tree.call_owner, tree.charged_node = np.array(owner), np.array(array["charged_node"])
+    tree.backward_owner = np.array(array["backward_owner"])
+    return tree
+
+
+def _within(values: np.ndarray, low: int, high: int) -> bool:
+    """Every value in [low, high) (true when there are none)."""
+    return not len(values) or (int(values.min()) >= low and int(values.max()) < high)
+
+
+def _parents_before_children(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether every parent starts at or before its child and ends at or after it, and comes
+    strictly earlier in (start, -end, row) order: then following parents always goes to an
+    earlier key, so no chain of them loops (a planted cycle would hang every walk up)."""
+    child = np.flatnonzero(parent >= 0)
+    up = parent[child]
+    earlier_start = start[up] < start[child]
+    same_start = start[up] == start[child]
+    later_end = end[up] > end[child]
+    same_end = end[up] == end[child]
+    return bool(
+        (earlier_start | same_start).all()
+        and (end[up] >= end[child]).all()
+        and (earlier_start | later_end | (same_start & same_end & (up < child))).all()
+    )
