@@ -81,6 +81,7 @@ import sys
 import tempfile
 import time
 import traceback
+import zlib
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -994,15 +995,21 @@ def _npy(header: dict, body: bytes) -> bytes:
 
 
 def plant_cache(directory: Path, rng: random.Random) -> tuple[Files, bool]:
-    """Mutate 1 to 3 files of the decoded-trace cache entry: bytes, a .npy header's dtype or shape,
-    a .npy holding a pickle payload, a meta.json member; delete one or make it a special file."""
+    """Mutate 1 to 3 files of the decoded-trace cache entry (its columns, or the arrays the analysis
+    derived: ``derived.*.npy``): bytes, a .npy header's dtype or shape, a .npy holding a pickle
+    payload, a meta.json member, a parent array made to loop; delete one or make it a special file.
+    A third of the cases then recompute the CRC-32s in meta.json (a planter who knows the format):
+    the output may then differ, but nothing may crash or hang.  Returns the files and whether
+    the output may differ from the reference."""
     stores = directory / "cache" / "tuiprof" / "stores"
     paths = sorted(p for p in stores.rglob("*") if p.is_file())
     if not paths:
         return [], False
     for path in rng.sample(paths, min(len(paths), rng.randint(1, 3))):
-        data, choice = path.read_bytes(), rng.randrange(6)
-        if choice == 0:
+        data, choice = path.read_bytes(), rng.randrange(7)
+        if choice == 6 and path.name.startswith("derived.") and path.name.endswith("parent.npy"):
+            _plant_loop(path, rng)
+        elif choice == 0:
             if rng.random() < 0.5:
                 path.unlink()
             else:
@@ -1030,7 +1037,36 @@ def plant_cache(directory: Path, rng: random.Random) -> tuple[Files, bool]:
             path.write_bytes(json_lines(record_member)(data, rng))
         else:
             path.write_bytes(mutate_bytes(data, rng, BYTE_MUTATIONS))
-    return _planted_files(directory, paths), False
+    resealed = rng.random() < 1 / 3 and _reseal_cache(stores)
+    return _planted_files(directory, paths), resealed
+
+
+def _plant_loop(path: Path, rng: random.Random) -> None:
+    """A parent array (calls' or module nodes') whose links loop: two rows each other's parent."""
+    import numpy as np  # only this surface needs it
+
+    parent = np.load(path, allow_pickle=False)
+    if len(parent) >= 2:
+        i, j = rng.sample(range(len(parent)), 2)
+        parent[i], parent[j] = j, i
+        np.save(path, parent, allow_pickle=False)
+
+
+def _reseal_cache(stores: Path) -> bool:
+    """The CRC-32 of every file of each entry recomputed into its meta.json (True if any was)."""
+    resealed = False
+    for meta_path in stores.glob("*/meta.json"):
+        try:
+            meta = json.loads(meta_path.read_bytes())
+            for name in meta["checksums"]:
+                file = meta_path.parent / name
+                if file.is_file() and not file.is_symlink():  # never read a planted FIFO
+                    meta["checksums"][name] = zlib.crc32(file.read_bytes())
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # a member, file or special file the mutation broke: left as it is
+        meta_path.write_text(json.dumps(meta))
+        resealed = True
+    return resealed
 
 
 def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:

@@ -13,6 +13,7 @@ import os
 import pickle
 import subprocess
 import sys
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHARED_TRACES
 from tests.test_big_traces import _columns_equal
 from tuiprof.cli import main
 from tuiprof.trace import cache, load_trace
@@ -152,6 +153,15 @@ def _plant(entry: Path, damage: str) -> None:
         (entry / "meta.json").write_text(json.dumps(meta))
     elif damage == "garbage meta":
         (entry / "meta.json").write_bytes(b"\x00not json")
+    if damage not in ("garbage meta", "a missing column"):
+        reseal(entry)  # as a planter who knows the format would: the checks of the values must refuse it
+
+
+def reseal(entry: Path) -> None:
+    """The CRC-32 of every file of ``entry`` recomputed into its meta.json (stdlib zlib, not the cache's code)."""
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["checksums"] = {name: zlib.crc32((entry / name).read_bytes()) for name in meta["checksums"]}
+    (entry / "meta.json").write_text(json.dumps(meta))
 
 
 @pytest.mark.parametrize(
@@ -302,3 +312,162 @@ def test_timeline_and_diff_write_the_cache_after_their_output(cache_on, tmp_path
     assert main(["diff", str(first), str(second), "--format", "json"]) == 0
     cache.wait_for_writes()
     assert len(entries(cache_on)) == 2  # the first side read from the cache, the second written
+
+
+def test_a_flipped_bit_inside_a_column_is_not_believed(cache_on, tmp_path) -> None:
+    """A bit flip keeps the file's size and, in a start time, the value in range: only the
+    CRC-32 of the file, kept in meta.json, tells (issue 30; fuzz --surface cache, seed 5)."""
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    column = entry / "cpu.start_ns.npy"
+    data = bytearray(column.read_bytes())
+    data[-8 * 100] ^= 0x01  # the lowest bit of the start of the 100th operator from the end: 1 ns later
+    column.write_bytes(bytes(data))
+    store = load_trace(path)
+    assert store.cache_key is not None, "the flipped column was believed"
+    written = [(1_000_000 + 2 * i) * 1000 + 500 for i in range(EVENTS)]  # ts = 1,000,000 + 2i us + 500 ns
+    assert sorted(store.cpu.start_ns.tolist()) == written
+    assert entries(cache_on) == []
+
+
+# ------------------------------------------------------------------ what the analysis derived
+
+SAMPLE = ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz"  # with_stack: modules, nesting, backward
+GPU_SAMPLE = SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"  # kernels too
+
+
+def _tables(model) -> tuple:
+    """What the views show, to compare a reopen with a fresh analysis."""
+    operators = [(s.name, s.calls, s.self_cpu_us, s.cpu_total_us) for s in model.operators()]
+    modules = [
+        (n.path, n.calls, n.cpu_total_us, n.self_cpu_us, n.backward_cpu_us, n.flops, len(n.operator_rows))
+        for n in model.modules.walk()
+    ]
+    calls = model.calls
+    launchers = model.activity.launchers.tolist()
+    return operators, modules, calls.column("parent").tolist(), calls.column("self_ns").tolist(), launchers
+
+
+@pytest.fixture
+def small_traces_cached(cache_on, monkeypatch) -> Path:
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    return cache_on
+
+
+def _first_open_and_reopen(path: Path):
+    from tuiprof.analysis.build import analyze
+
+    first = load_trace(path)
+    model = analyze(first)
+    assert first.derived and cache.save(first)
+    return model, load_trace(path)
+
+
+def test_a_reopen_reuses_what_the_analysis_derived(small_traces_cached, monkeypatch) -> None:
+    from tuiprof.analysis import build, modules
+
+    os.environ[cache.NO_CACHE_ENV] = "1"
+    fresh = build.analyze(load_trace(SAMPLE))  # the oracle: decoded and analysed without any cache
+    os.environ[cache.NO_CACHE_ENV] = "0"
+    _, reopened = _first_open_and_reopen(SAMPLE)
+    assert reopened.cache_entry is not None and "modules.parent" in reopened.derived
+
+    def not_again(*args):
+        raise AssertionError("derived again on a reopen")
+
+    monkeypatch.setattr(build, "build_calls", not_again)
+    monkeypatch.setattr(build, "build_module_tree", not_again)
+    monkeypatch.setattr(modules, "build_module_tree", not_again)
+    model = build.analyze(reopened)
+    assert _tables(model) == _tables(fresh)
+    assert reopened.cache_key is None  # nothing to write again
+
+
+def _plant_derived(entry: Path, name: str, change) -> None:
+    """``derived.NAME.npy`` changed by ``change`` (a constant column written out first), then
+    every CRC-32 recomputed: a planted entry that knows the format."""
+    meta = json.loads((entry / "meta.json").read_text())
+    file = entry / f"derived.{name}.npy"
+    if file.exists():
+        values = np.load(file)
+    else:  # kept as one value in the facts: written out as a file
+        values = np.full(meta["derived_facts"]["calls.rows"], meta["derived_facts"].pop(f"calls.constant.{name[6:]}"))
+        meta["checksums"][file.name] = 0
+    values = change(values.copy())
+    np.save(file, values)
+    meta["derived"][name] = {"rows": len(values), "dtype": str(values.dtype)}
+    (entry / "meta.json").write_text(json.dumps(meta))
+    reseal(entry)
+
+
+def _loop(values):
+    values[3], values[7] = 7, 3
+    return values
+
+
+def _set(index: int, value):
+    def change(values):
+        values[index] = value
+        return values
+
+    return change
+
+
+DERIVED_DAMAGE = {
+    "call parents that loop": ("calls.parent", _loop),
+    "a parent that starts after its child": ("calls.parent", lambda v: _set(1, len(v) - 1)(v)),
+    "a call row outside the operators": ("calls.cpu_row", _set(0, 10**9)),
+    "calls out of start order": ("calls.cpu_row", lambda v: v[::-1].copy()),
+    "a module frame that is no frame": ("calls.module", _set(0, 10**9)),
+    "an absurd self time": ("calls.self_ns", _set(0, 1 << 62)),
+    "a launcher out of range": ("activity.launcher", _set(0, 10**9)),
+    "module nodes that loop": ("modules.parent", _loop),
+    "a module named by another code": ("modules.name", lambda v: v + 1),
+    "a module frame without its node": ("modules.frame_node", lambda v: np.where(v >= 0, -1, v)),
+    "a call owned by no node": ("modules.call_owner", _set(0, 10**6)),
+    "a module total that is no number": ("modules.cpu_total_us", _set(0, np.nan)),
+    "a float column for an int one": ("modules.calls", lambda v: v.astype(np.float64)),
+}
+
+
+@pytest.mark.parametrize("damage", list(DERIVED_DAMAGE))
+def test_a_planted_derived_array_is_not_believed(small_traces_cached, damage) -> None:
+    """What the analysis derived, planted with valid CRC-32s: the reopen's checks refuse it (no
+    hang on a loop), the analysis runs in full, and the entry is written again, whole."""
+    from tuiprof.analysis.build import analyze
+
+    trace = GPU_SAMPLE if damage == "a launcher out of range" else SAMPLE
+    if not trace.exists():
+        pytest.skip(f"{trace} not present")
+
+    os.environ[cache.NO_CACHE_ENV] = "1"
+    fresh = _tables(analyze(load_trace(trace)))
+    os.environ[cache.NO_CACHE_ENV] = "0"
+    _first_open_and_reopen(trace)
+    [entry] = entries(small_traces_cached)
+    name, change = DERIVED_DAMAGE[damage]
+    _plant_derived(entry, name, change)
+    store = load_trace(trace)
+    model = analyze(store)
+    assert _tables(model) == fresh
+    assert store.cache_key is not None, "the planted arrays were believed"
+    assert cache.save(store)  # written again: the next reopen reuses it
+    again = load_trace(trace)
+    assert _tables(analyze(again)) == fresh and again.cache_key is None
+
+
+def test_a_flipped_bit_in_a_derived_array_is_not_believed(small_traces_cached) -> None:
+    from tuiprof.analysis.build import analyze
+
+    _first_open_and_reopen(SAMPLE)
+    [entry] = entries(small_traces_cached)
+    file = entry / "derived.calls.self_ns.npy"
+    data = bytearray(file.read_bytes())
+    data[-8] ^= 0x02
+    file.write_bytes(bytes(data))
+    store = load_trace(SAMPLE)
+    assert store.cache_key is not None  # refused as a whole: decoded and analysed again
+    analyze(store)
+    assert "calls.self_ns" in store.derived

@@ -179,6 +179,8 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
     launcher = derived.get("activity.launcher")
     if launcher is None or len(launcher) != len(store.device) or any(len(c) != rows for c in columns.values()):
         return None
+    if not all(column.dtype == np.int64 for column in [launcher, *columns.values()]):
+        return None
     cpu = store.cpu
     cpu_row = columns["cpu_row"]
     if not _within(cpu_row, 0, len(cpu)):
@@ -230,7 +232,8 @@ def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
     n, n_calls, frames = len(parent), len(calls), store.frames
     module_frames = np.flatnonzero(frames.module >= 0)
     if not (
-        all(len(array[field]) == n for field in ["name", *_NODE_INTS, *_NODE_FLOATS])
+        all(array[field].dtype == (np.float64 if field in _NODE_FLOATS else np.int64) for field in wanted)
+        and all(len(array[field]) == n for field in ["name", *_NODE_INTS, *_NODE_FLOATS])
         and all(len(array[field]) == n_calls for field in ("call_owner", "backward_owner", "charged_node"))
         and len(frame_node) == len(frames)
         and len(array["backward_row"]) == len(array["backward_node"])
