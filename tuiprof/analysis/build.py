@@ -16,7 +16,14 @@ from tuiprof.analysis.memory import build_memory_timelines
 from tuiprof.analysis.memory_categories import categorised_memory, with_stacks
 from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
 from tuiprof.analysis.modules import build_module_tree
-from tuiprof.analysis.reuse import keep_calls, keep_module_tree, reused_calls, reused_module_tree
+from tuiprof.analysis.reuse import (
+    keep_calls,
+    keep_module_tree,
+    keep_steps,
+    reused_calls,
+    reused_module_tree,
+    reused_steps,
+)
 from tuiprof.analysis.steps import build_steps
 from tuiprof.trace import TraceEvents, load_trace
 from tuiprof.trace.cache import save_in_background
@@ -58,6 +65,10 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         if live is not None:
             name_modules(modules, live)
         compiled = attach_compiled(modules, calls, activity, live, store.report) if live is not None else None
+        steps = reused_steps(store) if reused else None
+        if steps is None:
+            steps = build_steps(calls, activity, store.gpu_annotations)
+            keep_steps(store, steps)
         model = TraceModel(
             info=_trace_info(store, calls, activity),
             report=store.report,
@@ -66,7 +77,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             unattributed=unattributed,
             modules=modules,
             kernels=aggregate_kernels(activity, calls),
-            steps=build_steps(calls, activity, store.gpu_annotations),
+            steps=steps,
             memory=build_memory_timelines(store, calls),
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),

@@ -34,11 +34,22 @@ the cache key hashes the analysis package's source (``cache.engine_version``).
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import fields
+
 import numpy as np
 
 from tuiprof.analysis.arrays import group_rows
-from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory, _column
+from tuiprof.analysis.calls import (
+    DeviceActivity,
+    OperatorCalls,
+    UnattributedMemory,
+    _column,
+    _constant,
+    is_step_name,
+)
 from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree
+from tuiprof.analysis.steps import StepStats
 from tuiprof.trace.cache import forget
 from tuiprof.trace.columns import ABSURD_NS
 from tuiprof.trace.store import TraceEvents
@@ -71,6 +82,7 @@ _NODE_FLOATS = (
     "backward_device_us",
 )
 _NODE_INTS = ("calls", "self_cpu_mem_bytes", "cpu_mem_bytes", "flops", "backward_flops")
+_STEP_FIELDS = [field for field in fields(StepStats) if field.name != "name"]  # name: a code into names
 _FACTS = ("calls.flops_damaged", "activity.external_ids_ignored", "unattributed.calls")
 _BYTE_FACTS = ("unattributed.cpu_bytes", "unattributed.device_bytes")
 
@@ -134,6 +146,17 @@ def keep_module_tree(store: TraceEvents, tree: ModuleTree, repairs_before: tuple
     derived["modules.backward_node"] = np.array([i for _, i in roots], dtype=np.int64)
 
 
+def keep_steps(store: TraceEvents, steps: list[StepStats]) -> None:
+    """Hand the step rows :func:`build_steps` made to the cache writer (each field one array)."""
+    if store.cache_key is None:
+        return
+    code = {name: i for i, name in enumerate(store.names)}
+    store.derived["steps.name"] = np.array([code[step.name] for step in steps], dtype=np.int64)
+    for field in _STEP_FIELDS:
+        dtype = np.float64 if field.type == "float" else np.int64
+        store.derived[f"steps.{field.name}"] = np.array([getattr(step, field.name) for step in steps], dtype=dtype)
+
+
 # ------------------------------------------------------------------ reusing
 
 
@@ -163,6 +186,42 @@ def reused_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree |
     return tree
 
 
+def reused_steps(store: TraceEvents) -> list[StepStats] | None:
+    """The step rows :func:`build_steps` would make, from the cache entry; None when it holds
+    none (the entry is then dropped only if they failed a check)."""
+    if store.cache_entry is None or "steps.name" not in store.derived:
+        return None
+    steps = _steps(store)
+    if steps is None:
+        for name in [name for name in store.derived if name.startswith("steps.")]:
+            del store.derived[name]
+        forget(store)
+    return steps
+
+
+def _steps(store: TraceEvents) -> list[StepStats] | None:
+    names = np.asarray(store.derived["steps.name"])
+    columns = {}
+    for field in _STEP_FIELDS:
+        values = store.derived.get(f"steps.{field.name}")
+        dtype = np.float64 if field.type == "float" else np.int64
+        if values is None or len(values) != len(names) or values.dtype != dtype:
+            return None
+        if dtype == np.float64 and not np.isfinite(values).all():
+            return None
+        if dtype == np.int64 and not _within(values, 1 - ABSURD_NS, ABSURD_NS):
+            return None
+        columns[field.name] = values.tolist()
+    if names.dtype != np.int64 or not _within(names, 0, len(store.names)):
+        return None
+    if not all(is_step_name(store.names[code]) for code in names.tolist()):
+        return None
+    return [
+        StepStats(store.names[code], **{name: values[i] for name, values in columns.items()})
+        for i, code in enumerate(names.tolist())
+    ]
+
+
 def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, UnattributedMemory] | None:
     derived, facts = store.derived, store.derived_facts
     rows = facts.get("calls.rows", -1)
@@ -172,8 +231,8 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
     for name in CALL_COLUMNS:
         if f"calls.{name}" in derived:
             columns[name] = np.asarray(derived[f"calls.{name}"])
-        elif facts.get(f"calls.constant.{name}") in (0, -1):
-            columns[name] = np.full(rows, facts[f"calls.constant.{name}"], dtype=np.int64)
+        elif facts.get(f"calls.constant.{name}") in (0, -1):  # the shared column build_calls gives
+            columns[name] = np.frombuffer(_constant(rows, facts[f"calls.constant.{name}"]), dtype=np.int64)
         else:
             return None
     launcher = derived.get("activity.launcher")
@@ -204,7 +263,7 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
         return None
     calls = OperatorCalls(names=store.names, threads=store.threads, cpu=cpu, inputs=store.inputs)
     for name in CALL_COLUMNS:
-        setattr(calls, name, _column(columns[name]))
+        setattr(calls, name, _owned(columns[name]))
     for name, cpu_name in _GATHERED:
         setattr(calls, name, _column(getattr(cpu, cpu_name)[cpu_row]))
     calls.start_ns, calls.end_ns, calls.total_ns = _column(start), _column(end), _column(end - start)
@@ -212,7 +271,7 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
     activity = DeviceActivity(
         names=store.names,
         events=store.device,
-        launcher=_column(launcher),
+        launcher=_owned(launcher),
         external_ids_ignored=bool(facts["activity.external_ids_ignored"]),
     )
     memory = UnattributedMemory(
@@ -282,6 +341,16 @@ def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
     return tree
 
 
+def _owned(values: np.ndarray) -> array:
+    """``values`` as the int64 ``array.array`` the model's columns are: the one it views when
+    it views a whole one (the cache reads derived arrays into such), else a copy (``_column``)."""
+    base = values.base
+    if isinstance(base, memoryview) and isinstance(base.obj, array) and base.obj.typecode == "q":
+        if len(base.obj) == len(values):
+            return base.obj
+    return _column(values)
+
+
 def _within(values: np.ndarray, low: int, high: int) -> bool:
     """Every value in [low, high) (true when there are none)."""
     return not len(values) or (int(values.min()) >= low and int(values.max()) < high)
@@ -290,15 +359,15 @@ def _within(values: np.ndarray, low: int, high: int) -> bool:
 def _parents_before_children(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
     """Whether every parent starts at or before its child and ends at or after it, and comes
     strictly earlier in (start, -end, row) order: then following parents always goes to an
-    earlier key, so no chain of them loops (a planted cycle would hang every walk up)."""
-    child = np.flatnonzero(parent >= 0)
-    up = parent[child]
-    earlier_start = start[up] < start[child]
-    same_start = start[up] == start[child]
-    later_end = end[up] > end[child]
-    same_end = end[up] == end[child]
-    return bool(
-        (earlier_start | same_start).all()
-        and (end[up] >= end[child]).all()
-        and (earlier_start | later_end | (same_start & same_end & (up < child))).all()
-    )
+    earlier key, so no chain of them loops (a planted cycle would hang every walk up).
+
+    ``start`` is in row order (checked before), so a parent in an earlier row starts no later;
+    one in a later row (or the same) must start as the child and end strictly later."""
+    linked = parent >= 0
+    child = np.flatnonzero(linked)
+    up = parent[linked]
+    up_end = end[up]
+    if (up_end < end[linked]).any():
+        return False
+    later = np.flatnonzero(up >= child)
+    return bool(((start[up[later]] == start[child[later]]) & (up_end[later] > end[child[later]])).all())
