@@ -82,12 +82,12 @@ else:
     if mode == "reopen" and store.cache_key is not None:
         raise SystemExit("reopen: the trace was not in the cache")
 elapsed = time.perf_counter() - started
+own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime  # to analysis-ready, as the clock
 if save:  # after the clock: what the commands do after their output
     from tuiprof.trace.cache import save as save_store
     if not save_store(store):
         raise SystemExit("the cache was not written")
-own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 print(json.dumps({"seconds": elapsed, "decode": decoded - started, "cpu_seconds": cpu,
                   "peak_rss_mb": own.ru_maxrss / 1024, "worker_rss_mb": workers.ru_maxrss / 1024,  # the largest worker
                   "events": events}))

@@ -347,7 +347,16 @@ def _tables(model) -> tuple:
     ]
     calls = model.calls
     launchers = model.activity.launchers.tolist()
-    return operators, modules, calls.column("parent").tolist(), calls.column("self_ns").tolist(), launchers
+    stacks = [timeline.live_stacks for timeline in model.memory]
+    return (
+        operators,
+        modules,
+        calls.column("parent").tolist(),
+        calls.column("self_ns").tolist(),
+        launchers,
+        model.steps,
+        stacks,
+    )
 
 
 @pytest.fixture
@@ -366,18 +375,22 @@ def _first_open_and_reopen(path: Path):
 
 
 def test_a_reopen_reuses_what_the_analysis_derived(small_traces_cached, monkeypatch) -> None:
-    from tuiprof.analysis import build, modules
+    from tuiprof.analysis import build, memory, modules
 
     os.environ[cache.NO_CACHE_ENV] = "1"
     fresh = build.analyze(load_trace(SAMPLE))  # the oracle: decoded and analysed without any cache
     os.environ[cache.NO_CACHE_ENV] = "0"
     _, reopened = _first_open_and_reopen(SAMPLE)
     assert reopened.cache_entry is not None and "modules.parent" in reopened.derived
+    assert fresh.steps and len(reopened.derived["steps.name"]) == len(fresh.steps)
+    assert any(timeline.live_stacks for timeline in fresh.memory)
 
     def not_again(*args):
         raise AssertionError("derived again on a reopen")
 
     monkeypatch.setattr(build, "build_calls", not_again)
+    monkeypatch.setattr(build, "build_steps", not_again)
+    monkeypatch.setattr(memory, "python_stacks", not_again)
     monkeypatch.setattr(build, "build_module_tree", not_again)
     monkeypatch.setattr(modules, "build_module_tree", not_again)
     model = build.analyze(reopened)
@@ -429,6 +442,10 @@ DERIVED_DAMAGE = {
     "a call owned by no node": ("modules.call_owner", _set(0, 10**6)),
     "a module total that is no number": ("modules.cpu_total_us", _set(0, np.nan)),
     "a float column for an int one": ("modules.calls", lambda v: v.astype(np.float64)),
+    "a step named by no step's name": ("steps.name", lambda v: v * 0),
+    "a step time that is no number": ("steps.kernel_us", _set(0, np.inf)),
+    "a stack frame that is no name": ("memory.stack_frame", _set(0, 10**9)),
+    "stacks deeper than their frames": ("memory.stack_depth", lambda v: v + 1),
 }
 
 

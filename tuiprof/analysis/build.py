@@ -65,7 +65,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         if live is not None:
             name_modules(modules, live)
         compiled = attach_compiled(modules, calls, activity, live, store.report) if live is not None else None
-        steps = reused_steps(store) if reused else None
+        steps = reused_steps(store, calls) if reused else None
         if steps is None:
             steps = build_steps(calls, activity, store.gpu_annotations)
             keep_steps(store, steps)

@@ -9,6 +9,7 @@ import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.analysis.python_stack import Stack, python_stacks
+from tuiprof.analysis.reuse import keep_stacks, reused_stacks
 from tuiprof.trace.columns import NONE
 from tuiprof.trace.memory import MemoryRecords
 from tuiprof.trace.store import TraceEvents, as_thread_id
@@ -88,9 +89,11 @@ def build_memory_timelines(store: TraceEvents, calls: OperatorCalls) -> list[Mem
         )
     # Every device's stacks in one pass over the frames (each pass sorts them all).
     named = [t.live_at_peak[:MAX_ATTRIBUTED] for t in timelines]
-    stacks = python_stacks(
-        store.frames, store.names, store.threads, [(tid, start) for live in named for _, tid, start in live]
-    )
+    queries = [(tid, start) for live in named for _, tid, start in live]
+    stacks = reused_stacks(store, len(queries))  # a reopen: what the first open found (analysis/reuse.py)
+    if stacks is None:
+        stacks = python_stacks(store.frames, store.names, store.threads, queries)
+        keep_stacks(store, stacks)
     for index, live in enumerate(named):
         timelines[index] = replace(timelines[index], live_stacks=tuple(stacks[: len(live)]))
         stacks = stacks[len(live) :]

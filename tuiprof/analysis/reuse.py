@@ -157,6 +157,16 @@ def keep_steps(store: TraceEvents, steps: list[StepStats]) -> None:
         store.derived[f"steps.{field.name}"] = np.array([getattr(step, field.name) for step in steps], dtype=dtype)
 
 
+def keep_stacks(store: TraceEvents, stacks: list[tuple[str, ...]]) -> None:
+    """Hand the Python stacks of the allocations live at the memory peaks (``python_stacks``,
+    analysis/memory.py) to the cache writer: every frame name's code, and each stack's depth."""
+    if store.cache_key is None:
+        return
+    code = {name: i for i, name in enumerate(store.names)}
+    store.derived["memory.stack_depth"] = np.array([len(stack) for stack in stacks], dtype=np.int64)
+    store.derived["memory.stack_frame"] = np.array([code[frame] for stack in stacks for frame in stack], dtype=np.int64)
+
+
 # ------------------------------------------------------------------ reusing
 
 
@@ -186,12 +196,12 @@ def reused_module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree |
     return tree
 
 
-def reused_steps(store: TraceEvents) -> list[StepStats] | None:
+def reused_steps(store: TraceEvents, calls: OperatorCalls) -> list[StepStats] | None:
     """The step rows :func:`build_steps` would make, from the cache entry; None when it holds
     none (the entry is then dropped only if they failed a check)."""
     if store.cache_entry is None or "steps.name" not in store.derived:
         return None
-    steps = _steps(store)
+    steps = _steps(store, calls)
     if steps is None:
         for name in [name for name in store.derived if name.startswith("steps.")]:
             del store.derived[name]
@@ -199,7 +209,33 @@ def reused_steps(store: TraceEvents) -> list[StepStats] | None:
     return steps
 
 
-def _steps(store: TraceEvents) -> list[StepStats] | None:
+def reused_stacks(store: TraceEvents, count: int) -> list[tuple[str, ...]] | None:
+    """The ``count`` stacks ``python_stacks`` would find, from the cache entry; None when it
+    holds none (the entry is then dropped only if they failed a check)."""
+    derived = store.derived
+    if store.cache_entry is None or "memory.stack_depth" not in derived:
+        return None
+    depth, frame = np.asarray(derived["memory.stack_depth"]), np.asarray(derived.get("memory.stack_frame", []))
+    if (
+        len(depth) == count
+        and depth.dtype == np.int64
+        and frame.dtype == np.int64
+        and _within(depth, 0, MAX_MODULE_DEPTH + 1)
+        and int(depth.sum()) == len(frame)
+        and _within(frame, 0, len(store.names))
+    ):
+        names = [store.names[code] for code in frame.tolist()]
+        ends = np.cumsum(depth).tolist()
+        return [tuple(names[end - size : end]) for size, end in zip(depth.tolist(), ends)]
+    for name in ("memory.stack_depth", "memory.stack_frame"):
+        derived.pop(name, None)
+    forget(store)
+    return None
+
+
+def _steps(store: TraceEvents, calls: OperatorCalls) -> list[StepStats] | None:
+    """The kept step rows, if there is one per ``ProfilerStep#N`` call, in row order (as
+    ``build_steps`` makes them) and every field is a finite number of its type."""
     names = np.asarray(store.derived["steps.name"])
     columns = {}
     for field in _STEP_FIELDS:
@@ -212,9 +248,9 @@ def _steps(store: TraceEvents) -> list[StepStats] | None:
         if dtype == np.int64 and not _within(values, 1 - ABSURD_NS, ABSURD_NS):
             return None
         columns[field.name] = values.tolist()
-    if names.dtype != np.int64 or not _within(names, 0, len(store.names)):
-        return None
-    if not all(is_step_name(store.names[code]) for code in names.tolist()):
+    name_id = calls.column("name_id")
+    step_calls = name_id[np.isin(name_id, calls.name_codes(is_step_name))]
+    if names.dtype != np.int64 or not np.array_equal(names, step_calls):
         return None
     return [
         StepStats(store.names[code], **{name: values[i] for name, values in columns.items()})
