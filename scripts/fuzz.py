@@ -47,8 +47,9 @@ its own summary line:
 - ``watch``: ``tuiprof summary DIR --view watch``, a tiny real watch history with ``watch.jsonl`` mutated;
 - ``sidecar``: the gloo run directory's signed sidecars, written by a first run, then mutated or
   replaced (:func:`plant_sidecars`), and ``summary DIR --view V`` run twice;
-- ``cache``: a trace's decoded-store entry, written by a first run, then mutated
-  (:func:`plant_cache`), and ``summary FILE`` run twice.
+- ``cache``: a trace's decoded-store entry (its columns and what the analysis derived),
+  written by a first run, then mutated (:func:`plant_cache`; a third of the cases with the
+  CRC-32s recomputed, when only crashes and hangs count), and ``summary FILE`` run twice.
   For both, the output must equal a reference run without sidecars / cache (unless the sidecar
   was signed with the user's own key), else "a planted ... was believed".
 

@@ -488,3 +488,21 @@ def test_a_flipped_bit_in_a_derived_array_is_not_believed(small_traces_cached) -
     assert store.cache_key is not None  # refused as a whole: decoded and analysed again
     analyze(store)
     assert "calls.self_ns" in store.derived
+
+
+def test_a_write_started_from_a_daemon_thread_finishes_before_the_process_exits(cache_on, tmp_path) -> None:
+    """The explorer's loader runs in a daemon thread; a writer it starts was a daemon too, killed
+    when the process ended (the explorer quit, or bench_startup's run): a .tmp- folder was left."""
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    script = (
+        "import sys, threading\n"
+        "from tuiprof.trace import cache, load_trace\n"
+        "loader = threading.Thread(target=lambda: cache.save_in_background(load_trace(sys.argv[1])), daemon=True)\n"
+        "loader.start(); loader.join()\n"  # the process ends right after: only a non-daemon writer is waited for
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    [entry] = entries(cache_on)
+    assert not entry.name.startswith(".tmp-") and (entry / "meta.json").is_file()

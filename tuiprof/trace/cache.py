@@ -607,10 +607,12 @@ _writers: list[threading.Thread] = []
 
 
 def save_in_background(store: TraceEvents) -> None:
-    """:func:`save` in a thread; the interpreter waits for it before exiting (not a daemon)."""
+    """:func:`save` in a thread; the interpreter waits for it before exiting (not a daemon, said
+    explicitly: a thread started from a daemon thread, as the explorer's loader is, is a daemon
+    by default, and one was killed mid-write when the explorer quit)."""
     if store.cache_key is None or not cache_enabled():
         return
-    writer = threading.Thread(target=save, args=(store,), name="tuiprof-cache-writer")
+    writer = threading.Thread(target=save, args=(store,), name="tuiprof-cache-writer", daemon=False)
     _writers.append(writer)
     writer.start()
 
