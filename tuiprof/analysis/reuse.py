@@ -16,9 +16,17 @@ by the cache as ``.npy``, never pickles) and integer facts (``store.derived_fact
   with its parent's position, name code and totals; each module frame's node; each call's
   owner, backward owner and charged node; the backward roots.  Not kept when building it
   noted a repair (looping parent ids, a tree cut at MAX_MODULE_DEPTH): the reopen builds it
-  again and notes the repair again.
+  again and notes the repair again;
+- the step rows (:func:`~tuiprof.analysis.steps.build_steps`: ufunc scatters over every call
+  and launch, 0.7 s at 1 GB), each field one array;
+- the Python stacks of the allocations live at each memory peak (``python_stacks`` sorts
+  every frame: 0.55 s at 1 GB), as frame-name codes and depths.
 
-The kernels, steps, memory and operator tables are built from these as on a first open.
+The kernels, the memory timelines and the operator tables are built from these as on a first
+open (they cost less, and each is its own shape of objects).  Call sites are kept small, so
+the analysis's own functions stay as they are: ``analysis/build.py: analyze`` and
+``analysis/memory.py: build_memory_timelines`` ask ``reused_*`` first and hand a fresh result
+to ``keep_*``.
 
 What is read back is input like any other (trace/cache.py checks its bytes: CRC-32, dtypes,
 lengths), and is checked here against what ``build_calls`` and ``build_module_tree``
@@ -26,9 +34,11 @@ guarantee before anything is built from it: rows and codes inside their tables; 
 start order; every parent starting before its child and ending after it, strictly earlier
 in (start, -end, row) order (so parent links cannot loop and walks up them end); module
 frames that are module frames; tree nodes after their parents, no deeper than
-MAX_MODULE_DEPTH, named as their frames; times, bytes and FLOPs within +-2**62, totals
-finite.  Anything off (or absent): :func:`cache.forget` drops the entry, the analysis runs
-in full, and the entry is written again with what it derived.  Versioned with the engine:
+MAX_MODULE_DEPTH, named as their frames; one step row per ``ProfilerStep#`` call, in row
+order; stacks of names within the table; times, bytes and FLOPs within +-2**62, totals
+finite, every array of its dtype.  Anything off (or the calls absent): :func:`cache.forget`
+drops the entry, that part of the analysis runs in full, and the entry is written again
+with what it derived.  Versioned with the engine:
 the cache key hashes the analysis package's source (``cache.engine_version``).
 """
 
