@@ -64,6 +64,10 @@ async def test_the_app_shows_the_peak_stacks_and_the_full_stack_as_plain_text() 
         assert app.state.oom is not None and "out of memory" in _text(app, "#snap-heading")
         await pilot.press("escape")  # back to the peak
         assert app.state.oom is None and "out of memory" not in _text(app, "#snap-heading")
+        await pilot.press("question_mark")
+        help_text = " ".join(what for _, what in app.screen.keys)
+        assert "what held memory at the highlighted OOM" in help_text and "operator" not in help_text
+        await pilot.press("escape")
         await pilot.press("q")
 
 

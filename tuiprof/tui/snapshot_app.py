@@ -64,6 +64,7 @@ SNAPSHOT_COMMANDS: tuple[Command, ...] = (
     ),
 )
 SNAPSHOT_PAGE_KEYS = view_keys(SNAPSHOT_PAGES)
+ENTER_HELP = "on the OOMs page: what held memory at the highlighted OOM"  # the explorer's drill-in means this here
 
 # Reads and analyses the snapshot, reporting progress: (model, where the peak fell in a trace or None).
 SnapshotLoader = Callable[[Callable[[str, float | None], None]], tuple[SnapshotModel, PeakPlace | None]]
@@ -196,7 +197,8 @@ class SnapshotApp(TableApp):
 
     def action_help(self) -> None:
         view = self.view()
-        keys = self.help_keys(pane_commands(view))
+        panes = [replace(c, help=ENTER_HELP) if c.action == "select" else c for c in pane_commands(view)]
+        keys = self.help_keys(panes)
         self.push_screen(HelpScreen(f"snapshot: {view.page.title}", keys, view.help_columns()))
 
     def action_quit(self) -> None:
