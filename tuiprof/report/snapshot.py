@@ -416,6 +416,19 @@ def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
                 f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
             )
         )
+    if diff.modules:
+        lines += ["", TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  module (its forward's file)")]
+        for module in diff.modules[:limit]:
+            lines.append(
+                TableRow(
+                    f"  {format_bytes(module.a):>10}  {format_bytes(module.b):>10}  {_signed(module.change):>11}  "
+                    f"{plain(module_text(module.path))}"
+                )
+            )
+        if len(diff.modules) > limit:
+            rest = sum(m.change for m in diff.modules[limit:])
+            more = plural(len(diff.modules) - limit, "more module")
+            lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {more} (--limit N)"))
     return lines
 
 
@@ -442,6 +455,10 @@ def diff_document(diff: SnapshotDiff, limit: int | None) -> dict:
                 "frames": [f"{f}:{line} {name}" for f, line, name in r.frames],
             }
             for r in rows
+        ],
+        "modules": [
+            {"module": list(m.path), "a_bytes": m.a, "b_bytes": m.b, "change_bytes": m.change}
+            for m in (diff.modules if limit is None else diff.modules[:limit])
         ],
     }
 
