@@ -239,6 +239,19 @@ def test_a_live_captures_modules_are_named_as_the_explorer_names_them(monkeypatc
     assert out.splitlines()[-1].startswith("hidden to fit: Module")
 
 
+def test_the_steps_table_keeps_dev_idle_at_60_columns(monkeypatch, capsys) -> None:
+    """Whether the device waited is what a GPU step table owes first: Dev idle stays at 60 columns."""
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    trace = str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert cli.main(["summary", trace, "--view", "steps"]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("Step "))
+    assert "Dev idle" in header
+
+
 def test_a_pipe_gets_every_column(capsys) -> None:
     from tuiprof import cli
 

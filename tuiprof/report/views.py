@@ -508,6 +508,8 @@ def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 # ------------------------------------------------------------------ steps
 
+# Dev idle and Idle % come before Kernels: at 60 columns whether the device waited is the answer
+# a step table owes, and it stays (columns are left out from the right).
 STEP_COLUMNS = (
     Column("name", "Step", "text", "The ProfilerStep#N span (present when a schedule was used)."),
     Column("duration_us", "Duration", "us", "CPU wall time of the step."),
@@ -518,13 +520,6 @@ STEP_COLUMNS = (
         "The step as the device saw it: its GPU annotation, else its CPU span, widened to cover all the device "
         "work the step launched (first start to last end). The device columns are measured in it, so they can "
         "exceed the CPU duration.",
-        shown_when=HAS_DEVICE_ACTIVITY,
-    ),
-    Column(
-        "kernel_us",
-        "Kernels",
-        "us",
-        "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column(
@@ -541,6 +536,13 @@ STEP_COLUMNS = (
         "pct",
         "Dev idle / Dev window: the device idle share, the same everywhere (Overview finding: all steps' idle "
         "over all their windows; Timeline: idle over the device windows in view, never over the time shown).",
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "kernel_us",
+        "Kernels",
+        "us",
+        "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
