@@ -135,6 +135,7 @@ def test_run_profiles_the_example_script(tmp_path) -> None:
     assert progress[0].startswith("tuiprof: importing torch")
     for step, phase in ((2, "warmup"), (3, "active"), (5, "active")):
         assert any(f"({step}/5) · {phase}" in line for line in progress), err  # ProfilerStep#N (n/5)
+    assert any("writing the trace (5/5 steps run)" in line for line in progress), err  # the last step counted
     assert f"tuiprof: trace saved: {trace}" in err
     model = load_model(trace)
     assert model.steps and model.modules.roots[0].name == "ResNet_0"

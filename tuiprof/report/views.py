@@ -724,7 +724,11 @@ MEMORY_MODULE_COLUMNS = (
         )
     ),
     Column(
-        "path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False
+        "path",
+        "Path",
+        "text",
+        "The module's place in the tree, Class_k per level (in a ResNet: ResNet_0/Sequential_3/BasicBlock_1).",
+        narrow=False,
     ),
 )
 MEMORY_ALLOCATION_COLUMNS = (
