@@ -40,6 +40,7 @@ from tuiprof.trace.schema import EVENT_LIST, NO_MEMBER, EventArgs, RawEvent
 # would cost more than it saves.  The tests and the fuzzer set it to 0 to force the scanner.
 MIN_BYTES_ENV = "TUIPROF_JIT_SCAN_MIN_BYTES"
 MIN_BYTES = 4 << 20
+PARALLEL_SPAN_BYTES = 16 << 20  # decode.CHUNK_BYTES: what a worker is handed
 # Room for events is made for the last span's bytes an event (Kineto's events are 200-350
 # bytes); arrays sized for the worst case (3 bytes an event) cost a third of the scan.
 _bytes_per_event = [100.0]
@@ -107,10 +108,16 @@ def _kernel() -> Any:
     return scan
 
 
-def scan_columns(buf: np.ndarray, start: int, end: int) -> ChunkColumns | None:
+def warm_up() -> None:
+    """Import numba and load the compiled scanner now (a decode worker, as it starts)."""
+    if min_bytes() <= PARALLEL_SPAN_BYTES and _kernel() is not None:
+        scan_columns(np.frombuffer(b"{}", dtype=np.uint8), 0, 2, force=True)
+
+
+def scan_columns(buf: np.ndarray, start: int, end: int, force: bool = False) -> ChunkColumns | None:
     """The columns of the events in ``buf[start:end]`` (whole events, ``,`` between them),
     or None when the JIT is off, the span is small, or the scanner gave it up."""
-    if end - start < min_bytes():
+    if end - start < min_bytes() and not force:
         return None
     kernel = _kernel()
     if kernel is None:
@@ -126,7 +133,7 @@ def scan_columns(buf: np.ndarray, start: int, end: int) -> ChunkColumns | None:
         if status == 2:  # more events than room for them: rescanned with room for all
             capacity = (end - start) // 2 + 1
             continue
-        if status == 0 and result[1]:
+        if status == 0 and result[1] and end - start >= 1 << 20:  # a real span, not a warm-up
             _bytes_per_event[0] = (end - start) / result[1]
         if status != 0:
             return None

@@ -39,7 +39,7 @@ import numpy as np
 from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
 from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span, decode_text
-from tuiprof.trace.jitscan import scan_columns
+from tuiprof.trace.jitscan import scan_columns, warm_up
 
 # Below this, starting workers (~0.2 s: a fresh interpreter importing msgspec
 # and numpy) costs more than it saves on 2 cores (scripts/bench_load.py).
@@ -282,6 +282,7 @@ def _serve() -> None:
     # reuses the same ~100 MB span after span, and fresh mappings for each span's buffers
     # cost it ~10 % more CPU in page faults for no smaller peak (scripts/bench_load.py).
     gc.disable()  # decoded structs hold no cycles: collections would only cost time (~15 %)
+    warm_up()  # numba's import and cache load while the parent plans, not on the first span
     while True:
         try:
             path, start, end = pickle.load(requests)
