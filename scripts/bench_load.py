@@ -14,7 +14,6 @@ Two ways to call it:
     python scripts/bench_load.py --shapes [--size-mb 1024] [--gzip] [--cores 1,2] [--dir /tmp] [--keep] [--reopen]
     # given files
     python scripts/bench_load.py /tmp/big.json [/tmp/big.json.gz] [--repeat 2] [--cache warm|cold|as-is]
-    # --jit: also the first open with TUIPROF_NO_JIT=1 ("nojit"), the ratio against the JIT's
 
 Shapes (events differ in size and kind, and the engine's cost is per event):
 ``mi300`` a with_stack DDP training trace (326 bytes an event, 22 % python
@@ -126,8 +125,6 @@ CACHE_HOME = Path(os.environ.get("TMPDIR", "/tmp")) / f"tuiprof-bench-cache-{os.
 def measure(path: Path, mode: str, cpus: str = "", save: bool = False) -> dict:
     """One run in its own process; the cache is a private one, emptied before a first open."""
     env = dict(os.environ, XDG_CACHE_HOME=str(CACHE_HOME), TUIPROF_NO_CACHE="1" if mode == "nocache" else "0")
-    if mode == "nojit":  # the first open without the JIT scanner (tuiprof/trace/jitscan.py)
-        env["TUIPROF_NO_JIT"] = "1"
     if mode != "reopen":
         shutil.rmtree(CACHE_HOME, ignore_errors=True)
     result = subprocess.run(
@@ -224,12 +221,6 @@ def bench_file(path: Path, modes: list[tuple[str, str]], repeat: int, cache: str
             f"the one without cache code; cache {cache_bytes / 1e6:.0f} MB on disk, "
             f"{cache_bytes / path.stat().st_size:.2f}x the file"
         )
-    if ("nojit", "") in best:
-        print(
-            f"{'':<24} ratio: with the JIT the first open is {best[('nojit', '')]['seconds'] / best[every]['seconds']:.2f}x "
-            f"faster (decode {best[('nojit', '')]['decode'] / best[every]['decode']:.2f}x, "
-            f"CPU {best[('nojit', '')]['cpu_seconds'] / best[every]['cpu_seconds']:.2f}x)"
-        )
     for key in full:
         if key != every:
             print(
@@ -272,11 +263,6 @@ def main() -> int:
         help="also time the first open without cache code and the reopen from the cache",
     )
     parser.add_argument(
-        "--jit",
-        action="store_true",
-        help="also time the first open with TUIPROF_NO_JIT=1 (nojit), against the JIT's (tuiprof)",
-    )
-    parser.add_argument(
         "--cache",
         choices=("warm", "cold", "as-is"),
         default="warm",
@@ -288,8 +274,6 @@ def main() -> int:
     modes = [] if args.skip_json else [("json", "")]
     if args.reopen:
         modes.append(("nocache", ""))
-    if args.jit:
-        modes.append(("nojit", ""))
     modes.append(("tuiprof", ""))
     if args.reopen:
         modes.append(("reopen", ""))

@@ -34,12 +34,9 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import numpy as np
-
 from tuiprof.cleanup import forget_process, register_process
 from tuiprof.trace.columns import ChunkColumns, columns_from_events
 from tuiprof.trace.decode import CHUNK_BYTES, DecodeReport, decode_span, decode_text
-from tuiprof.trace.jitscan import scan_columns, warm_up
 
 # Below this, starting workers (~0.2 s: a fresh interpreter importing msgspec
 # and numpy) costs more than it saves on 2 cores (scripts/bench_load.py).
@@ -70,11 +67,9 @@ def worker_count(size: int) -> int:
 def decode_columns(data, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
     """One span of mapped (or in-memory) bytes -> columns; a mapped span's pages are released after."""
     report = DecodeReport()
-    chunk = scan_columns(np.frombuffer(data, dtype=np.uint8), start, end)
-    if chunk is None:
-        chunk = columns_from_events(decode_span(data, start, end, report))
+    result = columns_from_events(decode_span(data, start, end, report)), report
     release_pages(data, start, end)
-    return chunk, report
+    return result
 
 
 def decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, DecodeReport]:
@@ -95,8 +90,7 @@ def decode_file_span(path: str, start: int, end: int) -> tuple[ChunkColumns, Dec
             if not count:
                 raise EOFError(f"{path} ends before byte {end}")
             done += count
-    chunk = scan_columns(np.frombuffer(text, dtype=np.uint8), 1, len(text) - 1)
-    return chunk if chunk is not None else columns_from_events(decode_text(text, report)), report
+    return columns_from_events(decode_text(text, report)), report
 
 
 def release_pages(data, start: int, end: int) -> None:
@@ -282,7 +276,6 @@ def _serve() -> None:
     # reuses the same ~100 MB span after span, and fresh mappings for each span's buffers
     # cost it ~10 % more CPU in page faults for no smaller peak (scripts/bench_load.py).
     gc.disable()  # decoded structs hold no cycles: collections would only cost time (~15 %)
-    warm_up()  # numba's import and cache load while the parent plans, not on the first span
     while True:
         try:
             path, start, end = pickle.load(requests)
