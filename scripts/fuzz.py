@@ -1073,6 +1073,7 @@ def _reseal_cache(stores: Path) -> bool:
 def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
     os.environ["TUIPROF_DEBUG"] = "1"  # tracebacks, not "internal error" lines
     from tuiprof.analysis import ranks
+    from tuiprof.trace.cache import wait_for_writes
 
     # A run's ranks analysed here, one after the other: a rank worker would turn an exception into a skipped rank.
     analyse = ranks.summarise_locally
@@ -1097,6 +1098,7 @@ def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
                 handle.write(data)
         started = time.perf_counter()
         outcome, planted = run_case(args, paths, directory)
+        wait_for_writes()  # a command's cache entry is written after its output, as the CLI's exit waits for it
         os.chdir(folder)
         shutil.rmtree(directory)  # with the sidecars and cache a run leaves
         failed = outcome.kind != "clean"

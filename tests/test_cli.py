@@ -224,6 +224,34 @@ def test_a_table_on_a_terminal_fits_it_and_names_what_it_left_out(monkeypatch, c
     assert all(f" {h} " in wide for h in every)  # the pipe's columns, all of them
 
 
+def test_a_live_captures_modules_are_named_as_the_explorer_names_them(monkeypatch, capsys) -> None:
+    """At 80 columns, summary --view modules of a live capture keeps the qualified names (the
+    explorer's tree shows them) and leaves out the Class_k paths."""
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    trace = str(ROOT / "tests" / "data" / "mlp_memory_categories.pt.trace.json.gz")
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["summary", trace, "--view", "modules"]) == 0
+    out = capsys.readouterr().out
+    assert "blocks.1.0" in out and "Sequential_0" not in out
+    assert out.splitlines()[-1].startswith("hidden to fit: Module")
+
+
+def test_the_steps_table_keeps_dev_idle_at_60_columns(monkeypatch, capsys) -> None:
+    """Whether the device waited is what a GPU step table owes first: Dev idle stays at 60 columns."""
+    from tuiprof import cli
+    from tuiprof.report import summary
+
+    trace = str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")
+    monkeypatch.setattr(summary, "stdout_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert cli.main(["summary", trace, "--view", "steps"]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("Step "))
+    assert "Dev idle" in header
+
+
 def test_a_pipe_gets_every_column(capsys) -> None:
     from tuiprof import cli
 

@@ -222,6 +222,27 @@ def test_two_snapshots_compare_at_their_peaks_by_stack(tmp_path: Path) -> None:
     assert diff_lines(diff)[0].endswith("the largest growth: cache.py:7 keep_forever +3.00 MB")
 
 
+def test_two_snapshots_compare_by_module_too() -> None:
+    """Two runs of the module stacks (different seeds): bytes per module path at each side's
+    highest peak are the generator's per-stack bytes summed by each stack's hand-written path."""
+    from tuiprof.analysis.snapshot import diff_snapshots
+    from tuiprof.report.snapshot import diff_document, diff_lines
+
+    sides = [make_snapshot(seed, steps=200, modules=True) for seed in (3, 5)]
+    models = [analyze_snapshot(decode_snapshot(data, f"{seed}.pickle")) for seed, (data, _) in zip((3, 5), sides)]
+    diff = diff_snapshots(*models)
+    wanted: dict[tuple[str, ...], list[int]] = {}
+    for side, ((_, expected), peak) in enumerate(zip(sides, (diff.a_peak, diff.b_peak))):
+        for stack, size in expected.peak_by_stack[peak.device].items():
+            wanted.setdefault(tuple(expected.stack_modules[stack]), [0, 0])[side] += size
+    assert {m.path: [m.a, m.b] for m in diff.modules} == wanted
+    assert any(m.change for m in diff.modules)
+    lines = diff_lines(diff, limit=50)
+    assert any("module (its forward's file)" in line for line in lines)
+    document = diff_document(diff, None)
+    assert {tuple(m["module"]): [m["a_bytes"], m["b_bytes"]] for m in document["modules"]} == wanted
+
+
 def test_a_window_looks_for_the_peak_and_ooms_inside_it_only() -> None:
     from tuiprof.analysis.snapshot import Window
 

@@ -108,22 +108,24 @@ def test_summary_says_where_the_peak_fell(tmp_path: Path) -> None:
 
 
 async def test_the_app_says_where_the_peak_fell_and_shows_each_stacks_module(tmp_path: Path) -> None:
-    from textual.widgets import DataTable, Static
+    from textual.widgets import Static
 
     from tuiprof.tui.snapshot_app import SnapshotApp
+    from tuiprof.tui.widgets.row_table import RowTable
 
     data, expected = make_snapshot(4, steps=200, modules=True, time_origin_us=EPOCH_US + OFFSET_US)
     path = _trace_around(_peak_us(expected), 0).write(tmp_path / "run.pt.trace.json")
     model = analyze_snapshot(decode_snapshot(data, "gen.pickle"))
-    app = SnapshotApp(model, place_peak(model, load_trace(path)))
-    async with app.run_test(size=(120, 40)):
+    app = SnapshotApp(lambda report: (model, place_peak(model, load_trace(path))), "gen.pickle")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         assert "peak at step 2, during aten::addmm (module Linear_0)" in str(
-            app.query_one("#headline", Static).render()
+            app.query_one("#snap-headline", Static).render()
         )
-        table = app.query_one(DataTable)
-        shown = {str(table.get_row_at(row)[-1]) for row in range(table.row_count)}
+        shown = {row["module"] for row in app.query_one("#snap-peak-table", RowTable).rows}
         assert (
             shown <= {"model.py:15 > linear.py", "model.py:16 > linear.py", "model.py", "(outside any module)"}
             and len(shown) >= 2
         )
-        assert "module: " in str(app.query_one("#detail", Static).render())
+        assert "module: " in str(app.query_one("#snap-peak-detail", Static).render())

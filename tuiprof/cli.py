@@ -501,13 +501,22 @@ def _read_snapshot_showing_progress(path: str):
 
 
 def _explore_snapshot(path: str, window, trace: str | None) -> int:
-    """Read and analyse first (a bad snapshot is one line, before the app owns the terminal)."""
+    """The snapshot app; it reads and analyses in its load worker, with progress (a bad
+    snapshot ends it with one line on stderr, once the terminal is restored)."""
     from tuiprof.analysis.snapshot import analyze_snapshot
+    from tuiprof.trace.snapshot import read_snapshot
     from tuiprof.tui.snapshot_app import run_snapshot_explorer
 
-    snapshot = _read_snapshot_showing_progress(path)
-    model = analyze_snapshot(snapshot, window)
-    return run_snapshot_explorer(model, _place_peak(model, trace))
+    def load(report):
+        reading = f"reading the allocator snapshot {path}"
+        snapshot = read_snapshot(path, lambda done, total: report(reading, done / total if total else None))
+        report("finding the peak, the stacks that hold it and the OOMs", None)
+        model = analyze_snapshot(snapshot, window)
+        if trace is not None:
+            report(f"placing the peak in {trace}", None)
+        return model, _place_peak(model, trace)
+
+    return run_snapshot_explorer(load, path)
 
 
 def run_findings(model) -> tuple:

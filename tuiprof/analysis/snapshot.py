@@ -489,6 +489,20 @@ def analyze_snapshot(snapshot: Snapshot, window: Window = Window()) -> SnapshotM
 
 
 @dataclass
+class ModuleChange:
+    """One module path's bytes at A's peak and at B's: paths are forward files and call lines,
+    so they match between two runs of the same code."""
+
+    path: tuple[str, ...]
+    a: int
+    b: int
+
+    @property
+    def change(self) -> int:
+        return self.b - self.a
+
+
+@dataclass
 class StackChange:
     """One stack's bytes at A's peak and at B's (0 where the stack holds nothing there)."""
 
@@ -510,6 +524,7 @@ class SnapshotDiff:
     a_peak: DevicePeak
     b_peak: DevicePeak
     changes: list[StackChange]  # largest change first (by size, either sign)
+    modules: list[ModuleChange]  # the same by nn.Module path; [] when neither peak ran inside a forward
 
 
 def highest_peak(model: SnapshotModel) -> DevicePeak:
@@ -535,4 +550,12 @@ def diff_snapshots(a: SnapshotModel, b: SnapshotModel) -> SnapshotDiff:
             setattr(row, side, getattr(row, side) + group.bytes)
             setattr(row, f"{side}_stack", group.stack)
     changes = sorted(rows.values(), key=lambda r: (-abs(r.change), -max(r.a, r.b), r.frames))
-    return SnapshotDiff(a, b, a_peak, b_peak, changes)
+    modules: dict[tuple[str, ...], ModuleChange] = {}
+    for side, peak in (("a", a_peak), ("b", b_peak)):
+        for module in peak.modules:
+            found = modules.setdefault(module.path, ModuleChange(module.path, 0, 0))
+            setattr(found, side, getattr(found, side) + module.bytes)
+    by_module = sorted(modules.values(), key=lambda r: (-abs(r.change), -max(r.a, r.b), r.path))
+    if not any(r.path for r in by_module):
+        by_module = []
+    return SnapshotDiff(a, b, a_peak, b_peak, changes, by_module)

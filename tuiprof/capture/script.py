@@ -86,8 +86,8 @@ def profile_script(
             return
         if launch:
             ensure_distributed_info(prof)
+        result.steps += 1  # before prof.step(): the trace it may write holds this finished step
         prof.step()
-        result.steps += 1
         if result.steps >= config.total_steps:
             progress("done")
             if not keep_running:

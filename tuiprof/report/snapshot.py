@@ -49,7 +49,7 @@ def short_where(model: SnapshotModel, stack: int) -> str:
     return plain(f"{text} [fx {node}]" if node else text)
 
 
-def _since_start(model: SnapshotModel, time_us: int) -> str:
+def since_start(model: SnapshotModel, time_us: int) -> str:
     times = model.snapshot.entries.time_us
     if not model.snapshot.entries.has_times:
         return f"entry {time_us:,}"
@@ -72,7 +72,7 @@ def headline(model: SnapshotModel) -> str:
         )
     else:
         line = (
-            f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {_since_start(model, peak.time_us)}"
+            f"peak {format_bytes(peak.allocated)} allocated on cuda:{peak.device}, {since_start(model, peak.time_us)}"
         )
     if peak.groups:
         top = peak.groups[0]
@@ -177,7 +177,7 @@ def _peak_lines(model: SnapshotModel, peak: DevicePeak, limit: int) -> list[str]
     when = (
         "no trace entry to look at (the state when the snapshot was taken, or at --from)"
         if peak.row < 0
-        else f"{_since_start(model, peak.time_us)} (entry {peak.index:,})"
+        else f"{since_start(model, peak.time_us)} (entry {peak.index:,})"
     )
     lines = [
         f"cuda:{peak.device}: peak {format_bytes(peak.allocated)} allocated, {format_bytes(peak.reserved)} reserved, {when}"
@@ -215,7 +215,7 @@ def _segment_lines(model: SnapshotModel) -> list[str]:
     return lines
 
 
-def _oom_cause(oom: OutOfMemory) -> str:
+def oom_cause(oom: OutOfMemory) -> str:
     """What the numbers say to do: fragmentation and a full GPU have different remedies."""
     free = oom.reserved - oom.allocated + max(oom.device_free, 0)
     if oom.fragmented:
@@ -229,14 +229,14 @@ def _oom_cause(oom: OutOfMemory) -> str:
     )
 
 
-def _oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
+def oom_lines(model: SnapshotModel, oom: OutOfMemory, limit: int) -> list[str]:
     cached = oom.reserved - oom.allocated
     lines = [
-        f"out of memory on cuda:{oom.device}, {_since_start(model, oom.time_us)} (entry {oom.index:,}): "
+        f"out of memory on cuda:{oom.device}, {since_start(model, oom.time_us)} (entry {oom.index:,}): "
         f"{format_bytes(oom.requested)} requested from {short_where(model, oom.stack)}",
         f"  free then: {format_bytes(oom.device_free)} on the GPU, {format_bytes(cached)} cached in the allocator's "
         f"segments, the largest free block {format_bytes(oom.largest_free_block)}",
-        f"  {_oom_cause(oom)}",
+        f"  {oom_cause(oom)}",
         f"  held then: {format_bytes(oom.allocated)} allocated of {format_bytes(oom.reserved)} reserved, by:",
     ]
     return lines + _stack_rows(model, oom.held_by, oom.allocated, min(limit, 5))[1:]
@@ -257,7 +257,7 @@ def summary_lines(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: Peak
     lines += _segment_lines(model)
     if model.ooms:  # the first: what failed before the program reacted (later ones follow from it)
         lines.append("")
-        lines += _oom_lines(model, model.ooms[0], limit)
+        lines += oom_lines(model, model.ooms[0], limit)
         if model.oom_count > 1:
             listed = "each" if model.oom_count == len(model.ooms) else f"the first {len(model.ooms)}"
             lines.append(
@@ -356,17 +356,6 @@ def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None, pl
     return 0
 
 
-def curve(model: SnapshotModel, device: int, buckets: int) -> list[float]:
-    """The device's allocated bytes over its entries in at most ``buckets`` points, each the
-    highest of its span (a peak is never averaged away)."""
-    allocated = model.timelines[device].allocated
-    if not len(allocated):
-        return [float(model.peaks[device].allocated)]
-    buckets = max(1, min(buckets, len(allocated)))
-    edges = [len(allocated) * i // buckets for i in range(buckets + 1)]
-    return [float(allocated[edges[i] : edges[i + 1]].max()) for i in range(buckets)]
-
-
 def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
     """The detail pane's text for a group: its figures, then its full stack, innermost frame first."""
     head = (
@@ -382,11 +371,8 @@ def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
     return "\n".join([head, f"module: {module_where(model, group.stack)}", "stack, innermost frame first:", *shown])
 
 
-def device_heading(model: SnapshotModel, device: int, oom: bool) -> str:
-    """What the table below shows: the peak of ``device``, or (``oom``) what held memory at its first OOM."""
-    if oom:
-        first = next(o for o in model.ooms if o.device == device)
-        return f"{_oom_lines(model, first, DEFAULT_STACKS)[0]}\n{_oom_cause(first)}; held then by:"
+def peak_heading(model: SnapshotModel, device: int) -> str:
+    """What the Peak page's table shows: the peak of ``device`` (figures and when)."""
     return _peak_lines(model, model.peaks[device], 0)[0]
 
 
@@ -430,6 +416,19 @@ def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
                 f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
             )
         )
+    if diff.modules:
+        lines += ["", TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  module (its forward's file)")]
+        for module in diff.modules[:limit]:
+            lines.append(
+                TableRow(
+                    f"  {format_bytes(module.a):>10}  {format_bytes(module.b):>10}  {_signed(module.change):>11}  "
+                    f"{plain(module_text(module.path))}"
+                )
+            )
+        if len(diff.modules) > limit:
+            rest = sum(m.change for m in diff.modules[limit:])
+            more = plural(len(diff.modules) - limit, "more module")
+            lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {more} (--limit N)"))
     return lines
 
 
@@ -456,6 +455,10 @@ def diff_document(diff: SnapshotDiff, limit: int | None) -> dict:
                 "frames": [f"{f}:{line} {name}" for f, line, name in r.frames],
             }
             for r in rows
+        ],
+        "modules": [
+            {"module": list(m.path), "a_bytes": m.a, "b_bytes": m.b, "change_bytes": m.change}
+            for m in (diff.modules if limit is None else diff.modules[:limit])
         ],
     }
 

@@ -346,17 +346,23 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 # ------------------------------------------------------------------ modules
 
+# A live capture's modules are named as the explorer's tree names them, by qualified name: that
+# column comes first (the first column is what a row is, and always stays) and the Class_k path
+# goes at 80 columns (--wide shows both).
 MODULE_COLUMNS = (
-    Column(
-        "path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."
-    ),
     Column(
         "qualified_name",
         "Qualified name",
         "text",
         "Attribute path in the model (live capture only), e.g. layer1.0.conv1.",
-        narrow=False,
         shown_when=IS_LIVE_CAPTURE,
+    ),
+    Column(
+        "path",
+        "Module",
+        "text",
+        "Path from the root: Class_k per level (k counts instances of a class in call order).",
+        wide_when=IS_LIVE_CAPTURE,
     ),
     Column("calls", "Calls", "int", "Forward calls of this module instance."),
     Column("self_cpu_us", "Self CPU", "us", "Forward wall time minus the child modules' forward time."),
@@ -502,6 +508,8 @@ def build_kernel_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 # ------------------------------------------------------------------ steps
 
+# Dev idle and Idle % come before Kernels: at 60 columns whether the device waited is the answer
+# a step table owes, and it stays (columns are left out from the right).
 STEP_COLUMNS = (
     Column("name", "Step", "text", "The ProfilerStep#N span (present when a schedule was used)."),
     Column("duration_us", "Duration", "us", "CPU wall time of the step."),
@@ -512,13 +520,6 @@ STEP_COLUMNS = (
         "The step as the device saw it: its GPU annotation, else its CPU span, widened to cover all the device "
         "work the step launched (first start to last end). The device columns are measured in it, so they can "
         "exceed the CPU duration.",
-        shown_when=HAS_DEVICE_ACTIVITY,
-    ),
-    Column(
-        "kernel_us",
-        "Kernels",
-        "us",
-        "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column(
@@ -535,6 +536,13 @@ STEP_COLUMNS = (
         "pct",
         "Dev idle / Dev window: the device idle share, the same everywhere (Overview finding: all steps' idle "
         "over all their windows; Timeline: idle over the device windows in view, never over the time shown).",
+        shown_when=HAS_DEVICE_ACTIVITY,
+    ),
+    Column(
+        "kernel_us",
+        "Kernels",
+        "us",
+        "Device time in compute kernels inside the step's device window, whichever step launched them (union of intervals).",
         shown_when=HAS_DEVICE_ACTIVITY,
     ),
     Column("data_loading_us", "Data load", "us", "Time in enumerate(DataLoader) within the step."),
@@ -716,7 +724,11 @@ MEMORY_MODULE_COLUMNS = (
         )
     ),
     Column(
-        "path", "Path", "text", "The module's place in the tree (ResNet_0/Sequential_3/BasicBlock_1).", narrow=False
+        "path",
+        "Path",
+        "text",
+        "The module's place in the tree, Class_k per level (in a ResNet: ResNet_0/Sequential_3/BasicBlock_1).",
+        narrow=False,
     ),
 )
 MEMORY_ALLOCATION_COLUMNS = (

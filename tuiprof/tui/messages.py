@@ -15,8 +15,10 @@ from textual.message import Message
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.timeline import TimelineTarget
 
-if TYPE_CHECKING:  # the diff engine loads with diff mode only
+if TYPE_CHECKING:  # the diff engine loads with diff mode only, the snapshot's with snapshots
     from tuiprof.analysis.diff import TraceDiff
+    from tuiprof.analysis.snapshot import SnapshotModel
+    from tuiprof.analysis.snapshot_trace import PeakPlace
 
 
 @dataclass
@@ -68,3 +70,11 @@ class ShowInTimeline(Message):
     """Show in the Timeline what another view's ``T`` (or enter on a step) selected."""
 
     target: TimelineTarget
+
+
+@dataclass
+class SnapshotReady(Message):
+    """An allocator snapshot is read and analysed: the snapshot app's pages get it."""
+
+    model: SnapshotModel
+    place: PeakPlace | None

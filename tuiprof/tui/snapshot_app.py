@@ -1,118 +1,209 @@
-"""``tuiprof open SNAP`` on a terminal: an allocator snapshot's peak, what holds it, and each stack.
+"""``tuiprof open SNAP`` on a terminal: an allocator snapshot's peak, what holds it, its segments
+and its out-of-memory errors, with the explorer's keys.
 
-A small app of its own (like diff_app.py): the curve of allocated memory, the
-stacks live at the peak (or at an OOM: ``o``) as a table, and the highlighted
-stack's frames in full in a detail pane.  Everything shown is computed by
-analysis/snapshot.py and worded by report/snapshot.py; frames are data, shown
-as ``rich.text.Text``, never markup.
+A :class:`TableApp` like diff mode: the snapshot is read and analysed in the load worker (with
+its progress on the loading panel; a bad file ends the app and is one line on stderr), then the
+pages (tui/views/snapshot.py) draw the :class:`SnapshotState` the app assigns: ``d`` the next
+GPU, ``o`` the peak or the first OOM of the GPU, enter on an OOM that one.  Filter, sort,
+export and help are the explorer's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Group
 from rich.text import Text
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import DataTable, Footer, Sparkline, Static
+from textual import work
+from textual.app import ComposeResult
+from textual.reactive import reactive
+from textual.widgets import ContentSwitcher, Static
 
-from tuiprof.analysis.snapshot import SnapshotModel, StackGroup
+from tuiprof.analysis.snapshot import OutOfMemory, SnapshotModel
 from tuiprof.analysis.snapshot_trace import PeakPlace
-from tuiprof.report.snapshot import (
-    curve,
-    device_heading,
-    headline,
-    module_where,
-    placement_line,
-    short_where,
-    stack_detail,
+from tuiprof.report.plain import plain
+from tuiprof.tui.app import run_app
+from tuiprof.tui.commands import (
+    APP_COMMANDS,
+    TABLE_COMMANDS,
+    Command,
+    bindings,
+    pane_commands,
+    shown_view_keys,
+    view_commands,
 )
-from tuiprof.report.units import format_bytes
+from tuiprof.tui.messages import SnapshotReady
+from tuiprof.tui.screens.help import HelpScreen
+from tuiprof.tui.table_app import TableApp
+from tuiprof.tui.views import view_keys
+from tuiprof.tui.views.snapshot import SNAPSHOT_PAGES, SnapshotState, SnapshotView, snapshot_page
+from tuiprof.tui.widgets.filter_bar import FilterBar
+from tuiprof.tui.widgets.header import tab_line
+from tuiprof.tui.widgets.key_bar import KeyBar
+from tuiprof.tui.widgets.loading import LoadingPanel
 
-CURVE_POINTS = 200
+# The explorer's keys that mean the same here.
+SHARED_ACTIONS = (
+    "quit",
+    "help",
+    "filter",
+    "back",
+    "cycle_view(-1)",
+    "cycle_view(1)",
+    "views",
+    "export('csv')",
+    "export('json')",
+)
+SNAPSHOT_COMMANDS: tuple[Command, ...] = (
+    *(replace(c, help="quit") if c.keys == "q" else c for c in APP_COMMANDS if c.action in SHARED_ACTIONS),
+    Command("d", "next_device", "Next GPU", "the next GPU (cuda:0, cuda:1, ...)", show=True),
+    Command(
+        "o", "toggle_oom", "Peak/OOM", "the peak, or the GPU's first out-of-memory error: what held memory", show=True
+    ),
+)
+SNAPSHOT_PAGE_KEYS = view_keys(SNAPSHOT_PAGES)
+ENTER_HELP = "on the OOMs page: what held memory at the highlighted OOM"  # the explorer's drill-in means this here
+
+# Reads and analyses the snapshot, reporting progress: (model, where the peak fell in a trace or None).
+SnapshotLoader = Callable[[Callable[[str, float | None], None]], tuple[SnapshotModel, PeakPlace | None]]
 
 
-class SnapshotApp(App):
-    CSS = """
-    #headline { height: auto; }
-    #curve { height: 4; }
-    #heading { height: auto; color: $text-muted; }
-    #stacks { height: 3fr; }
-    #detail { height: 2fr; border-top: solid $primary; overflow-y: auto; }
-    """
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("d", "next_device", "Next device"),
-        Binding("o", "toggle_oom", "Peak/OOM"),
-    ]
+class SnapshotApp(TableApp):
+    CSS_PATH = "explorer.tcss"
+    TITLE = "tuiprof snapshot"
+    BINDINGS = bindings(SNAPSHOT_COMMANDS)  # and the page keys (TableApp.host_views)
+    commands = SNAPSHOT_COMMANDS
 
-    def __init__(self, model: SnapshotModel, place: PeakPlace | None = None) -> None:
-        super().__init__()
-        self.model = model
-        self.place = place
-        self.device = max(model.peaks, key=lambda p: p.allocated).device if model.peaks else 0
-        self.showing_oom = False
-        self.groups: list[StackGroup] = []
+    state: reactive[SnapshotState | None] = reactive(None, init=False)
+
+    def __init__(self, load: SnapshotLoader, title: str, export_dir: Path | None = None) -> None:
+        super().__init__(export_dir)
+        self.load = load
+        self.title_text = title
+        self.host_views(SNAPSHOT_PAGE_KEYS)
+
+    @classmethod
+    def keymap_commands(cls) -> tuple[Command, ...]:
+        return (*SNAPSHOT_COMMANDS, *view_commands(SNAPSHOT_PAGE_KEYS), *TABLE_COMMANDS)
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            first = headline(self.model) + (f"\n{placement_line(self.place)}" if self.place else "")
-            yield Static(Text(first), id="headline")
-            yield Sparkline([0.0], id="curve")
-            yield Static(id="heading")
-            yield DataTable(id="stacks", cursor_type="row", zebra_stripes=True)
-            yield Static(id="detail")
-        yield Footer()
+        yield Static("tuiprof snapshot", id="header")
+        yield LoadingPanel(self.title_text, live=False, id="loading")
+        with ContentSwitcher(initial=SNAPSHOT_PAGES[0].view_id, id="views"):
+            for page in SNAPSHOT_PAGES:
+                yield snapshot_page(page).data_bind(SnapshotApp.state)
+        yield FilterBar(id="filter")
+        yield KeyBar()
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("bytes", "share", "allocs", "where (innermost own frame)", "module")
-        self.show()
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        loaded = self.load_or_fail(lambda: self.load(self.report_progress))
+        if loaded is not None:
+            self.post_message(SnapshotReady(*loaded))
 
-    def show(self) -> None:
-        model = self.model
-        if not model.peaks:
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        model = message.model
+        self.query_one(LoadingPanel).display = False
+        self.query_one("#views").display = True
+        device = max(model.peaks, key=lambda p: p.allocated).device if model.peaks else 0
+        self.state = SnapshotState(model, device, None, message.place)
+        self.action_show_view(self.asked_for or SNAPSHOT_PAGES[0].view_id)
+        self.asked_for = None
+        self.refresh_bindings()
+
+    @property
+    def loaded(self) -> bool:
+        return self.state is not None
+
+    def view(self, view_id: str | None = None) -> SnapshotView:
+        return self.query_one(f"#{view_id or self.current_view}", SnapshotView)
+
+    def watch_state(self) -> None:
+        self.draw_tabs()
+
+    def draw_tabs(self) -> None:
+        """The header: the file, the GPU and moment shown, then the page tabs."""
+        state = self.state
+        if state is None or not self.is_mounted:
             return
-        ooms = [o for o in model.ooms if o.device == self.device]
-        self.showing_oom = self.showing_oom and bool(ooms)
-        whole = ooms[0].allocated if self.showing_oom else model.peaks[self.device].allocated
-        self.groups = ooms[0].held_by if self.showing_oom else model.peaks[self.device].groups
-        self.query_one(Sparkline).data = curve(model, self.device, CURVE_POINTS)
-        self.query_one("#heading", Static).update(Text(device_heading(model, self.device, self.showing_oom)))
-        table = self.query_one(DataTable)
-        table.clear()
-        for group in self.groups:
-            share = f"{100 * group.bytes / whole:.1f}%" if whole else "-"
-            table.add_row(
-                Text(format_bytes(group.bytes), justify="right"),
-                Text(share, justify="right"),
-                Text(f"{group.count:,}", justify="right"),
-                Text(short_where(model, group.stack)),
-                Text(module_where(model, group.stack)),
-            )
-        self.show_detail(0)
+        header = self.query_one("#header", Static)
+        width = max(20, header.size.width or 78)
+        moment = "first OOM" if state.oom is not None and state.oom is self._first_oom() else "OOM"
+        line = Text(
+            f"{plain(state.model.snapshot.source)} · cuda:{state.device} · {'peak' if state.oom is None else moment}",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+        tabs = tab_line(shown_view_keys(self.view_keys, self.keymap), self.current_view, width)
+        header.update(Group(line, tabs))
 
-    def show_detail(self, row: int) -> None:
-        detail = self.query_one("#detail", Static)
-        if 0 <= row < len(self.groups):
-            whole = sum(g.bytes for g in self.groups)
-            detail.update(Text(stack_detail(self.model, self.groups[row], whole)))
-        else:
-            detail.update(Text("nothing was allocated here"))
+    def _first_oom(self) -> OutOfMemory | None:
+        state = self.state
+        return next((o for o in state.model.ooms if o.device == state.device), None) if state else None
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_detail(event.cursor_row)
+    # ------------------------------------------------------------ snapshot keys
 
     def action_next_device(self) -> None:
-        self.device = (self.device + 1) % max(1, len(self.model.peaks))
-        self.show()
+        state = self.state
+        if state is None:
+            return
+        count = max(1, len(state.model.peaks))
+        self.state = replace(state, device=(state.device + 1) % count, oom=None)
 
     def action_toggle_oom(self) -> None:
-        if any(o.device == self.device for o in self.model.ooms):
-            self.showing_oom = not self.showing_oom
-            self.show()
-        else:
-            self.notify(f"no out-of-memory error on cuda:{self.device}", markup=False)  # text, never markup
+        state = self.state
+        if state is None:
+            return
+        if state.oom is not None:
+            self.state = replace(state, oom=None)
+            return
+        first = self._first_oom()
+        if first is None:
+            self.notify(f"no out-of-memory error on cuda:{state.device}", markup=False)  # text, never markup
+            return
+        self.state = replace(state, oom=first)
+        self.action_show_view(SNAPSHOT_PAGES[0].view_id)
+
+    def show_oom(self, oom: OutOfMemory) -> None:
+        """Enter on the OOMs page: what held memory at that OOM, on the Peak page."""
+        if self.state is not None:
+            self.state = replace(self.state, device=oom.device, oom=oom)
+            self.action_show_view(SNAPSHOT_PAGES[0].view_id)
+
+    # ------------------------------------------------------------ back, export, help, quit
+
+    def action_back(self) -> None:
+        """esc: clear the filter; else back to the Peak page; there, from an OOM to the peak."""
+        state = self.state
+        if state is None or self.clear_filter():
+            return
+        if self.current_view != SNAPSHOT_PAGES[0].view_id:
+            self.action_show_view(SNAPSHOT_PAGES[0].view_id)
+        elif state.oom is not None:
+            self.state = replace(state, oom=None)
+
+    def action_export(self, fmt: str) -> None:
+        state = self.state
+        if state is not None:
+            moment = "peak" if state.oom is None else f"oom{state.oom.index}"
+            self.write_export(
+                self.view().export_rows(),
+                f"cuda{state.device}-{moment}",
+                fmt,
+                f"allocator snapshot {state.model.snapshot.source}",
+            )
+
+    def action_help(self) -> None:
+        view = self.view()
+        panes = [replace(c, help=ENTER_HELP) if c.action == "select" else c for c in pane_commands(view)]
+        keys = self.help_keys(panes)
+        self.push_screen(HelpScreen(f"snapshot: {view.page.title}", keys, view.help_columns()))
+
+    def action_quit(self) -> None:
+        self.exit(self.quit_code())
 
 
-def run_snapshot_explorer(model: SnapshotModel, place: PeakPlace | None = None) -> int:
-    return int(SnapshotApp(model, place).run() or 0)
+def run_snapshot_explorer(load: SnapshotLoader, title: str) -> int:
+    return run_app(SnapshotApp(load, title))
