@@ -45,6 +45,7 @@ class MemoryView(ExplorerView):
     PANE_COMMANDS = MEMORY_COMMANDS  # what ? lists for this view, with its table's keys
     _charted: int = 0  # charts drawn for the terminal's height
     _table: str = ""  # the TRACE_VIEWS name of the table shown
+    _chart_drawn: tuple | None = None  # (model, charts, height, compact) of the chart shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-chart")
@@ -98,11 +99,17 @@ class MemoryView(ExplorerView):
         self.show_options(self.model)
 
     def _draw_charts(self, model: TraceModel) -> None:
+        """The charts for the terminal's height; not again for the same (a Resize comes each
+        time the view is shown, and a new chart is drawn anew: most of a switch to this view)."""
         self._charted = self._charts()
         rows = self.app.size.height
         categorised_height = 6 if rows >= TALL_CURVE_ROWS else 4 if rows >= DETAIL_ROWS else 3
         height = categorised_height if model.categorised_peak is not None else 4
-        chart = memory_view_chart(model, self._charted, height, compact=rows < DETAIL_ROWS)
+        compact = rows < DETAIL_ROWS
+        if self._chart_drawn == (model, self._charted, height, compact):
+            return
+        self._chart_drawn = (model, self._charted, height, compact)
+        chart = memory_view_chart(model, self._charted, height, compact=compact)
         self.query_one("#memory-chart", Static).update(chart)
 
     def show_options(self, model: TraceModel) -> None:
