@@ -167,6 +167,7 @@ class TableApp(App[int]):
         if view_id != self.current_view:
             self.previous_view = self.current_view
         assert self.views_switcher is not None
+        self.view(view_id).catch_up()
         self.views_switcher.current = view_id
         self.screen.set_focus(self.view(view_id).focus_target())  # now: keys typed right after go there
         self.draw_tabs()
