@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +90,8 @@ async def measure(path: str) -> tuple[float, float, list[Result]]:
         load = time.perf_counter() - started
         await app.workers.wait_for_complete()  # tables prepared in the background after load
         await pilot.pause()
+        while threading.active_count() > 1 and time.perf_counter() - started < 300:
+            await asyncio.sleep(0.1)  # and the cache written after the first frame (a thread of its own)
         prepared = time.perf_counter() - started
         wall_cost, cpu_cost = [], []
         for _ in range(10):
@@ -147,7 +150,7 @@ def main() -> int:
     base_load, base_prepared, base = asyncio.run(measure(args.baseline))
     big_load, big_prepared, big = asyncio.run(measure(args.trace))
     print(f"load to first frame: big {big_load:.2f} s, sample {base_load:.2f} s")
-    print(f"background tables ready: big {big_prepared:.2f} s, sample {base_prepared:.2f} s")
+    print(f"background work done: big {big_prepared:.2f} s, sample {base_prepared:.2f} s")
     print(
         f"{'action (big trace; sample)':<30} {'key ms':>7} {'cpu ms':>7} {'ready ms':>9} {'sample key':>11} {'cpu':>6}"
     )
