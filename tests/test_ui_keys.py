@@ -9,10 +9,14 @@ to stop yet ends on the row the cursor is on.
 from __future__ import annotations
 
 import io
+import threading
+from types import SimpleNamespace
 
+import numpy as np
 from rich.console import Console
 
 from tests.conftest import SAMPLES
+from tuiprof.report.memory_chart import CategoryCurve, MemoryCurve
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.views import base as views_base
@@ -117,3 +121,78 @@ async def test_held_keys_on_a_big_trace_show_the_detail_once_they_stop(monkeypat
         assert details == [table.current_row]
         name = table.current_row["name"]
         assert name in _text(app.query_one("#operators-detail")).replace("\n", "")
+
+
+async def test_the_memory_curve_is_bucketed_ahead_not_at_the_first_switch(monkeypatch) -> None:
+    """The Memory view's curve buckets every allocator point (millions on a 1 GB trace): done
+    in the background once the view is mounted, so the first switch to it does none of it."""
+    computed_on = []
+    bucket = MemoryCurve._bucket
+
+    def recording(self, width):
+        if width not in getattr(self, "_buckets", {}):  # to be computed now
+            computed_on.append(threading.current_thread() is threading.main_thread())
+        return bucket(self, width)
+
+    monkeypatch.setattr(MemoryCurve, "_bucket", recording)
+    app = ExplorerApp(FileSource(str(SAMPLE)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await _loaded(app, pilot)
+        computed_on.clear()  # the Overview's own small curve, drawn with the first frame
+        await pilot.press("5")
+        await pilot.pause()
+        assert computed_on == []
+        assert "CPU memory" in _text(app.query_one("#memory-chart"))  # (this renders it at 200 columns)
+
+
+def _plain_curve_buckets(times, allocated, reserved, peak_ns, width):
+    """MemoryCurve's columns by the loop the chart used before (one Python step per point)."""
+    first, span = times[0], max(1, times[-1] - times[0])
+    alloc, kept = [0] * width, [0] * width if any(reserved) else []
+    for index, time_ns in enumerate(times):
+        column = min(width - 1, (time_ns - first) * width // span)
+        alloc[column] = max(alloc[column], allocated[index])
+        if kept:
+            kept[column] = max(kept[column], reserved[index])
+    for column in range(1, width):
+        if alloc[column] == 0:
+            alloc[column] = alloc[column - 1]
+        if kept and kept[column] == 0:
+            kept[column] = kept[column - 1]
+    return alloc, kept, min(width - 1, (peak_ns - first) * width // span)
+
+
+def test_curve_columns_are_the_highest_point_of_each_bucket() -> None:
+    random = np.random.default_rng(7)
+    for width, points, with_reserved in ((10, 3, True), (80, 1000, True), (57, 5000, False), (200, 150, True)):
+        times = tuple(int(t) for t in np.sort(random.integers(0, 10**9, points)))
+        allocated = tuple(int(b) * (i % 7 != 0) for i, b in enumerate(random.integers(0, 10**6, points)))
+        reserved = (
+            tuple(a + int(r) for a, r in zip(allocated, random.integers(0, 10**5, points))) if with_reserved else ()
+        )
+        peak = max(range(points), key=allocated.__getitem__)
+        timeline = SimpleNamespace(times_ns=times, allocated=allocated, reserved=reserved, peak_ns=times[peak])
+        curve = MemoryCurve(timeline, 0)  # type: ignore[arg-type]
+        expected = _plain_curve_buckets(times, allocated, reserved or (0,) * points, times[peak], width)
+        assert curve._bucket(width) == (expected[0], expected[1] if with_reserved else [], expected[2])
+
+
+def test_stacked_columns_are_the_highest_point_of_each_bucket_the_latest_of_equals() -> None:
+    random = np.random.default_rng(11)
+    for width, points in ((10, 4), (64, 800), (150, 3000)):
+        times = np.sort(random.integers(0, 10**9, points)).astype(np.int64)
+        stacked = random.integers(0, 4, (points, 3)).astype(np.int64)  # few levels: many equal totals
+        memory = SimpleNamespace(times_ns=times, bytes=stacked, categories=("a", "b", "c"), peak_index=points // 2)
+        first, span = int(times[0]), max(1, int(times[-1]) - int(times[0]))
+        best = [-1] * width
+        for point in range(points):  # plain Python: the highest total of a column, the latest of equals
+            column = min(width - 1, (int(times[point]) - first) * width // span)
+            if best[column] < 0 or stacked[point].sum() >= stacked[best[column]].sum():
+                best[column] = point
+        expected, last = [], [0, 0, 0]
+        for column in range(width):
+            last = stacked[best[column]].tolist() if best[column] >= 0 else last
+            expected.append(last)
+        stacks, _ = CategoryCurve(memory, 0)._bucket(width)  # type: ignore[arg-type]
+        assert stacks == expected

@@ -8,6 +8,9 @@ this view only places it and follows the keys."""
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console, Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -24,6 +27,7 @@ from tuiprof.tui.widgets.row_table import RowTable
 CHARTS = 2  # devices charted (the first when the terminal is short); the table covers all
 TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
 TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 lines, not 4
+CHART_PADDING = 2  # cells of #memory-chart's padding (explorer.tcss): its content is this much narrower
 DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
 CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "operators")
@@ -34,6 +38,13 @@ TABLE_TITLES = {
     "memory-what-ifs": "What would lower the peak",
     "operators": "Operators: bytes allocated minus freed",
 }
+
+
+def _draw_ahead(chart: Group, width: int) -> None:
+    """Render ``chart`` once at ``width`` (a worker): its curves keep their columns per width
+    (report/memory_chart.py), so the first switch to the view only lays them out.  A 1 GB
+    trace has millions of allocator points: bucketing them took most of a second."""
+    Console(width=width, file=io.StringIO()).render_lines(chart, pad=False)
 
 
 class MemoryView(ExplorerView):
@@ -111,6 +122,9 @@ class MemoryView(ExplorerView):
         self._chart_drawn = (model, self._charted, height, compact)
         chart = memory_view_chart(model, self._charted, height, compact=compact)
         self.query_one("#memory-chart", Static).update(chart)
+        if not self.display:  # mounted hidden after the first frame: draw it ahead, off the UI thread
+            width = self.app.size.width - CHART_PADDING
+            self.run_worker(lambda: _draw_ahead(chart, width), thread=True, exclusive=True, group="memory-chart")
 
     def show_options(self, model: TraceModel) -> None:
         table = self.query_one(RowTable)
