@@ -96,11 +96,20 @@ class ModulesView(ExplorerView):
         self.query_one("#module-detail", Static).update(module_text(self.model, module))
         if self._settle is not None:
             self._settle.stop()
+            self._settle = None
         if len(self.model.calls) > ASYNC_CALLS:
             # Big traces: fill the module's operators once the cursor rests, so j/k stay instant.
-            self._settle = self.set_timer(MODULE_SETTLE_S, self._fill_selected)
+            self._settle = self.set_timer(MODULE_SETTLE_S, self._cursor_rested_on_module)
         else:
             self._fill_selected()
+
+    def _cursor_rested_on_module(self) -> None:
+        self._settle = None
+        self._fill_selected()
+
+    def detail_pending(self) -> bool:
+        """Also while the selected module's operators wait for the tree cursor to rest."""
+        return super().detail_pending() or self._settle is not None
 
     @on(Tree.NodeSelected, "#module-tree")
     def _module_selected(self, event: Tree.NodeSelected[ModuleNode]) -> None:
