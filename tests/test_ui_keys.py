@@ -93,14 +93,20 @@ async def test_a_toggle_refills_a_hidden_view_only_once_it_is_shown(monkeypatch)
 
 async def test_held_keys_on_a_big_trace_show_the_detail_once_they_stop(monkeypatch) -> None:
     """On a big trace a detail costs tens of ms: ten fast moves compute it for the first and
-    the last row, not ten times; the pane then shows the row under the cursor."""
+    the last row, not ten times, off the UI thread; the pane then shows the row under the cursor."""
     monkeypatch.setattr(views_base, "ASYNC_CALLS", 0)  # the sample counts as a big trace
     monkeypatch.setattr(
         views_base, "DETAIL_SETTLE_S", 0.5, raising=False
     )  # the moves below come faster: "keys repeating"
-    details = []
+    details, on_ui_thread = [], []
     detail_text = OperatorsView.detail_text
-    monkeypatch.setattr(OperatorsView, "detail_text", lambda self, row: details.append(row) or detail_text(self, row))
+
+    def recording(self, row):
+        details.append(row)
+        on_ui_thread.append(threading.current_thread() is threading.main_thread())
+        return detail_text(self, row)
+
+    monkeypatch.setattr(OperatorsView, "detail_text", recording)
     app = ExplorerApp(FileSource(str(SAMPLE)))
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
@@ -109,7 +115,8 @@ async def test_held_keys_on_a_big_trace_show_the_detail_once_they_stop(monkeypat
         view = app.query_one("#operators", OperatorsView)
         table = app.query_one("#operators-table", RowTable)
         await pilot.pause(0.6)
-        await pilot.press("j")  # a move after a rest: shown at once
+        await pilot.press("j")  # a move after a rest: worked out at once
+        await app.workers.wait_for_complete()
         assert details[-1] is table.current_row
         details.clear()
         for _ in range(10):
@@ -117,10 +124,13 @@ async def test_held_keys_on_a_big_trace_show_the_detail_once_they_stop(monkeypat
         assert details == [] and view.detail_pending()
         while view.detail_pending():
             await pilot.pause(0.05)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         assert table.cursor == 11
         assert details == [table.current_row]
         name = table.current_row["name"]
         assert name in _text(app.query_one("#operators-detail")).replace("\n", "")
+        assert not any(on_ui_thread)  # worked out in a worker: a key never waits for a detail
 
 
 async def test_the_memory_curve_is_bucketed_ahead_not_at_the_first_switch(monkeypatch) -> None:

@@ -121,10 +121,15 @@ class ModulesView(ExplorerView):
         self.fill_table(self.query_one(RowTable), TRACE_VIEWS["operators"], options)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
-        if self.model is None or not table.has_focus:
+        model = self.model
+        if model is None or not table.has_focus:
             return
-        text = operator_text(self.model, row["_stats"]) if row is not None and "_stats" in row else Text()
-        self.query_one("#module-detail", Static).update(text)
+        self.update_detail(
+            self.query_one("#module-detail", Static),
+            table,
+            row,
+            lambda row: operator_text(model, row["_stats"]) if "_stats" in row else Text(),
+        )
 
     @on(RowTable.Selected, "#module-ops")
     def _operator_selected(self, event: RowTable.Selected) -> None:
