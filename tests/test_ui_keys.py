@@ -8,6 +8,7 @@ to stop yet ends on the row the cursor is on.
 
 from __future__ import annotations
 
+import gc
 import io
 import threading
 from types import SimpleNamespace
@@ -206,3 +207,14 @@ def test_stacked_columns_are_the_highest_point_of_each_bucket_the_latest_of_equa
             expected.append(last)
         stacks, _ = CategoryCurve(memory, 0)._bucket(width)  # type: ignore[arg-type]
         assert stacks == expected
+
+
+async def test_what_the_explorer_froze_for_the_collector_is_released_when_it_ends() -> None:
+    """gc.freeze() keeps the model and the widgets out of collections while the app runs; once
+    it ends they go back, or a process running many apps (the tests) would keep their cycles."""
+    app = ExplorerApp(FileSource(str(SAMPLE)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(app, pilot)
+        await _loaded(app, pilot)
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0

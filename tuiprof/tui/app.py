@@ -120,6 +120,11 @@ class ExplorerApp(TableApp):
         self._cancel.set()
         super()._quit_on_signal(signum)
 
+    def on_unmount(self) -> None:
+        """What ``_mount_other_views`` froze is the collector's again once the app is done: a
+        process that runs many apps (the tests) would otherwise keep their cycles for good."""
+        gc.unfreeze()
+
     # ------------------------------------------------------------ loading
 
     @work(thread=True, exclusive=True, group="load")
