@@ -93,6 +93,7 @@ class ModulesView(ExplorerView):
         if module is None or self.model is None:
             return
         self.selected = module
+        self.workers.cancel_group(self, f"detail-{self.id}")  # an operator's detail still being worked out
         self.query_one("#module-detail", Static).update(module_text(self.model, module))
         if self._settle is not None:
             self._settle.stop()
