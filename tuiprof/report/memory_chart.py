@@ -27,6 +27,7 @@ class MemoryCurve:
         self.origin_ns = origin_ns
         self.height = height
         self.peak_label = peak_label
+        self._buckets: dict[int, tuple[list[int], list[int], int]] = {}  # per width: _bucket
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         timeline = self.timeline
@@ -49,7 +50,7 @@ class MemoryCurve:
         yield _time_axis(start, end, width, axis, peak_column)
         legend = Text(" " * (axis + 1))
         legend.append("█ allocated", style="cyan")
-        if any(timeline.reserved):
+        if buckets_reserved:  # some reserved bytes (the CPU allocator reports none)
             legend.append("  █ reserved", style="blue")
         legend.append(
             f"  ▲ {ALLOCATOR_PEAK} {format_bytes(timeline.peak_bytes)} at {format_us((timeline.peak_ns - self.origin_ns) / 1000)}",
@@ -60,25 +61,32 @@ class MemoryCurve:
         yield legend
 
     def _bucket(self, width: int) -> tuple[list[int], list[int], int]:
-        times = self.timeline.times_ns
-        if not times:
+        """Per column the highest allocated and reserved bytes (empty columns carry the last
+        level; no reserved columns when the allocator reported none) and the peak's column.
+        Kept per width: a chart is measured and drawn at one width, and the Memory view draws
+        it ahead in the background (a 1 GB trace has millions of points)."""
+        if width not in self._buckets:
+            self._buckets[width] = self._bucket_anew(width)
+        return self._buckets[width]
+
+    def _bucket_anew(self, width: int) -> tuple[list[int], list[int], int]:
+        timeline = self.timeline
+        if not timeline.times_ns:
             return [0] * width, [], -1
-        first, last = times[0], times[-1]
-        span = max(1, last - first)
-        alloc = [0] * width
-        reserved = [0] * width if any(self.timeline.reserved) else []  # the CPU allocator reports none
-        for index, time_ns in enumerate(times):
-            column = min(width - 1, (time_ns - first) * width // span)
-            alloc[column] = max(alloc[column], self.timeline.allocated[index])
-            if reserved:
-                reserved[column] = max(reserved[column], self.timeline.reserved[index])
-        for column in range(1, width):  # carry the level through empty buckets
-            if alloc[column] == 0:
-                alloc[column] = alloc[column - 1]
-            if reserved and reserved[column] == 0:
-                reserved[column] = reserved[column - 1]
-        peak_column = min(width - 1, (self.timeline.peak_ns - first) * width // span)
-        return alloc, reserved, peak_column
+        times = np.asarray(timeline.times_ns, dtype=np.int64)
+        first = int(times[0])
+        span = max(1, int(times[-1]) - first)
+        columns = np.minimum(width - 1, (times - first) * width // span)
+
+        def highest(values: tuple[int, ...] | np.ndarray) -> list[int]:
+            levels = np.zeros(width, dtype=np.int64)
+            np.maximum.at(levels, columns, np.asarray(values, dtype=np.int64))
+            filled = np.where(levels != 0, np.arange(width), 0)  # carry the level through empty buckets
+            return levels[np.maximum.accumulate(filled)].tolist()
+
+        reserved = np.asarray(timeline.reserved, dtype=np.int64)
+        peak_column = min(width - 1, (timeline.peak_ns - first) * width // span)
+        return highest(timeline.allocated), highest(reserved) if reserved.any() else [], peak_column
 
 
 def _axis_label(top: int, line: int, height: int, axis: int) -> str:
@@ -156,6 +164,7 @@ class CategoryCurve:
         # compact (a short terminal): no time axis, one legend flow that also says how much
         # of the peak came from before the trace (else a line of its own, memory_view_chart)
         self.compact = compact
+        self._buckets: dict[int, tuple[list[list[int]], int]] = {}  # per width: _bucket
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         memory = self.memory
@@ -196,15 +205,25 @@ class CategoryCurve:
         yield from _legend_lines(marks, options.max_width, axis, "phase: ")
 
     def _bucket(self, width: int) -> tuple[list[list[int]], int]:
-        """Per column, the category bytes of its highest point (empty columns carry the last level)."""
+        """Per column, the category bytes of its highest point (empty columns carry the last
+        level; of equal points the latest), and the peak's column.  Kept per width, as
+        MemoryCurve's."""
+        if width not in self._buckets:
+            self._buckets[width] = self._bucket_anew(width)
+        return self._buckets[width]
+
+    def _bucket_anew(self, width: int) -> tuple[list[list[int]], int]:
         memory = self.memory
         times = memory.times_ns
         first, span = int(times[0]), max(1, int(times[-1]) - int(times[0]))
         columns_of = np.minimum(width - 1, (times - first) * width // span)
         totals = memory.bytes.sum(axis=1)
+        points = np.arange(len(totals))
+        order = np.lexsort((points, totals, columns_of))  # by column, then height, then time
+        ordered_columns = columns_of[order]
+        highest = np.append(ordered_columns[1:] != ordered_columns[:-1], True)  # each column's last
         best = np.full(width, -1, dtype=np.int64)
-        for point in np.argsort(totals, kind="stable").tolist():  # the highest point of a column last
-            best[columns_of[point]] = point
+        best[ordered_columns[highest]] = order[highest]
         stacks: list[list[int]] = []
         last = [0] * len(memory.categories)
         for column in range(width):

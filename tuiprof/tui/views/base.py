@@ -9,6 +9,8 @@ module of its own plus one line in :mod:`tuiprof.tui.views`.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -17,6 +19,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -28,6 +31,7 @@ from tuiprof.report.views import TRACE_VIEWS, Column, Row, View, ViewOptions, so
 from tuiprof.tui.widgets.row_table import RowTable
 
 ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off the UI thread
+DETAIL_SETTLE_S = 0.1  # big traces: moves closer than this are keys repeating; the detail waits for a rest
 
 
 class ExplorerView(Vertical):
@@ -40,6 +44,9 @@ class ExplorerView(Vertical):
     model: reactive[TraceModel | None] = reactive(None, init=False)
     options: reactive[ViewOptions] = reactive(ViewOptions, init=False)
     log_lines: reactive[tuple[str, ...]] = reactive((), init=False)
+    _last_highlight = 0.0  # time.monotonic() of the last cursor move in one of the view's tables
+    _detail_timer: Timer | None = None  # the detail pane waiting for the cursor to rest
+    _stale_options = False  # the toggles changed while the view was hidden: refill when shown
 
     @classmethod
     def available(cls, model: TraceModel, log_lines: tuple[str, ...]) -> bool:
@@ -103,7 +110,19 @@ class ExplorerView(Vertical):
             self.show_model(model)
 
     def watch_options(self, old: ViewOptions, new: ViewOptions) -> None:
-        if self.model is not None and old != new:
+        """The i/t toggles: the view shown refills now, a hidden one when next shown
+        (``catch_up``): every view refilling its tables made a toggle cost them all."""
+        if self.model is None or old == new:
+            return
+        if self.display:  # the shown view (the switcher hides the others)
+            self.show_options(self.model)
+        else:
+            self._stale_options = True
+
+    def catch_up(self) -> None:
+        """About to be shown (the app's ``action_show_view``): draw the toggles changed while hidden."""
+        if self._stale_options and self.model is not None:
+            self._stale_options = False
             self.show_options(self.model)
 
     def show_model(self, model: TraceModel) -> None:
@@ -162,10 +181,60 @@ class ExplorerView(Vertical):
 
     @on(RowTable.Highlighted)
     def _highlighted(self, event: RowTable.Highlighted) -> None:
+        """The detail pane follows the cursor.  On a big trace a detail walks the operator's
+        calls (its modules, its launches): tens of ms, so a held j would queue one per key.
+        There a move that comes within ``DETAIL_SETTLE_S`` of the previous one (keys
+        repeating) waits until the cursor rests, and the pane then shows the row the cursor
+        is on; a single move still shows at once.  Small traces: always at once."""
+        now = time.monotonic()
+        repeating = now - self._last_highlight < DETAIL_SETTLE_S
+        self._last_highlight = now
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+            self._detail_timer = None
+        if repeating and self.model is not None and len(self.model.calls) > ASYNC_CALLS:
+            table = event.table
+            self._detail_timer = self.set_timer(DETAIL_SETTLE_S, lambda: self._cursor_rested(table))
+            return
         self.show_detail(event.table, event.row)
+
+    def _cursor_rested(self, table: RowTable) -> None:
+        self._detail_timer = None
+        self.show_detail(table, table.current_row)
+
+    def detail_pending(self) -> bool:
+        """Whether the detail pane waits for the cursor to rest (scripts/bench_ui.py waits for it)."""
+        return self._detail_timer is not None
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
         """The cursor moved in one of the view's tables: update its detail pane."""
+
+    def update_detail(
+        self, pane: Static, table: RowTable, row: Row | None, text_of: Callable[[Row], RenderableType]
+    ) -> None:
+        """Show ``text_of(row)`` in ``pane``.  On a big trace it is worked out in a worker: an
+        operator's detail walks its calls (26 ms for the 460k launches of a 1 GB trace), which
+        a sort or a toggle (the cursor goes to the first row) must not wait for; the pane shows
+        it once ready if the cursor is still on that row, and keeps the last detail meanwhile."""
+        if row is None:
+            pane.update(Text())
+        elif self.model is None or len(self.model.calls) <= ASYNC_CALLS:
+            pane.update(text_of(row))
+        else:
+            self.run_worker(
+                lambda: self._detail_worked_out(pane, table, row, text_of),
+                thread=True,
+                exclusive=True,
+                group=f"detail-{self.id}",
+                description="detail",
+            )
+
+    def _detail_worked_out(
+        self, pane: Static, table: RowTable, row: Row, text_of: Callable[[Row], RenderableType]
+    ) -> None:
+        text = text_of(row)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(lambda: pane.update(text) if table.current_row is row else None)
 
 
 class TableDetailView(ExplorerView):
@@ -177,7 +246,7 @@ class TableDetailView(ExplorerView):
         yield Static(id=f"{self.id}-detail", classes="detail")
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
-        self.query_one(f"#{self.id}-detail", Static).update(self.detail_text(row) if row is not None else Text())
+        self.update_detail(self.query_one(f"#{self.id}-detail", Static), table, row, self.detail_text)
 
     def detail_text(self, row: Row) -> RenderableType:
         """What the detail pane says about ``row``."""

@@ -8,6 +8,9 @@ this view only places it and follows the keys."""
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console, Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -24,6 +27,7 @@ from tuiprof.tui.widgets.row_table import RowTable
 CHARTS = 2  # devices charted (the first when the terminal is short); the table covers all
 TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
 TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 lines, not 4
+CHART_PADDING = 2  # cells of #memory-chart's padding (explorer.tcss): its content is this much narrower
 DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
 CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "operators")
@@ -36,6 +40,13 @@ TABLE_TITLES = {
 }
 
 
+def _draw_ahead(chart: Group, width: int) -> None:
+    """Render ``chart`` once at ``width`` (a worker): its curves keep their columns per width
+    (report/memory_chart.py), so the first switch to the view only lays them out.  A 1 GB
+    trace has millions of allocator points: bucketing them took most of a second."""
+    Console(width=width, file=io.StringIO()).render_lines(chart, pad=False)
+
+
 class MemoryView(ExplorerView):
     view_id = "memory"
     title = "Memory"
@@ -45,6 +56,7 @@ class MemoryView(ExplorerView):
     PANE_COMMANDS = MEMORY_COMMANDS  # what ? lists for this view, with its table's keys
     _charted: int = 0  # charts drawn for the terminal's height
     _table: str = ""  # the TRACE_VIEWS name of the table shown
+    _chart_drawn: tuple | None = None  # (model, charts, height, compact) of the chart shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="memory-chart")
@@ -98,12 +110,21 @@ class MemoryView(ExplorerView):
         self.show_options(self.model)
 
     def _draw_charts(self, model: TraceModel) -> None:
+        """The charts for the terminal's height; not again for the same (a Resize comes each
+        time the view is shown, and a new chart is drawn anew: most of a switch to this view)."""
         self._charted = self._charts()
         rows = self.app.size.height
         categorised_height = 6 if rows >= TALL_CURVE_ROWS else 4 if rows >= DETAIL_ROWS else 3
         height = categorised_height if model.categorised_peak is not None else 4
-        chart = memory_view_chart(model, self._charted, height, compact=rows < DETAIL_ROWS)
+        compact = rows < DETAIL_ROWS
+        if self._chart_drawn == (model, self._charted, height, compact):
+            return
+        self._chart_drawn = (model, self._charted, height, compact)
+        chart = memory_view_chart(model, self._charted, height, compact=compact)
         self.query_one("#memory-chart", Static).update(chart)
+        if not self.display:  # mounted hidden after the first frame: draw it ahead, off the UI thread
+            width = self.app.size.width - CHART_PADDING
+            self.run_worker(lambda: _draw_ahead(chart, width), thread=True, exclusive=True, group="memory-chart")
 
     def show_options(self, model: TraceModel) -> None:
         table = self.query_one(RowTable)

@@ -93,14 +93,24 @@ class ModulesView(ExplorerView):
         if module is None or self.model is None:
             return
         self.selected = module
+        self.workers.cancel_group(self, f"detail-{self.id}")  # an operator's detail still being worked out
         self.query_one("#module-detail", Static).update(module_text(self.model, module))
         if self._settle is not None:
             self._settle.stop()
+            self._settle = None
         if len(self.model.calls) > ASYNC_CALLS:
             # Big traces: fill the module's operators once the cursor rests, so j/k stay instant.
-            self._settle = self.set_timer(MODULE_SETTLE_S, self._fill_selected)
+            self._settle = self.set_timer(MODULE_SETTLE_S, self._cursor_rested_on_module)
         else:
             self._fill_selected()
+
+    def _cursor_rested_on_module(self) -> None:
+        self._settle = None
+        self._fill_selected()
+
+    def detail_pending(self) -> bool:
+        """Also while the selected module's operators wait for the tree cursor to rest."""
+        return super().detail_pending() or self._settle is not None
 
     @on(Tree.NodeSelected, "#module-tree")
     def _module_selected(self, event: Tree.NodeSelected[ModuleNode]) -> None:
@@ -112,10 +122,15 @@ class ModulesView(ExplorerView):
         self.fill_table(self.query_one(RowTable), TRACE_VIEWS["operators"], options)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
-        if self.model is None or not table.has_focus:
+        model = self.model
+        if model is None or not table.has_focus:
             return
-        text = operator_text(self.model, row["_stats"]) if row is not None and "_stats" in row else Text()
-        self.query_one("#module-detail", Static).update(text)
+        self.update_detail(
+            self.query_one("#module-detail", Static),
+            table,
+            row,
+            lambda row: operator_text(model, row["_stats"]) if "_stats" in row else Text(),
+        )
 
     @on(RowTable.Selected, "#module-ops")
     def _operator_selected(self, event: RowTable.Selected) -> None:

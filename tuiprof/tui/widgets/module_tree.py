@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual import events
+from textual.geometry import Size
 from textual.widgets import Tree
 from textual.widgets.tree import NodeID, TreeNode
 
@@ -36,6 +38,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         self._counts_dropped = False  # every row without its ×N: some row is too wide for the pane
         self._too_wide = False
         self._too_wide_at: tuple[int, int] | None = None  # (width, Tree._updates) _too_wide was worked out for
+        self._resized_to: Size | None = None  # the size of the last Resize (_on_resize)
         super().__init__("modules", id=id)  # (set first: Tree's constructor draws the root)
         self.show_root = False
         self.guide_depth = 2
@@ -43,6 +46,14 @@ class ModuleTreeView(Tree[ModuleNode]):
         self._model: TraceModel | None = None
         self._names: dict[NodeID, str] = {}  # rows named other than their module's label (filtered: the path)
         self.filter_text = ""
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """Textual's Tree drops every line it has built and lays the screen out again on each
+        Resize, and one comes each time the Modules view is shown, at the size the tree had:
+        then Tree's handler is skipped (the focus moving in rebuilds the lines once anyway)."""
+        if event.size == self._resized_to:
+            event.prevent_default()
+        self._resized_to = event.size
 
     def load(self, model: TraceModel) -> None:
         self._model = model

@@ -83,6 +83,7 @@ class RowTable(ScrollView, can_focus=True):
         self.filter_text = ""
         self.empty_message = "nothing to show"
         self._widths: dict[str, int] = {}
+        self._styles_kept: dict[tuple[str, bool], Style] = {}  # _style()
         self._sorted_as: tuple[str, bool] | None = None  # the order all_rows came in, when sorted elsewhere
         self._shown: tuple[Column, ...] = ()
         self._cut_names: dict[tuple[str, int], dict[str, str]] = {}  # (column, width) -> name -> as shown
@@ -255,7 +256,7 @@ class RowTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.size.width
-        base = self.rich_style
+        base = self._style("")
         if y == 0:
             strip = self._header_strip()
         else:
@@ -266,14 +267,28 @@ class RowTable(ScrollView, can_focus=True):
                     message = f"No row matches /{self.filter_text} (esc clears the filter)."
                 lines = _wrap(message, max(10, width - 2)) if not self.rows else []
                 if 1 <= y <= len(lines):  # the empty state, wrapped: it says why and what to do
-                    style = self.get_component_rich_style("row-table--dim")
+                    style = self._style("row-table--dim")
                     return Strip([Segment(f" {lines[y - 1]}".ljust(width), style)], width)
                 return Strip.blank(width, base)
             strip = self._row_strip(index)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
 
+    def _style(self, component: str) -> Style:
+        """The widget's style ("") or a component's, kept until the styles change: looked up
+        for every line drawn, each lookup walked the widget's ancestors (a fifth of the first
+        draw of a table)."""
+        key = (component, self.has_focus)
+        style = self._styles_kept.get(key)
+        if style is None:
+            style = self._styles_kept[key] = self.get_component_rich_style(component) if component else self.rich_style
+        return style
+
+    def notify_style_update(self) -> None:
+        self._styles_kept.clear()  # a theme, the CSS or a pseudo-class changed
+        super().notify_style_update()
+
     def _header_strip(self) -> Strip:
-        style = self.get_component_rich_style("row-table--header")
+        style = self._style("row-table--header")
         filtered = self._filtered_key() if self.filter_text else None
         segments = []
         for column, width in zip(self._shown, self._cell_widths()):
@@ -285,9 +300,7 @@ class RowTable(ScrollView, can_focus=True):
             if column.key == filtered:  # the filter in force, where it applies: "name /conv 12/340"
                 text = _fit(f"{label} /{self.filter_text} {len(self.rows):,}/{len(self.all_rows):,}", width, False)
                 segments.append(Segment(text[: len(label)], style))
-                segments.append(
-                    Segment(text[len(label) :] + " " * GAP, style + self.get_component_rich_style("row-table--filter"))
-                )
+                segments.append(Segment(text[len(label) :] + " " * GAP, style + self._style("row-table--filter")))
                 continue
             segments.append(Segment(_fit(label, width, column.numeric) + " " * GAP, style))
         return Strip(segments)
@@ -295,11 +308,11 @@ class RowTable(ScrollView, can_focus=True):
     def _row_strip(self, index: int) -> Strip:
         row = self.rows[index]
         if index == self.cursor:
-            style = self.get_component_rich_style("row-table--cursor")
+            style = self._style("row-table--cursor")
             sorted_style = style + Style(bold=True)
         else:
-            style = self.rich_style
-            sorted_style = style + self.get_component_rich_style("row-table--sorted")
+            style = self._style("")
+            sorted_style = style + self._style("row-table--sorted")
         segments = []
         for column, width in zip(self._shown, self._cell_widths()):
             value = row.get(column.key)
