@@ -44,7 +44,13 @@ def test_steps_show_the_device_window_the_device_columns_are_measured_in(lagging
     the detail pane.  A CPU-only trace has no window and no device columns at all."""
     steps = TRACE_VIEWS["steps"]
     keys = [c.key for c in steps.visible_columns(ViewOptions(), lagging)]
-    assert keys[:5] == ["name", "duration_us", "device_window_us", "kernel_us", "device_idle_us"]
+    assert keys[:5] == [
+        "name",
+        "duration_us",
+        "device_window_us",
+        "device_idle_us",
+        "idle_pct",
+    ]  # idle stays at 60 cols
     row = build_step_rows(lagging, None)[0]
     assert row["device_window_us"] == 150.0 and row["duration_us"] < row["device_window_us"]
     assert "device window 150.000us: kernels 45.000us" in step_text(lagging.steps[0]).plain

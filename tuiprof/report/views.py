@@ -346,23 +346,19 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 
 # ------------------------------------------------------------------ modules
 
-# A live capture's modules are named as the explorer's tree names them, by qualified name: that
-# column comes first (the first column is what a row is, and always stays) and the Class_k path
-# goes at 80 columns (--wide shows both).
+# A live capture's modules keep their qualified names at 80 columns (the explorer's tree names
+# them so); the Class_k path stays first: the first column is what a row is, and compiled regions
+# and other nodes without a qualified name have only it.
 MODULE_COLUMNS = (
+    Column(
+        "path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."
+    ),
     Column(
         "qualified_name",
         "Qualified name",
         "text",
         "Attribute path in the model (live capture only), e.g. layer1.0.conv1.",
         shown_when=IS_LIVE_CAPTURE,
-    ),
-    Column(
-        "path",
-        "Module",
-        "text",
-        "Path from the root: Class_k per level (k counts instances of a class in call order).",
-        wide_when=IS_LIVE_CAPTURE,
     ),
     Column("calls", "Calls", "int", "Forward calls of this module instance."),
     Column("self_cpu_us", "Self CPU", "us", "Forward wall time minus the child modules' forward time."),
