@@ -27,10 +27,11 @@ magnitudes cannot hold their nanosecond decimals.
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 from weakref import WeakValueDictionary
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, slice_codes
 from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
+from tuiprof.analysis.stages import analysis_threads, side_by_side
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
     NONE,
@@ -46,7 +48,6 @@ from tuiprof.trace.columns import (
     DeviceEvents,
     input_texts,
 )
-from tuiprof.trace.parallel import usable_cores
 from tuiprof.trace.schema import decode_member
 from tuiprof.trace.store import TraceEvents
 
@@ -237,27 +238,30 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     names = np.concatenate((cpu.name[op_index], np.full(len(frames), -1, dtype=np.int64)))
     del op_starts  # node-long temporaries go as soon as they are used: the peak RSS of a big trace is here
 
-    # Memory per node needs only the spans: it runs beside the nesting, whose
-    # sorts (like its searchsorted) release the GIL, so a second core helps.
-    with ThreadPoolExecutor(max_workers=2) as beside:
-        memory = beside.submit(_memory_per_node, store, starts, ends)
-        parent, nesting_order = _nest_in_two(starts, ends, threads, beside)
-        cpu_mem, device_mem, unattributed = memory.result()
+    # Memory per node needs only the spans: it runs beside the nesting, itself in parts
+    # nested at once (the sorts, gathers and searchsorted release the GIL).
+    memory, (parent, nesting_order) = side_by_side(
+        partial(_memory_per_node, store, starts, ends),
+        partial(_nest_in_parts, starts, ends, threads, analysis_threads()),
+    )
+    cpu_mem, device_mem, unattributed = memory
     alive, parent = _merge_duplicates(parent, names, n_ops)
     del names
 
-    # Innermost module and nearest operator ancestor (through living parents).
+    # Innermost module and nearest operator ancestor (through living parents), and the
+    # living operators in start order: three independent passes.
     is_module = np.zeros(n_nodes, dtype=bool)
     is_module[n_ops:] = frames.module >= 0
-    module_of = nearest_ancestor(parent, is_module)
-    module_of = np.where(module_of >= 0, module_of - n_ops, -1)
     is_op = np.zeros(n_nodes, dtype=bool)
     is_op[:n_ops] = True
-    op_parent = nearest_ancestor(parent, is_op)
+    module_of, op_parent, op_rows = side_by_side(
+        partial(nearest_ancestor, parent, is_module),
+        partial(nearest_ancestor, parent, is_op),
+        partial(_in_start_order, np.flatnonzero(alive[:n_ops]), starts),
+    )
+    module_of = np.where(module_of >= 0, module_of - n_ops, -1)
     del is_module, is_op
 
-    op_rows = np.flatnonzero(alive[:n_ops])
-    op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
     row_of = np.full(n_ops + 1, -1, dtype=np.int64)  # index -1 (no parent) maps to -1
     row_of[op_rows] = np.arange(len(op_rows))
     cpu_rows = op_index[op_rows]
@@ -275,24 +279,17 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     calls.module = _column(module_of[op_rows])
     del module_of, cpu_rows
 
-    # FLOPs need only the call tree: they are counted beside the device joins
-    # (numpy passes that release the GIL, so a second core helps).
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        flops = beside.submit(count_flops, calls)
-        self_device = np.zeros(n_nodes, dtype=np.int64)
-        activity = _attach_device_activity(
-            store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device
-        )
-        durations = ends - starts
-        del starts, ends, threads, op_parent, op_index  # the peak RSS is in the sums below
-
-        # Sums over living direct children (self time, self memory)...
-        linked = alive & (parent >= 0)
-        up = parent[linked]
-        child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
-        # ...and device time over whole subtrees of living operators.
-        device_total = _subtree_totals(self_device, parent, nesting_order) if len(activity) else self_device
-        flops.result()
+    # FLOPs need only the call tree, self times only the living links, device times the
+    # joins and the nesting order: three stages side by side (numpy passes that release the GIL).
+    durations = ends - starts
+    linked = alive & (parent >= 0)
+    up = parent[linked]
+    (activity, self_device, device_total), child_time, _ = side_by_side(
+        partial(_device_times, store, op_index, alive, parent, op_parent, (starts, ends, threads), nesting_order),
+        partial(_children_sums, up, durations[linked], n_nodes),
+        partial(count_flops, calls),
+    )
+    del starts, ends, threads, op_parent, op_index  # the peak RSS is in the sums below
 
     # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
     calls.self_ns = _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64))
@@ -305,6 +302,33 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed
+
+
+def _in_start_order(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``rows`` sorted by their start, ties in row order."""
+    return rows[np.argsort(starts[rows], kind="stable")]
+
+
+def _children_sums(up: np.ndarray, values: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Per node, the sum of ``values`` over its living direct children (``up``: their parents)."""
+    return np.bincount(up, weights=values, minlength=n_nodes)
+
+
+def _device_times(
+    store: TraceEvents,
+    op_index: np.ndarray,
+    alive: np.ndarray,
+    parent: np.ndarray,
+    op_parent: np.ndarray,
+    spans: tuple[np.ndarray, np.ndarray, np.ndarray],
+    nesting_order: np.ndarray,
+) -> tuple[DeviceActivity, np.ndarray, np.ndarray]:
+    """The device events joined to their operators, and every node's self and total
+    device time (over the whole subtree of living operators)."""
+    self_device = np.zeros(len(parent), dtype=np.int64)
+    activity = _attach_device_activity(store, op_index, alive, parent, op_parent, spans, self_device)
+    device_total = _subtree_totals(self_device, parent, nesting_order) if len(activity) else self_device
+    return activity, self_device, device_total
 
 
 def _memory_columns(
@@ -448,50 +472,62 @@ def _heaviest_child(calls: OperatorCalls) -> np.ndarray:
     return np.where((first < len(calls)) & (2 * most >= total), first, -1)
 
 
-def _nest_in_two(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, beside: ThreadPoolExecutor) -> Nesting:
-    """:func:`_nest` in two halves nested at once, each on its own Python thread (the sorts
-    and gathers release the GIL).  The halves are two groups of CPU threads of about as many
-    nodes (a training trace's forward and backward threads); when one thread holds 80 % of
-    the nodes or more, its nodes before and after a time none of them spans
-    (:func:`_cut_in_time`: between two steps).  No split on one core: it only costs there
-    (1 GB mi300 / ns: 0.38 -> 0.26 s / 0.49 -> 0.29 s on 2 cores, 4-15 % more on one)."""
-    if not len(threads) or usable_cores() < 2:
-        return _nest(starts, ends, threads)
+def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> list[np.ndarray]:
+    """The nodes in at most ``count`` parts of about as many nodes that nest alone, so that
+    :func:`_nest` runs on each at once (its sorts and gathers release the GIL): whole CPU
+    threads (a training trace's forward and backward threads), and a thread that holds more
+    than a part's share cut in time where none of its nodes spans the cut
+    (:func:`_time_slices`: between two steps), the pieces packed largest first into the
+    emptiest part.  One part on one core: splitting only costs there (1 GB mi300 / ns in
+    two: 0.38 -> 0.26 s / 0.49 -> 0.29 s on 2 cores, 4-15 % more on one)."""
+    if count < 2 or not len(threads):
+        return [np.arange(len(threads))]
     counts = np.bincount(threads)
-    biggest_first = np.argsort(-counts, kind="stable")
-    in_first = np.cumsum(counts[biggest_first]) <= len(threads) // 2
-    in_first[0] = True  # the biggest thread, even past half
-    first = np.zeros(len(counts), dtype=bool)
-    first[biggest_first[in_first]] = True
-    rows = first[threads]
-    if rows.sum() >= 0.8 * len(threads):
-        rows = _cut_in_time(starts, ends, threads, int(biggest_first[0]))
+    share = len(threads) / count
+    pieces: list[tuple[int, int, np.ndarray | None]] = []  # (nodes, thread, its slice's rows: None for all)
+    for thread in np.flatnonzero(counts > share).tolist():
+        slices = _time_slices(starts, ends, threads, thread, int(np.ceil(counts[thread] / share)))
+        pieces.extend((len(rows), thread, rows) for rows in slices)
+    small = np.flatnonzero((counts > 0) & (counts <= share))
+    small = small[np.argsort(-counts[small], kind="stable")]
+    pieces.extend((int(counts[thread]), thread, None) for thread in small[:PACKED_THREADS].tolist())
+    pieces.sort(key=lambda piece: -piece[0])  # stable: equal pieces keep thread order
+    loads = [(0, part) for part in range(count)]  # a heap: the emptiest part first
+    part_of_thread = np.full(len(counts), -1, dtype=np.int16)
+    sliced: list[list[np.ndarray]] = [[] for _ in range(count)]
+    for nodes, thread, rows in pieces:
+        load, part = heapq.heappop(loads)
+        heapq.heappush(loads, (load + nodes, part))
         if rows is None:
-            return _nest(starts, ends, threads)
-    halves = (np.flatnonzero(rows), np.flatnonzero(~rows))
-    other = beside.submit(_nest_rows, halves[1], starts, ends, threads)
-    first_half = _nest_rows(halves[0], starts, ends, threads)
-    second_half = other.result()
-    parent = np.empty(len(starts), dtype=np.int64)
-    parent[halves[0]], parent[halves[1]] = first_half.parent, second_half.parent
-    return Nesting(parent, np.concatenate((first_half.order, second_half.order)))  # whole threads each
+            part_of_thread[thread] = part
+        else:
+            sliced[part].append(rows)
+    # the smallest of very many threads (a damaged trace's): in turn, each smaller than any packed one
+    part_of_thread[small[PACKED_THREADS:]] = np.arange(len(small) - min(len(small), PACKED_THREADS)) % count
+    labels = part_of_thread[threads]  # -1 for the rows of threads cut in time
+    by_part = np.argsort(labels, kind="stable")  # a radix sort of 16-bit labels
+    bounds = np.cumsum(np.bincount(labels + 1, minlength=count + 1))
+    parts = [np.concatenate([by_part[bounds[part] : bounds[part + 1]], *sliced[part]]) for part in range(count)]
+    return [rows for rows in parts if len(rows)]
 
 
-CUT_CANDIDATES = 64  # the longest nodes of a thread whose starts and ends are tried as cuts
+PACKED_THREADS = 4096  # threads packed one by one into the emptiest part; more go in turn
+CUT_CANDIDATES = 64  # at least this many of a thread's longest nodes: their starts and ends are tried as cuts
 
 
-def _cut_in_time(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thread: int) -> np.ndarray | None:
-    """Which nodes are ``thread``'s that start before a time none of its nodes spans, the
-    time chosen to leave about half of all nodes on each side; None when there is no such
-    time between 20 % and 80 % of them.
+def _time_slices(
+    starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thread: int, pieces: int
+) -> list[np.ndarray]:
+    """``thread``'s nodes in up to ``pieces`` slices of about as many nodes, cut at times
+    none of its nodes spans; one slice when there is no such time.
 
-    Such a cut leaves no parent on the other side, so each side nests alone.  The times
+    Such a cut leaves no parent on the other side, so each slice nests alone.  The times
     tried are the starts and ends of the thread's longest nodes (steps, forward and
     backward passes): one of them usually ends where the next begins."""
     mine = np.flatnonzero(threads == thread)
     mine_starts = starts[mine]
     need = np.maximum(ends[mine], mine_starts + 1)  # a node spans (start, need): see _nest
-    tried = min(CUT_CANDIDATES, len(mine))
+    tried = min(max(CUT_CANDIDATES, 4 * pieces), len(mine))
     longest = np.argpartition(need - mine_starts, len(mine) - tried)[len(mine) - tried :]
     cuts = np.unique(np.concatenate((mine_starts[longest], need[longest])))
     after_start = np.searchsorted(cuts, mine_starts, side="right")  # the first cut past each start
@@ -500,15 +536,32 @@ def _cut_in_time(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thre
     spanning = after_start < before_need  # the node spans cuts after_start .. before_need - 1
     opened = np.bincount(after_start[spanning], minlength=len(cuts) + 1)
     opened -= np.bincount(before_need[spanning], minlength=len(cuts) + 1)
-    clean = np.cumsum(opened)[: len(cuts)] == 0
-    started = np.cumsum(np.bincount(after_start, minlength=len(cuts) + 1))[: len(cuts)]  # nodes before each cut
-    balanced = clean & (started >= 0.2 * len(threads)) & (started <= 0.8 * len(threads))
-    if not balanced.any():
-        return None
-    best = np.flatnonzero(balanced)[np.argmin(np.abs(started[balanced] - len(threads) / 2))]
-    rows = np.zeros(len(threads), dtype=bool)
-    rows[mine[mine_starts < cuts[best]]] = True
-    return rows
+    clean = np.flatnonzero(np.cumsum(opened)[: len(cuts)] == 0)
+    before = np.searchsorted(np.sort(mine_starts), cuts[clean], side="left")  # the thread's nodes before each
+    inside = (before > 0) & (before < len(mine))
+    clean, before = clean[inside], before[inside]
+    if not len(clean):
+        return [mine]
+    wanted = np.arange(1, pieces) * len(mine) / pieces
+    nearest = np.abs(before[None, :] - wanted[:, None]).argmin(axis=1)
+    chosen = cuts[clean[np.unique(nearest)]]
+    slice_of = np.searchsorted(chosen, mine_starts, side="right")  # a node starting at a cut is after it
+    order = np.argsort(slice_of, kind="stable")
+    bounds = np.cumsum(np.bincount(slice_of, minlength=len(chosen) + 1))[:-1]
+    return [rows for rows in np.split(mine[order], bounds) if len(rows)]
+
+
+def _nest_in_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> Nesting:
+    """:func:`_nest` of the :func:`_nesting_parts` side by side, joined: each part's nodes are
+    whole threads or clean slices of one, so each subtree stays one run of the joined order."""
+    parts = _nesting_parts(starts, ends, threads, count)
+    if len(parts) == 1:
+        return _nest(starts, ends, threads)
+    nested = side_by_side(*(partial(_nest_rows, rows, starts, ends, threads) for rows in parts))
+    parent = np.empty(len(starts), dtype=np.int64)
+    for rows, part in zip(parts, nested):
+        parent[rows] = part.parent
+    return Nesting(parent, np.concatenate([part.order for part in nested]))
 
 
 def _nest_rows(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> Nesting:
