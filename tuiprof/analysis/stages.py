@@ -17,11 +17,13 @@ the other on the calling thread, in the order given: no pool, no threads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuiprof.trace.parallel import usable_cores
 
@@ -31,6 +33,31 @@ MAX_THREADS = 64
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+class StageTime(NamedTuple):
+    """One stage's run, for ``scripts/bench_analysis.py``."""
+
+    name: str
+    thread: str
+    started: float  # time.perf_counter()
+    wall_s: float
+    cpu_s: float  # of its thread, its own side-by-side stages left out (they count apart)
+
+
+_recorded: list[StageTime] | None = None
+_inner_cpu = threading.local()  # per thread, the CPU of the stages run inside the running ones
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[StageTime]]:
+    """Every stage :func:`side_by_side` runs meanwhile, as it ends (a benchmark's stage table)."""
+    global _recorded
+    _recorded = []
+    try:
+        yield _recorded
+    finally:
+        _recorded = None
 
 
 def analysis_threads() -> int:
@@ -45,6 +72,8 @@ def side_by_side(*stages: Callable[[], Any]) -> list[Any]:
     thread, the others on the shared pool at the same time (one after the other on
     one thread when :func:`analysis_threads` is 1).  A stage that raises re-raises
     here, once every stage has ended (no stage is left running behind the caller)."""
+    if _recorded is not None:
+        stages = tuple(_timed(stage, _recorded) for stage in stages)
     if analysis_threads() < 2 or len(stages) < 2:
         return [stage() for stage in stages]
     futures = [_shared_pool().submit(stage) for stage in stages[1:]]
@@ -64,3 +93,24 @@ def _shared_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=2 * MAX_THREADS, thread_name_prefix="tuiprof-analysis")
         return _pool
+
+
+def _timed(stage: Callable[[], Any], into: list[StageTime]) -> Callable[[], Any]:
+    """``stage`` recording its run into ``into``; its CPU is its own thread's, less that of
+    the stages it ran on the same thread (the first of its own side-by-side stages)."""
+    name = getattr(getattr(stage, "func", stage), "__name__", repr(stage))
+
+    def timed() -> Any:
+        inner = _inner_cpu.__dict__.setdefault("stack", [])
+        inner.append(0.0)
+        started, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return stage()
+        finally:
+            wall_s, cpu_s = time.perf_counter() - started, time.thread_time() - cpu
+            own_s = cpu_s - inner.pop()
+            if inner:
+                inner[-1] += cpu_s
+            into.append(StageTime(name, threading.current_thread().name, started, wall_s, own_s))
+
+    return timed
