@@ -98,7 +98,7 @@ def _shared_pool() -> ThreadPoolExecutor:
 def _timed(stage: Callable[[], Any], into: list[StageTime]) -> Callable[[], Any]:
     """``stage`` recording its run into ``into``; its CPU is its own thread's, less that of
     the stages it ran on the same thread (the first of its own side-by-side stages)."""
-    name = getattr(getattr(stage, "func", stage), "__name__", repr(stage))
+    name = getattr(getattr(stage, "func", stage), "__name__", type(stage).__name__)  # never repr: it holds columns
 
     def timed() -> Any:
         inner = _inner_cpu.__dict__.setdefault("stack", [])
