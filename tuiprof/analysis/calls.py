@@ -486,7 +486,7 @@ def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, co
     share = len(threads) / count
     pieces: list[tuple[int, int, np.ndarray | None]] = []  # (nodes, thread, its slice's rows: None for all)
     for thread in np.flatnonzero(counts > share).tolist():
-        slices = _time_slices(starts, ends, threads, thread, int(np.ceil(counts[thread] / share)))
+        slices = _time_slices(starts, ends, threads, thread, SLICES_A_SHARE * int(np.ceil(counts[thread] / share)))
         pieces.extend((len(rows), thread, rows) for rows in slices)
     small = np.flatnonzero((counts > 0) & (counts <= share))
     small = small[np.argsort(-counts[small], kind="stable")]
@@ -511,8 +511,9 @@ def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, co
     return [rows for rows in parts if len(rows)]
 
 
+SLICES_A_SHARE = 4  # a thread cut in time is cut in slices of a quarter of a part's share or less: room to pack
 PACKED_THREADS = 4096  # threads packed one by one into the emptiest part; more go in turn
-CUT_CANDIDATES = 64  # at least this many of a thread's longest nodes: their starts and ends are tried as cuts
+CUT_CANDIDATES = 64  # per slice wanted, a thread's longest nodes whose starts and ends are tried as cuts
 
 
 def _time_slices(
@@ -522,13 +523,19 @@ def _time_slices(
     none of its nodes spans; one slice when there is no such time.
 
     Such a cut leaves no parent on the other side, so each slice nests alone.  The times
-    tried are the starts and ends of the thread's longest nodes (steps, forward and
-    backward passes): one of them usually ends where the next begins."""
+    tried are the starts and ends of long nodes (steps, forward and backward passes: one
+    of them usually ends where the next begins), the longest of each run of nodes, so
+    that they spread over the thread even when many steps are equally long."""
     mine = np.flatnonzero(threads == thread)
     mine_starts = starts[mine]
     need = np.maximum(ends[mine], mine_starts + 1)  # a node spans (start, need): see _nest
-    tried = min(max(CUT_CANDIDATES, 4 * pieces), len(mine))
-    longest = np.argpartition(need - mine_starts, len(mine) - tried)[len(mine) - tried :]
+    tried = min(CUT_CANDIDATES * pieces, len(mine))
+    width = -(-len(mine) // tried)  # the longest node of each run of ``width`` nodes: spread over the trace
+    lengths = np.zeros(width * tried, dtype=np.int64)  # a node's length is >= 1: the padding never wins
+    lengths[: len(mine)] = need - mine_starts
+    longest = lengths.reshape(tried, width).argmax(axis=1) + np.arange(tried) * width
+    longest = longest[longest < len(mine)]
+    del lengths
     cuts = np.unique(np.concatenate((mine_starts[longest], need[longest])))
     after_start = np.searchsorted(cuts, mine_starts, side="right")  # the first cut past each start
     before_need = np.searchsorted(cuts, need, side="left")  # the first cut at or past each end
@@ -536,17 +543,17 @@ def _time_slices(
     spanning = after_start < before_need  # the node spans cuts after_start .. before_need - 1
     opened = np.bincount(after_start[spanning], minlength=len(cuts) + 1)
     opened -= np.bincount(before_need[spanning], minlength=len(cuts) + 1)
-    clean = np.flatnonzero(np.cumsum(opened)[: len(cuts)] == 0)
-    before = np.searchsorted(np.sort(mine_starts), cuts[clean], side="left")  # the thread's nodes before each
-    inside = (before > 0) & (before < len(mine))
-    clean, before = clean[inside], before[inside]
+    before = np.cumsum(np.bincount(after_start, minlength=len(cuts) + 1))[: len(cuts)]  # nodes starting before each cut
+    del spanning, before_need
+    clean = np.flatnonzero((np.cumsum(opened)[: len(cuts)] == 0) & (before > 0) & (before < len(mine)))
     if not len(clean):
         return [mine]
     wanted = np.arange(1, pieces) * len(mine) / pieces
-    nearest = np.abs(before[None, :] - wanted[:, None]).argmin(axis=1)
-    chosen = cuts[clean[np.unique(nearest)]]
-    slice_of = np.searchsorted(chosen, mine_starts, side="right")  # a node starting at a cut is after it
-    order = np.argsort(slice_of, kind="stable")
+    chosen = np.unique(np.abs(before[clean][None, :] - wanted[:, None]).argmin(axis=1))  # of the clean cuts
+    # cut j + 1 is past a node's start when after_start <= clean[j]: the node is in slice j + 1 or later
+    slice_of = np.searchsorted(clean[chosen], after_start, side="left").astype(np.int16)
+    del after_start
+    order = np.argsort(slice_of, kind="stable")  # a radix sort of 16-bit labels
     bounds = np.cumsum(np.bincount(slice_of, minlength=len(chosen) + 1))[:-1]
     return [rows for rows in np.split(mine[order], bounds) if len(rows)]
 
