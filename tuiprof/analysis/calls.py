@@ -209,6 +209,16 @@ def _column(values) -> array:
     return column
 
 
+def _gathered_column(values: np.ndarray, rows: np.ndarray) -> array:
+    """``values[rows]`` as a column (:func:`_column`)."""
+    return _column(values[rows])
+
+
+def _durations_column(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> array:
+    """``ends - starts`` of ``rows`` as a column (summing epoch times would overflow)."""
+    return _column(ends[rows] - starts[rows])
+
+
 def _constant(length: int, value: int) -> array:
     column = _CONSTANT_COLUMNS.get((length, value))
     if column is None:
@@ -267,16 +277,30 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     cpu_rows = op_index[op_rows]
 
     calls = OperatorCalls(names=store.names, threads=store.threads, cpu=cpu, inputs=store.inputs)
-    calls.cpu_row = _column(cpu_rows)
-    calls.name_id = _column(cpu.name[cpu_rows])
-    calls.thread = _column(cpu.thread[cpu_rows])
-    calls.external_id = _column(cpu.external_id[cpu_rows])
-    calls.sequence_number = _column(cpu.sequence_number[cpu_rows])
-    calls.start_ns = _column(starts[op_rows])
-    calls.end_ns = _column(ends[op_rows])
-    calls.total_ns = _column(calls.column("end_ns") - calls.column("start_ns"))
-    calls.parent = _column(row_of[op_parent[op_rows]])
-    calls.module = _column(module_of[op_rows])
+    # The calls' columns: gathers (which release the GIL) and copies, side by side.
+    (
+        calls.cpu_row,
+        calls.name_id,
+        calls.thread,
+        calls.external_id,
+        calls.sequence_number,
+        calls.start_ns,
+        calls.end_ns,
+        calls.total_ns,
+        calls.parent,
+        calls.module,
+    ) = side_by_side(
+        partial(_column, cpu_rows),
+        partial(_gathered_column, cpu.name, cpu_rows),
+        partial(_gathered_column, cpu.thread, cpu_rows),
+        partial(_gathered_column, cpu.external_id, cpu_rows),
+        partial(_gathered_column, cpu.sequence_number, cpu_rows),
+        partial(_gathered_column, starts, op_rows),
+        partial(_gathered_column, ends, op_rows),
+        partial(_durations_column, starts, ends, op_rows),
+        partial(_gathered_column, row_of, op_parent[op_rows]),
+        partial(_gathered_column, module_of, op_rows),
+    )
     del module_of, cpu_rows
 
     # FLOPs need only the call tree, self times only the living links, device times the
