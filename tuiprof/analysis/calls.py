@@ -303,25 +303,20 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     )
     del module_of, cpu_rows
 
-    # FLOPs need only the call tree, self times only the living links, device times the
-    # joins and the nesting order: three stages side by side (numpy passes that release the GIL).
-    durations = ends - starts
-    linked = alive & (parent >= 0)
-    up = parent[linked]
-    (activity, self_device, device_total), child_time, _ = side_by_side(
+    # FLOPs need only the call tree, self times the living links, device times the joins
+    # and the nesting order: three stages side by side (numpy passes that release the GIL;
+    # on one core in this order, each stage's temporaries gone before the next one's).
+    (activity, self_device, device_total), (calls.self_ns, links), _ = side_by_side(
         partial(_device_times, store, op_index, alive, parent, op_parent, (starts, ends, threads), nesting_order),
-        partial(_children_sums, up, durations[linked], n_nodes),
+        partial(_self_times, starts, ends, alive, parent, op_rows),
         partial(count_flops, calls),
     )
-    del starts, ends, threads, op_parent, op_index  # the peak RSS is in the sums below
-
-    # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
-    calls.self_ns = _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64))
+    del starts, ends, threads, op_parent, op_index
     calls.self_device_ns = _column(self_device[op_rows])
     calls.device_total_ns = _column(device_total[op_rows])
-    calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, (up, linked), op_rows)
-    calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, (up, linked), op_rows)
-    del linked, up
+    calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, links, op_rows)
+    calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, links, op_rows)
+    del links
     launcher = activity.launchers
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
@@ -333,9 +328,17 @@ def _in_start_order(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return rows[np.argsort(starts[rows], kind="stable")]
 
 
-def _children_sums(up: np.ndarray, values: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Per node, the sum of ``values`` over its living direct children (``up``: their parents)."""
-    return np.bincount(up, weights=values, minlength=n_nodes)
+def _self_times(
+    starts: np.ndarray, ends: np.ndarray, alive: np.ndarray, parent: np.ndarray, op_rows: np.ndarray
+) -> tuple[array, tuple[np.ndarray, np.ndarray]]:
+    """The calls' self time (their duration less their living direct children's), and the
+    living links (each linked node's parent, which nodes have one) for the memory columns."""
+    durations = ends - starts
+    linked = alive & (parent >= 0)
+    up = parent[linked]
+    child_time = np.bincount(up, weights=durations[linked], minlength=len(parent))
+    # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
+    return _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64)), (up, linked)
 
 
 def _device_times(
@@ -585,8 +588,8 @@ def _time_slices(
 def _nest_in_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> Nesting:
     """:func:`_nest` of the :func:`_nesting_parts` side by side, joined: each part's nodes are
     whole threads or clean slices of one, so each subtree stays one run of the joined order."""
-    parts = _nesting_parts(starts, ends, threads, count)
-    if len(parts) == 1:
+    parts = _nesting_parts(starts, ends, threads, count) if count > 1 else []
+    if len(parts) < 2:
         return _nest(starts, ends, threads)
     nested = side_by_side(*(partial(_nest_rows, rows, starts, ends, threads) for rows in parts))
     parent = np.empty(len(starts), dtype=np.int64)
