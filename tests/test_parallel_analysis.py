@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
 import threading
 from array import array
 from pathlib import Path
@@ -13,10 +14,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
-from tuiprof.analysis import build
+from tests.test_ranks import two_rank_run
+from tuiprof.analysis import build, ranks
 from tuiprof.analysis.build import analyze
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.trace.load import load_trace
+from tuiprof.trace.run import open_run
 
 THREADS_ENV = "TUIPROF_ANALYSIS_THREADS"  # tuiprof.analysis.stages.THREADS_ENV
 
@@ -139,3 +142,19 @@ def test_one_thread_runs_every_stage_on_the_caller(monkeypatch) -> None:
     analyze(load_trace(SAMPLES / "resnet18_cpu.pt.trace.json.gz"))
     assert seen == {threading.current_thread().name}
     assert threading.active_count() == before
+
+
+def test_rank_workers_analyse_on_one_thread(tmp_path, monkeypatch) -> None:
+    """A run's rank workers are a process a core: none starts analysis threads of its own
+    (N workers x N threads would oversubscribe the cores)."""
+    environments: list[dict] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        environments.append(kwargs.get("env") or {})
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(ranks.subprocess, "Popen", recording_popen)
+    run = ranks.summarise_run(open_run(two_rank_run(tmp_path)), workers=2, use_sidecars=False)
+    assert len(run.ranks) == 2 and len(environments) == 2
+    assert all(env.get(THREADS_ENV) == "1" for env in environments)
