@@ -85,6 +85,25 @@ def test_nesting_threads_in_parts_equals_torchs_stack_walk(seed: int, biggest: f
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
+def test_nesting_very_many_threads_in_parts(monkeypatch) -> None:
+    """More threads than are packed one by one (a damaged trace's): the rest go to the parts
+    in turn; every node is in one part and the parents are torch's."""
+    monkeypatch.setattr(calls, "PACKED_THREADS", 50)
+    rng = np.random.default_rng(5)
+    starts, ends, _ = _random_intervals(rng, 3000)
+    threads = rng.integers(0, 400, 3000).astype(np.int64)
+    parts = calls._nesting_parts(starts, ends, threads, 4)
+    assert len(parts) == 4 and sorted(np.concatenate(parts).tolist()) == list(range(3000))
+    assert all(
+        len(set(threads[rows].tolist()) & set(threads[other].tolist())) == 0
+        for rows in parts
+        for other in parts
+        if rows is not other
+    )
+    parent = _nest_in_parts(starts, ends, threads, 4).parent
+    assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+
+
 def _steps_of_one_thread(rng, steps: int, enclosing: bool):
     """A single-threaded trace: steps back to back (each ends where the next starts), random
     intervals inside each, a few of them on a second thread; ``enclosing``: one span over all."""
