@@ -4,7 +4,7 @@ The analysis is numpy over int64 columns; numpy releases the GIL in its sorts,
 ``searchsorted``, ufunc loops and ``ufunc.at``, so independent stages (the
 nesting of separate CPU threads, the memory per call beside it, the FLOPs beside
 the device joins, the module tree beside the kernel, step and memory tables) run
-at once on Python threads.  Threads, not processes: a stage takes 10-150 ms of
+at once on Python threads.  Threads, not processes: a stage takes 10-250 ms of
 CPU at 300 MB, while a process would need a fresh interpreter (~0.2-0.3 s) and
 the columns shipped to it and back (~100 bytes an event each way); see
 ``docs/big-traces.md`` ("The analysis on N cores") for what that leaves serial.
@@ -39,8 +39,6 @@ class StageTime(NamedTuple):
     """One stage's run, for ``scripts/bench_analysis.py``."""
 
     name: str
-    thread: str
-    started: float  # time.perf_counter()
     wall_s: float
     cpu_s: float  # of its thread, its own side-by-side stages left out (they count apart)
 
@@ -111,6 +109,6 @@ def _timed(stage: Callable[[], Any], into: list[StageTime]) -> Callable[[], Any]
             own_s = cpu_s - inner.pop()
             if inner:
                 inner[-1] += cpu_s
-            into.append(StageTime(name, threading.current_thread().name, started, wall_s, own_s))
+            into.append(StageTime(name, wall_s, own_s))
 
     return timed
