@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import subprocess
+import sys
 import threading
 from array import array
 from pathlib import Path
@@ -13,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
+from tests.conftest import ROOT, SAMPLES, SHARED_TRACES, needs_shared
 from tests.test_ranks import two_rank_run
-from tuiprof.analysis import build, ranks
+from tuiprof.analysis import build, calls, ranks
 from tuiprof.analysis.build import analyze
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.trace.load import load_trace
@@ -66,12 +67,21 @@ def _assert_same(serial, parallel, path: str, seen: set[tuple[int, int]]) -> Non
 
 
 def _models(path: Path, monkeypatch) -> tuple:
-    """The model of ``path`` analysed on one thread, then on four (each from its own load)."""
+    """The model of ``path`` analysed on one thread, then on four (each from its own load),
+    and how many parts the four-thread nesting had."""
+    parts: list[int] = []
+    nest_rows = calls._nest_rows
+
+    def counted(*args):
+        parts.append(len(args[0]))
+        return nest_rows(*args)
+
+    monkeypatch.setattr(calls, "_nest_rows", counted)
     models = []
     for threads in ("1", "4"):
         monkeypatch.setenv(THREADS_ENV, threads)
         models.append(analyze(load_trace(path)))
-    return tuple(models)
+    return (*models, len(parts))
 
 
 TRACES = [SAMPLES / name for name in sorted(p.name for p in SAMPLES.glob("*.pt.trace.json.gz"))]
@@ -85,7 +95,7 @@ SHARED = [
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_parallel_analysis_gives_the_serial_model_on_samples(path: Path, monkeypatch) -> None:
-    serial, parallel = _models(path, monkeypatch)
+    serial, parallel, _ = _models(path, monkeypatch)  # one thread under a frame over it all: nested whole
     assert len(serial.calls) and serial.total_self_cpu_us > 0
     _assert_same(serial, parallel, "model", set())
 
@@ -93,13 +103,38 @@ def test_parallel_analysis_gives_the_serial_model_on_samples(path: Path, monkeyp
 @needs_shared
 @pytest.mark.parametrize("name", SHARED)
 def test_parallel_analysis_gives_the_serial_model_on_real_traces(name: str, monkeypatch) -> None:
-    serial, parallel = _models(SHARED_TRACES / name, monkeypatch)
+    serial, parallel, parts = _models(SHARED_TRACES / name, monkeypatch)
+    assert parts > 1 or name.startswith("tracelens__torch_compile")  # that one is 5 events on one thread
+    _assert_same(serial, parallel, "model", set())
+
+
+def test_parallel_analysis_gives_the_serial_model_cut_in_time(tmp_path, monkeypatch) -> None:
+    """Two runs of the sample back to back (``make_big_trace.py``): its one thread is cut in
+    time between them and nested in slices; still the serial model."""
+    trace = tmp_path / "two-runs.json"
+    made = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "make_big_trace.py"),
+            "--size-mb",
+            "7",
+            "--from",
+            str(TRACES[1]),
+            "-o",
+            str(trace),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0 and "2 replicas" in made.stderr, made.stderr
+    serial, parallel, parts = _models(trace, monkeypatch)
+    assert parts >= 2
     _assert_same(serial, parallel, "model", set())
 
 
 def test_model_comparison_sees_a_changed_value(monkeypatch) -> None:
     """The oracle above can fail: one changed self time, one module's total, are found."""
-    serial, parallel = _models(SAMPLES / "resnet18_cpu.pt.trace.json.gz", monkeypatch)
+    serial, parallel, _ = _models(SAMPLES / "resnet18_cpu.pt.trace.json.gz", monkeypatch)
     parallel.calls.self_ns[5] += 1
     with pytest.raises(AssertionError, match=r"model\.calls\.self_ns"):
         _assert_same(serial, parallel, "model", set())
