@@ -80,9 +80,35 @@ def test_nesting_threads_in_parts_equals_torchs_stack_walk(seed: int, biggest: f
     rng = np.random.default_rng(seed)
     starts, ends, _ = _random_intervals(rng, 3000)
     threads = np.where(rng.random(3000) < biggest, 7, rng.integers(0, 5, 3000)).astype(np.int64)
-    assert len(calls._nesting_parts(starts, ends, threads, count)) > 1  # it is split
+    assert len(calls._nesting_parts(starts, ends, threads, count).rows) > 1  # it is split
     parent = _nest_in_parts(starts, ends, threads, count).parent
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+
+
+@pytest.mark.parametrize("count", [2, 5])
+@pytest.mark.parametrize("seed", range(4))
+def test_slices_with_many_nodes_over_their_cuts_nest_as_torch(monkeypatch, seed: int, count: int) -> None:
+    """Cuts that hundreds of nodes span (allowed here: a real trace's are its few script
+    frames): those nodes are guests of the later slices; torch's parents, and subtree totals
+    over the joined order (duplicates merged) equal a walk up."""
+    monkeypatch.setattr(calls, "SPINE_NODES", 100_000)
+    rng = np.random.default_rng(seed)
+    starts, ends, _ = _random_intervals(rng, 3000)
+    threads = np.where(rng.random(3000) < 0.8, 0, rng.integers(1, 3, 3000)).astype(np.int64)
+    parts = calls._nesting_parts(starts, ends, threads, count)
+    assert len(parts.rows) > 1 and any(len(rows) > owned for rows, owned in zip(parts.rows, parts.owned))  # guests
+    nesting = _nest_in_parts(starts, ends, threads, count)
+    assert nesting.parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+    assert sorted(nesting.order.tolist()) == list(range(3000))
+    names = rng.integers(0, 3, len(starts)).astype(np.int64)
+    alive, parent = _merge_duplicates(nesting.parent.copy(), names, 2500)
+    values = np.where(alive, rng.integers(0, 1000, len(starts)), 0).astype(np.int64)
+    expected = [0] * len(starts)
+    for node, value in enumerate(values.tolist()):
+        while node >= 0:
+            expected[node] += value
+            node = int(parent[node])
+    assert _subtree_totals(values, parent, nesting.order).tolist() == expected
 
 
 def test_nesting_very_many_threads_in_parts(monkeypatch) -> None:
@@ -92,7 +118,7 @@ def test_nesting_very_many_threads_in_parts(monkeypatch) -> None:
     rng = np.random.default_rng(5)
     starts, ends, _ = _random_intervals(rng, 3000)
     threads = rng.integers(0, 400, 3000).astype(np.int64)
-    parts = calls._nesting_parts(starts, ends, threads, 4)
+    parts = calls._nesting_parts(starts, ends, threads, 4).rows
     assert len(parts) == 4 and sorted(np.concatenate(parts).tolist()) == list(range(3000))
     assert all(
         len(set(threads[rows].tolist()) & set(threads[other].tolist())) == 0
@@ -123,25 +149,28 @@ def _steps_of_one_thread(rng, steps: int, enclosing: bool):
 @pytest.mark.parametrize("count", [2, 6])
 @pytest.mark.parametrize(("seed", "enclosing"), [(0, False), (1, False), (2, True)])
 def test_one_thread_nests_in_slices_cut_between_steps(seed: int, enclosing: bool, count: int) -> None:
-    """One thread holds 95 % of the nodes: it is cut at times no node spans (where a step
-    ends and the next begins) and each slice nested at once; with a span over everything
-    there is no such time and it nests whole.  Either way torch's parents, and subtree
-    totals over the slices' order equal a walk up."""
+    """One thread holds 95 % of the nodes: it is cut where a step ends and the next begins
+    and each slice nested at once; a span over everything (a with_stack script's frames)
+    is a guest of every slice after the first.  Either way torch's parents, and subtree
+    totals over the joined order equal a walk up."""
     one = np.zeros(3, dtype=np.int64)
     slices = calls._time_slices(np.array([0, 100, 20]), np.array([100, 200, 60]), one, 0, 2)
-    assert [rows.tolist() for rows in slices] == [[0, 2], [1]]  # at 100: [0, 100) ends there
+    assert [(piece.own.tolist(), piece.guests.tolist()) for piece in slices] == [([0, 2], []), ([1], [])]  # at 100
     slices = calls._time_slices(np.array([0, 100, 50]), np.array([100, 200, 150]), one, 0, 2)
-    assert [rows.tolist() for rows in slices] == [[0, 1, 2]]  # [50, 150) spans it
+    assert [(piece.own.tolist(), piece.guests.tolist()) for piece in slices] == [
+        ([0], []),
+        ([1, 2], [0]),
+    ]  # at 50: [0, 100) over it
     rng = np.random.default_rng(seed)
     starts, ends, threads = _steps_of_one_thread(rng, 6, enclosing)
     slices = calls._time_slices(starts, ends, threads, 0, count)
-    if enclosing:
-        assert len(slices) == 1
-    else:  # at the steps' ends: 0-1200-2400 in two, every 400 in six
-        assert len(slices) == count
-        bounds = [starts[rows].min() for rows in slices[1:]]
-        assert bounds == list(range(2400 // count, 2400, 2400 // count))
-        assert all(starts[rows].max() < bound for rows, bound in zip(slices, bounds))
+    # at the steps' ends: 0-1200-2400 in two, every 400 in six; the span over all a guest of the later slices
+    assert len(slices) == count
+    bounds = [starts[piece.own].min() for piece in slices[1:]]
+    assert bounds == list(range(2400 // count, 2400, 2400 // count))
+    assert all(starts[piece.own].max() < bound for piece, bound in zip(slices, bounds))
+    spanning_all = [len(starts) - 1] if enclosing else []
+    assert [piece.guests.tolist() for piece in slices] == [[], *[spanning_all] * (count - 1)]
     nesting = _nest_in_parts(starts, ends, threads, count)
     assert nesting.parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
     values = rng.integers(0, 1000, len(starts)).astype(np.int64)

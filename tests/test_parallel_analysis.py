@@ -95,8 +95,8 @@ SHARED = [
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_parallel_analysis_gives_the_serial_model_on_samples(path: Path, monkeypatch) -> None:
-    serial, parallel, _ = _models(path, monkeypatch)  # one thread under a frame over it all: nested whole
-    assert len(serial.calls) and serial.total_self_cpu_us > 0
+    serial, parallel, parts = _models(path, monkeypatch)  # one thread, cut through the frames over it all
+    assert len(serial.calls) and serial.total_self_cpu_us > 0 and parts > 1
     _assert_same(serial, parallel, "model", set())
 
 
@@ -104,13 +104,13 @@ def test_parallel_analysis_gives_the_serial_model_on_samples(path: Path, monkeyp
 @pytest.mark.parametrize("name", SHARED)
 def test_parallel_analysis_gives_the_serial_model_on_real_traces(name: str, monkeypatch) -> None:
     serial, parallel, parts = _models(SHARED_TRACES / name, monkeypatch)
-    assert parts > 1 or name.startswith("tracelens__torch_compile")  # that one is 5 events on one thread
+    assert parts > 1 or name.startswith("tracelens__torch_compile")  # that one is a few events on one thread
     _assert_same(serial, parallel, "model", set())
 
 
 def test_parallel_analysis_gives_the_serial_model_cut_in_time(tmp_path, monkeypatch) -> None:
     """Two runs of the sample back to back (``make_big_trace.py``): its one thread is cut in
-    time between them and nested in slices; still the serial model."""
+    time (between them or through the frames) and nested in slices; still the serial model."""
     trace = tmp_path / "two-runs.json"
     made = subprocess.run(
         [

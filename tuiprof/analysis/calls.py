@@ -499,60 +499,90 @@ def _heaviest_child(calls: OperatorCalls) -> np.ndarray:
     return np.where((first < len(calls)) & (2 * most >= total), first, -1)
 
 
-def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> list[np.ndarray]:
+class NestingParts(NamedTuple):
+    """The nodes in parts that nest alone (:func:`_nesting_parts`)."""
+
+    rows: list[np.ndarray]  # per part: the nodes it nests, its own first, then its guests
+    owned: list[int]  # per part: how many of its rows are its own (their parents come from it)
+    slice_of: np.ndarray | None  # per node: its time slice (numbered in time order), -1 in a whole thread
+
+
+class _Slice(NamedTuple):
+    """A time slice of one thread: the nodes that start in it, and the earlier nodes that span
+    its start (guests: nested with it, as any of its nodes may be inside them)."""
+
+    own: np.ndarray
+    guests: np.ndarray
+
+
+def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> NestingParts:
     """The nodes in at most ``count`` parts of about as many nodes that nest alone, so that
     :func:`_nest` runs on each at once (its sorts and gathers release the GIL): whole CPU
     threads (a training trace's forward and backward threads), and a thread that holds more
-    than a part's share cut in time where none of its nodes spans the cut
-    (:func:`_time_slices`: between two steps), the pieces packed largest first into the
-    emptiest part.  One part on one core: splitting only costs there (1 GB mi300 / ns in
-    two: 0.38 -> 0.26 s / 0.49 -> 0.29 s on 2 cores, 4-15 % more on one)."""
-    if count < 2 or not len(threads):
-        return [np.arange(len(threads))]
+    than a part's share cut in time (:func:`_time_slices`: between two steps), the pieces
+    packed largest first into the emptiest part.  One part on one core: splitting only costs
+    there (1.15-1.4x the CPU of one nesting, ``docs/big-traces.md``)."""
     counts = np.bincount(threads)
     share = len(threads) / count
-    pieces: list[tuple[int, int, np.ndarray | None]] = []  # (nodes, thread, its slice's rows: None for all)
+    pieces: list[tuple[int, int, _Slice | None]] = []  # (nodes, thread, the slice: None for the whole thread)
     for thread in np.flatnonzero(counts > share).tolist():
         slices = _time_slices(starts, ends, threads, thread, SLICES_A_SHARE * int(np.ceil(counts[thread] / share)))
-        pieces.extend((len(rows), thread, rows) for rows in slices)
+        pieces.extend((len(piece.own), thread, piece) for piece in slices)
+    slice_of = None
+    if pieces:  # so far only slices: their nodes numbered, in time order
+        slice_of = np.full(len(threads), -1, dtype=np.int32)
+        for number, (_, _, piece) in enumerate(pieces):  # in time order per thread
+            slice_of[piece.own] = number  # type: ignore[union-attr]
     small = np.flatnonzero((counts > 0) & (counts <= share))
     small = small[np.argsort(-counts[small], kind="stable")]
     pieces.extend((int(counts[thread]), thread, None) for thread in small[:PACKED_THREADS].tolist())
     pieces.sort(key=lambda piece: -piece[0])  # stable: equal pieces keep thread order
     loads = [(0, part) for part in range(count)]  # a heap: the emptiest part first
     part_of_thread = np.full(len(counts), -1, dtype=np.int16)
-    sliced: list[list[np.ndarray]] = [[] for _ in range(count)]
-    for nodes, thread, rows in pieces:
+    sliced: list[list[_Slice]] = [[] for _ in range(count)]
+    for nodes, thread, piece in pieces:
         load, part = heapq.heappop(loads)
         heapq.heappush(loads, (load + nodes, part))
-        if rows is None:
+        if piece is None:
             part_of_thread[thread] = part
         else:
-            sliced[part].append(rows)
+            sliced[part].append(piece)
     # the smallest of very many threads (a damaged trace's): in turn, each smaller than any packed one
     part_of_thread[small[PACKED_THREADS:]] = np.arange(len(small) - min(len(small), PACKED_THREADS)) % count
     labels = part_of_thread[threads]  # -1 for the rows of threads cut in time
     by_part = np.argsort(labels, kind="stable")  # a radix sort of 16-bit labels
     bounds = np.cumsum(np.bincount(labels + 1, minlength=count + 1))
-    parts = [np.concatenate([by_part[bounds[part] : bounds[part + 1]], *sliced[part]]) for part in range(count)]
-    return [rows for rows in parts if len(rows)]
+    rows, owned = [], []
+    for part in range(count):
+        own = np.concatenate([by_part[bounds[part] : bounds[part + 1]], *(piece.own for piece in sliced[part])])
+        guests = np.unique(np.concatenate([piece.guests for piece in sliced[part]] or [by_part[:0]]))
+        if len(guests):  # a guest of one slice may be another's own in this part
+            assert slice_of is not None
+            mine = [int(slice_of[piece.own[0]]) for piece in sliced[part]]
+            guests = guests[~np.isin(slice_of[guests], mine)]
+        if len(own):
+            rows.append(np.concatenate((own, guests)))
+            owned.append(len(own))
+    return NestingParts(rows, owned, slice_of)
 
 
 SLICES_A_SHARE = 4  # a thread cut in time is cut in slices of a quarter of a part's share or less: room to pack
 PACKED_THREADS = 4096  # threads packed one by one into the emptiest part; more go in turn
 CUT_CANDIDATES = 64  # per slice wanted, a thread's longest nodes whose starts and ends are tried as cuts
+SPINE_NODES = 64  # at most this many nodes may span a cut (a with_stack trace's frames over the whole run)
 
 
-def _time_slices(
-    starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thread: int, pieces: int
-) -> list[np.ndarray]:
-    """``thread``'s nodes in up to ``pieces`` slices of about as many nodes, cut at times
-    none of its nodes spans; one slice when there is no such time.
+def _time_slices(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thread: int, pieces: int) -> list[_Slice]:
+    """``thread``'s nodes in up to ``pieces`` slices of about as many nodes, in time order, cut
+    at times at most ``SPINE_NODES`` of its nodes span; one slice when there is no such time.
 
-    Such a cut leaves no parent on the other side, so each slice nests alone.  The times
-    tried are the starts and ends of long nodes (steps, forward and backward passes: one
-    of them usually ends where the next begins), the longest of each run of nodes, so
-    that they spread over the thread even when many steps are equally long."""
+    A node spanning a cut (the python frames of a with_stack trace's script, its training
+    loop) is a guest of each later slice it reaches: nested with it, so that the slice's
+    nodes find it as their parent.  Any parent of a node that starts in a slice either starts
+    in it too or spans its start, so each slice with its guests nests alone.  The times tried
+    are the starts and ends of long nodes (steps, forward and backward passes: one of them
+    usually ends where the next begins), the longest of each run of nodes, so that they
+    spread over the thread even when many steps are equally long."""
     mine = np.flatnonzero(threads == thread)
     mine_starts = starts[mine]
     need = np.maximum(ends[mine], mine_starts + 1)  # a node spans (start, need): see _nest
@@ -571,37 +601,61 @@ def _time_slices(
     opened = np.bincount(after_start[spanning], minlength=len(cuts) + 1)
     opened -= np.bincount(before_need[spanning], minlength=len(cuts) + 1)
     before = np.cumsum(np.bincount(after_start, minlength=len(cuts) + 1))[: len(cuts)]  # nodes starting before each cut
-    del spanning, before_need
-    clean = np.flatnonzero((np.cumsum(opened)[: len(cuts)] == 0) & (before > 0) & (before < len(mine)))
-    if not len(clean):
-        return [mine]
+    del spanning
+    over = np.cumsum(opened)[: len(cuts)]  # nodes spanning each cut
+    usable = np.flatnonzero((over <= SPINE_NODES) & (before > 0) & (before < len(mine)))
+    if not len(usable):
+        return [_Slice(mine, mine[:0])]
+    # nearest to each wanted count of nodes before it, in slices; a node over the cut costs a 64th
     wanted = np.arange(1, pieces) * len(mine) / pieces
-    chosen = np.unique(np.abs(before[clean][None, :] - wanted[:, None]).argmin(axis=1))  # of the clean cuts
-    # cut j + 1 is past a node's start when after_start <= clean[j]: the node is in slice j + 1 or later
-    slice_of = np.searchsorted(clean[chosen], after_start, side="left").astype(np.int16)
-    del after_start
-    order = np.argsort(slice_of, kind="stable")  # a radix sort of 16-bit labels
-    bounds = np.cumsum(np.bincount(slice_of, minlength=len(chosen) + 1))[:-1]
-    return [rows for rows in np.split(mine[order], bounds) if len(rows)]
+    distance = np.abs(before[usable][None, :] - wanted[:, None]) / (len(mine) / pieces)
+    chosen = usable[np.unique((distance + over[usable] / SPINE_NODES).argmin(axis=1))]
+    # chosen cut m is past a node's start when after_start <= chosen[m]: the node starts in a later slice
+    first = np.searchsorted(chosen, after_start, side="left")  # the slice a node starts in
+    last = np.searchsorted(chosen, before_need, side="left")  # the last slice it reaches
+    del after_start, before_need
+    spine = np.flatnonzero(last > first)
+    order = np.argsort(first.astype(np.int16), kind="stable")  # a radix sort of 16-bit labels
+    bounds = np.cumsum(np.bincount(first, minlength=len(chosen) + 1))[:-1]
+    slices = []
+    for number, own in enumerate(np.split(mine[order], bounds)):
+        guests = spine[(first[spine] < number) & (last[spine] >= number)]
+        if len(own):
+            slices.append(_Slice(own, mine[guests]))
+    return slices
 
 
 def _nest_in_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> Nesting:
-    """:func:`_nest` of the :func:`_nesting_parts` side by side, joined: each part's nodes are
-    whole threads or clean slices of one, so each subtree stays one run of the joined order."""
-    parts = _nesting_parts(starts, ends, threads, count) if count > 1 else []
-    if len(parts) < 2:
+    """:func:`_nest` of the :func:`_nesting_parts` side by side, joined: a node's parent from
+    the part it is its own in; the order each part's own nodes, a time slice's run put back
+    in time order, so that every subtree is one run of the joined order, as in :func:`_nest`'s."""
+    parts = _nesting_parts(starts, ends, threads, count) if count > 1 and len(threads) else None
+    if parts is None or len(parts.rows) < 2:
         return _nest(starts, ends, threads)
-    nested = side_by_side(*(partial(_nest_rows, rows, starts, ends, threads) for rows in parts))
+    nested = side_by_side(*(partial(_nest_rows, rows, starts, ends, threads) for rows in parts.rows))
     parent = np.empty(len(starts), dtype=np.int64)
-    for rows, part in zip(parts, nested):
-        parent[rows] = part.parent
-    return Nesting(parent, np.concatenate([part.order for part in nested]))
+    whole: list[np.ndarray] = []  # the nodes of whole threads, in order
+    runs: list[tuple[int, np.ndarray]] = []  # (slice, its own nodes in order)
+    for rows, owned, part in zip(parts.rows, parts.owned, nested):
+        parent[rows[:owned]] = part.parent[:owned]
+        ordered = rows[part.order[part.order < owned]]
+        if parts.slice_of is None:
+            whole.append(ordered)
+            continue
+        labels = parts.slice_of[ordered]
+        whole.append(ordered[labels < 0])
+        ordered, labels = ordered[labels >= 0], labels[labels >= 0]
+        cuts = np.flatnonzero(labels[1:] != labels[:-1]) + 1
+        runs.extend((int(labels[run[0]]), ordered[run]) for run in np.split(np.arange(len(ordered)), cuts) if len(run))
+    runs.sort(key=lambda run: run[0])
+    return Nesting(parent, np.concatenate(whole + [run for _, run in runs]))
 
 
 def _nest_rows(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> Nesting:
-    """:func:`_nest` of the nodes ``rows`` (whole threads), as rows of the full arrays."""
+    """:func:`_nest` of the nodes ``rows``: each one's parent as a row of the full arrays, and
+    their order as positions in ``rows``."""
     local = _nest(starts[rows], ends[rows], threads[rows])
-    return Nesting(np.where(local.parent >= 0, rows[local.parent], -1), rows[local.order])
+    return Nesting(np.where(local.parent >= 0, rows[local.parent], -1), local.order)
 
 
 class Nesting(NamedTuple):
