@@ -518,14 +518,16 @@ class _Slice(NamedTuple):
 def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> NestingParts:
     """The nodes in at most ``count`` parts of about as many nodes that nest alone, so that
     :func:`_nest` runs on each at once (its sorts and gathers release the GIL): whole CPU
-    threads (a training trace's forward and backward threads), and a thread that holds more
-    than a part's share cut in time (:func:`_time_slices`: between two steps), the pieces
-    packed largest first into the emptiest part.  One part on one core: splitting only costs
-    there (1.15-1.4x the CPU of one nesting, ``docs/big-traces.md``)."""
+    threads (a training trace's forward and backward threads), and from ``SLICED_FROM``
+    parts on, a thread that holds over 1.5 parts' share cut in time (:func:`_time_slices`:
+    between two steps), the pieces packed largest first into the emptiest part.  Cutting
+    costs 0.2-0.6 of a whole nesting's CPU (``docs/big-traces.md``): on 2 or 3 cores it
+    only breaks even, so there only whole threads are split apart."""
     counts = np.bincount(threads)
     share = len(threads) / count
     pieces: list[tuple[int, int, _Slice | None]] = []  # (nodes, thread, the slice: None for the whole thread)
-    for thread in np.flatnonzero(counts > share).tolist():
+    too_big = counts > SLICED_OVER * share if count >= SLICED_FROM else np.zeros(len(counts), dtype=bool)
+    for thread in np.flatnonzero(too_big).tolist():
         slices = _time_slices(starts, ends, threads, thread, SLICES_A_SHARE * int(np.ceil(counts[thread] / share)))
         pieces.extend((len(piece.own), thread, piece) for piece in slices)
     slice_of = None
@@ -533,7 +535,7 @@ def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, co
         slice_of = np.full(len(threads), -1, dtype=np.int32)
         for number, (_, _, piece) in enumerate(pieces):  # in time order per thread
             slice_of[piece.own] = number  # type: ignore[union-attr]
-    small = np.flatnonzero((counts > 0) & (counts <= share))
+    small = np.flatnonzero((counts > 0) & ~too_big)
     small = small[np.argsort(-counts[small], kind="stable")]
     pieces.extend((int(counts[thread]), thread, None) for thread in small[:PACKED_THREADS].tolist())
     pieces.sort(key=lambda piece: -piece[0])  # stable: equal pieces keep thread order
@@ -566,6 +568,8 @@ def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, co
     return NestingParts(rows, owned, slice_of)
 
 
+SLICED_FROM = 4  # parts from which a thread may be cut in time
+SLICED_OVER = 1.5  # a thread is cut when it holds over this many parts' share
 SLICES_A_SHARE = 4  # a thread cut in time is cut in slices of a quarter of a part's share or less: room to pack
 PACKED_THREADS = 4096  # threads packed one by one into the emptiest part; more go in turn
 CUT_CANDIDATES = 64  # per slice wanted, a thread's longest nodes whose starts and ends are tried as cuts
