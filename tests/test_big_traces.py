@@ -18,7 +18,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ from tuiprof.analysis import calls, load_model
 from tuiprof.analysis.calls import (
     _merge_duplicates,
     _nest,
-    _nest_in_two,
+    _nest_in_parts,
     _subtree_totals,
 )
 from tuiprof.errors import TraceError
@@ -73,22 +72,67 @@ def test_nesting_equals_torchs_stack_walk(seed: int) -> None:
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
+@pytest.mark.parametrize("count", [2, 3, 8])
 @pytest.mark.parametrize(("seed", "biggest"), [(0, 0.34), (1, 0.6), (2, 0.79), (3, 0.9)])
-def test_nesting_threads_in_two_groups_equals_torchs_stack_walk(monkeypatch, seed: int, biggest: float) -> None:
-    """Split in two groups of threads (nested at once) or not (one thread holds 80 % or more):
-    the same parents either way."""
-    monkeypatch.setattr(calls, "usable_cores", lambda: 2)
+def test_nesting_threads_in_parts_equals_torchs_stack_walk(seed: int, biggest: float, count: int) -> None:
+    """Split in groups of threads (nested at once), a thread too big for one part cut in time
+    where it can be: the same parents however many parts."""
     rng = np.random.default_rng(seed)
     starts, ends, _ = _random_intervals(rng, 3000)
     threads = np.where(rng.random(3000) < biggest, 7, rng.integers(0, 5, 3000)).astype(np.int64)
-    with ThreadPoolExecutor(max_workers=2) as beside:
-        parent = _nest_in_two(starts, ends, threads, beside).parent
+    assert len(calls._nesting_parts(starts, ends, threads, count).rows) > 1  # it is split
+    parent = _nest_in_parts(starts, ends, threads, count).parent
+    assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+
+
+@pytest.mark.parametrize("count", [4, 7])
+@pytest.mark.parametrize("seed", range(4))
+def test_slices_with_many_nodes_over_their_cuts_nest_as_torch(monkeypatch, seed: int, count: int) -> None:
+    """Cuts that hundreds of nodes span (allowed here: a real trace's are its few script
+    frames): those nodes are guests of the later slices; torch's parents, and subtree totals
+    over the joined order (duplicates merged) equal a walk up."""
+    monkeypatch.setattr(calls, "SPINE_NODES", 100_000)
+    rng = np.random.default_rng(seed)
+    starts, ends, _ = _random_intervals(rng, 3000)
+    threads = np.where(rng.random(3000) < 0.8, 0, rng.integers(1, 3, 3000)).astype(np.int64)
+    parts = calls._nesting_parts(starts, ends, threads, count)
+    assert len(parts.rows) > 1 and any(len(rows) > owned for rows, owned in zip(parts.rows, parts.owned))  # guests
+    nesting = _nest_in_parts(starts, ends, threads, count)
+    assert nesting.parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
+    assert sorted(nesting.order.tolist()) == list(range(3000))
+    names = rng.integers(0, 3, len(starts)).astype(np.int64)
+    alive, parent = _merge_duplicates(nesting.parent.copy(), names, 2500)
+    values = np.where(alive, rng.integers(0, 1000, len(starts)), 0).astype(np.int64)
+    expected = [0] * len(starts)
+    for node, value in enumerate(values.tolist()):
+        while node >= 0:
+            expected[node] += value
+            node = int(parent[node])
+    assert _subtree_totals(values, parent, nesting.order).tolist() == expected
+
+
+def test_nesting_very_many_threads_in_parts(monkeypatch) -> None:
+    """More threads than are packed one by one (a damaged trace's): the rest go to the parts
+    in turn; every node is in one part and the parents are torch's."""
+    monkeypatch.setattr(calls, "PACKED_THREADS", 50)
+    rng = np.random.default_rng(5)
+    starts, ends, _ = _random_intervals(rng, 3000)
+    threads = rng.integers(0, 400, 3000).astype(np.int64)
+    parts = calls._nesting_parts(starts, ends, threads, 4).rows
+    assert len(parts) == 4 and sorted(np.concatenate(parts).tolist()) == list(range(3000))
+    assert all(
+        len(set(threads[rows].tolist()) & set(threads[other].tolist())) == 0
+        for rows in parts
+        for other in parts
+        if rows is not other
+    )
+    parent = _nest_in_parts(starts, ends, threads, 4).parent
     assert parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
 
 
 def _steps_of_one_thread(rng, steps: int, enclosing: bool):
     """A single-threaded trace: steps back to back (each ends where the next starts), random
-    intervals inside each, a few nodes of a second thread; ``enclosing``: one span over all."""
+    intervals inside each, a few of them on a second thread; ``enclosing``: one span over all."""
     parts = []
     for step in range(steps):
         starts, ends, _ = _random_intervals(rng, 400)
@@ -98,31 +142,36 @@ def _steps_of_one_thread(rng, steps: int, enclosing: bool):
     if enclosing:
         starts, ends = np.append(starts, 0), np.append(ends, steps * 400)
     threads = np.zeros(len(starts), dtype=np.int64)
-    threads[rng.random(len(starts)) < 0.05] = 1
+    threads[(rng.random(len(starts)) < 0.05) & (ends - starts < 400)] = 1  # the steps stay on thread 0
     return starts.astype(np.int64), ends.astype(np.int64), threads
 
 
+@pytest.mark.parametrize("count", [2, 6])
 @pytest.mark.parametrize(("seed", "enclosing"), [(0, False), (1, False), (2, True)])
-def test_one_thread_nests_in_two_halves_cut_between_steps(monkeypatch, seed: int, enclosing: bool) -> None:
-    """One thread holds 95 % of the nodes: it is cut at a time no node spans (where a step
-    ends and the next begins) and each side nested at once; with a span over everything
-    there is no such time and it nests whole.  Either way torch's parents, and subtree
-    totals over the halves' order equal a walk up."""
-    monkeypatch.setattr(calls, "usable_cores", lambda: 2)
+def test_one_thread_nests_in_slices_cut_between_steps(seed: int, enclosing: bool, count: int) -> None:
+    """One thread holds 95 % of the nodes: it is cut where a step ends and the next begins
+    and each slice nested at once; a span over everything (a with_stack script's frames)
+    is a guest of every slice after the first.  Either way torch's parents, and subtree
+    totals over the joined order equal a walk up."""
     one = np.zeros(3, dtype=np.int64)
-    cut = calls._cut_in_time(np.array([0, 100, 20]), np.array([100, 200, 60]), one, 0)
-    assert cut is not None and cut.tolist() == [True, False, True]  # at 100: [0, 100) ends there
-    assert calls._cut_in_time(np.array([0, 100, 50]), np.array([100, 200, 150]), one, 0) is None  # [50, 150) spans it
+    slices = calls._time_slices(np.array([0, 100, 20]), np.array([100, 200, 60]), one, 0, 2)
+    assert [(piece.own.tolist(), piece.guests.tolist()) for piece in slices] == [([0, 2], []), ([1], [])]  # at 100
+    slices = calls._time_slices(np.array([0, 100, 50]), np.array([100, 200, 150]), one, 0, 2)
+    assert [(piece.own.tolist(), piece.guests.tolist()) for piece in slices] == [
+        ([0], []),
+        ([1, 2], [0]),
+    ]  # at 50: [0, 100) over it
     rng = np.random.default_rng(seed)
     starts, ends, threads = _steps_of_one_thread(rng, 6, enclosing)
-    cut = calls._cut_in_time(starts, ends, threads, 0)
-    if enclosing:
-        assert cut is None
-    else:
-        assert cut is not None and 0.4 <= cut.mean() <= 0.6  # between steps 3 and 4, of 6
-        assert starts[cut].max() < 1200 <= starts[(threads == 0) & ~cut].min()
-    with ThreadPoolExecutor(max_workers=2) as beside:
-        nesting = _nest_in_two(starts, ends, threads, beside)
+    slices = calls._time_slices(starts, ends, threads, 0, count)
+    # at the steps' ends: 0-1200-2400 in two, every 400 in six; the span over all a guest of the later slices
+    assert len(slices) == count
+    bounds = [starts[piece.own].min() for piece in slices[1:]]
+    assert bounds == list(range(2400 // count, 2400, 2400 // count))
+    assert all(starts[piece.own].max() < bound for piece, bound in zip(slices, bounds))
+    spanning_all = [len(starts) - 1] if enclosing else []
+    assert [piece.guests.tolist() for piece in slices] == [[], *[spanning_all] * (count - 1)]
+    nesting = _nest_in_parts(starts, ends, threads, count)
     assert nesting.parent.tolist() == _stack_parents(starts.tolist(), ends.tolist(), threads.tolist())
     values = rng.integers(0, 1000, len(starts)).astype(np.int64)
     expected = [0] * len(starts)
@@ -166,14 +215,12 @@ def test_duplicate_merge_equals_torchs_repeated_pass(seed: int) -> None:
 
 
 @pytest.mark.parametrize(("seed", "split"), [(0, False), (1, False), (2, True), (3, True)])
-def test_device_time_below_a_node_equals_a_walk_up(monkeypatch, seed: int, split: bool) -> None:
-    """Subtree totals from the nesting order (duplicates merged, threads nested in two
-    groups or one) equal adding each node's value to every living ancestor."""
-    monkeypatch.setattr(calls, "usable_cores", lambda: 2 if split else 1)
+def test_device_time_below_a_node_equals_a_walk_up(seed: int, split: bool) -> None:
+    """Subtree totals from the nesting order (duplicates merged, threads nested in
+    groups or whole) equal adding each node's value to every living ancestor."""
     rng = np.random.default_rng(seed)
     starts, ends, threads = _random_intervals(rng, 3000)
-    with ThreadPoolExecutor(max_workers=2) as beside:
-        nesting = _nest_in_two(starts, ends, threads, beside)
+    nesting = _nest_in_parts(starts, ends, threads, 3 if split else 1)
     names = rng.integers(0, 3, len(starts)).astype(np.int64)
     alive, parent = _merge_duplicates(nesting.parent.copy(), names, 2500)
     values = np.where(alive, rng.integers(0, 1000, len(starts)), 0).astype(np.int64)  # merged nodes hold none

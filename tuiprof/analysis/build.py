@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import gc
 import os
+from functools import partial
 
-from tuiprof.analysis.calls import build_calls
+from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, build_calls
 from tuiprof.analysis.compiled import add_compiled_regions
-from tuiprof.analysis.compiled_map import attach_compiled
-from tuiprof.analysis.compiled_run import compiled_run
+from tuiprof.analysis.compiled_map import CompiledAttribution, attach_compiled
+from tuiprof.analysis.compiled_run import CompiledRun, compiled_run
 from tuiprof.analysis.cuda_graphs import cuda_graph_replays
 from tuiprof.analysis.kernels import aggregate_kernels
 from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
-from tuiprof.analysis.memory_categories import categorised_memory, with_stacks
-from tuiprof.analysis.model import RECOMPUTED_FLOPS, TraceInfo, TraceModel
-from tuiprof.analysis.modules import build_module_tree
+from tuiprof.analysis.memory_categories import CategorisedMemory, categorised_memory, with_stacks
+from tuiprof.analysis.model import RECOMPUTED_FLOPS, TABLE_BY_NAME, TraceInfo, TraceModel
+from tuiprof.analysis.modules import ModuleTree, build_module_tree
+from tuiprof.analysis.operators import aggregate_operators
 from tuiprof.analysis.reuse import (
     keep_calls,
     keep_module_tree,
@@ -24,10 +26,11 @@ from tuiprof.analysis.reuse import (
     reused_module_tree,
     reused_steps,
 )
-from tuiprof.analysis.steps import build_steps
+from tuiprof.analysis.stages import side_by_side
+from tuiprof.analysis.steps import StepStats, build_steps
 from tuiprof.trace import TraceEvents, load_trace
 from tuiprof.trace.cache import save_in_background
-from tuiprof.trace.live import LiveFacts, decode_live_facts, decode_memory_categories
+from tuiprof.trace.live import LiveFacts, MemoryCategories, decode_live_facts, decode_memory_categories
 from tuiprof.trace.load import ProgressCallback
 
 
@@ -56,47 +59,42 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
             calls.flops = torch_flops_column(calls, live)
             flops_source = TORCH_FLOPS
         saved_categories = decode_memory_categories(live, store.report)
+        # What a first open derived is read back before the stages start: checking it may drop
+        # store.derived's entries, which no stage may see happen under it.
         tree = reused_module_tree(store, calls) if reused else None
-        if tree is None:
-            repairs_before = (store.report.repaired, len(store.report.problems))
-            tree = build_module_tree(store, calls)
-            keep_module_tree(store, tree, repairs_before)
-        modules = add_compiled_regions(tree, calls, store.frames)
-        if live is not None:
-            name_modules(modules, live)
-        compiled = attach_compiled(modules, calls, activity, live, store.report) if live is not None else None
-        steps = reused_steps(store, calls) if reused else None
-        if steps is None:
-            steps = build_steps(calls, activity, store.gpu_annotations)
+        kept_steps = reused_steps(store, calls) if reused else None
+        # Independent stages side by side (analysis/stages.py); the module tree's chain is one
+        # stage, as its steps change the tree and write the report's notes in this order.
+        (modules, compiled, run), info, kernels, steps, memory, memory_categories, operators = side_by_side(
+            partial(_module_stages, store, calls, activity, live, tree),
+            partial(_trace_info, store, calls, activity),
+            partial(aggregate_kernels, activity, calls),
+            partial(_steps, kept_steps, calls, activity, store.gpu_annotations),
+            partial(build_memory_timelines, store, calls),
+            partial(_categorised_memory, saved_categories, store),
+            partial(aggregate_operators, calls, unattributed=unattributed),
+        )
+        if kept_steps is None:
             keep_steps(store, steps)
         model = TraceModel(
-            info=_trace_info(store, calls, activity),
+            info=info,
             report=store.report,
             calls=calls,
             activity=activity,
             unattributed=unattributed,
             modules=modules,
-            kernels=aggregate_kernels(activity, calls),
+            kernels=kernels,
             steps=steps,
-            memory=build_memory_timelines(store, calls),
+            memory=memory,
             flops_source=flops_source,
             log_lines=tuple(live.log_lines) if live is not None else (),
             compiled=compiled,
-            compiled_run=compiled_run(
-                modules,
-                calls,
-                live.compile_log if live is not None else None,
-                store.report,
-                cuda_graph_replays(store, calls, activity, modules),
-            ),
-            memory_categories=tuple(
-                with_stacks(memory, store)
-                for memory in categorised_memory(saved_categories, store.header.baseTimeNanoseconds or 0)
-            ),
+            compiled_run=run,
+            memory_categories=memory_categories,
             memory_categories_problem=saved_categories.problem if saved_categories else "",
             live_batch_size=live.batch_size if live is not None else None,
+            _tables={TABLE_BY_NAME: operators},
         )
-        model.operators()
         return model
     finally:
         if gc_was_enabled:
@@ -118,7 +116,51 @@ def load_model(
     return model
 
 
-def _trace_info(store: TraceEvents, calls, activity) -> TraceInfo:
+def _module_stages(
+    store: TraceEvents,
+    calls: OperatorCalls,
+    activity: DeviceActivity,
+    live: LiveFacts | None,
+    tree: ModuleTree | None,
+) -> tuple[ModuleTree, CompiledAttribution | None, CompiledRun | None]:
+    """The module tree (``tree``: the one a first open derived, else built and handed to the
+    cache) with its compiled regions and live names, then what is placed in it: the compiled
+    graphs' kernels and the compiled run (graph breaks, CUDA graph replays)."""
+    if tree is None:
+        # A repair noted meanwhile, by this build or a stage beside it, keeps the tree out of
+        # the cache: reopening must say the same notes (analysis/reuse.py).
+        repairs_before = (store.report.repaired, len(store.report.problems))
+        tree = build_module_tree(store, calls)
+        keep_module_tree(store, tree, repairs_before)
+    modules = add_compiled_regions(tree, calls, store.frames)
+    if live is not None:
+        name_modules(modules, live)
+    compiled = attach_compiled(modules, calls, activity, live, store.report) if live is not None else None
+    run = compiled_run(
+        modules,
+        calls,
+        live.compile_log if live is not None else None,
+        store.report,
+        cuda_graph_replays(store, calls, activity, modules),
+    )
+    return modules, compiled, run
+
+
+def _steps(
+    kept: list[StepStats] | None, calls: OperatorCalls, activity: DeviceActivity, annotations
+) -> list[StepStats]:
+    """The step rows: those a first open derived, else built."""
+    return kept if kept is not None else build_steps(calls, activity, annotations)
+
+
+def _categorised_memory(saved: MemoryCategories | None, store: TraceEvents) -> tuple[CategorisedMemory, ...]:
+    """torch's memory categories of each device a capture saved, with the stacks at the peak."""
+    return tuple(
+        with_stacks(memory, store) for memory in categorised_memory(saved, store.header.baseTimeNanoseconds or 0)
+    )
+
+
+def _trace_info(store: TraceEvents, calls: OperatorCalls, activity: DeviceActivity) -> TraceInfo:
     header = store.header
     starts = [calls.start_ns[0]] if len(calls) else []
     ends = [int(calls.column("end_ns").max())] if len(calls) else []

@@ -27,10 +27,11 @@ magnitudes cannot hold their nanosecond decimals.
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 from weakref import WeakValueDictionary
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from tuiprof.analysis.arrays import gather, id_table, look_up, nearest_ancestor, slice_codes
 from tuiprof.analysis.flops import COUNTED, FORMULAS, FlopsFn, operator_flops
+from tuiprof.analysis.stages import analysis_threads, side_by_side
 from tuiprof.trace.columns import (
     DEVICE_KINDS,
     NONE,
@@ -46,7 +48,6 @@ from tuiprof.trace.columns import (
     DeviceEvents,
     input_texts,
 )
-from tuiprof.trace.parallel import usable_cores
 from tuiprof.trace.schema import decode_member
 from tuiprof.trace.store import TraceEvents
 
@@ -208,6 +209,16 @@ def _column(values) -> array:
     return column
 
 
+def _gathered_column(values: np.ndarray, rows: np.ndarray) -> array:
+    """``values[rows]`` as a column (:func:`_column`)."""
+    return _column(values[rows])
+
+
+def _durations_column(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> array:
+    """``ends - starts`` of ``rows`` as a column (summing epoch times would overflow)."""
+    return _column(ends[rows] - starts[rows])
+
+
 def _constant(length: int, value: int) -> array:
     column = _CONSTANT_COLUMNS.get((length, value))
     if column is None:
@@ -237,74 +248,114 @@ def build_calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unat
     names = np.concatenate((cpu.name[op_index], np.full(len(frames), -1, dtype=np.int64)))
     del op_starts  # node-long temporaries go as soon as they are used: the peak RSS of a big trace is here
 
-    # Memory per node needs only the spans: it runs beside the nesting, whose
-    # sorts (like its searchsorted) release the GIL, so a second core helps.
-    with ThreadPoolExecutor(max_workers=2) as beside:
-        memory = beside.submit(_memory_per_node, store, starts, ends)
-        parent, nesting_order = _nest_in_two(starts, ends, threads, beside)
-        cpu_mem, device_mem, unattributed = memory.result()
+    # Memory per node needs only the spans: it runs beside the nesting, itself in parts
+    # nested at once (the sorts, gathers and searchsorted release the GIL).
+    memory, (parent, nesting_order) = side_by_side(
+        partial(_memory_per_node, store, starts, ends),
+        partial(_nest_in_parts, starts, ends, threads, analysis_threads()),
+    )
+    cpu_mem, device_mem, unattributed = memory
     alive, parent = _merge_duplicates(parent, names, n_ops)
     del names
 
-    # Innermost module and nearest operator ancestor (through living parents).
+    # Innermost module and nearest operator ancestor (through living parents), and the
+    # living operators in start order: three independent passes.
     is_module = np.zeros(n_nodes, dtype=bool)
     is_module[n_ops:] = frames.module >= 0
-    module_of = nearest_ancestor(parent, is_module)
-    module_of = np.where(module_of >= 0, module_of - n_ops, -1)
     is_op = np.zeros(n_nodes, dtype=bool)
     is_op[:n_ops] = True
-    op_parent = nearest_ancestor(parent, is_op)
+    module_of, op_parent, op_rows = side_by_side(
+        partial(nearest_ancestor, parent, is_module),
+        partial(nearest_ancestor, parent, is_op),
+        partial(_in_start_order, np.flatnonzero(alive[:n_ops]), starts),
+    )
+    module_of = np.where(module_of >= 0, module_of - n_ops, -1)
     del is_module, is_op
 
-    op_rows = np.flatnonzero(alive[:n_ops])
-    op_rows = op_rows[np.argsort(starts[op_rows], kind="stable")]
     row_of = np.full(n_ops + 1, -1, dtype=np.int64)  # index -1 (no parent) maps to -1
     row_of[op_rows] = np.arange(len(op_rows))
     cpu_rows = op_index[op_rows]
 
     calls = OperatorCalls(names=store.names, threads=store.threads, cpu=cpu, inputs=store.inputs)
-    calls.cpu_row = _column(cpu_rows)
-    calls.name_id = _column(cpu.name[cpu_rows])
-    calls.thread = _column(cpu.thread[cpu_rows])
-    calls.external_id = _column(cpu.external_id[cpu_rows])
-    calls.sequence_number = _column(cpu.sequence_number[cpu_rows])
-    calls.start_ns = _column(starts[op_rows])
-    calls.end_ns = _column(ends[op_rows])
-    calls.total_ns = _column(calls.column("end_ns") - calls.column("start_ns"))
-    calls.parent = _column(row_of[op_parent[op_rows]])
-    calls.module = _column(module_of[op_rows])
+    # The calls' columns: gathers (which release the GIL) and copies, side by side.
+    (
+        calls.cpu_row,
+        calls.name_id,
+        calls.thread,
+        calls.external_id,
+        calls.sequence_number,
+        calls.start_ns,
+        calls.end_ns,
+        calls.total_ns,
+        calls.parent,
+        calls.module,
+    ) = side_by_side(
+        partial(_column, cpu_rows),
+        partial(_gathered_column, cpu.name, cpu_rows),
+        partial(_gathered_column, cpu.thread, cpu_rows),
+        partial(_gathered_column, cpu.external_id, cpu_rows),
+        partial(_gathered_column, cpu.sequence_number, cpu_rows),
+        partial(_gathered_column, starts, op_rows),
+        partial(_gathered_column, ends, op_rows),
+        partial(_durations_column, starts, ends, op_rows),
+        partial(_gathered_column, row_of, op_parent[op_rows]),
+        partial(_gathered_column, module_of, op_rows),
+    )
     del module_of, cpu_rows
 
-    # FLOPs need only the call tree: they are counted beside the device joins
-    # (numpy passes that release the GIL, so a second core helps).
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        flops = beside.submit(count_flops, calls)
-        self_device = np.zeros(n_nodes, dtype=np.int64)
-        activity = _attach_device_activity(
-            store, op_index, alive, parent, op_parent, (starts, ends, threads), self_device
-        )
-        durations = ends - starts
-        del starts, ends, threads, op_parent, op_index  # the peak RSS is in the sums below
-
-        # Sums over living direct children (self time, self memory)...
-        linked = alive & (parent >= 0)
-        up = parent[linked]
-        child_time = np.bincount(up, weights=durations[linked], minlength=n_nodes)
-        # ...and device time over whole subtrees of living operators.
-        device_total = _subtree_totals(self_device, parent, nesting_order) if len(activity) else self_device
-        flops.result()
-
-    # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
-    calls.self_ns = _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64))
+    # FLOPs need only the call tree, self times the living links, device times the joins
+    # and the nesting order: three stages side by side (numpy passes that release the GIL;
+    # on one core in this order, each stage's temporaries gone before the next one's).
+    (activity, self_device, device_total), (calls.self_ns, links), _ = side_by_side(
+        partial(_device_times, store, op_index, alive, parent, op_parent, (starts, ends, threads), nesting_order),
+        partial(_self_times, starts, ends, alive, parent, op_rows),
+        partial(count_flops, calls),
+    )
+    del starts, ends, threads, op_parent, op_index
     calls.self_device_ns = _column(self_device[op_rows])
     calls.device_total_ns = _column(device_total[op_rows])
-    calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, (up, linked), op_rows)
-    calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, (up, linked), op_rows)
-    del linked, up
+    calls.cpu_mem, calls.self_cpu_mem = _memory_columns(cpu_mem, links, op_rows)
+    calls.device_mem, calls.self_device_mem = _memory_columns(device_mem, links, op_rows)
+    del links
     launcher = activity.launchers
     if len(launcher):
         activity.launcher = _column(np.where(launcher >= 0, row_of[launcher], -1))
     return calls, activity, unattributed
+
+
+def _in_start_order(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``rows`` sorted by their start, ties in row order."""
+    return rows[np.argsort(starts[rows], kind="stable")]
+
+
+def _self_times(
+    starts: np.ndarray, ends: np.ndarray, alive: np.ndarray, parent: np.ndarray, op_rows: np.ndarray
+) -> tuple[array, tuple[np.ndarray, np.ndarray]]:
+    """The calls' self time (their duration less their living direct children's), and the
+    living links (each linked node's parent, which nodes have one) for the memory columns."""
+    durations = ends - starts
+    linked = alive & (parent >= 0)
+    up = parent[linked]
+    child_time = np.bincount(up, weights=durations[linked], minlength=len(parent))
+    # bincount sums in float64: exact below 2**53 ns (104 days) and bytes (8 PB).
+    return _column(durations[op_rows] - np.rint(child_time[op_rows]).astype(np.int64)), (up, linked)
+
+
+def _device_times(
+    store: TraceEvents,
+    op_index: np.ndarray,
+    alive: np.ndarray,
+    parent: np.ndarray,
+    op_parent: np.ndarray,
+    spans: tuple[np.ndarray, np.ndarray, np.ndarray],
+    nesting_order: np.ndarray,
+) -> tuple[DeviceActivity, np.ndarray, np.ndarray]:
+    """The device events joined to their operators, and every node's self and total
+    device time (over the whole subtree of living operators)."""
+    self_device = np.zeros(len(parent), dtype=np.int64)
+    activity = _attach_device_activity(store, op_index, alive, parent, op_parent, spans, self_device)
+    device_total = _subtree_totals(self_device, parent, nesting_order) if len(activity) else self_device
+    return activity, self_device, device_total
 
 
 def _memory_columns(
@@ -448,51 +499,104 @@ def _heaviest_child(calls: OperatorCalls) -> np.ndarray:
     return np.where((first < len(calls)) & (2 * most >= total), first, -1)
 
 
-def _nest_in_two(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, beside: ThreadPoolExecutor) -> Nesting:
-    """:func:`_nest` in two halves nested at once, each on its own Python thread (the sorts
-    and gathers release the GIL).  The halves are two groups of CPU threads of about as many
-    nodes (a training trace's forward and backward threads); when one thread holds 80 % of
-    the nodes or more, its nodes before and after a time none of them spans
-    (:func:`_cut_in_time`: between two steps).  No split on one core: it only costs there
-    (1 GB mi300 / ns: 0.38 -> 0.26 s / 0.49 -> 0.29 s on 2 cores, 4-15 % more on one)."""
-    if not len(threads) or usable_cores() < 2:
-        return _nest(starts, ends, threads)
+class NestingParts(NamedTuple):
+    """The nodes in parts that nest alone (:func:`_nesting_parts`)."""
+
+    rows: list[np.ndarray]  # per part: the nodes it nests, its own first, then its guests
+    owned: list[int]  # per part: how many of its rows are its own (their parents come from it)
+    slice_of: np.ndarray | None  # per node: its time slice (numbered in time order), -1 in a whole thread
+
+
+class _Slice(NamedTuple):
+    """A time slice of one thread: the nodes that start in it, and the earlier nodes that span
+    its start (guests: nested with it, as any of its nodes may be inside them)."""
+
+    own: np.ndarray
+    guests: np.ndarray
+
+
+def _nesting_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> NestingParts:
+    """The nodes in at most ``count`` parts of about as many nodes that nest alone, so that
+    :func:`_nest` runs on each at once (its sorts and gathers release the GIL): whole CPU
+    threads (a training trace's forward and backward threads), and from ``SLICED_FROM``
+    parts on, a thread that holds over 1.5 parts' share cut in time (:func:`_time_slices`:
+    between two steps), the pieces packed largest first into the emptiest part.  Cutting
+    costs 0.2-0.6 of a whole nesting's CPU (``docs/big-traces.md``): on 2 or 3 cores it
+    only breaks even, so there only whole threads are split apart."""
     counts = np.bincount(threads)
-    biggest_first = np.argsort(-counts, kind="stable")
-    in_first = np.cumsum(counts[biggest_first]) <= len(threads) // 2
-    in_first[0] = True  # the biggest thread, even past half
-    first = np.zeros(len(counts), dtype=bool)
-    first[biggest_first[in_first]] = True
-    rows = first[threads]
-    if rows.sum() >= 0.8 * len(threads):
-        rows = _cut_in_time(starts, ends, threads, int(biggest_first[0]))
-        if rows is None:
-            return _nest(starts, ends, threads)
-    halves = (np.flatnonzero(rows), np.flatnonzero(~rows))
-    other = beside.submit(_nest_rows, halves[1], starts, ends, threads)
-    first_half = _nest_rows(halves[0], starts, ends, threads)
-    second_half = other.result()
-    parent = np.empty(len(starts), dtype=np.int64)
-    parent[halves[0]], parent[halves[1]] = first_half.parent, second_half.parent
-    return Nesting(parent, np.concatenate((first_half.order, second_half.order)))  # whole threads each
+    share = len(threads) / count
+    pieces: list[tuple[int, int, _Slice | None]] = []  # (nodes, thread, the slice: None for the whole thread)
+    too_big = counts > SLICED_OVER * share if count >= SLICED_FROM else np.zeros(len(counts), dtype=bool)
+    for thread in np.flatnonzero(too_big).tolist():
+        slices = _time_slices(starts, ends, threads, thread, SLICES_A_SHARE * int(np.ceil(counts[thread] / share)))
+        pieces.extend((len(piece.own), thread, piece) for piece in slices)
+    slice_of = None
+    if pieces:  # so far only slices: their nodes numbered, in time order
+        slice_of = np.full(len(threads), -1, dtype=np.int32)
+        for number, (_, _, piece) in enumerate(pieces):  # in time order per thread
+            slice_of[piece.own] = number  # type: ignore[union-attr]
+    small = np.flatnonzero((counts > 0) & ~too_big)
+    small = small[np.argsort(-counts[small], kind="stable")]
+    pieces.extend((int(counts[thread]), thread, None) for thread in small[:PACKED_THREADS].tolist())
+    pieces.sort(key=lambda piece: -piece[0])  # stable: equal pieces keep thread order
+    loads = [(0, part) for part in range(count)]  # a heap: the emptiest part first
+    part_of_thread = np.full(len(counts), -1, dtype=np.int16)
+    sliced: list[list[_Slice]] = [[] for _ in range(count)]
+    for nodes, thread, piece in pieces:
+        load, part = heapq.heappop(loads)
+        heapq.heappush(loads, (load + nodes, part))
+        if piece is None:
+            part_of_thread[thread] = part
+        else:
+            sliced[part].append(piece)
+    # the smallest of very many threads (a damaged trace's): in turn, each smaller than any packed one
+    part_of_thread[small[PACKED_THREADS:]] = np.arange(len(small) - min(len(small), PACKED_THREADS)) % count
+    labels = part_of_thread[threads]  # -1 for the rows of threads cut in time
+    by_part = np.argsort(labels, kind="stable")  # a radix sort of 16-bit labels
+    bounds = np.cumsum(np.bincount(labels + 1, minlength=count + 1))
+    rows, owned = [], []
+    for part in range(count):
+        own = np.concatenate([by_part[bounds[part] : bounds[part + 1]], *(piece.own for piece in sliced[part])])
+        guests = np.unique(np.concatenate([piece.guests for piece in sliced[part]] or [by_part[:0]]))
+        if len(guests):  # a guest of one slice may be another's own in this part
+            assert slice_of is not None
+            mine = [int(slice_of[piece.own[0]]) for piece in sliced[part]]
+            guests = guests[~np.isin(slice_of[guests], mine)]
+        if len(own):
+            rows.append(np.concatenate((own, guests)))
+            owned.append(len(own))
+    return NestingParts(rows, owned, slice_of)
 
 
-CUT_CANDIDATES = 64  # the longest nodes of a thread whose starts and ends are tried as cuts
+SLICED_FROM = 4  # parts from which a thread may be cut in time
+SLICED_OVER = 1.5  # a thread is cut when it holds over this many parts' share
+SLICES_A_SHARE = 4  # a thread cut in time is cut in slices of a quarter of a part's share or less: room to pack
+PACKED_THREADS = 4096  # threads packed one by one into the emptiest part; more go in turn
+CUT_CANDIDATES = 64  # per slice wanted, a thread's longest nodes whose starts and ends are tried as cuts
+SPINE_NODES = 64  # at most this many nodes may span a cut (a with_stack trace's frames over the whole run)
 
 
-def _cut_in_time(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thread: int) -> np.ndarray | None:
-    """Which nodes are ``thread``'s that start before a time none of its nodes spans, the
-    time chosen to leave about half of all nodes on each side; None when there is no such
-    time between 20 % and 80 % of them.
+def _time_slices(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thread: int, pieces: int) -> list[_Slice]:
+    """``thread``'s nodes in up to ``pieces`` slices of about as many nodes, in time order, cut
+    at times at most ``SPINE_NODES`` of its nodes span; one slice when there is no such time.
 
-    Such a cut leaves no parent on the other side, so each side nests alone.  The times
-    tried are the starts and ends of the thread's longest nodes (steps, forward and
-    backward passes): one of them usually ends where the next begins."""
+    A node spanning a cut (the python frames of a with_stack trace's script, its training
+    loop) is a guest of each later slice it reaches: nested with it, so that the slice's
+    nodes find it as their parent.  Any parent of a node that starts in a slice either starts
+    in it too or spans its start, so each slice with its guests nests alone.  The times tried
+    are the starts and ends of long nodes (steps, forward and backward passes: one of them
+    usually ends where the next begins), the longest of each run of nodes, so that they
+    spread over the thread even when many steps are equally long."""
     mine = np.flatnonzero(threads == thread)
     mine_starts = starts[mine]
     need = np.maximum(ends[mine], mine_starts + 1)  # a node spans (start, need): see _nest
-    tried = min(CUT_CANDIDATES, len(mine))
-    longest = np.argpartition(need - mine_starts, len(mine) - tried)[len(mine) - tried :]
+    tried = min(CUT_CANDIDATES * pieces, len(mine))
+    width = -(-len(mine) // tried)  # the longest node of each run of ``width`` nodes: spread over the trace
+    lengths = np.zeros(width * tried, dtype=np.int64)  # a node's length is >= 1: the padding never wins
+    lengths[: len(mine)] = need - mine_starts
+    longest = lengths.reshape(tried, width).argmax(axis=1) + np.arange(tried) * width
+    longest = longest[longest < len(mine)]
+    del lengths
     cuts = np.unique(np.concatenate((mine_starts[longest], need[longest])))
     after_start = np.searchsorted(cuts, mine_starts, side="right")  # the first cut past each start
     before_need = np.searchsorted(cuts, need, side="left")  # the first cut at or past each end
@@ -500,21 +604,62 @@ def _cut_in_time(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, thre
     spanning = after_start < before_need  # the node spans cuts after_start .. before_need - 1
     opened = np.bincount(after_start[spanning], minlength=len(cuts) + 1)
     opened -= np.bincount(before_need[spanning], minlength=len(cuts) + 1)
-    clean = np.cumsum(opened)[: len(cuts)] == 0
-    started = np.cumsum(np.bincount(after_start, minlength=len(cuts) + 1))[: len(cuts)]  # nodes before each cut
-    balanced = clean & (started >= 0.2 * len(threads)) & (started <= 0.8 * len(threads))
-    if not balanced.any():
-        return None
-    best = np.flatnonzero(balanced)[np.argmin(np.abs(started[balanced] - len(threads) / 2))]
-    rows = np.zeros(len(threads), dtype=bool)
-    rows[mine[mine_starts < cuts[best]]] = True
-    return rows
+    before = np.cumsum(np.bincount(after_start, minlength=len(cuts) + 1))[: len(cuts)]  # nodes starting before each cut
+    del spanning
+    over = np.cumsum(opened)[: len(cuts)]  # nodes spanning each cut
+    usable = np.flatnonzero((over <= SPINE_NODES) & (before > 0) & (before < len(mine)))
+    if not len(usable):
+        return [_Slice(mine, mine[:0])]
+    # nearest to each wanted count of nodes before it, in slices; a node over the cut costs a 64th
+    wanted = np.arange(1, pieces) * len(mine) / pieces
+    distance = np.abs(before[usable][None, :] - wanted[:, None]) / (len(mine) / pieces)
+    chosen = usable[np.unique((distance + over[usable] / SPINE_NODES).argmin(axis=1))]
+    # chosen cut m is past a node's start when after_start <= chosen[m]: the node starts in a later slice
+    first = np.searchsorted(chosen, after_start, side="left")  # the slice a node starts in
+    last = np.searchsorted(chosen, before_need, side="left")  # the last slice it reaches
+    del after_start, before_need
+    spine = np.flatnonzero(last > first)
+    order = np.argsort(first.astype(np.int16), kind="stable")  # a radix sort of 16-bit labels
+    bounds = np.cumsum(np.bincount(first, minlength=len(chosen) + 1))[:-1]
+    slices = []
+    for number, own in enumerate(np.split(mine[order], bounds)):
+        guests = spine[(first[spine] < number) & (last[spine] >= number)]
+        if len(own):
+            slices.append(_Slice(own, mine[guests]))
+    return slices
+
+
+def _nest_in_parts(starts: np.ndarray, ends: np.ndarray, threads: np.ndarray, count: int) -> Nesting:
+    """:func:`_nest` of the :func:`_nesting_parts` side by side, joined: a node's parent from
+    the part it is its own in; the order each part's own nodes, a time slice's run put back
+    in time order, so that every subtree is one run of the joined order, as in :func:`_nest`'s."""
+    parts = _nesting_parts(starts, ends, threads, count) if count > 1 and len(threads) else None
+    if parts is None or len(parts.rows) < 2:
+        return _nest(starts, ends, threads)
+    nested = side_by_side(*(partial(_nest_rows, rows, starts, ends, threads) for rows in parts.rows))
+    parent = np.empty(len(starts), dtype=np.int64)
+    whole: list[np.ndarray] = []  # the nodes of whole threads, in order
+    runs: list[tuple[int, np.ndarray]] = []  # (slice, its own nodes in order)
+    for rows, owned, part in zip(parts.rows, parts.owned, nested):
+        parent[rows[:owned]] = part.parent[:owned]
+        ordered = rows[part.order[part.order < owned]]
+        if parts.slice_of is None:
+            whole.append(ordered)
+            continue
+        labels = parts.slice_of[ordered]
+        whole.append(ordered[labels < 0])
+        ordered, labels = ordered[labels >= 0], labels[labels >= 0]
+        cuts = np.flatnonzero(labels[1:] != labels[:-1]) + 1
+        runs.extend((int(labels[run[0]]), ordered[run]) for run in np.split(np.arange(len(ordered)), cuts) if len(run))
+    runs.sort(key=lambda run: run[0])
+    return Nesting(parent, np.concatenate(whole + [run for _, run in runs]))
 
 
 def _nest_rows(rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, threads: np.ndarray) -> Nesting:
-    """:func:`_nest` of the nodes ``rows`` (whole threads), as rows of the full arrays."""
+    """:func:`_nest` of the nodes ``rows``: each one's parent as a row of the full arrays, and
+    their order as positions in ``rows``."""
     local = _nest(starts[rows], ends[rows], threads[rows])
-    return Nesting(np.where(local.parent >= 0, rows[local.parent], -1), rows[local.order])
+    return Nesting(np.where(local.parent >= 0, rows[local.parent], -1), local.order)
 
 
 class Nesting(NamedTuple):

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tuiprof.analysis.ranks import Progress, RankSummary, summarise_one
+from tuiprof.analysis.stages import THREADS_ENV
 from tuiprof.cleanup import temporary_directory
 from tuiprof.errors import TraceError
 from tuiprof.trace.parallel import WORKERS_ENV, usable_cores
@@ -136,7 +137,7 @@ def summarise_on_cluster(
                     processes=True,
                     dashboard_address=None,
                     local_directory=scratch,
-                    env={WORKERS_ENV: "1"},
+                    env={WORKERS_ENV: "1", THREADS_ENV: "1"},
                 )
             except (OSError, RuntimeError) as exc:  # RuntimeError: "Cluster failed to start"
                 raise TraceError(where, f"local Dask workers did not start ({exc})", "run without --cluster") from None

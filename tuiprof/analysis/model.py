@@ -38,6 +38,14 @@ class TraceInfo:
 RECOMPUTED_FLOPS = "recomputed from Input Dims (torch's formulas)"
 
 
+def table_key(group_by_shape: bool, top_level_only: bool, module: ModuleNode | None) -> tuple:
+    """Where :meth:`TraceModel.operators` keeps a grouping's table."""
+    return (group_by_shape, top_level_only, module.path if module else None)
+
+
+TABLE_BY_NAME = table_key(False, False, None)  # the table every view opens with, built by analyze
+
+
 @dataclass(frozen=True)
 class TraceModel:
     """Everything the views show about one trace, built by ``analysis.build.analyze``.
@@ -69,7 +77,7 @@ class TraceModel:
         self, *, group_by_shape: bool = False, top_level_only: bool = False, module: ModuleNode | None = None
     ) -> list[OperatorStats]:
         """The operator table, cached per grouping (and per module filter)."""
-        key = (group_by_shape, top_level_only, module.path if module else None)
+        key = table_key(group_by_shape, top_level_only, module)
         table = self._tables.get(key)
         if table is None:
             rows = self.modules.operator_rows(module) if module else None
@@ -87,7 +95,7 @@ class TraceModel:
         self, *, group_by_shape: bool = False, top_level_only: bool = False, module: ModuleNode | None = None
     ) -> bool:
         """Whether :meth:`operators` would answer from its cache."""
-        return (group_by_shape, top_level_only, module.path if module else None) in self._tables
+        return table_key(group_by_shape, top_level_only, module) in self._tables
 
     @cached_property
     def has_inductor_kernels(self) -> bool:

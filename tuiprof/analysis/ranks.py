@@ -368,11 +368,12 @@ def summarise_locally(
     :mod:`tuiprof.trace.parallel`: a user's unguarded script would be re-run),
     started like the decode workers (``python -I`` with tuiprof's own
     ``sys.path``: nothing planted in the current directory is imported).
-    A worker decodes in its own process (no workers inside workers).  Workers
+    A worker decodes and analyses on its own core (no workers or analysis threads inside workers).  Workers
     are registered with :mod:`tuiprof.cleanup` (killed on SIGTERM, SIGHUP,
     SIGINT and at exit, even in the middle of a file), killed when this
     function ends, and end themselves when this process dies (SIGKILL).
     """
+    from tuiprof.analysis.stages import THREADS_ENV
     from tuiprof.cleanup import forget_process, register_process
     from tuiprof.trace.parallel import WORKERS_ENV, usable_cores, worker_command
 
@@ -384,7 +385,7 @@ def summarise_locally(
             if progress:
                 progress(index + 1, len(pending))
         return results  # type: ignore[return-value]
-    env = dict(os.environ, **{WORKERS_ENV: "1"})
+    env = dict(os.environ, **{WORKERS_ENV: "1", THREADS_ENV: "1"})  # a process a core: none inside
     command = worker_command(__name__)
     processes: list[subprocess.Popen] = []
     for _ in range(count):
