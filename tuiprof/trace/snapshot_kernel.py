@@ -218,6 +218,22 @@ CODE_OPCODES = {
     0x83: "EXT2",
     0x84: "EXT4",
 }
+# Bytes of argument after each opcode, and of those, how many hold the length of a payload after it.
+ARG_BYTES = np.zeros(256, np.int64)
+LENGTH_BYTES = np.zeros(256, np.int64)
+for _ops, _bytes in (
+    (
+        (0x80, 0x4B, 0x68, 0x71, 0x43, 0x8C, 0x8A),
+        1,
+    ),  # PROTO BININT1 BINGET BINPUT SHORT_BINBYTES SHORT_BINUNICODE LONG1
+    ((0x4D,), 2),  # BININT2
+    ((0x4A, 0x6A, 0x72, 0x58, 0x42, 0x8B), 4),  # BININT LONG_BINGET LONG_BINPUT BINUNICODE BINBYTES LONG4
+    ((0x47, 0x95, 0x8D, 0x8E, 0x96), 8),  # BINFLOAT FRAME BINUNICODE8 BINBYTES8 BYTEARRAY8
+):
+    ARG_BYTES[list(_ops)] = _bytes
+LENGTH_BYTES[[0x43, 0x8C, 0x8A]] = 1
+LENGTH_BYTES[[0x58, 0x42, 0x8B]] = 4
+LENGTH_BYTES[[0x8D, 0x8E, 0x96]] = 8
 BATCH = 1000  # the pickler's batch of APPENDS/SETITEMS: a container after a full batch may get more
 
 
@@ -881,31 +897,22 @@ def scan(
         push_kind = -1  # a value to push once the opcode is read
         push_v = 0
         at = pos + 1  # the opcode's argument
-        nxt = at  # where the next opcode starts once this one is done
-        if op == 0x80 or op == 0x4B or op == 0x68 or op == 0x71 or op == 0x43 or op == 0x8C:
-            nxt = at + 1  # PROTO, BININT1, BINGET, BINPUT, SHORT_BINBYTES, SHORT_BINUNICODE
-        elif op == 0x4D:
-            nxt = at + 2  # BININT2
-        elif op == 0x4A or op == 0x6A or op == 0x72 or op == 0x58 or op == 0x42 or op == 0x8B:
-            nxt = at + 4  # BININT, LONG_BINGET, LONG_BINPUT, BINUNICODE, BINBYTES, LONG4
-        elif op == 0x47 or op == 0x95 or op == 0x8D or op == 0x8E or op == 0x96:
-            nxt = at + 8  # BINFLOAT, FRAME, BINUNICODE8, BINBYTES8, BYTEARRAY8
-        elif op == 0x8A:
-            nxt = at + 1  # LONG1
+        nxt = at + ARG_BYTES[op]  # where the next opcode starts once this one is done
         if nxt > end:
             if final:
                 return TRUNCATED
             return NEED_MORE
         length = -1  # bytes of payload after the fixed argument
-        if op == 0x43 or op == 0x8C or op == 0x8A:
+        size_bytes = LENGTH_BYTES[op]
+        if size_bytes == 1:
             length = np.int64(buf[at])
-        elif op == 0x58 or op == 0x42 or op == 0x8B:
+        elif size_bytes == 4:
             length = _uint(buf, at, 4)
             if op == 0x8B and length >= 2**31:
                 sc[S_ERR] = E_OPCODE  # LONG4's length is signed: negative is corrupt
                 sc[S_ARG0] = op
                 return CORRUPT
-        elif op == 0x8D or op == 0x8E or op == 0x96:
+        elif size_bytes == 8:
             length = _uint(buf, at, 8)
             if length < 0:
                 length = 2**62  # past any file
@@ -920,74 +927,21 @@ def scan(
         else:
             payload = nxt
 
-        if op == 0x80:  # PROTO
-            pass
-        elif op == 0x95:  # FRAME: the unpickler reads it whole (truncated if the file is shorter)
-            sc[S_FRAME_END] = max(sc[S_FRAME_END], sc[S_BASE] + at + 8 + _uint(buf, at, 8))
-        elif op == 0x2E:  # STOP
-            if sp == 0 or st[sp - 1, C_KIND] == K_MARK:
-                sc[S_ERR] = E_NOSTOP
-                sc[S_ARG0] = 0
+        if op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET
+            index = np.int64(buf[at]) if op == 0x68 else _uint(buf, at, 4)
+            if index >= memo_k.shape[0] or memo_k[index] == K_EMPTY:
+                sc[S_ERR] = E_MEMO_MISSING
+                sc[S_ARG0] = index
                 return CORRUPT
-            top = sp - 1
-            if not (st[top, C_KIND] == K_CONT and st[top, C_ROLE] == R_TOP and sc[S_TOPKEYS] != 0):
-                _shape_fail(sc)
-            if sc[S_NDEV] > MAX_DEVICES:
-                _shape_fail(sc)
-            sc[S_POS] = nxt
-            return DONE
-        elif op == 0x28:  # MARK
-            owner = -1
-            if sp > 0 and st[sp - 1, C_KIND] == K_CONT:
-                role = st[sp - 1, C_ROLE]
-                if role != R_ODICT and role != R_OLIST:
-                    owner = sp - 1
-            _push(st, sc, K_MARK, owner, -1, NOKEY)
-        elif op == 0x7D or op == 0x5D:  # EMPTY_DICT, EMPTY_LIST
-            if (
-                sc[S_NENT] + 1 >= ent.shape[1]
-                or sc[S_NBLK] + 1 >= blk.shape[1]
-                or sc[S_NSEG] + 1 >= seg.shape[1]
-                or sc[S_NDEV] + 1 >= dev.shape[0]
-            ):
-                return GROW_ROWS
-            _open(st, sc, strs, op == 0x7D, ent, blk, seg, dev)
-        elif op == 0x29:  # EMPTY_TUPLE
-            push_kind, push_v = K_OPAQUE, 0
-        elif op == 0x4E:
-            push_kind, push_v = K_NONE, 0
-        elif op == 0x88 or op == 0x89:
-            push_kind, push_v = K_BOOL, 1 if op == 0x88 else 0
-        elif op == 0x4B:
-            push_kind, push_v = K_INT, np.int64(buf[at])
-        elif op == 0x4D:
-            push_kind, push_v = K_INT, _uint(buf, at, 2)
-        elif op == 0x4A:
-            value = _uint(buf, at, 4)
-            if value >= 2**31:
-                value -= 2**32
-            push_kind, push_v = K_INT, value
-        elif op == 0x8A or op == 0x8B:
-            value, fits = _long_value(buf, payload, length)
-            push_kind, push_v = K_INT if fits else K_BADINT, value
-        elif op == 0x47:
-            push_kind, push_v = K_FLOAT, 0
-        elif op == 0x8C or op == 0x58 or op == 0x8D:  # strings
-            if (
-                sc[S_NSTR] + 2 >= strs.shape[1]
-                or sc[S_ARENA] + length > arena.shape[0]
-                or 2 * (sc[S_NSTR] + 2) > str_tab.shape[0]
-            ):
-                sc[S_NEED] = length
-                return GROW_STR
-            sid = _intern_str(buf, payload, length, sc, strs, arena, str_tab, known, known_off)
-            if sid < 0:
-                sc[S_ERR] = E_UTF8
-                sc[S_ARG0] = 0
-                return CORRUPT
-            push_kind, push_v = K_STR, sid
-        elif op == 0x43 or op == 0x42 or op == 0x8E or op == 0x96:  # bytes, bytearray
-            push_kind, push_v = K_BYTES, 0
+            kind = memo_k[index]
+            if kind == K_CONT:
+                _shape_fail(sc)  # a container inside itself (or shared while open)
+                push_kind, push_v = K_OPAQUE, 0
+            elif kind == K_DONE:
+                _shape_fail(sc)  # an entry, block or segment twice
+                push_kind, push_v = K_OPAQUE, 0
+            else:
+                push_kind, push_v = kind, memo_v[index]
         elif op == 0x94 or op == 0x71 or op == 0x72:  # MEMOIZE, BINPUT, LONG_BINPUT
             if sp == 0 or st[sp - 1, C_KIND] == K_MARK:
                 sc[S_ERR] = E_UNDERFLOW
@@ -1010,53 +964,48 @@ def scan(
                 st[top, C_MEMO] = index
             memo_k[index] = kind
             memo_v[index] = st[top, C_V] if kind != K_CONT else top
-        elif op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET
-            index = np.int64(buf[at]) if op == 0x68 else _uint(buf, at, 4)
-            if index >= memo_k.shape[0] or memo_k[index] == K_EMPTY:
-                sc[S_ERR] = E_MEMO_MISSING
-                sc[S_ARG0] = index
+        elif op == 0x8C or op == 0x58 or op == 0x8D:  # strings
+            if (
+                sc[S_NSTR] + 2 >= strs.shape[1]
+                or sc[S_ARENA] + length > arena.shape[0]
+                or 2 * (sc[S_NSTR] + 2) > str_tab.shape[0]
+            ):
+                sc[S_NEED] = length
+                return GROW_STR
+            sid = _intern_str(buf, payload, length, sc, strs, arena, str_tab, known, known_off)
+            if sid < 0:
+                sc[S_ERR] = E_UTF8
+                sc[S_ARG0] = 0
                 return CORRUPT
-            kind = memo_k[index]
-            if kind == K_CONT:
-                _shape_fail(sc)  # a container inside itself (or shared while open)
-                push_kind, push_v = K_OPAQUE, 0
-            elif kind == K_DONE:
-                _shape_fail(sc)  # an entry, block or segment twice
-                push_kind, push_v = K_OPAQUE, 0
-            else:
-                push_kind, push_v = kind, memo_v[index]
-        elif op == 0x61 or op == 0x65:  # APPEND, APPENDS
-            if op == 0x61:
-                if sp < 2 or st[sp - 1, C_KIND] == K_MARK or st[sp - 2, C_KIND] == K_MARK:
-                    sc[S_ERR] = E_UNDERFLOW
-                    sc[S_ARG0] = 0
-                    return CORRUPT
-                first = sp - 1
-                target = sp - 2
-            else:
-                mark = _find_mark(st, sp)
-                if mark < 1:
-                    sc[S_ERR] = E_NOMARK if mark < 0 else E_UNDERFLOW
-                    sc[S_ARG0] = 0
-                    return CORRUPT
-                first = mark + 1
-                target = mark - 1
-            count = sp - first
-            if sc[S_NFR] + count + 2 >= frs.shape[1] or 2 * (sc[S_NFR] + count + 2) > fr_tab.shape[0]:
-                sc[S_NEED] = count + 2
-                return GROW_FRAMES
-            if sc[S_SKUSED] + sc[S_PEND_N] + count + 2 >= sk_frames.shape[0]:
-                sc[S_NEED] = count + 2
-                return GROW_FRAMES
-            if st[target, C_KIND] != K_CONT or _is_dict_role(st[target, C_ROLE]):
-                _shape_fail(sc)  # append to something that is not an open list
-            elif op == 0x65 and st[first - 1, C_V] != target and st[target, C_ROLE] != R_OLIST:
-                _shape_fail(sc)
-            for i in range(first, sp):
-                _take_item(st, target, i, sc, memo_k, memo_v, frs, fr_tab, sk_frames, ent, dev)
-            if st[target, C_KIND] == K_CONT and st[target, C_ROLE] == R_OLIST:
-                st[target, C_SEEN] = count
-            sc[S_SP] = first if op == 0x61 else first - 1
+            push_kind, push_v = K_STR, sid
+        elif op == 0x28:  # MARK
+            owner = -1
+            if sp > 0 and st[sp - 1, C_KIND] == K_CONT:
+                role = st[sp - 1, C_ROLE]
+                if role != R_ODICT and role != R_OLIST:
+                    owner = sp - 1
+            _push(st, sc, K_MARK, owner, -1, NOKEY)
+        elif op == 0x7D or op == 0x5D:  # EMPTY_DICT, EMPTY_LIST
+            if (
+                sc[S_NENT] + 1 >= ent.shape[1]
+                or sc[S_NBLK] + 1 >= blk.shape[1]
+                or sc[S_NSEG] + 1 >= seg.shape[1]
+                or sc[S_NDEV] + 1 >= dev.shape[0]
+            ):
+                return GROW_ROWS
+            _open(st, sc, strs, op == 0x7D, ent, blk, seg, dev)
+        elif op == 0x4B:
+            push_kind, push_v = K_INT, np.int64(buf[at])
+        elif op == 0x4D:
+            push_kind, push_v = K_INT, _uint(buf, at, 2)
+        elif op == 0x4A:
+            value = _uint(buf, at, 4)
+            if value >= 2**31:
+                value -= 2**32
+            push_kind, push_v = K_INT, value
+        elif op == 0x8A or op == 0x8B:
+            value, fits = _long_value(buf, payload, length)
+            push_kind, push_v = K_INT if fits else K_BADINT, value
         elif op == 0x73 or op == 0x75:  # SETITEM, SETITEMS
             if op == 0x73:
                 if (
@@ -1101,6 +1050,64 @@ def scan(
             if st[target, C_KIND] == K_CONT and st[target, C_ROLE] == R_ODICT:
                 st[target, C_SEEN] = count
             sc[S_SP] = first - 1 if op == 0x75 else sp - 2
+        elif op == 0x61 or op == 0x65:  # APPEND, APPENDS
+            if op == 0x61:
+                if sp < 2 or st[sp - 1, C_KIND] == K_MARK or st[sp - 2, C_KIND] == K_MARK:
+                    sc[S_ERR] = E_UNDERFLOW
+                    sc[S_ARG0] = 0
+                    return CORRUPT
+                first = sp - 1
+                target = sp - 2
+            else:
+                mark = _find_mark(st, sp)
+                if mark < 1:
+                    sc[S_ERR] = E_NOMARK if mark < 0 else E_UNDERFLOW
+                    sc[S_ARG0] = 0
+                    return CORRUPT
+                first = mark + 1
+                target = mark - 1
+            count = sp - first
+            if sc[S_NFR] + count + 2 >= frs.shape[1] or 2 * (sc[S_NFR] + count + 2) > fr_tab.shape[0]:
+                sc[S_NEED] = count + 2
+                return GROW_FRAMES
+            if sc[S_SKUSED] + sc[S_PEND_N] + count + 2 >= sk_frames.shape[0]:
+                sc[S_NEED] = count + 2
+                return GROW_FRAMES
+            if st[target, C_KIND] != K_CONT or _is_dict_role(st[target, C_ROLE]):
+                _shape_fail(sc)  # append to something that is not an open list
+            elif op == 0x65 and st[first - 1, C_V] != target and st[target, C_ROLE] != R_OLIST:
+                _shape_fail(sc)
+            for i in range(first, sp):
+                _take_item(st, target, i, sc, memo_k, memo_v, frs, fr_tab, sk_frames, ent, dev)
+            if st[target, C_KIND] == K_CONT and st[target, C_ROLE] == R_OLIST:
+                st[target, C_SEEN] = count
+            sc[S_SP] = first if op == 0x61 else first - 1
+        elif op == 0x80:  # PROTO
+            pass
+        elif op == 0x95:  # FRAME: the unpickler reads it whole (truncated if the file is shorter)
+            sc[S_FRAME_END] = max(sc[S_FRAME_END], sc[S_BASE] + at + 8 + _uint(buf, at, 8))
+        elif op == 0x2E:  # STOP
+            if sp == 0 or st[sp - 1, C_KIND] == K_MARK:
+                sc[S_ERR] = E_NOSTOP
+                sc[S_ARG0] = 0
+                return CORRUPT
+            top = sp - 1
+            if not (st[top, C_KIND] == K_CONT and st[top, C_ROLE] == R_TOP and sc[S_TOPKEYS] != 0):
+                _shape_fail(sc)
+            if sc[S_NDEV] > MAX_DEVICES:
+                _shape_fail(sc)
+            sc[S_POS] = nxt
+            return DONE
+        elif op == 0x29:  # EMPTY_TUPLE
+            push_kind, push_v = K_OPAQUE, 0
+        elif op == 0x4E:
+            push_kind, push_v = K_NONE, 0
+        elif op == 0x88 or op == 0x89:
+            push_kind, push_v = K_BOOL, 1 if op == 0x88 else 0
+        elif op == 0x47:
+            push_kind, push_v = K_FLOAT, 0
+        elif op == 0x43 or op == 0x42 or op == 0x8E or op == 0x96:  # bytes, bytearray
+            push_kind, push_v = K_BYTES, 0
         elif op == 0x85 or op == 0x86 or op == 0x87 or op == 0x74:  # TUPLE1-3, TUPLE
             if op == 0x74:
                 mark = _find_mark(st, sp)
