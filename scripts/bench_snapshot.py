@@ -54,7 +54,8 @@ import resource, sys, time
 PATH = sys.argv[1]
 start = time.perf_counter()
 {code}
-print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
 """
 
 
@@ -221,7 +222,9 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
     return entries
 
 
-def measure(kind: str, path: Path) -> tuple[float, int]:
+def measure(kind: str, path: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS bytes) of one reading in a fresh process: CPU time is
+    what the machine would take idle (one thread), wall time what it took among other sessions."""
     code, env = MEASURE[kind] if kind in MEASURE else (START, {})
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(code=code), str(path)],
@@ -231,8 +234,8 @@ def measure(kind: str, path: Path) -> tuple[float, int]:
         check=True,
         env={**os.environ, **env},
     )
-    seconds, rss = result.stdout.split()
-    return float(seconds), int(rss)
+    seconds, cpu, rss = result.stdout.split()
+    return float(seconds), float(cpu), int(rss)
 
 
 def kernel_start(directory: Path) -> tuple[float, float]:
@@ -241,7 +244,7 @@ def kernel_start(directory: Path) -> tuple[float, float]:
     path = directory / "bench-snapshot-tiny.pickle"
     make_snapshot_file(path, 1, 30)
     try:
-        return measure("start", path)[0], measure("start", path)[0]
+        return measure("start", path)[0], measure("start", path)[0]  # wall seconds
     finally:
         os.unlink(path)
 
@@ -271,19 +274,19 @@ def main() -> int:
         kinds = ["tuiprof"]
         print(f"pickle.load and no-jit (the restricted unpickler) not run: ~4x the file ({4 * size / 1e9:.0f} GB)")
     try:
-        results: dict[str, list[tuple[float, int]]] = {kind: [] for kind in kinds}
+        results: dict[str, list[tuple[float, float, int]]] = {kind: [] for kind in kinds}
         for _ in range(args.repeat):
             for kind in kinds:
                 results[kind].append(measure(kind, path))
-        print(f"{'':8} {'seconds':>8} {'peak RSS MB':>12} {'RSS / file':>10}")
+        print(f"{'':8} {'seconds':>8} {'CPU s':>7} {'peak RSS MB':>12} {'RSS / file':>10}")
         best = {kind: min(values) for kind, values in results.items()}
-        for kind, (seconds, rss) in best.items():
-            print(f"{kind:8} {seconds:8.2f} {rss / 1e6:12.0f} {rss / size:10.2f}")
+        for kind, (seconds, cpu, rss) in best.items():
+            print(f"{kind:8} {seconds:8.2f} {cpu:7.2f} {rss / 1e6:12.0f} {rss / size:10.2f}")
         for kind in ("tuiprof", "no-jit"):
             if kind in best and "pickle" in best:
                 print(
                     f"{kind} / pickle: {best[kind][0] / best['pickle'][0]:.2f}x the time, "
-                    f"{best[kind][1] / best['pickle'][1]:.2f}x the peak RSS (best of {args.repeat})"
+                    f"{best[kind][2] / best['pickle'][2]:.2f}x the peak RSS (best of {args.repeat})"
                 )
     finally:
         if args.file is None and not args.keep:

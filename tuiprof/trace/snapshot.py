@@ -63,8 +63,13 @@ BLOCK_STATE_CODE = {name: code for code, name in enumerate(BLOCK_STATES)} | {"ac
 FX_FIELDS = ("fx_node_op", "fx_node_name", "fx_original_trace")
 _INT64_MAX = (1 << 63) - 1
 MAX_DEVICES = 1 << 12  # device numbers: the analysis walks every device up to the highest
-SCAN_MIN_BYTES = 32 << 20  # from this pickle size up, the opcode scanner (tuiprof/trace/snapshot_scan.py)
-SCAN_BYTES_ENV = "TUIPROF_SNAPSHOT_SCAN_BYTES"  # overrides SCAN_MIN_BYTES (0: always, when numba is there)
+# From these pickle sizes up, the opcode scanner (tuiprof/trace/snapshot_kernel.py) reads a snapshot.
+# Measured on the 2-core dev VM: the unpickler path takes ~30 ms a MB, the scanner ~9 ms a MB plus
+# ~0.4 s to import numba and load its cached code (break-even ~15 MB); its first compile, once per
+# install (cached beside the module), takes ~30-40 s, which pays on the first open from ~1 GB.
+SCAN_MIN_BYTES = 32 << 20  # the compiled kernel is cached
+SCAN_COLD_MIN_BYTES = 1 << 30  # it is not: the first use compiles it
+SCAN_BYTES_ENV = "TUIPROF_SNAPSHOT_SCAN_BYTES"  # overrides both (0: always, when numba is there)
 
 
 class RefusedGlobal(pickle.UnpicklingError):
@@ -216,7 +221,7 @@ def read_snapshot(path: str | os.PathLike[str], progress: ReadProgress | None = 
     a truncated or corrupt pickle, a pickle that is not a snapshot, a gzip bomb
     (the ratio limit of :func:`tuiprof.trace.source.inflate_gzip`).
 
-    From :func:`tuiprof.trace.snapshot_scan.scan_threshold` bytes up (32 MB), with numba, the
+    From ``SCAN_MIN_BYTES`` (32 MB; 1 GB while the kernel is not compiled yet), with numba, the
     opcode scanner of :mod:`tuiprof.trace.snapshot_scan` reads the file straight into columns;
     a stream in a shape it does not follow (plain data all the same) is then read here, by
     :class:`PlainDataUnpickler`, which names what is wrong."""
@@ -239,12 +244,25 @@ def _use_scanner(path: Path, size: int) -> bool:
     from tuiprof.trace.jit import jit_enabled
 
     try:
-        threshold = int(os.environ.get(SCAN_BYTES_ENV, SCAN_MIN_BYTES))
-    except ValueError:
-        threshold = SCAN_MIN_BYTES
+        threshold = int(os.environ[SCAN_BYTES_ENV])
+    except (KeyError, ValueError):
+        threshold = SCAN_MIN_BYTES if _kernel_cached() else SCAN_COLD_MIN_BYTES
     if size < threshold and _pickle_bytes(path, size) < threshold:
         return False
     return jit_enabled()
+
+
+def _kernel_cached() -> bool:
+    """Whether numba's cache beside the scanner holds its compiled kernel, newer than the module."""
+    kernel = Path(__file__).with_name("snapshot_kernel.py")
+    try:
+        source = kernel.stat().st_mtime
+        return any(
+            index.stat().st_mtime >= source
+            for index in (kernel.parent / "__pycache__").glob("snapshot_kernel.scan-*.nbi")
+        )
+    except OSError:
+        return False
 
 
 def _pickle_bytes(path: Path, size: int) -> int:

@@ -37,10 +37,13 @@ Decisions:
   (segments before device_traces); :func:`finish` renumbers them in the decoder's order (stacks
   by first use in the entries, then the blocks; frames by first appearance in those stacks), so
   both paths give equal columns (tests/test_snapshot_scan.py checks every column).
-- **Only where it pays** (``SCAN_MIN_BYTES`` in :mod:`tuiprof.trace.snapshot`, 32 MB): importing numba and loading the cached
-  kernel take ~0.6 s (the first compile, once per install, ~25 s), the unpickler path reads
-  ~60 MB/s; below that size the unpickler is as fast.  ``TUIPROF_SNAPSHOT_SCAN_BYTES`` overrides
-  the threshold (the tests and ``scripts/fuzz.py --snapshot-scan`` set it to 0).
+- **Only where it pays** (``SCAN_MIN_BYTES`` in :mod:`tuiprof.trace.snapshot`): from 32 MB when
+  the compiled kernel is cached beside this module, from 1 GB when it is not.  Measured on the
+  2-core dev VM: importing numba and loading the cached kernel ~0.4 s, then ~9 ms a MB (1 GB:
+  ~7 s of CPU to columns, ~9 s to analysis-ready); the unpickler path ~30 ms a MB, so the
+  break-even is ~15 MB; the first compile takes ~30-40 s, which the first open pays back from
+  ~1 GB.  ``TUIPROF_SNAPSHOT_SCAN_BYTES`` overrides both (the tests and
+  ``scripts/fuzz.py --snapshot-scan`` set 0).
 """
 
 from __future__ import annotations
