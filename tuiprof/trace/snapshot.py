@@ -253,14 +253,12 @@ def _use_scanner(path: Path, size: int) -> bool:
 
 
 def _kernel_cached() -> bool:
-    """Whether numba's cache beside the scanner holds its compiled kernel, newer than the module."""
-    kernel = Path(__file__).with_name("snapshot_kernel.py")
+    """Whether numba's cache beside the scanner holds its compiled kernel.  Only that an index is
+    there: numba checks it against the module when it loads it (after an upgrade or an edit of the
+    kernel, the first big snapshot pays one compile)."""
+    cache = Path(__file__).with_name("__pycache__")
     try:
-        source = kernel.stat().st_mtime
-        return any(
-            index.stat().st_mtime >= source
-            for index in (kernel.parent / "__pycache__").glob("snapshot_kernel.scan-*.nbi")
-        )
+        return any(cache.glob("snapshot_kernel.scan-*.nbi"))
     except OSError:
         return False
 
