@@ -2,7 +2,8 @@
 
 A snapshot is a pickle, and unpickling can run code: it is read by
 :class:`PlainDataUnpickler`, which builds only dict, list, tuple, str, int,
-float, bool, None and bytes.  Every way a pickle reaches other code goes
+float, bool, None and bytes (big ones, with numba, by the opcode scanner of
+:mod:`tuiprof.trace.snapshot_kernel` instead, straight into the columns below).  Every way a pickle reaches other code goes
 through ``find_class`` (GLOBAL, STACK_GLOBAL, INST, and EXT via the copyreg
 registry); REDUCE, BUILD, OBJ and NEWOBJ need an object only a global gives
 (a dict or list is not callable and has no ``__setstate__``); persistent ids
