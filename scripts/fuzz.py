@@ -60,6 +60,9 @@ Each distinct crash (surface, exception type and place) gets a minimised reprodu
 ``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
     python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+
+``--snapshot-scan``: snapshots are read by the opcode scanner (tuiprof/trace/snapshot_kernel.py)
+instead of the restricted unpickler, which reads files under 32 MB (all the seeds).
 """
 
 from __future__ import annotations
@@ -1213,7 +1216,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="time budget per distinct crash")
+    parser.add_argument(
+        "--snapshot-scan",
+        action="store_true",
+        help="read every snapshot with the opcode scanner (numba), whatever its size: the seeds are small",
+    )
     args = parser.parse_args()
+    if args.snapshot_scan:  # inherited by the workers
+        os.environ["TUIPROF_SNAPSHOT_SCAN_BYTES"] = "0"
     try:
         surfaces = surface_list(args.surface)
     except ValueError as exc:
@@ -1233,7 +1243,8 @@ def main() -> int:
         f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
         f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}, {len(seeds.snapshots)} snapshot seeds, "
         f"{len(seeds.watches)} watch seeds; "
-        f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs",
+        f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs"
+        + (", snapshots read by the opcode scanner" if args.snapshot_scan else ""),
         file=sys.stderr,
     )
     master = random.Random(args.seed)

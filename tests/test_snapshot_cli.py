@@ -61,6 +61,19 @@ def test_what_is_not_offered_for_snapshots_is_one_line(tmp_path: Path) -> None:
         )
 
 
+def test_a_diff_with_a_snapshot_of_no_device_is_one_line(tmp_path: Path) -> None:
+    """{"segments": []} has no device, so no peak (found by fuzz --snapshot-scan, seed 7: was an
+    internal error from max() of no peaks)."""
+    empty, full = tmp_path / "empty.pickle", tmp_path / "full.pickle"
+    empty.write_bytes(pickle.dumps({"segments": []}, protocol=4))
+    full.write_bytes(pickle.dumps(make_snapshot(0, steps=30)[0], protocol=4))
+    for pair in ((empty, full), (full, empty), (empty, empty)):
+        result = tuiprof("diff", *map(str, pair), "--format", "json")
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"tuiprof: {empty}: has no device"), lines
+
+
 def test_a_window_that_cannot_be_is_one_line(tmp_path: Path) -> None:
     data, _ = make_snapshot(0, steps=30)
     path = tmp_path / "s.pickle"

@@ -448,6 +448,13 @@ def run_snapshot_diff(args: argparse.Namespace) -> int:
             "compare the peaks in --format json",
         )
     models = [analyze_snapshot(read_snapshot(path)) for path in (args.a, args.b)]
+    for path, model in zip((args.a, args.b), models):
+        if not model.peaks:  # no trace entry and no segment: no device, no peak to compare
+            raise TraceError(
+                path,
+                "has no device: no trace entries and no segments to compare",
+                "compare snapshots taken after torch.cuda.memory._record_memory_history()",
+            )
     return print_snapshot_diff(diff_snapshots(*models), args.format, args.limit)
 
 

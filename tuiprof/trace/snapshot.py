@@ -2,7 +2,8 @@
 
 A snapshot is a pickle, and unpickling can run code: it is read by
 :class:`PlainDataUnpickler`, which builds only dict, list, tuple, str, int,
-float, bool, None and bytes.  Every way a pickle reaches other code goes
+float, bool, None and bytes (big ones, with numba, by the opcode scanner of
+:mod:`tuiprof.trace.snapshot_kernel` instead, straight into the columns below).  Every way a pickle reaches other code goes
 through ``find_class`` (GLOBAL, STACK_GLOBAL, INST, and EXT via the copyreg
 registry); REDUCE, BUILD, OBJ and NEWOBJ need an object only a global gives
 (a dict or list is not callable and has no ``__setstate__``); persistent ids
@@ -27,6 +28,8 @@ import os
 import pickle
 import reprlib
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -61,6 +64,13 @@ BLOCK_STATE_CODE = {name: code for code, name in enumerate(BLOCK_STATES)} | {"ac
 FX_FIELDS = ("fx_node_op", "fx_node_name", "fx_original_trace")
 _INT64_MAX = (1 << 63) - 1
 MAX_DEVICES = 1 << 12  # device numbers: the analysis walks every device up to the highest
+# From these pickle sizes up, the opcode scanner (tuiprof/trace/snapshot_kernel.py) reads a snapshot.
+# Measured on the 2-core dev VM: the unpickler path takes ~30 ms a MB, the scanner ~9 ms a MB plus
+# ~0.4 s to import numba and load its cached code (break-even ~15 MB); its first compile, once per
+# install (cached beside the module), takes ~30-40 s, which pays on the first open from ~1 GB.
+SCAN_MIN_BYTES = 32 << 20  # the compiled kernel is cached
+SCAN_COLD_MIN_BYTES = 1 << 30  # it is not: the first use compiles it
+SCAN_BYTES_ENV = "TUIPROF_SNAPSHOT_SCAN_BYTES"  # overrides both (0: always, when numba is there)
 
 
 class RefusedGlobal(pickle.UnpicklingError):
@@ -210,10 +220,72 @@ def read_snapshot(path: str | os.PathLike[str], progress: ReadProgress | None = 
 
     Every problem is a :class:`TraceError` naming the file: a refused global,
     a truncated or corrupt pickle, a pickle that is not a snapshot, a gzip bomb
-    (the ratio limit of :func:`tuiprof.trace.source.inflate_gzip`)."""
+    (the ratio limit of :func:`tuiprof.trace.source.inflate_gzip`).
+
+    From ``SCAN_MIN_BYTES`` (32 MB; 1 GB while the kernel is not compiled yet), with numba, the
+    opcode scanner of :mod:`tuiprof.trace.snapshot_scan` reads the file straight into columns;
+    a stream in a shape it does not follow (plain data all the same) is then read here, by
+    :class:`PlainDataUnpickler`, which names what is wrong."""
     source = os.fspath(path)
+    size = _file_size(source)
+    if _use_scanner(Path(source), size):
+        from tuiprof.trace.snapshot_scan import scan_snapshot
+
+        handle, head, size = _open_snapshot(Path(source), source)
+        with handle:
+            scanned = scan_snapshot(handle, head, size, source, progress)
+        if scanned is not None:
+            return scanned
     data = _load_plain_data(Path(source), source, progress)
-    return decode_snapshot(data, source, _file_size(source))
+    return decode_snapshot(data, source, size)
+
+
+def _use_scanner(path: Path, size: int) -> bool:
+    """The opcode scanner for pickles of ``SCAN_MIN_BYTES`` and more, when numba is there."""
+    from tuiprof.trace.jit import jit_enabled
+
+    try:
+        threshold = int(os.environ[SCAN_BYTES_ENV])
+    except (KeyError, ValueError):
+        threshold = SCAN_MIN_BYTES if _kernel_cached() else SCAN_COLD_MIN_BYTES
+    if size < threshold and _pickle_bytes(path, size) < threshold:
+        return False
+    return jit_enabled()
+
+
+def _kernel_cached() -> bool:
+    """Whether numba's cache beside the scanner holds its compiled kernel.  Only that an index is
+    there: numba checks it against the module when it loads it (after an upgrade or an edit of the
+    kernel, the first big snapshot pays one compile)."""
+    cache = Path(__file__).with_name("__pycache__")
+    try:
+        return any(cache.glob("snapshot_kernel.scan-*.nbi"))
+    except OSError:
+        return False
+
+
+def _pickle_bytes(path: Path, size: int) -> int:
+    """The pickle's size: the file's, or for a gzip what its trailer says it inflates to."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(2) != _GZIP_MAGIC or size < 4:
+                return size
+            handle.seek(size - 4)
+            inflated = int.from_bytes(handle.read(4), "little")
+    except OSError:
+        return size
+    while inflated < size:  # the trailer holds the size modulo 2**32
+        inflated += 1 << 32
+    return inflated
+
+
+def refused_code(source: str, what: str) -> TraceError:
+    """The one line for a pickle that would run code (``what``: the global it names, or the opcode)."""
+    return TraceError(
+        source,
+        f"the pickle refers to {what}, which could run code; nothing was executed",
+        "only plain snapshots from torch.cuda.memory._dump_snapshot are read",
+    )
 
 
 def _file_size(source: str) -> int:
@@ -253,35 +325,74 @@ class _CountingReader:
         return self._handle.peek(size)
 
 
-def _load_plain_data(path: Path, source: str, progress: ReadProgress | None) -> Any:
+def _open_snapshot(path: Path, source: str) -> tuple[Any, bytes, int]:
+    """The open file at its start, its first two bytes and its size."""
     try:
         handle = open(path, "rb")
     except OSError as exc:
         raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
-    with handle:
-        try:
-            head = handle.read(2)
-            size = os.fstat(handle.fileno()).st_size
-        except OSError as exc:
-            raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+    try:
+        head = handle.read(2)
+        size = os.fstat(handle.fileno()).st_size
         handle.seek(0)
+    except OSError as exc:
+        handle.close()
+        raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
+    return handle, head, size
+
+
+def _load_plain_data(path: Path, source: str, progress: ReadProgress | None) -> Any:
+    handle, head, size = _open_snapshot(path, source)
+    with handle:
         if head == _GZIP_MAGIC:
             parts: list[bytes] = []
             inflate_gzip(handle.read, size, source, parts.append, progress, start=PickleStart(source))
-            return _unpickle(io.BytesIO(b"".join(parts)), source)
+            inflated = b"".join(parts)
+            return _unpickle(io.BytesIO(inflated), source, len(inflated))
         check_pickle_header(head, source)
-        return _unpickle(_CountingReader(handle, size, progress) if progress else handle, source)
+        return _unpickle(_CountingReader(handle, size, progress) if progress else handle, source, size)
 
 
-def _unpickle(stream: Any, source: str) -> Any:
+UNPICKLE_MEMORY = (16, 256 << 20)  # address space the unpickler may add: 16x the pickle + 256 MB
+
+
+@contextmanager
+def _bounded_address_space(pickle_bytes: int) -> Iterator[None]:
+    """While the unpickler runs, the process may not grow past what a pickle of this size needs.
+
+    The C unpickler sizes some allocations from the stream before it can check them: ``LONG_BINPUT
+    n`` grows its memo to 2n slots and writes each (a 10-byte file asked for 16 GB and was killed
+    by the OOM killer).  Under ``RLIMIT_AS`` that allocation fails as a MemoryError instead (one
+    line); a real snapshot needs ~4x its size.  Not where ``resource`` or /proc are missing."""
     try:
-        return PlainDataUnpickler(stream).load()
+        import resource
+
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    factor, extra = UNPICKLE_MEMORY
+    limit = mapped + factor * pickle_bytes + extra
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _unpickle(stream: Any, source: str, pickle_bytes: int) -> Any:
+    try:
+        with _bounded_address_space(pickle_bytes):
+            return PlainDataUnpickler(stream).load()
     except RefusedGlobal as exc:
-        raise TraceError(
-            source,
-            f"the pickle refers to {exc.global_name}, which could run code; nothing was executed",
-            "only plain snapshots from torch.cuda.memory._dump_snapshot are read",
-        ) from None
+        raise refused_code(source, exc.global_name) from None
     except EOFError:
         raise TraceError(source, "the pickle is truncated", "copy the file again") from None
     except MemoryError:
