@@ -183,6 +183,28 @@ def _align_cpu_seconds(names: int) -> float:
     return spent
 
 
+def test_a_kernel_named_like_a_step_is_diffed_by_its_own_name(tmp_path, capsys) -> None:
+    """A device event called ``ProfilerStep#3`` under an operator both sides run (fuzz finding:
+    the kernel table's placement renamed it ``ProfilerStep*``, which the table did not know:
+    KeyError, exit 1).  Named as written, it is aligned with B's kernel under the operator."""
+    from tests.gpu_trace import GpuTrace
+    from tuiprof import cli
+
+    paths = []
+    for side, kernel in (("a", "ProfilerStep#3"), ("b", "gemm_kernel")):
+        trace = GpuTrace()
+        trace.step(1, 0, 100)
+        mm = trace.op("aten::mm", 10, 50)
+        trace.launch(mm, kernel, 12, 5, 20, 30)
+        paths.append(str(trace.write(tmp_path / f"{side}.json")))
+    assert cli.main(["diff", *paths, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    rows = document["tables"]["kernels"]["rows"]
+    assert [(r["name"], r["status"], r["detail"]) for r in rows] == [
+        ("ProfilerStep#3 \u2192 gemm_kernel", "aligned", "aligned under aten::mm")
+    ]
+
+
 def test_diff_alignment_is_near_linear_in_distinct_names() -> None:
     # the scan of every key per aligned name made 5,000 vs 20,000 names 0.6 s vs 9 s CPU (x16);
     # two 4.9 MB traces with 50,000 distinct names took 61 s, 5 s of CPU now (load included).

@@ -514,10 +514,18 @@ def _matched_ancestors(model: TraceModel, matched: set[str]) -> tuple[np.ndarray
 
 
 def _placed(
-    model: TraceModel, names: list[str], codes: np.ndarray, ancestors: np.ndarray, times_ns: np.ndarray
+    model: TraceModel,
+    names: list[str],
+    codes: np.ndarray,
+    ancestors: np.ndarray,
+    times_ns: np.ndarray,
+    operator_names: bool = True,
 ) -> Values:
     """(name, ancestor's name) -> [time, count], for events with name codes
-    ``codes`` (into ``names``) under call rows ``ancestors`` (-1: none).
+    ``codes`` (into ``names``) under call rows ``ancestors`` (-1: none).  ``operator_names``:
+    the events are operators, named as the operator table names them (``ProfilerStep*``);
+    device events keep their names as the kernel table has them (a device event may be
+    called ``ProfilerStep#3``: a planted trace's kernel was one).
 
     One ``np.unique`` over (name, ancestor name) pairs: a cross-vendor diff
     of a big trace has a million unmatched launches."""
@@ -530,7 +538,8 @@ def _placed(
     result: Values = {}
     for pair, total, count in zip(pairs.tolist(), totals.tolist(), counts.tolist()):
         code, up = divmod(pair, width)
-        key = (_table_name(names[code]), _table_name(calls.names[up - 1]) if up else "")
+        name = _table_name(names[code]) if operator_names else names[code]
+        key = (name, _table_name(calls.names[up - 1]) if up else "")
         cell = result.setdefault(key, [0.0, 0.0])  # ProfilerStep#N names meet in one key
         cell[0] += total / 1000
         cell[1] += count
@@ -568,7 +577,9 @@ def _kernels_under_matched_operator(unmatched: set[str], matched: set[str]) -> C
         who = activity.launchers[rows]
         # gather: safe when the side has device events but no operator at all
         ancestors = np.where(gather(is_matched, who, False), who, gather(above, who, -1))
-        return _placed(model, activity.names, activity.events.name[rows], ancestors, activity.dur_ns[rows])
+        return _placed(
+            model, activity.names, activity.events.name[rows], ancestors, activity.dur_ns[rows], operator_names=False
+        )
 
     return values
 
