@@ -124,6 +124,7 @@ def test_a_planted_file_name_is_not_shown(tmp_path, cache) -> None:
         lambda e, s: e.update(size="1754"),
         lambda e, s: e.update(extra=1),
         lambda e, s: e.update(content="0" * 64),
+        lambda e, s: e.update(content="é" * 64),
         lambda e, s: e.update(path="/elsewhere.json"),
     ],
     ids=[
@@ -137,6 +138,7 @@ def test_a_planted_file_name_is_not_shown(tmp_path, cache) -> None:
         "envelope size text",
         "unknown member",
         "content hash",
+        "content hash not ASCII",
         "path",
     ],
 )

@@ -205,6 +205,25 @@ def test_a_kernel_named_like_a_step_is_diffed_by_its_own_name(tmp_path, capsys) 
     ]
 
 
+def test_memory_sums_past_int64_are_no_numpy_warning(tmp_path) -> None:
+    """Two allocations of 2**62 bytes inside one operator's children (fuzz finding: their sum,
+    a float past int64, was cast with a RuntimeWarning printed on stderr): one clean line."""
+    import warnings
+
+    from tests.gpu_trace import GpuTrace
+    from tuiprof.analysis.build import load_model
+
+    trace = GpuTrace()
+    trace.op("aten::outer", 0, 100)
+    for n in range(2):
+        trace.op("aten::empty", 10 + 20 * n, 10)
+        trace.memory(12 + 20 * n, 1 << 62, 1 << 62, addr=4096 * (n + 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = load_model(trace.write(tmp_path / "huge.json"))
+    assert len(model.calls) == 3
+
+
 def test_diff_alignment_is_near_linear_in_distinct_names() -> None:
     # the scan of every key per aligned name made 5,000 vs 20,000 names 0.6 s vs 9 s CPU (x16);
     # two 4.9 MB traces with 50,000 distinct names took 61 s, 5 s of CPU now (load included).

@@ -64,8 +64,8 @@ FILTERED_NAMES = frozenset(
         "aten::_version",
     }
 )
-# c10::DeviceType values torch counts as CPU or as device memory.
 STEP_PREFIX = "ProfilerStep#"
+INT64_SAFE = float(2**62)  # float sums of int64 counts are held inside this before a cast back
 
 
 def is_step_name(name: str) -> bool:
@@ -369,7 +369,10 @@ def _memory_columns(
     up, linked = links
     children = np.bincount(up, weights=node_mem[linked], minlength=len(node_mem))
     inclusive = node_mem[op_rows]
-    return _column(inclusive), _column(inclusive - np.rint(children[op_rows]).astype(np.int64))
+    # A damaged trace's byte counts can sum past int64 (a float then, cast with a warning on
+    # stderr): held to its range, the self bytes of such a call are as wrong as its input.
+    held = np.clip(np.rint(children[op_rows]), -INT64_SAFE, INT64_SAFE).astype(np.int64)
+    return _column(inclusive), _column(inclusive - held)
 
 
 def count_flops(calls: OperatorCalls) -> None:

@@ -398,7 +398,8 @@ def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
         ):
             continue  # the trace changed since, or this is another trace's
         content = content or content_hash(trace, size)
-        if content is not None and hmac.compare_digest(envelope.content, content):
+        # As bytes: compare_digest refuses a str with non-ASCII characters (TypeError).
+        if content is not None and hmac.compare_digest(envelope.content.encode(), content.encode()):
             return envelope.summary
     return None  # none, or not one to believe: analyse the file again
 
