@@ -33,6 +33,17 @@ from tuiprof.tui.app import ExplorerApp  # noqa: E402
 from tuiprof.tui.sources import FileSource  # noqa: E402
 from tuiprof.tui.views import EXPLORER_VIEWS, view_keys  # noqa: E402
 
+
+def busy_threads() -> list[threading.Thread]:
+    """Threads other than this one and the analysis stages' pool (analysis/stages.py), whose
+    threads wait idle for the next analysis for as long as the process lives."""
+    return [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and not t.name.startswith("tuiprof-analysis")
+    ]
+
+
 KEYS = {view_id: key for key, view_id, _ in view_keys()}
 TITLES = {view.view_id: view.title for view in EXPLORER_VIEWS}
 
@@ -90,7 +101,7 @@ async def measure(path: str) -> tuple[float, float, list[Result]]:
         load = time.perf_counter() - started
         await app.workers.wait_for_complete()  # tables prepared in the background after load
         await pilot.pause()
-        while threading.active_count() > 1 and time.perf_counter() - started < 300:
+        while busy_threads() and time.perf_counter() - started < 300:
             await asyncio.sleep(0.1)  # and the cache written after the first frame (a thread of its own)
         prepared = time.perf_counter() - started
         wall_cost, cpu_cost = [], []
