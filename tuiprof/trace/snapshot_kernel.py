@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from tuiprof.trace.jit import numba_module
+from tuiprof.trace.snapshot import ACTIONS
 
 _numba = numba_module()
 _jit: Any = _numba.njit(boundscheck=True, cache=True, nogil=True) if _numba is not None else (lambda f: f)
@@ -133,18 +134,7 @@ KNOWN_KEYS = (
     KY_FREE,
     KY_META,
 ) = range(len(KNOWN_KEYS))
-KNOWN_ACTIONS = (
-    "alloc",
-    "free_requested",
-    "free_completed",
-    "segment_alloc",
-    "segment_free",
-    "oom",
-    "snapshot",
-    "annotate",
-    "segment_map",
-    "segment_unmap",
-)
+KNOWN_ACTIONS = ACTIONS  # the action codes are the columns' (trace/snapshot.py)
 FIRST_ACTION = len(KNOWN_KEYS)
 OTHER_ACTION = len(KNOWN_ACTIONS)
 ANNOTATE = KNOWN_ACTIONS.index("annotate")

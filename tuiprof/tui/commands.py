@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.app import SystemCommand
 from textual.binding import Binding
@@ -149,6 +149,25 @@ APP_COMMANDS: tuple[Command, ...] = (
     ),
     Command("E", "export('json')", "Export JSON", "export what the view shows as JSON", display="E"),
 )
+
+# The explorer's keys that mean the same in the other apps of views (diff mode, the snapshot app).
+SHARED_ACTIONS = (
+    "quit",
+    "help",
+    "filter",
+    "back",
+    "cycle_view(-1)",
+    "cycle_view(1)",
+    "views",
+    "export('csv')",
+    "export('json')",
+)
+
+
+def shared_commands() -> tuple[Command, ...]:
+    """The explorer's commands of :data:`SHARED_ACTIONS`, ``q`` without a live capture's words."""
+    return tuple(replace(c, help="quit") if c.keys == "q" else c for c in APP_COMMANDS if c.action in SHARED_ACTIONS)
+
 
 TABLE_COMMANDS: tuple[Command, ...] = (
     Command("up,k", "cursor(-1)", "Up", "move up", scope="table", display="↑ k", palette=False),

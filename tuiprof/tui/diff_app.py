@@ -9,7 +9,6 @@ swaps A and B, ``d`` cycles the sort between A, B and the size of the change.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Group
@@ -24,11 +23,11 @@ from tuiprof.report.diff import headline
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
 from tuiprof.tui.commands import (
-    APP_COMMANDS,
     TABLE_COMMANDS,
     Command,
     bindings,
     pane_commands,
+    shared_commands,
     shown_view_keys,
     view_commands,
 )
@@ -42,26 +41,8 @@ from tuiprof.tui.widgets.header import tab_line
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
-# The single-trace explorer's keys that mean the same here (i: the other grouping).
-SHARED_ACTIONS = (
-    "quit",
-    "help",
-    "filter",
-    "back",
-    "toggle_shapes",
-    "cycle_view(-1)",
-    "cycle_view(1)",
-    "views",
-    "export('csv')",
-    "export('json')",
-)
 DIFF_COMMANDS: tuple[Command, ...] = (
-    # q: the explorer's, without its words on a live capture (a diff never captures)
-    *(
-        replace(c, help="quit") if c.keys == "q" else c
-        for c in APP_COMMANDS
-        if c.action in SHARED_ACTIONS and c.keys != "i"
-    ),
+    *shared_commands(),
     Command(
         "i",
         "toggle_shapes",

@@ -26,11 +26,11 @@ from tuiprof.analysis.snapshot_trace import PeakPlace
 from tuiprof.report.plain import plain
 from tuiprof.tui.app import run_app
 from tuiprof.tui.commands import (
-    APP_COMMANDS,
     TABLE_COMMANDS,
     Command,
     bindings,
     pane_commands,
+    shared_commands,
     shown_view_keys,
     view_commands,
 )
@@ -44,20 +44,8 @@ from tuiprof.tui.widgets.header import tab_line
 from tuiprof.tui.widgets.key_bar import KeyBar
 from tuiprof.tui.widgets.loading import LoadingPanel
 
-# The explorer's keys that mean the same here.
-SHARED_ACTIONS = (
-    "quit",
-    "help",
-    "filter",
-    "back",
-    "cycle_view(-1)",
-    "cycle_view(1)",
-    "views",
-    "export('csv')",
-    "export('json')",
-)
 SNAPSHOT_COMMANDS: tuple[Command, ...] = (
-    *(replace(c, help="quit") if c.keys == "q" else c for c in APP_COMMANDS if c.action in SHARED_ACTIONS),
+    *shared_commands(),
     Command("d", "next_device", "Next GPU", "the next GPU (cuda:0, cuda:1, ...)", show=True),
     Command(
         "o", "toggle_oom", "Peak/OOM", "the peak, or the GPU's first out-of-memory error: what held memory", show=True
