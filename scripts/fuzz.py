@@ -61,6 +61,12 @@ Each distinct crash (surface, exception type and place) gets a minimised reprodu
 
     python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 
+Every crash and hang is also appended to ``--out``/findings.log the moment it is seen (its
+surface, case number, seed and case seed, and the traceback), so a run stopped early keeps what
+it found.  ``--run-only S`` replays part of an earlier run: the cases are drawn for every surface
+of ``--surface`` with ``--seed``, as that run drew them, and only those of S run
+(``--surface diff,run,sidecar,cache --run-only cache --seed 20261207`` gives that run's cache cases).
+
 ``--snapshot-scan``: snapshots are read by the opcode scanner (tuiprof/trace/snapshot_kernel.py)
 instead of the restricted unpickler, which reads files under 32 MB (all the seeds).
 """
@@ -1057,9 +1063,14 @@ def _plant_loop(path: Path, rng: random.Random) -> None:
 
 
 def _reseal_cache(stores: Path) -> bool:
-    """The CRC-32 of every file of each entry recomputed into its meta.json (True if any was)."""
+    """The CRC-32 of every file of each entry recomputed into its meta.json, and meta.json's own
+    seal (True if any was)."""
+    from tuiprof.trace.cache import seal as cache_seal
+
     resealed = False
     for meta_path in stores.glob("*/meta.json"):
+        if meta_path.is_symlink() or not meta_path.is_file():
+            continue  # a planted special file (a link to /dev/zero would be read forever)
         try:
             meta = json.loads(meta_path.read_bytes())
             for name in meta["checksums"]:
@@ -1068,7 +1079,8 @@ def _reseal_cache(stores: Path) -> bool:
                     meta["checksums"][name] = zlib.crc32(file.read_bytes())
         except (OSError, ValueError, TypeError, KeyError):
             continue  # a member, file or special file the mutation broke: left as it is
-        meta_path.write_text(json.dumps(meta))
+        meta.pop("seal", None)
+        meta_path.write_bytes(cache_seal(json.dumps(meta).encode()))
         resealed = True
     return resealed
 
@@ -1215,6 +1227,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
+    parser.add_argument(
+        "--run-only",
+        default="",
+        help="run only the cases of these surfaces, drawn as a run of all of --surface draws them",
+    )
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="time budget per distinct crash")
     parser.add_argument(
         "--snapshot-scan",
@@ -1225,9 +1242,12 @@ def main() -> int:
     if args.snapshot_scan:  # inherited by the workers
         os.environ["TUIPROF_SNAPSHOT_SCAN_BYTES"] = "0"
     try:
-        surfaces = surface_list(args.surface)
+        drawn = surface_list(args.surface)
+        surfaces = surface_list(args.run_only) if args.run_only else drawn
     except ValueError as exc:
         parser.error(str(exc))
+    if not set(surfaces) <= set(drawn):
+        parser.error("--run-only names a surface that --surface does not draw")
 
     sys.path.insert(0, str(ROOT))
     paths = seed_paths()
@@ -1235,9 +1255,9 @@ def main() -> int:
     seeds = Seeds(
         traces,
         [p.name for p in paths],
-        run_seeds() if {"run", "sidecar"} & set(surfaces) else [],
-        snapshot_seeds() if "snapshot" in surfaces else [],
-        watch_seeds(traces) if "watch" in surfaces else [],
+        run_seeds() if {"run", "sidecar"} & set(drawn) else [],
+        snapshot_seeds() if "snapshot" in drawn else [],
+        watch_seeds(traces) if "watch" in drawn else [],
     )
     print(
         f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
@@ -1250,9 +1270,12 @@ def main() -> int:
     master = random.Random(args.seed)
     jobs = [
         ("case", index * args.cases + n, surface, master.randrange(seeds.count(surface)), master.getrandbits(64))
-        for index, surface in enumerate(surfaces)
+        for index, surface in enumerate(drawn)
         for n in range(args.cases)
     ]
+    jobs = [job for job in jobs if job[2] in surfaces]
+    args.out.mkdir(parents=True, exist_ok=True)
+    findings_log = args.out / "findings.log"
     counts = {surface: {"clean": 0, "crash": 0, "hang": 0} for surface in surfaces}
     case_seconds = dict.fromkeys(surfaces, 0.0)
     slowest = dict.fromkeys(surfaces, 0.0)
@@ -1268,11 +1291,13 @@ def main() -> int:
                 if result is None:
                     counts[surface]["hang"] += 1
                     hangs.append(job)
+                    _log_finding(findings_log, job, seeds, f"hang (past {args.timeout:.0f} s)", "")
                 elif isinstance(result[0], str):  # the worker died
                     counts[surface]["crash"] += 1
                     key = (surface, f"worker died (exit {result[1]})")
                     crashes.setdefault(key, (job, None))
                     per_signature[key] = per_signature.get(key, 0) + 1
+                    _log_finding(findings_log, job, seeds, key[1], "")
                 else:
                     _, outcome, seconds, files, command = result
                     slowest[surface] = max(slowest[surface], seconds)
@@ -1282,6 +1307,7 @@ def main() -> int:
                         key = (surface, outcome.signature)
                         crashes.setdefault(key, (job, (outcome, files, command)))
                         per_signature[key] = per_signature.get(key, 0) + 1
+                        _log_finding(findings_log, job, seeds, outcome.signature, outcome.detail)
                 if done % 500 == 0:
                     rate = done / (time.monotonic() - started)
                     print(f"  {done} cases, {counts}, {rate:.1f} cases/s", file=sys.stderr)
@@ -1315,6 +1341,18 @@ def main() -> int:
             f"{tally['hang']} hang; slowest case {slowest[surface]:.1f} s"
         )
     return 1 if any(tally["crash"] or tally["hang"] for tally in counts.values()) else 0
+
+
+def _log_finding(log: Path, job: tuple, seeds: Seeds, what: str, detail: str) -> None:
+    """One finding appended to the run's findings.log as it is seen: a run stopped early keeps it."""
+    _, number, surface, seed_index, case_seed = job
+    with log.open("a") as handle:
+        handle.write(
+            f"{surface} case {number} (seed {seeds.label(surface, seed_index)}, case seed {case_seed}): {what}\n"
+        )
+        if detail:
+            handle.write(detail.rstrip() + "\n")
+        handle.write("\n")
 
 
 def surface_list(text: str) -> list[str]:

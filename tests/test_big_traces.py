@@ -26,6 +26,7 @@ import pytest
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
 from tests.gpu_trace import lagging_two_steps
 from tuiprof.analysis import calls, load_model
+from tuiprof.analysis.arrays import group_rows
 from tuiprof.analysis.calls import (
     _merge_duplicates,
     _nest,
@@ -663,3 +664,22 @@ def test_every_shared_gzip_trace_decodes_the_same_while_inflated(monkeypatch) ->
         _columns_equal(whole, streamed)
         assert streamed.header == whole.header, path.name
     assert sum(not complete for _, complete in seen) > 100  # most were cut while they grew
+
+
+@pytest.mark.parametrize("span", [3, 1 << 16, (1 << 16) + 1, 1 << 63])
+def test_group_rows_keeps_rows_in_order_whatever_the_span_of_its_keys(span) -> None:
+    """group_rows sorts keys spanning under 2**16 values as uint16 offsets (a radix sort):
+    the groups must be those of a plain dict of lists, keys ascending, rows in their order,
+    at the edge of that span and past it (int64's whole range)."""
+    rng = np.random.default_rng(span % 1000)
+    if span <= 1 << 17:
+        keys = rng.integers(-3, span - 3, 5000, dtype=np.int64)
+        keys[[0, 1]] = -3, span - 4  # the whole span present
+    else:
+        keys = rng.choice(np.array([-(1 << 63), -7, 0, 5, (1 << 63) - 1], dtype=np.int64), 5000)
+    expected: dict[int, list[int]] = {}
+    for row, key in enumerate(keys.tolist()):
+        expected.setdefault(key, []).append(row)
+    found_keys, found_rows = group_rows(keys)
+    assert found_keys == sorted(expected)
+    assert [rows.tolist() for rows in found_rows] == [expected[key] for key in sorted(expected)]

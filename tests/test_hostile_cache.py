@@ -82,3 +82,31 @@ def test_a_column_file_with_bytes_added_inside_is_not_used(cache_on, tmp_path) -
     store = load_trace(path)
     assert store.cache_key is not None, "the planted entry was used"
     assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected
+
+
+def test_a_byte_changed_in_meta_json_is_not_believed(cache_on, tmp_path) -> None:  # noqa: F811
+    """meta.json holds the name table, not a checked column: a name changed in place (same
+    length, still valid JSON) was believed, and a trace lost its steps without a word (found by
+    fuzz --surface cache, seed 20261207: ``ProfilerStep#`` flipped, the steps CSV empty).
+    meta.json now carries the CRC-32 of its own bytes."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    meta = entry / "meta.json"
+    data = meta.read_bytes()
+    assert data.count(b'"aten::last"') == 1
+    meta.write_bytes(data.replace(b'"aten::last"', b'"aten::lost"'))
+    store = load_trace(path)
+    assert store.cache_key is not None, "the planted entry was used"
+    assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected
+
+
+def test_a_sealed_meta_json_reads_back_and_a_cut_seal_does_not() -> None:
+    document = b'{"format":3,"names":["a","b"]}'
+    sealed = cache.seal(document)
+    assert json.loads(sealed)["names"] == ["a", "b"]
+    assert cache.unsealed(sealed) == document
+    assert cache.unsealed(document) is None  # no seal
+    assert cache.unsealed(sealed[:-2] + b"0}") is None  # a seal that does not match
+    assert cache.unsealed(sealed.replace(b'"a"', b'"c"')) is None

@@ -132,13 +132,26 @@ def break_cycles(parent: np.ndarray, key: np.ndarray | None = None) -> tuple[np.
 def group_rows(keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
     """Distinct keys (ascending) and, for each, the indices holding it in their order.
 
-    One stable sort: rows stay in their original order within a group."""
+    One stable sort: rows stay in their original order within a group.  Keys spanning fewer
+    than 2**16 values (names, most codes) are sorted as uint16 offsets, where numpy's stable
+    sort is a radix sort: 10-25x faster than on int64 for millions of rows."""
     if not len(keys):
         return [], []
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(_narrowed(keys), kind="stable")
     sorted_keys = keys[order]
     cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
     return sorted_keys[np.concatenate(([0], cuts))].tolist(), np.split(order, cuts)
+
+
+def _narrowed(keys: np.ndarray) -> np.ndarray:
+    """``keys`` as uint16 offsets from their least when they span fewer than 2**16 values
+    (the same order), else as they are."""
+    if keys.dtype.kind not in "iu" or keys.dtype.itemsize <= 2:
+        return keys
+    least = int(keys.min())
+    if int(keys.max()) - least >= 1 << 16:
+        return keys
+    return (keys - least).astype(np.uint16) if least else keys.astype(np.uint16)
 
 
 def id_table(

@@ -145,6 +145,15 @@ class OperatorCalls:
         """A column as a numpy view (no copy)."""
         return np.frombuffer(getattr(self, name), dtype=np.int64)
 
+    def constant(self, name: str) -> int | None:
+        """The one value of a column of one value shared by :func:`_constant` (a sum over
+        calls is then value x count, with no gather), else None."""
+        values = getattr(self, name)
+        for value in (0, -1):
+            if values is _CONSTANT_COLUMNS.get((len(values), value)):
+                return value
+        return None
+
 
 @dataclass
 class DeviceActivity:
