@@ -4,14 +4,22 @@
 Every view is switched to once ("first switch", with the keys inside it right after), then
 every view again, twice ("repeat", the slower of the two shown).  For each action it prints:
 
-- ``key ms``: wall time until the key is handled and the screen refreshed, Pilot's own cost per
-  key press (a key bound to nothing) subtracted;
+- ``key ms``: wall time until the key is handled and the screen refreshed, the harness's own cost
+  per key press (a key bound to nothing) subtracted;
 - ``cpu ms``: the CPU time of the UI thread over the same span, Pilot's own subtracted: what the
   key costs the app, unlike the wall time not stretched by the other processes on a shared box;
 - ``ready ms``: until background work the key started (a table built in a worker, the detail
   pane once the cursor rests) has shown its result.
 
 The same actions on the small resnet18 sample, in the same run, are the baseline.
+
+Keys are posted to the app as a terminal's driver posts them, then the script waits until every
+widget has handled what is queued and draws the screen at once (:func:`drawn`).  Not
+``pilot.press``: after each key it waits for the process to look idle, in sleeps of 20 ms
+(``textual._wait.wait_for_idle``, twice a key), so its times fall on steps of ~21 ms whatever the
+key costs (41-65 ms for keys of 10-28 ms of CPU, docs/big-traces.md); ``--via-pilot`` measures
+that way again.  In a terminal, Textual draws a changed screen at its next refresh tick (60 a
+second): up to 17 ms on top of ``key ms``.
 
     python scripts/bench_ui.py /tmp/big.json
 """
@@ -28,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from textual import events  # noqa: E402
 
 from tuiprof.tui.app import ExplorerApp  # noqa: E402
 from tuiprof.tui.sources import FileSource  # noqa: E402
@@ -91,7 +101,13 @@ REPEATS = 2  # rounds of repeat switches; the slower round is shown
 Result = tuple[str, float, float, float]  # label, key s, cpu s, ready s (the key's: per key press)
 
 
-async def measure(path: str) -> tuple[float, float, list[Result]]:
+def key_event(key: str) -> events.Key:
+    """The Key event a terminal's driver posts for ``key`` (a Pilot key name)."""
+    named = {"slash": "/", "plus": "+", "minus": "-", "space": " ", "enter": "\r", "escape": "\x1b"}
+    return events.Key(key, named.get(key, key if len(key) == 1 else None))
+
+
+async def measure(path: str, via_pilot: bool) -> tuple[float, float, list[Result]]:
     app = ExplorerApp(FileSource(path))
     results: list[Result] = []
     async with app.run_test(size=(120, 40)) as pilot:
@@ -105,9 +121,17 @@ async def measure(path: str) -> tuple[float, float, list[Result]]:
             await asyncio.sleep(0.1)  # and the cache written after the first frame (a thread of its own)
         prepared = time.perf_counter() - started
         wall_cost, cpu_cost = [], []
+
+        async def send(key: str) -> None:
+            if via_pilot:
+                await pilot.press(key)  # returns once the app has handled the key's messages
+            else:
+                app.post_message(key_event(key))
+                await pilot._wait_for_screen()
+
         for _ in range(10):
             began, began_cpu = time.perf_counter(), time.thread_time()
-            await pilot.press("f12")  # bound to nothing: what Pilot itself costs
+            await send("f12")  # bound to nothing: what the harness itself costs
             await drawn(app, pilot)
             wall_cost.append(time.perf_counter() - began)
             cpu_cost.append(time.thread_time() - began_cpu)
@@ -116,7 +140,7 @@ async def measure(path: str) -> tuple[float, float, list[Result]]:
         async def press(label: str, keys: list[str]) -> Result:
             began, began_cpu = time.perf_counter(), time.thread_time()
             for key in keys:
-                await pilot.press(key)  # returns once the app has handled the key's messages
+                await send(key)
             await drawn(app, pilot)
             handled = time.perf_counter() - began - pilot_wall * len(keys)
             cpu = time.thread_time() - began_cpu - pilot_cpu * len(keys)
@@ -139,6 +163,7 @@ async def drawn(app: ExplorerApp, pilot) -> None:
     app.screen._on_timer_update()
     await pilot._wait_for_screen()
     app.screen._on_timer_update()
+    await pilot._wait_for_screen()
 
 
 async def settled(app: ExplorerApp, pilot) -> None:
@@ -157,9 +182,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace")
     parser.add_argument("--baseline", default=str(ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz"))
+    parser.add_argument("--via-pilot", action="store_true", help="press keys with pilot.press (idle waits of 20 ms)")
     args = parser.parse_args()
-    base_load, base_prepared, base = asyncio.run(measure(args.baseline))
-    big_load, big_prepared, big = asyncio.run(measure(args.trace))
+    base_load, base_prepared, base = asyncio.run(measure(args.baseline, args.via_pilot))
+    big_load, big_prepared, big = asyncio.run(measure(args.trace, args.via_pilot))
     print(f"load to first frame: big {big_load:.2f} s, sample {base_load:.2f} s")
     print(f"background work done: big {big_prepared:.2f} s, sample {base_prepared:.2f} s")
     print(

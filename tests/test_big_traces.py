@@ -683,3 +683,29 @@ def test_group_rows_keeps_rows_in_order_whatever_the_span_of_its_keys(span) -> N
     found_keys, found_rows = group_rows(keys)
     assert found_keys == sorted(expected)
     assert [rows.tolist() for rows in found_rows] == [expected[key] for key in sorted(expected)]
+
+
+@pytest.mark.parametrize(
+    "kinds, ids",
+    [
+        ((-1, 3), (-1, 4)),  # a trace's few devices: coded, counted
+        ((0, 1), (0, 1)),
+        ((0, 2), (-(1 << 62), 2)),  # ids far apart: numpy's axis=0 path
+        ((0, 300), (0, 300)),  # 90,000 possible pairs: axis=0
+        ((0, 9), (0, 9)),  # more than 64 present pairs: axis=0
+    ],
+)
+def test_memory_device_pairs_are_numpys_unique_rows(kinds, ids) -> None:
+    """trace/memory.py's _distinct_pairs codes (kind, device id) pairs instead of numpy's
+    ``unique(axis=0)``: same pairs, first rows and inverse, a pair first seen late included."""
+    from tuiprof.trace.memory import _distinct_pairs
+
+    rng = np.random.default_rng(len(kinds) + kinds[1])
+    kind = rng.integers(kinds[0], kinds[1] + 1, 100_000)
+    device = rng.choice(np.array(ids), 100_000) if ids[0] < -1 else rng.integers(ids[0], ids[1] + 1, 100_000)
+    kind[90_000], device[90_000] = kinds[1] + 1, ids[1]  # first seen past the leading windows
+    pairs, first, inverse = _distinct_pairs(kind, device)
+    expected = np.unique(np.stack((kind, device), axis=1), axis=0, return_index=True, return_inverse=True)
+    assert pairs == expected[0].tolist()
+    assert first.tolist() == expected[1].tolist()
+    assert inverse.tolist() == expected[2].ravel().tolist()
