@@ -113,10 +113,10 @@ def _distinct_pairs(kinds: np.ndarray, device_ids: np.ndarray) -> tuple[list[lis
                 first = _first_rows(codes, len(present))[present]
                 pairs = [[kind_low + code // id_span, id_low + code % id_span] for code in present.tolist()]
                 return pairs, first, rank[codes]
-    pairs, first, inverse = np.unique(
+    rows, first, inverse = np.unique(
         np.stack((kinds, device_ids), axis=1), axis=0, return_index=True, return_inverse=True
     )
-    return pairs.tolist(), first, inverse.ravel()
+    return rows.tolist(), first, inverse.ravel()
 
 
 def _first_rows(codes: np.ndarray, wanted: int) -> np.ndarray:
