@@ -158,10 +158,14 @@ def _plant(entry: Path, damage: str) -> None:
 
 
 def reseal(entry: Path) -> None:
-    """The CRC-32 of every file of ``entry`` recomputed into its meta.json (stdlib zlib, not the cache's code)."""
+    """The CRC-32 of every file of ``entry`` recomputed into its meta.json, and meta.json's own
+    seal, its last member: the CRC-32 of the bytes before it, closed (stdlib zlib, not the
+    cache's code)."""
     meta = json.loads((entry / "meta.json").read_text())
+    meta.pop("seal", None)
     meta["checksums"] = {name: zlib.crc32((entry / name).read_bytes()) for name in meta["checksums"]}
-    (entry / "meta.json").write_text(json.dumps(meta))
+    document = json.dumps(meta).encode()
+    (entry / "meta.json").write_bytes(document[:-1] + b',"seal":%d}' % zlib.crc32(document))
 
 
 @pytest.mark.parametrize(
@@ -473,6 +477,19 @@ def test_a_planted_derived_array_is_not_believed(small_traces_cached, damage) ->
     assert cache.save(store)  # written again: the next reopen reuses it
     again = load_trace(trace)
     assert _tables(analyze(again)) == fresh and again.cache_key is None
+
+
+def test_a_resealed_entry_with_nothing_changed_is_used(small_traces_cached) -> None:
+    """The control of the planted-array tests: resealed as they reseal, with no value changed,
+    the entry is used, so what refuses a planted one is the check of its values."""
+    from tuiprof.analysis.build import analyze
+
+    _first_open_and_reopen(SAMPLE)
+    [entry] = entries(small_traces_cached)
+    _plant_derived(entry, "calls.parent", lambda values: values)
+    store = load_trace(SAMPLE)
+    analyze(store)
+    assert store.cache_key is None and "calls.parent" in store.derived
 
 
 def test_a_flipped_bit_in_a_derived_array_is_not_believed(small_traces_cached) -> None:
