@@ -397,6 +397,8 @@ def test_a_reopen_reuses_what_the_analysis_derived(small_traces_cached, monkeypa
     monkeypatch.setattr(memory, "python_stacks", not_again)
     monkeypatch.setattr(build, "build_module_tree", not_again)
     monkeypatch.setattr(modules, "build_module_tree", not_again)
+    monkeypatch.setattr(build, "module_nodes", not_again)
+    monkeypatch.setattr(modules, "module_nodes", not_again)
     model = build.analyze(reopened)
     assert _tables(model) == _tables(fresh)
     assert reopened.cache_key is None  # nothing to write again

@@ -16,7 +16,7 @@ from tuiprof.analysis.live import TORCH_FLOPS, name_modules, torch_flops_column
 from tuiprof.analysis.memory import build_memory_timelines
 from tuiprof.analysis.memory_categories import CategorisedMemory, categorised_memory, with_stacks
 from tuiprof.analysis.model import RECOMPUTED_FLOPS, TABLE_BY_NAME, TraceInfo, TraceModel
-from tuiprof.analysis.modules import ModuleTree, build_module_tree
+from tuiprof.analysis.modules import ModuleNodes, ModuleTree, build_module_tree, module_nodes
 from tuiprof.analysis.operators import aggregate_operators
 from tuiprof.analysis.reuse import (
     keep_calls,
@@ -47,9 +47,16 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
     gc.disable()  # millions of small objects, no cycles: the collector only costs time
     try:
         reused = reused_calls(store)  # a reopen: what the first open derived (analysis/reuse.py)
-        calls, activity, unattributed = reused or build_calls(store)
+        nodes = None
         if reused is None:
+            # The module tree's nodes need only the frames: built beside the calls, whose
+            # nesting's sorts leave the GIL to the nodes' Python loop.
+            (calls, activity, unattributed), nodes = side_by_side(
+                partial(build_calls, store), partial(module_nodes, store)
+            )
             keep_calls(store, calls, activity, unattributed)
+        else:
+            calls, activity, unattributed = reused
         if calls.flops_damaged:
             store.report.note(
                 f"{calls.flops_damaged} calls with Input Dims no FLOPs formula can use (absurd sizes, stride 0): no FLOPs for them"
@@ -66,7 +73,7 @@ def analyze(store: TraceEvents, live: LiveFacts | None = None) -> TraceModel:
         # Independent stages side by side (analysis/stages.py); the module tree's chain is one
         # stage, as its steps change the tree and write the report's notes in this order.
         (modules, compiled, run), info, kernels, steps, memory, memory_categories, operators = side_by_side(
-            partial(_module_stages, store, calls, activity, live, tree),
+            partial(_module_stages, store, calls, activity, live, tree, nodes),
             partial(_trace_info, store, calls, activity),
             partial(aggregate_kernels, activity, calls),
             partial(_steps, kept_steps, calls, activity, store.gpu_annotations),
@@ -122,15 +129,18 @@ def _module_stages(
     activity: DeviceActivity,
     live: LiveFacts | None,
     tree: ModuleTree | None,
+    nodes: ModuleNodes | None,
 ) -> tuple[ModuleTree, CompiledAttribution | None, CompiledRun | None]:
-    """The module tree (``tree``: the one a first open derived, else built and handed to the
-    cache) with its compiled regions and live names, then what is placed in it: the compiled
-    graphs' kernels and the compiled run (graph breaks, CUDA graph replays)."""
+    """The module tree (``tree``: the one a first open derived, else built from ``nodes``, the
+    first open's, and handed to the cache) with its compiled regions and live names, then what
+    is placed in it: the compiled graphs' kernels and the compiled run (graph breaks, CUDA
+    graph replays)."""
     if tree is None:
-        # A repair noted meanwhile, by this build or a stage beside it, keeps the tree out of
-        # the cache: reopening must say the same notes (analysis/reuse.py).
+        # A repair noted meanwhile, by this build (its nodes' repairs are noted here) or a stage
+        # beside it, keeps the tree out of the cache: reopening must say the same notes
+        # (analysis/reuse.py).
         repairs_before = (store.report.repaired, len(store.report.problems))
-        tree = build_module_tree(store, calls)
+        tree = build_module_tree(store, calls, nodes)
         keep_module_tree(store, tree, repairs_before)
     modules = add_compiled_regions(tree, calls, store.frames)
     if live is not None:
