@@ -211,21 +211,37 @@ _CONSTANT_COLUMNS: WeakValueDictionary[tuple[int, int], array] = WeakValueDictio
 def _column(values) -> array:
     """``values`` as an int64 array (rows read as Python ints); all 0 or all -1 as a shared column."""
     values = np.ascontiguousarray(values, dtype=np.int64)
-    if len(values) and values[0] in (0, -1) and (values == values[0]).all():
+    if _one_value(values):
         return _constant(len(values), int(values[0]))
     column = array("q")
     column.frombytes(memoryview(values).cast("B"))
     return column
 
 
+def _one_value(values: np.ndarray) -> bool:
+    """Whether ``values`` are all 0 or all -1 (a column :func:`_constant` shares)."""
+    return bool(len(values) and values[0] in (0, -1) and (values == values[0]).all())
+
+
+def column_buffer(rows: int) -> tuple[array, np.ndarray]:
+    """A new int64 column of ``rows`` and a numpy view of it, for numpy to write a column's
+    values straight into (``out=``): no second copy, as :func:`_column` makes, of a million rows."""
+    column = array("q", [0]) * rows
+    return column, np.frombuffer(column, dtype=np.int64)
+
+
 def _gathered_column(values: np.ndarray, rows: np.ndarray) -> array:
-    """``values[rows]`` as a column (:func:`_column`)."""
-    return _column(values[rows])
+    """``values[rows]`` as a column (:func:`_column`), gathered into the column itself."""
+    column, view = column_buffer(len(rows))
+    np.take(values, rows, out=view)
+    return _constant(len(rows), int(view[0])) if _one_value(view) else column
 
 
 def _durations_column(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> array:
     """``ends - starts`` of ``rows`` as a column (summing epoch times would overflow)."""
-    return _column(ends[rows] - starts[rows])
+    column, view = column_buffer(len(rows))
+    np.subtract(ends[rows], starts[rows], out=view)
+    return _constant(len(rows), int(view[0])) if _one_value(view) else column
 
 
 def _constant(length: int, value: int) -> array:

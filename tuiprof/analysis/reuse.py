@@ -56,6 +56,8 @@ from tuiprof.analysis.calls import (
     UnattributedMemory,
     _column,
     _constant,
+    _gathered_column,
+    column_buffer,
     is_step_name,
 )
 from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree
@@ -290,8 +292,11 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
     cpu_row = columns["cpu_row"]
     if not _within(cpu_row, 0, len(cpu)):
         return None
-    start = cpu.start_ns[cpu_row]
-    end = start + cpu.dur_ns[cpu_row]
+    # Gathered into the model's own columns (column_buffer): no copy after the checks.
+    (start_column, start), (end_column, end), (total_column, total) = (column_buffer(rows) for _ in range(3))
+    np.take(cpu.start_ns, cpu_row, out=start)
+    np.take(cpu.dur_ns, cpu_row, out=total)
+    np.add(start, total, out=end)
     parent, module = columns["parent"], columns["module"]
     if not (
         not (np.diff(start) < 0).any()  # calls in start order
@@ -311,8 +316,8 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
     for name in CALL_COLUMNS:
         setattr(calls, name, _owned(columns[name]))
     for name, cpu_name in _GATHERED:
-        setattr(calls, name, _column(getattr(cpu, cpu_name)[cpu_row]))
-    calls.start_ns, calls.end_ns, calls.total_ns = _column(start), _column(end), _column(end - start)
+        setattr(calls, name, _gathered_column(getattr(cpu, cpu_name), cpu_row))
+    calls.start_ns, calls.end_ns, calls.total_ns = start_column, end_column, total_column
     calls.flops_damaged = facts["calls.flops_damaged"]
     activity = DeviceActivity(
         names=store.names,
