@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import fields
+from functools import partial
 
 import numpy as np
 
@@ -61,9 +62,10 @@ from tuiprof.analysis.calls import (
     is_step_name,
 )
 from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree
+from tuiprof.analysis.stages import side_by_side
 from tuiprof.analysis.steps import StepStats
 from tuiprof.trace.cache import forget
-from tuiprof.trace.columns import ABSURD_NS
+from tuiprof.trace.columns import ABSURD_NS, CpuEvents
 from tuiprof.trace.store import TraceEvents
 
 # The calls' own columns (the rest are ``cpu`` gathered by ``cpu_row``).
@@ -297,26 +299,19 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
     np.take(cpu.start_ns, cpu_row, out=start)
     np.take(cpu.dur_ns, cpu_row, out=total)
     np.add(start, total, out=end)
-    parent, module = columns["parent"], columns["module"]
-    if not (
-        not (np.diff(start) < 0).any()  # calls in start order
-        and _within(parent, -1, rows)
-        and _parents_before_children(parent, start, end)
-        and _within(module, -1, len(store.frames))
-        and (store.frames.module[module[module >= 0]] >= 0).all()
-        and _within(launcher, -1, rows)
-        and all(_within(columns[name], 1 - ABSURD_NS, ABSURD_NS) for name in CALL_COLUMNS[3:])
-        and 0 <= facts["calls.flops_damaged"] <= rows
-        and facts["activity.external_ids_ignored"] in (0, 1)
-        and 0 <= facts["unattributed.calls"] <= len(store.memory)
-        and all(abs(facts[key]) < ABSURD_NS for key in _BYTE_FACTS)
-    ):
+    # The checks and the gathers of the other columns side by side (numpy leaves the GIL to
+    # both); nothing gathered is used unless the checks pass.
+    sound, gathered = side_by_side(
+        partial(_sound_calls, store, columns, launcher, start, end),
+        partial(_gathered_columns, cpu, cpu_row),
+    )
+    if not sound:
         return None
     calls = OperatorCalls(names=store.names, threads=store.threads, cpu=cpu, inputs=store.inputs)
     for name in CALL_COLUMNS:
         setattr(calls, name, _owned(columns[name]))
-    for name, cpu_name in _GATHERED:
-        setattr(calls, name, _gathered_column(getattr(cpu, cpu_name), cpu_row))
+    for name, column in gathered.items():
+        setattr(calls, name, column)
     calls.start_ns, calls.end_ns, calls.total_ns = start_column, end_column, total_column
     calls.flops_damaged = facts["calls.flops_damaged"]
     activity = DeviceActivity(
@@ -329,6 +324,32 @@ def _calls(store: TraceEvents) -> tuple[OperatorCalls, DeviceActivity, Unattribu
         facts["unattributed.calls"], facts["unattributed.cpu_bytes"], facts["unattributed.device_bytes"]
     )
     return calls, activity, memory
+
+
+def _gathered_columns(cpu: CpuEvents, cpu_row: np.ndarray) -> dict[str, array]:
+    """The calls' columns that are ``cpu``'s gathered by each call's row (_GATHERED)."""
+    return {name: _gathered_column(getattr(cpu, cpu_name), cpu_row) for name, cpu_name in _GATHERED}
+
+
+def _sound_calls(
+    store: TraceEvents, columns: dict[str, np.ndarray], launcher: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> bool:
+    """Whether the calls read back hold what ``build_calls`` guarantees (the module's docstring)."""
+    rows, facts = len(start), store.derived_facts
+    parent, module = columns["parent"], columns["module"]
+    return bool(
+        not (np.diff(start) < 0).any()  # calls in start order
+        and _within(parent, -1, rows)
+        and _parents_before_children(parent, start, end)
+        and _within(module, -1, len(store.frames))
+        and (store.frames.module[module[module >= 0]] >= 0).all()
+        and _within(launcher, -1, rows)
+        and all(_within(columns[name], 1 - ABSURD_NS, ABSURD_NS) for name in CALL_COLUMNS[3:])
+        and 0 <= facts["calls.flops_damaged"] <= rows
+        and facts["activity.external_ids_ignored"] in (0, 1)
+        and 0 <= facts["unattributed.calls"] <= len(store.memory)
+        and all(abs(facts[key]) < ABSURD_NS for key in _BYTE_FACTS)
+    )
 
 
 def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
