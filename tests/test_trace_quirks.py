@@ -40,7 +40,7 @@ def test_hip_memory_is_device_memory(tmp_path) -> None:
     model = load_model(_write(tmp_path, events))
     row = next(s for s in model.operators() if s.name == "aten::empty")
     assert (row.self_device_mem_bytes, row.self_cpu_mem_bytes) == (512, 0)
-    assert [(t.device, t.peak_bytes, t.reserved) for t in model.memory] == [("HIP:0", 512, (2048,))]
+    assert [(t.device, t.peak_bytes, t.reserved.tolist()) for t in model.memory] == [("HIP:0", 512, [2048])]
 
 
 def test_files_without_totals_chart_the_running_sum(tmp_path) -> None:
@@ -51,7 +51,7 @@ def test_files_without_totals_chart_the_running_sum(tmp_path) -> None:
         _memory(300, -1000, **{"Device Type": 0}),
     ]
     (timeline,) = load_model(_write(tmp_path, events)).memory
-    assert timeline.allocated == (1000, 1500, 500) and timeline.reserved == ()
+    assert timeline.allocated.tolist() == [1000, 1500, 500] and timeline.reserved.tolist() == []
     assert (timeline.peak_bytes, timeline.peak_ns, timeline.allocations, timeline.frees) == (1500, 200_000, 2, 1)
 
 

@@ -45,8 +45,10 @@ class MemoryCurve:
                     style = "bold red"
                 text.append(char, style=style)
             yield text
-        start = format_us((timeline.times_ns[0] - self.origin_ns) / 1000) if timeline.times_ns else format_us(0)
-        end = format_us((timeline.times_ns[-1] - self.origin_ns) / 1000) if timeline.times_ns else start
+        start = (
+            format_us((int(timeline.times_ns[0]) - self.origin_ns) / 1000) if len(timeline.times_ns) else format_us(0)
+        )
+        end = format_us((int(timeline.times_ns[-1]) - self.origin_ns) / 1000) if len(timeline.times_ns) else start
         yield _time_axis(start, end, width, axis, peak_column)
         legend = Text(" " * (axis + 1))
         legend.append("█ allocated", style="cyan")
@@ -71,7 +73,7 @@ class MemoryCurve:
 
     def _bucket_anew(self, width: int) -> tuple[list[int], list[int], int]:
         timeline = self.timeline
-        if not timeline.times_ns:
+        if not len(timeline.times_ns):
             return [0] * width, [], -1
         times = np.asarray(timeline.times_ns, dtype=np.int64)
         first = int(times[0])
