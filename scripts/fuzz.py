@@ -897,6 +897,7 @@ def run_planted(
     if writing.kind != "clean":
         return writing, []
     planted, believable = plant(Path(directory), rng)
+    _keep_last_case(Path(directory))
     for _ in range(2):  # the second run reads what the first rebuilt
         outcome = run_command(argv)
         wait_for_writes()
@@ -905,6 +906,34 @@ def run_planted(
         if not believable and outcome.output != reference.output:
             return Outcome("crash", f"a planted {what} was believed", outcome.output[:2000]), planted
     return Outcome("clean"), []
+
+
+def last_case_folder(folder: str | Path, pid: int) -> Path:
+    """Where worker ``pid`` keeps the files of its planted case while it runs (see _keep_last_case)."""
+    return Path(folder) / f"last-case-{pid}"
+
+
+def _keep_last_case(directory: Path) -> None:
+    """A copy of the case's folder as planted, before its runs: a planted cache entry is keyed by
+    the trace's path and mtime, so the same mutation cannot be drawn again in another folder,
+    and a worker that dies takes its folder's state with it.  The parent copies it into --out
+    when the worker dies.  Special files are listed, not opened (a FIFO would block)."""
+    keep = last_case_folder(directory.parent, os.getpid())
+    shutil.rmtree(keep, ignore_errors=True)
+    specials = []
+    for path in sorted(directory.rglob("*")):
+        target = keep / path.relative_to(directory)
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            specials.append(
+                f"{path.relative_to(directory)}: {os.readlink(path) if path.is_symlink() else 'special file'}"
+            )
+        elif path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    keep.mkdir(parents=True, exist_ok=True)
+    (keep / "SPECIAL-FILES.txt").write_text("".join(line + "\n" for line in specials))
 
 
 def _special(path: Path, rng: random.Random, others: list[Path]) -> None:
@@ -1105,6 +1134,7 @@ def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
             _, number, files, args = job
         directory = os.path.join(folder, f"case-{os.getpid()}-{number}")
         os.mkdir(directory)
+        shutil.rmtree(last_case_folder(folder, os.getpid()), ignore_errors=True)  # an earlier case's
         os.environ["XDG_CACHE_HOME"] = os.path.join(directory, "cache")  # the case's own cache, sidecar key
         os.chdir(directory)  # where a pickle's payload would make MARKER
         paths = [os.path.join(directory, name) for name, _ in files]
@@ -1151,7 +1181,8 @@ class Pool:
                 try:
                     result = conn.recv()
                 except EOFError:  # the worker died (a crash of the interpreter itself)
-                    yield job, ("died", process.exitcode)
+                    process.join(timeout=5)
+                    yield job, ("died", process.exitcode, process.pid)
                     self.idle.append(self._start())
                     continue
                 self.idle.append((process, conn))
@@ -1297,7 +1328,16 @@ def main() -> int:
                     key = (surface, f"worker died (exit {result[1]})")
                     crashes.setdefault(key, (job, None))
                     per_signature[key] = per_signature.get(key, 0) + 1
-                    _log_finding(findings_log, job, seeds, key[1], "")
+                    kept = last_case_folder(folder, result[2])
+                    if kept.is_dir():  # a planted case: its files as planted, before the runs
+                        shutil.copytree(kept, args.out / f"died-{job[1]}", dirs_exist_ok=True)
+                    _log_finding(
+                        findings_log,
+                        job,
+                        seeds,
+                        key[1],
+                        f"its planted files: {args.out / f'died-{job[1]}'}" if kept.is_dir() else "",
+                    )
                 else:
                     _, outcome, seconds, files, command = result
                     slowest[surface] = max(slowest[surface], seconds)
