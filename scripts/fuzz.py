@@ -1106,8 +1106,8 @@ def _reseal_cache(stores: Path) -> bool:
                 file = meta_path.parent / name
                 if file.is_file() and not file.is_symlink():  # never read a planted FIFO
                     meta["checksums"][name] = zlib.crc32(file.read_bytes())
-        except (OSError, ValueError, TypeError, KeyError):
-            continue  # a member, file or special file the mutation broke: left as it is
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):
+            continue  # a member, file or special file the mutation broke (a list 3,000 deep): left as it is
         meta.pop("seal", None)
         meta_path.write_bytes(cache_seal(json.dumps(meta).encode()))
         resealed = True
@@ -1142,7 +1142,15 @@ def _worker(conn: Connection, seeds: Seeds, folder: str) -> None:
             with open(path, "wb") as handle:
                 handle.write(data)
         started = time.perf_counter()
-        outcome, planted = run_case(args, paths, directory)
+        try:
+            outcome, planted = run_case(args, paths, directory)
+        except BaseException as exc:  # noqa: BLE001 - tuiprof's own are caught in run_command: this is the fuzzer's
+            frames = traceback.extract_tb(exc.__traceback__)
+            place = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+            outcome, planted = (
+                Outcome("crash", f"the fuzzer's own {type(exc).__name__} at {place}", traceback.format_exc()[-3000:]),
+                [],
+            )
         wait_for_writes()  # a command's cache entry is written after its output, as the CLI's exit waits for it
         os.chdir(folder)
         shutil.rmtree(directory)  # with the sidecars and cache a run leaves
