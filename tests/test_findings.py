@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import needs_shared
+from tests.conftest import SHARED_TRACES, needs_shared
+from tuiprof.analysis import load_model
 from tuiprof.report import findings as F
 
 
@@ -32,6 +33,7 @@ def _model(**overrides):
         step_flops=0,
         step_flops_per_s=None,
         step_time_us=0.0,
+        backward_pass=SimpleNamespace(ran=False, counted=False),
     )
     ops = overrides.pop("ops", [_op("aten::mm", 100.0)])
     base.update(overrides)
@@ -274,6 +276,45 @@ def test_step_flops() -> None:
     assert finding.id == "step-flops"
     assert "per step: 2.00 GFLOP forward only (no backward in this trace)" in finding.text
     assert "500.000ms, 4.00 GFLOP/s over the mean step time" in finding.text
+
+
+@pytest.mark.parametrize(
+    ("ran", "counted", "said"),
+    [
+        (True, True, "GFLOP forward + backward"),
+        (True, False, "GFLOP forward only (its backward operators have no FLOPs formula)"),
+        (False, False, "GFLOP forward only (no backward in this trace)"),
+    ],
+)
+def test_step_flops_say_whether_the_backward_was_counted(ran, counted, said) -> None:
+    """An old training trace's backward operators (aten::cudnn_convolution_backward_weight) have
+    no FLOPs formula: its FLOPs are the forward's, but it did train (a walkthrough found
+    "no backward in this trace" over a table of backward operators)."""
+    finding = F.shapes_and_flops(
+        _model(step_flops=2_000_000_000, backward_pass=SimpleNamespace(ran=ran, counted=counted), steps=[_step()])
+    )
+    assert said in finding.text
+
+
+def test_flops_without_steps_are_over_the_traces_span() -> None:
+    finding = F.shapes_and_flops(_model(step_flops=2_000_000_000, step_flops_per_s=4e9, step_time_us=500_000.0))
+    assert "over the whole trace (no ProfilerStep spans)" in finding.text
+    assert "4.00 GFLOP/s over the trace's span" in finding.text and "mean step" not in finding.text
+
+
+@needs_shared
+def test_an_old_training_trace_is_not_called_forward_only_without_backward() -> None:
+    """The kineto resnet50 sample trains; its cudnn backward operators have no FLOPs formula."""
+    model = load_model(
+        SHARED_TRACES / "kineto__samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz"
+    )
+    assert model.backward_pass == (True, False)
+    assert "its backward operators have no FLOPs formula" in F.shapes_and_flops(model).text
+
+
+def test_a_training_sample_counts_its_backward(resnet_model) -> None:
+    assert resnet_model.backward_pass == (True, True)
+    assert "forward + backward" in F.shapes_and_flops(resnet_model).text
 
 
 def test_overview_tables_drop_numbers_rather_than_cut_them() -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
+
+import numpy as np
 
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls, UnattributedMemory
 from tuiprof.analysis.compiled import has_inductor_kernels
@@ -44,6 +47,13 @@ def table_key(group_by_shape: bool, top_level_only: bool, module: ModuleNode | N
 
 
 TABLE_BY_NAME = table_key(False, False, None)  # the table every view opens with, built by analyze
+
+
+class BackwardPass(NamedTuple):
+    """What :attr:`TraceModel.backward_pass` found: a backward pass ran; FLOPs counted in it."""
+
+    ran: bool
+    counted: bool
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,18 @@ class TraceModel:
         """Training FLOPs of one step, forward and backward (FlopCounterMode's formulas):
         all counted work of the trace over its ProfilerStep count (the whole trace without steps)."""
         return round(int(self.calls.column("counted_flops").sum()) / max(1, len(self.steps)))
+
+    @cached_property
+    def backward_pass(self) -> BackwardPass:
+        """Whether the trace ran a backward pass (``autograd::`` calls, ``*Backward*`` nodes,
+        ``aten::*_backward*`` operators, or module backward time) and whether any of its calls
+        were counted FLOPs: an old trace's ``aten::cudnn_convolution_backward_weight`` has no
+        formula, so its step FLOPs are the forward's alone although it trained."""
+        codes = self.calls.name_codes(lambda name: name.startswith("autograd::") or "backward" in name.lower())
+        backward = np.isin(self.calls.column("name_id"), codes) if codes else np.zeros(len(self.calls), dtype=bool)
+        ran = bool(backward.any()) or any(root.backward_cpu_us for root in self.modules.roots)
+        counted = bool((self.calls.column("counted_flops")[backward] > 0).any())
+        return BackwardPass(ran, counted)
 
     @property
     def step_flops_per_s(self) -> float | None:

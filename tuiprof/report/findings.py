@@ -200,13 +200,16 @@ def shapes_and_flops(model: TraceModel) -> Finding | None:
     if model.step_flops:
         # The step's rate: over the whole mean step (data loading, optimizer included); a module's
         # rate (Modules) divides by its own forward + backward time, so it reads higher.
-        rate = (
-            f", {format_count(model.step_flops_per_s)}FLOP/s over the mean step time" if model.step_flops_per_s else ""
+        over = "the mean step time" if model.steps else "the trace's span"
+        rate = f", {format_count(model.step_flops_per_s)}FLOP/s over {over}" if model.step_flops_per_s else ""
+        backward = model.backward_pass
+        what = (
+            "forward + backward"
+            if backward.counted
+            else "forward only (its backward operators have no FLOPs formula)"
+            if backward.ran
+            else "forward only (no backward in this trace)"
         )
-        training = any(root.backward_cpu_us for root in model.modules.roots) or any(
-            s.name.startswith("autograd::") for s in model.operators()
-        )
-        what = "forward + backward" if training else "forward only (no backward in this trace)"
         where = (
             f"per step: {format_count(model.step_flops)}FLOP {what}"
             if model.steps
