@@ -101,6 +101,22 @@ def test_allocator_curve_starts_at_zero_and_marks_its_peak_under_the_highest_col
     assert axis[spike] == "▲" and "allocator peak" in lines[5]
 
 
+def test_the_curves_cells_are_drawn_in_the_legends_colours() -> None:
+    """Allocated cells cyan and reserved blue, as the legend says: the chart's lines were dim as a
+    whole, so its cells drew in another shade than the legend's (a walkthrough at 80x24)."""
+    times = tuple(range(0, 60_000, 1000))
+    allocated = tuple(100_000_000 + 1_000_000 * i for i in range(60))
+    reserved = tuple(400_000_000 for _ in range(60))
+    timeline = MemoryTimeline("CUDA:0", times, allocated, reserved, allocated[-1], times[-1], -1, 60, 0)
+    console = Console(width=80, color_system="truecolor")
+    lines = console.render_lines(MemoryCurve(timeline, 0, 4), pad=False)
+    cells = [segment.style for line in lines[:4] for segment in line if segment.text.strip() in ("█", *"▁▂▃▄▅▆▇")]
+    legend = {segment.text.strip(): segment.style for segment in lines[5]}
+    colours = {(style.color.name, bool(style.dim)) for style in cells if style and not style.bold}
+    assert colours == {("cyan", False), ("blue", False)}
+    assert legend["█ allocated"].color.name == "cyan" and legend["█ reserved"].color.name == "blue"
+
+
 @pytest.mark.parametrize("spike", [0, 59])
 def test_a_peak_at_either_end_is_marked_too(spike: int) -> None:
     times = tuple(range(0, 60_000, 1000))

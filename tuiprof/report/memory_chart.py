@@ -36,7 +36,7 @@ class MemoryCurve:
         buckets_alloc, buckets_reserved, peak_column = self._bucket(width)
         top = max(max(buckets_alloc), max(buckets_reserved or [0])) or 1
         for line in range(self.height, 0, -1):
-            text = Text(_axis_label(top, line, self.height, axis), style="dim")
+            text = _chart_row(top, line, self.height, axis)
             for column in range(width):
                 alloc = buckets_alloc[column] / top * self.height
                 reserved = (buckets_reserved[column] / top * self.height) if buckets_reserved else 0.0
@@ -89,6 +89,14 @@ class MemoryCurve:
         reserved = np.asarray(timeline.reserved, dtype=np.int64)
         peak_column = min(width - 1, (timeline.peak_ns - first) * width // span)
         return highest(timeline.allocated), highest(reserved) if reserved.any() else [], peak_column
+
+
+def _chart_row(top: int, line: int, height: int, axis: int) -> Text:
+    """A chart line with its axis label, dim; the cells appended after keep their own colour
+    (with the whole line dim they drew in another colour than the legend's)."""
+    text = Text()
+    text.append(_axis_label(top, line, height, axis), style="dim")
+    return text
 
 
 def _axis_label(top: int, line: int, height: int, axis: int) -> str:
@@ -175,7 +183,7 @@ class CategoryCurve:
         columns, peak_column = self._bucket(width)
         top = memory.peak_bytes or 1
         for line in range(self.height, 0, -1):
-            text = Text(_axis_label(top, line, self.height, axis), style="dim")
+            text = _chart_row(top, line, self.height, axis)
             for stack in columns:
                 text.append(*self._cell(stack, top, line))
             yield text
