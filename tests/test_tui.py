@@ -836,3 +836,24 @@ async def test_the_module_tree_shows_the_call_counts_on_every_row_or_on_none(wid
         assert all(counted) or not any(counted), counted
         if width == 120:
             assert all(counted)  # room for every name and its count
+
+
+async def test_the_memory_table_titles_and_their_key_fit_a_narrow_terminal() -> None:
+    """The one-line title ("Modules at the peak (their submodules included)  m: next table") was
+    cut at 60 columns to "... m: next" (a walkthrough): every title keeps its key's name whole."""
+    from textual.geometry import Region
+
+    app = ExplorerApp(FileSource(RESNET))
+    async with app.run_test(size=(60, 20)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("5")
+        await pilot.pause()
+        seen = []
+        for _ in range(3):
+            title = app.query_one("#memory-table-title")
+            strips = title.render_lines(Region(0, 0, title.size.width, title.size.height))
+            seen.append("".join(strip.text for strip in strips).strip())
+            await pilot.press("m")
+            await pilot.pause()
+    assert len(set(seen)) == 3 and all(text.endswith("m: next table") for text in seen), seen

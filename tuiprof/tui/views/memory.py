@@ -32,8 +32,9 @@ DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows t
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
 CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "operators")
 ALLOCATOR_TABLES = ("operators", "memory-allocations", "memory-modules")
+# Each fits with "  m: next table" in 60 columns (its Static is one line: a longer one lost the key's name).
 TABLE_TITLES = {
-    "memory-modules": "Modules at the peak (their submodules included)",
+    "memory-modules": "Modules at the peak, submodules included",
     "memory-allocations": "Allocations live at the peak",
     "memory-what-ifs": "What would lower the peak",
     "operators": "Operators: bytes allocated minus freed",
