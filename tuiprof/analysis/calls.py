@@ -234,14 +234,19 @@ def _gathered_column(values: np.ndarray, rows: np.ndarray) -> array:
     """``values[rows]`` as a column (:func:`_column`), gathered into the column itself."""
     column, view = column_buffer(len(rows))
     np.take(values, rows, out=view)
-    return _constant(len(rows), int(view[0])) if _one_value(view) else column
+    return _shared_if_one_value(column, view)
 
 
 def _durations_column(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> array:
     """``ends - starts`` of ``rows`` as a column (summing epoch times would overflow)."""
     column, view = column_buffer(len(rows))
     np.subtract(ends[rows], starts[rows], out=view)
-    return _constant(len(rows), int(view[0])) if _one_value(view) else column
+    return _shared_if_one_value(column, view)
+
+
+def _shared_if_one_value(column: array, view: np.ndarray) -> array:
+    """``column`` (``view`` its values), or the shared column of its one value (:func:`_column`)."""
+    return _constant(len(view), int(view[0])) if _one_value(view) else column
 
 
 def _constant(length: int, value: int) -> array:
