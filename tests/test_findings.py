@@ -408,8 +408,18 @@ def test_summary_findings_view_on_a_pipe_and_as_json(capsys, resnet_model) -> No
     assert cli.main(["summary", sample, "--view", "findings"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"{f.severity}: {f.text}" for f in expected]  # one a line, for grep
     assert cli.main(["summary", sample, "--view", "findings", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [
-        {"id": f.id, "severity": f.severity, "text": f.text} for f in expected
+    assert [
+        {key: row[key] for key in ("id", "severity", "text", "remedy", "saving")}
+        for row in json.loads(capsys.readouterr().out)
+    ] == [
+        {
+            "id": f.id,
+            "severity": f.severity,
+            "text": f.pointed(F.summary_pointer),
+            "remedy": f.remedy,
+            "saving": f.saving.amount if f.saving else None,
+        }
+        for f in expected
     ]
 
 

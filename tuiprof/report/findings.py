@@ -41,18 +41,57 @@ COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "cudaMemcpyAsync", "hip
 LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
 
 
+# What a saving is measured in again once the remedy is applied (docs/advice.md).
+STEP_TIME = "step_us"  # the mean step (microseconds), as the Steps view measures it
+PEAK_MEMORY = "peak_bytes"  # the memory peak (bytes), as the Memory view measures it
+
+
+@dataclass(frozen=True)
+class Saving:
+    """What applying a finding's remedy saves, predicted in the terms it is measured again in.
+
+    ``amount`` None means tuiprof abstains: it names the cause but cannot predict the saving
+    within 10 % (``why_not`` says why); a number is only given where the diagnosis benchmark
+    (benchmarks/diagnosis) shows it re-measures within 10 %."""
+
+    metric: str  # STEP_TIME or PEAK_MEMORY
+    current: float  # the metric now: the mean step (us) or the peak (bytes)
+    amount: float | None  # the predicted saving, in the metric's unit; None: abstained
+    why_not: str = ""  # why no number is claimed (with amount None)
+
+    def sentence(self) -> str:
+        """``saves about 61.2ms a step (to 36.8ms)``, or why it is not predicted."""
+        if self.amount is None:
+            return f"tuiprof does not predict the saving: {self.why_not}" if self.why_not else ""
+        if self.metric == PEAK_MEMORY:
+            amount, after = format_bytes(int(self.amount)), format_bytes(int(self.current - self.amount))
+            return f"saves about {amount} of the peak (to {after})"
+        return f"saves about {format_us(self.amount)} a step (to {format_us(self.current - self.amount)})"
+
+
 @dataclass(frozen=True)
 class Finding:
     id: str  # stable, for tests and exports: "gpu-idle"
     severity: str  # "warning": costs time now; "info": a fact about the trace or how it was recorded
     text: str  # the finding alone: never names a key or a command (each surface says where to look)
     see: str = ""  # where the details are: a view name of report/catalog.py ("ranks"), or ""
+    remedy: str = ""  # one line: what to change ("DataLoader(num_workers=4, pin_memory=True)"), or ""
+    saving: Saving | None = None  # what the remedy is predicted to save, or why it is not
+    weight: float = 0.0  # the share (0-1) of its metric the cause holds: orders the warnings
+
+    def advice(self) -> str:
+        """The remedy and its predicted saving as one sentence, or ''."""
+        if not self.remedy:
+            return ""
+        saving = self.saving.sentence() if self.saving is not None else ""
+        return f"Fix: {self.remedy}" + (f"; {saving}." if saving else ".")
 
     def pointed(self, where: Callable[[str], str]) -> str:
-        """The text and where to look, in the words of one surface: ``where("ranks")`` is
-        ``the Ranks view (8)`` in the explorer, ``summary --view ranks`` on the command line."""
+        """The text, the remedy and where to look, in the words of one surface: ``where("ranks")``
+        is ``the Ranks view (8)`` in the explorer, ``summary --view ranks`` on the command line."""
         pointer = where(self.see) if self.see else ""
-        return f"{self.text} See {pointer}." if pointer else self.text
+        text = f"{self.text} {self.advice()}" if self.remedy else self.text
+        return f"{text} See {pointer}." if pointer else text
 
 
 def summary_pointer(view: str) -> str:
@@ -310,9 +349,15 @@ RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
 )
 
 
+def ranked(found: Sequence[Finding]) -> list[Finding]:
+    """Warnings first, the heaviest cause (``weight``: its share of the step or the peak) first
+    among them, then the facts; ties keep the rules' order.  The first line is what to fix."""
+    return sorted(found, key=lambda f: (f.severity != "warning", -f.weight))
+
+
 def findings(model: TraceModel) -> list[Finding]:
-    """Every rule that has something to say, in the Overview's order."""
-    return [finding for rule in RULES if (finding := rule(model)) is not None]
+    """Every rule that has something to say, in the Overview's order (:func:`ranked`)."""
+    return ranked([finding for rule in RULES if (finding := rule(model)) is not None])
 
 
 # ------------------------------------------------------------------ as a table (Overview export, summary --view findings)
@@ -320,14 +365,31 @@ def findings(model: TraceModel) -> list[Finding]:
 FINDING_COLUMNS = (
     Column("id", "Finding", "text", "Stable id of the rule (report/findings.py)."),
     Column("severity", "Severity", "text", "warning: costs time now; info: how the trace was recorded."),
-    Column("text", "Text", "text", "What the Overview says, and where to look (summary: the --view)."),
+    Column("text", "Text", "text", "What the Overview says, its remedy, and where to look (summary: the --view)."),
+    Column("remedy", "Remedy", "text", "What to change, in one line ('' where the finding has none)."),
+    Column("metric", "Metric", "text", "What the saving is measured in: step_us (mean step) or peak_bytes."),
+    Column("current", "Current", "count", "That metric now (us or bytes); empty without a saving."),
+    Column("saving", "Saving", "count", "The predicted saving in the metric's unit; empty where tuiprof abstains."),
+    Column("abstain", "Abstains", "text", "Why no saving is predicted ('' where one is, or none applies)."),
 )
 
 
 def finding_rows(found: Sequence[Finding], where: Callable[[str], str] = summary_pointer) -> list[Row]:
     """Findings as rows of FINDING_COLUMNS (a run's straggler first where the caller has one),
     each pointing where ``where`` says (the command line's --view unless told)."""
-    return [{"id": f.id, "severity": f.severity, "text": f.pointed(where)} for f in found]
+    return [
+        {
+            "id": f.id,
+            "severity": f.severity,
+            "text": f.pointed(where),
+            "remedy": f.remedy,
+            "metric": f.saving.metric if f.saving else "",
+            "current": f.saving.current if f.saving else None,
+            "saving": f.saving.amount if f.saving else None,
+            "abstain": f.saving.why_not if f.saving and f.saving.amount is None else "",
+        }
+        for f in found
+    ]
 
 
 def build_finding_rows(
