@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tuiprof.analysis.advice import loading_advice
+from tuiprof.analysis.advice import slow_module as advice_slow_module
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import (
     concentrated_modules,
@@ -100,17 +102,75 @@ def summary_pointer(view: str) -> str:
 
 
 def data_loading(model: TraceModel) -> Finding | None:
-    steps = model.steps
-    if not steps:
+    """Data loading in the step, with the DataLoader workers that would hide it and what the
+    step would then be (analysis/advice.py ``loading_advice``)."""
+    advice = loading_advice(model)
+    if advice is None or advice.loading_us / advice.step_us < DATA_LOADING_SHARE:
         return None
-    mean_step = sum(s.duration_us for s in steps) / len(steps)
-    loading = sum(s.data_loading_us for s in steps) / len(steps)
-    if not mean_step or loading / mean_step < DATA_LOADING_SHARE:
-        return None
+    share = advice.loading_us / advice.step_us
+    where = {"main process": ", in the main process (num_workers=0)", "workers": ", waiting on its workers"}
+    text = f"Data loading is {100 * share:.0f} % of step time ({format_us(advice.loading_us)} per step){where.get(advice.loader, '')}."
+    pinned = ", pin_memory=True" if model.kernels else ""
+    if advice.loader == "main process":
+        remedy = (
+            f"DataLoader(num_workers={advice.workers}, persistent_workers=True{pinned}), "
+            f"with {advice.workers} free cores if __getitem__ computes rather than waits"
+        )
+    elif advice.loader == "workers":
+        remedy = (
+            f"more DataLoader workers (num_workers), a larger prefetch_factor{pinned}, or a faster Dataset.__getitem__"
+        )
+    else:
+        remedy = "load the next batch while this step runs (a DataLoader with num_workers, or a prefetching iterator)"
+    saved = None if advice.step_after_us is None else advice.step_us - advice.step_after_us
     return Finding(
         "data-loading",
         "warning",
-        f"Data loading is {100 * loading / mean_step:.0f} % of step time ({format_us(loading)} per step).",
+        text,
+        remedy=remedy,
+        saving=Saving(STEP_TIME, advice.step_us, saved, advice.why_not),
+        weight=share,
+    )
+
+
+def slow_module(model: TraceModel) -> Finding | None:
+    """A module that costs far more a step than its like siblings (or, without any, spends its
+    step in its own Python code): the excess named in the modules' terms, with the operator or
+    the Python time that holds it (analysis/advice.py ``slow_module``)."""
+    found = advice_slow_module(model)
+    if found is None:
+        return None
+    node, step = found.node, model.step_time_us
+    name = node.qualified_name or node.path
+    label = f"{name} ({node.class_name})"
+    python = not found.top_operator
+    share = f"{100 * found.excess_us / step:.0f} % of the step"
+    if not found.siblings:
+        text = f"{label} spends {format_us(found.host_us)} a step in its own Python code, in no operator ({share})."
+    else:
+        text = (
+            f"{label} takes {format_us(found.cost_us)} a step, {found.cost_us / found.sibling_us:.1f}x the median of its "
+            f"{plural(len(found.siblings), f'like {node.class_name}')} ({format_us(found.sibling_us)})"
+        )
+        if python:
+            text += f"; {format_us(found.excess_us)} a step more than theirs is its own Python code, in no operator ({share})."
+        else:
+            text += (
+                f": {format_us(found.excess_us)} more ({share}), most in {found.top_operator}"
+                f" (+{format_us(found.top_operator_us)})."
+            )
+    remedy = (
+        f"remove the Python work in {name}'s forward (a sleep, I/O, a loop over tensors, .item() or .tolist())"
+        if python
+        else f"do in {name} what its siblings do: the extra {found.top_operator or 'operator'} calls"
+    )
+    saving = (
+        Saving(STEP_TIME, step, found.excess_us)
+        if not model.kernels
+        else Saving(STEP_TIME, step, None, "on a GPU the host's time overlaps the device's work")
+    )
+    return Finding(
+        "slow-module", "warning", text, see="modules", remedy=remedy, saving=saving, weight=found.excess_us / step
     )
 
 
@@ -181,14 +241,25 @@ def top_operator(model: TraceModel) -> Finding | None:
 
 
 def copies(model: TraceModel) -> Finding | None:
+    """Copies' share of CPU time; named host-device copies (with the pinned-memory remedy)
+    only where the trace has a device."""
     total_self = model.total_self_cpu_us
     spent = sum(s.self_cpu_us for s in model.operators() if s.name in COPY_OPS)
     if not total_self or spent / total_self < COPY_SHARE:
         return None
+    share = f"{100 * spent / total_self:.0f} % of CPU time"
+    if not model.kernels:
+        return Finding(
+            "copies",
+            "info",
+            f"Copies (aten::copy_, to) are {share}: tensor copies and dtype or layout conversions on the CPU.",
+        )
     return Finding(
         "copies",
         "warning",
-        f"Copies (aten::copy_, to, memcpy) are {100 * spent / total_self:.0f} % of CPU time: host-device copies.",
+        f"Copies (aten::copy_, to, memcpy) are {share}: host-device copies.",
+        remedy="DataLoader(pin_memory=True) and .to(device, non_blocking=True), once per batch",
+        weight=spent / max(model.step_time_us * max(len(model.steps), 1), 1.0),
     )
 
 
@@ -202,7 +273,12 @@ def launch_bound(model: TraceModel) -> Finding | None:
         "launch-bound",
         "warning",
         f"Kernel launches take {100 * launches / total_self:.0f} % of CPU time ({plural(tiny, 'launch', 'launches')} under "
-        f"{TINY_KERNEL_US:.0f} us): launch-bound; try CUDA graphs or torch.compile.",
+        f"{TINY_KERNEL_US:.0f} us): launch-bound.",
+        remedy="fewer, larger kernels: torch.compile (mode='reduce-overhead' adds CUDA graphs), or CUDA graphs by hand",
+        saving=Saving(
+            STEP_TIME, model.step_time_us, None, "what fusing leaves of the launches depends on the compiler"
+        ),
+        weight=launches / total_self,
     )
 
 
@@ -331,6 +407,7 @@ def straggler(run: RunSummary) -> Finding | None:
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
+    slow_module,
     top_module,
     top_operator,
     data_loading,
