@@ -215,3 +215,29 @@ def test_diff_exports_are_exact_and_calls_stay_per_step(tmp_path) -> None:
         assert len(repr(value).split(".")[-1]) <= 3, value
     ops = document["tables"]["ops"]["rows"]
     assert next(r for r in ops if r["name"] == "aten::linear")["calls_b"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("batch_a", "batch_b", "step_a", "step_b"),
+    [(16, 32, 1000.0, 1846.0), (64, 8, 7000.0, 990.0), (8, 128, 500.0, 3550.0)],
+)
+def test_the_per_sample_verdict_agrees_with_its_own_step_lines(tmp_path, batch_a, batch_b, step_a, step_b) -> None:
+    """Every place the diff speaks per sample divides each side by its own batch: the verdict's
+    ratio, the per-sample line and the steps' delta under the operators (``coverage``), all
+    against the answer computed here from the steps and batches the traces were built with
+    (a B time divided by A's batch, or the other way round, fails whichever pair it hits)."""
+    a = load_model(batch_trace(tmp_path / "a.json", batch_a, step_us=step_a))
+    b = load_model(batch_trace(tmp_path / "b.json", batch_b, step_us=step_b))
+    diff = diff_traces(a, b)
+    per_sample_a, per_sample_b = step_a / batch_a, step_b / batch_b
+    verdict = diff.verdict
+    assert (verdict.compared_a_us, verdict.compared_b_us) == pytest.approx((per_sample_a, per_sample_b))
+    ratio = max(per_sample_a, per_sample_b) / min(per_sample_a, per_sample_b)
+    word = "faster" if per_sample_b < per_sample_a else "slower"
+    pct = 100 * (per_sample_b - per_sample_a) / per_sample_a
+    assert verdict.outcome == word and verdict.delta_pct == pytest.approx(pct)
+    assert f"B is {ratio:.2f}x {word} per sample ({pct:+.1f} %" in verdict_text(verdict)
+    assert diff.coverage.step_delta_us == pytest.approx(per_sample_b - per_sample_a)
+    assert diff.coverage.operator_delta_us == pytest.approx(
+        (step_b - 28) / batch_b - (step_a - 28) / batch_a
+    )  # aten::linear's step - 50 us, aten::empty's 2 us and ProfilerStep#'s own 20 us, per sample
