@@ -15,6 +15,14 @@ def _op(name: str, self_cpu_us: float, calls: int = 1):
     return SimpleNamespace(name=name, self_cpu_us=self_cpu_us, calls=calls)
 
 
+class _Calls(list):
+    """One call, of no name the rules look for."""
+
+    def __init__(self) -> None:
+        super().__init__([1])
+        self.names: list[str] = []
+
+
 def _model(**overrides):
     """The fields the rules read, with values that trigger nothing."""
     base = dict(
@@ -24,7 +32,7 @@ def _model(**overrides):
         total_flops=0,
         flops_source="",
         modules=SimpleNamespace(roots=[], walk=lambda: iter(()), cost_us=0.0),
-        calls=[1],
+        calls=_Calls(),
         peak_memory=None,
         info=SimpleNamespace(with_stack=True, record_shapes=True, profile_memory=True),
         report=SimpleNamespace(skipped=0, repaired=0, damaged=0),

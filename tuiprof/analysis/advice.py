@@ -16,6 +16,7 @@ import numpy as np
 
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.operators import shape_codes
 
 SINGLE_PROCESS_LOADER = "_SingleProcessDataLoaderIter"
 WORKER_LOADER = "_MultiProcessingDataLoaderIter"
@@ -81,6 +82,7 @@ class SlowModule:
     its span in no operator) is an excess tuiprof can name."""
 
     node: ModuleNode
+    on_device: bool  # costs compared on the device (a GPU trace), else on the CPU
     cost_us: float  # a step, forward + backward
     siblings: tuple[ModuleNode, ...]  # the like modules it is compared with (may be empty)
     sibling_us: float  # their median cost a step (0 without siblings)
@@ -114,38 +116,72 @@ def slow_module(model: TraceModel) -> SlowModule | None:
     return best
 
 
+def _cost_us(node: ModuleNode, on_device: bool) -> float:
+    """Forward + backward on the device where there is one (a GPU model's CPU time is its
+    launches, which cost the step only while the device waits: the idle findings' part),
+    else on the CPU."""
+    if on_device:
+        return node.device_total_us + node.backward_device_us
+    return node.cpu_total_us + node.backward_cpu_us
+
+
 def _judge(model: TraceModel, node: ModuleNode, step_count: int, step_us: float) -> SlowModule | None:
-    cost = node.cost_us / step_count
-    host = _host_us(model, node) / step_count
-    siblings = _like_siblings(node)
+    on_device = bool(model.kernels)
+    cost = _cost_us(node, on_device) / step_count
+    host = 0.0 if on_device else _host_us(model, node) / step_count
+    siblings = _like_siblings(model, node)
     if siblings:
-        typical = median(s.cost_us for s in siblings) / step_count
+        typical = median(_cost_us(s, on_device) for s in siblings) / step_count
         excess = cost - typical
         if cost < SLOW_MODULE_RATIO * typical or excess < SLOW_MODULE_SHARE * step_us:
             return None
-        sibling_host = median(_host_us(model, s) for s in siblings) / step_count
-        if host - sibling_host >= excess / 2:  # its own Python time: measured directly, not against noisy totals
-            return SlowModule(node, cost, siblings, typical, host, host - sibling_host, "", 0.0)
-        operator, operator_us = _top_excess_operator(model, node, siblings, step_count)
-        return SlowModule(node, cost, siblings, typical, host, excess, operator, operator_us)
-    if host < HOST_TIME_SHARE * step_us:
+        sibling_host = 0.0 if on_device else median(_host_us(model, s) for s in siblings) / step_count
+        if (
+            not on_device and host - sibling_host >= excess / 2
+        ):  # its own Python time: measured directly, not against noisy totals
+            return SlowModule(node, on_device, cost, siblings, typical, host, host - sibling_host, "", 0.0)
+        operator, operator_us = _top_excess_operator(model, node, siblings, step_count, on_device)
+        return SlowModule(node, on_device, cost, siblings, typical, host, excess, operator, operator_us)
+    if on_device or host < HOST_TIME_SHARE * step_us:
         return None
-    return SlowModule(node, cost, (), 0.0, host, host, "", 0.0)
+    return SlowModule(node, on_device, cost, (), 0.0, host, host, "", 0.0)
 
 
-def _like_siblings(node: ModuleNode) -> tuple[ModuleNode, ...]:
-    """The other children of its parent of the same class (and parameter count, when a live
-    capture saved it)."""
+def _like_siblings(model: TraceModel, node: ModuleNode) -> tuple[ModuleNode, ...]:
+    """The other children of its parent that should cost what it costs: the same class and
+    children's classes, and the same operators on the same input shapes, give or take extra
+    ones (one's set of (operator, shapes) holds the other's: extra work in one of them is what
+    is looked for; resnet's layers, of equal FLOPs but other weights, are not alike), and the
+    same parameter count where a live capture saved it.  Without recorded shapes, no module
+    is like another."""
     parent = node.parent
-    if parent is None:
+    if parent is None or not model.info.record_shapes:
         return ()
-    return tuple(
+    shape = [child.class_name for child in node.children]
+    candidates = [
         other
         for other in parent.children
         if other is not node
         and other.class_name == node.class_name
+        and [child.class_name for child in other.children] == shape
         and (node.parameters is None or other.parameters == node.parameters)
+    ]
+    if not candidates:
+        return ()
+    mine = _signature(model, node)
+    return tuple(
+        other for other in candidates if (theirs := _signature(model, other)) and (theirs <= mine or mine <= theirs)
     )
+
+
+def _signature(model: TraceModel, node: ModuleNode) -> frozenset[int]:
+    """The (operator, input shapes) pairs of the module's forward calls, as codes."""
+    rows = np.asarray(node.subtree_operator_rows(), dtype=np.int64)
+    codes, keys = shape_codes(model.calls)
+    if not len(rows) or not len(codes):
+        return frozenset()
+    pairs = model.calls.column("name_id")[rows] * max(len(keys), 1) + codes[rows]
+    return frozenset(np.unique(pairs).tolist())
 
 
 def _host_us(model: TraceModel, node: ModuleNode) -> float:
@@ -163,12 +199,13 @@ def _host_us(model: TraceModel, node: ModuleNode) -> float:
 
 
 def _top_excess_operator(
-    model: TraceModel, node: ModuleNode, siblings: tuple[ModuleNode, ...], step_count: int
+    model: TraceModel, node: ModuleNode, siblings: tuple[ModuleNode, ...], step_count: int, on_device: bool
 ) -> tuple[str, float]:
-    """The operator whose self CPU time in the module (forward and backward) exceeds its
-    siblings' median the most, a step."""
-    mine = _self_by_name(model, node)
-    theirs = [_self_by_name(model, s) for s in siblings]
+    """The operator whose self time in the module (forward and backward; on the device where
+    there is one) exceeds its siblings' median the most, a step."""
+    column = "self_device_ns" if on_device else "self_ns"
+    mine = _self_by_name(model, node, column)
+    theirs = [_self_by_name(model, s, column) for s in siblings]
     best, best_us = "", 0.0
     for name, spent in mine.items():
         extra = (spent - median(t.get(name, 0.0) for t in theirs)) / step_count
@@ -177,11 +214,107 @@ def _top_excess_operator(
     return best, best_us
 
 
-def _self_by_name(model: TraceModel, node: ModuleNode) -> dict[str, float]:
+def _self_by_name(model: TraceModel, node: ModuleNode, column: str) -> dict[str, float]:
     rows = model.modules.operator_rows(node)
     calls = model.calls
     names = calls.column("name_id")[rows]
-    spent = calls.column("self_ns")[rows]
+    spent = calls.column(column)[rows]
     codes, inverse = np.unique(names, return_inverse=True)
     sums = np.bincount(inverse, weights=spent, minlength=len(codes))
     return {calls.names[int(code)]: float(total) / 1000 for code, total in zip(codes.tolist(), sums.tolist())}
+
+
+SYNC_NAMES = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",  # the blocking copy
+        "hipStreamSynchronize",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+    }
+)
+
+
+@dataclass(frozen=True)
+class HostSyncs:
+    """The CPU's waits for the device in the steps, and the device idle each one leaves: once a
+    sync returns the device has nothing queued, so it idles until the CPU launches again.
+    Without the sync the CPU would have queued that work ahead: the idle is what it saves,
+    while the device (not the CPU) is what the step waits on."""
+
+    per_step: float  # syncs a step
+    wait_us: float  # the CPU's time blocked in them, a step
+    idle_after_us: float  # device idle after them until the next device work, a step
+    step_us: float
+    caller: str  # the outermost operator above the commonest sync (aten::item), or the sync's own name
+    module: str  # the module that caller ran in ('' outside modules or without a module tree)
+
+
+def host_syncs(model: TraceModel) -> HostSyncs | None:
+    """The syncs inside the steps (None without a device, steps or syncs)."""
+    if not len(model.activity) or not model.steps:
+        return None
+    calls = model.calls
+    codes = calls.name_codes(lambda name: name in SYNC_NAMES)
+    if not codes:
+        return None
+    rows = np.flatnonzero(np.isin(calls.column("name_id"), codes))
+    starts, ends = calls.column("start_ns"), calls.column("end_ns")
+    step_starts = np.array([s.start_ns for s in model.steps], dtype=np.int64)
+    step_ends = np.array([s.end_ns for s in model.steps], dtype=np.int64)
+    at = np.searchsorted(step_starts, starts[rows], side="right") - 1
+    inside = (at >= 0) & (ends[rows] <= step_ends[np.maximum(at, 0)])
+    rows = rows[inside]
+    if not len(rows):
+        return None
+    begins = model.activity.start_ns
+    finishes = begins + model.activity.dur_ns
+    order = np.argsort(begins, kind="stable")
+    sorted_begins = begins[order]
+    returned = ends[rows]
+    following = np.searchsorted(sorted_begins, returned, side="left")
+    has_next = following < len(sorted_begins)
+    next_start = np.where(has_next, sorted_begins[np.minimum(following, len(sorted_begins) - 1)], returned)
+    running = _running_at(begins, finishes, returned)
+    gaps = np.where(has_next & ~running, np.maximum(next_start - returned, 0), 0)
+    count = len(model.steps)
+    caller_rows = _outermost(calls.column("parent"), rows)
+    names = calls.column("name_id")[caller_rows]
+    common = int(np.bincount(names).argmax())
+    caller_row = int(caller_rows[names == common][0])
+    owner = model.modules.charged_module(caller_row) if model.modules.roots else None
+    module = (owner[0].qualified_name or owner[0].path) if owner is not None else ""
+    return HostSyncs(
+        per_step=len(rows) / count,
+        wait_us=int((ends[rows] - starts[rows]).sum()) / 1000 / count,
+        idle_after_us=int(gaps.sum()) / 1000 / count,
+        step_us=model.step_time_us,
+        caller=calls.names[common],
+        module=module,
+    )
+
+
+def _running_at(begins: np.ndarray, finishes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Whether any device work runs at each of ``times`` (started before, finishing after)."""
+    order = np.argsort(begins, kind="stable")
+    latest_finish = np.maximum.accumulate(finishes[order])  # the latest finish of the work begun so far
+    begun = np.searchsorted(begins[order], times, side="right")
+    return (begun > 0) & (latest_finish[np.maximum(begun - 1, 0)] > times)
+
+
+def _outermost(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Each row's top ancestor below its step (the operator the user called), itself at the top."""
+    result = rows.copy()
+    for _ in range(64):  # operators nest a few levels; a deeper (damaged) chain stops here
+        up = parent[result]
+        climb = up >= 0
+        if climb.any():
+            grand = np.where(climb, parent[np.maximum(up, 0)], -1)
+            climb &= grand >= 0  # never climb onto the step span itself (a top-level call)
+        if not climb.any():
+            break
+        result = np.where(climb, up, result)
+    return result

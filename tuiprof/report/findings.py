@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuiprof.analysis.advice import loading_advice
+from tuiprof.analysis.advice import host_syncs, loading_advice
 from tuiprof.analysis.advice import slow_module as advice_slow_module
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import (
@@ -149,7 +149,8 @@ def slow_module(model: TraceModel) -> Finding | None:
         text = f"{label} spends {format_us(found.host_us)} a step in its own Python code, in no operator ({share})."
     else:
         text = (
-            f"{label} takes {format_us(found.cost_us)} a step, {found.cost_us / found.sibling_us:.1f}x the median of its "
+            f"{label} takes {format_us(found.cost_us)} a step{' on the device' if found.on_device else ''}, "
+            f"{found.cost_us / found.sibling_us:.1f}x the median of its "
             f"{plural(len(found.siblings), f'like {node.class_name}')} ({format_us(found.sibling_us)})"
         )
         if python:
@@ -166,11 +167,38 @@ def slow_module(model: TraceModel) -> Finding | None:
     )
     saving = (
         Saving(STEP_TIME, step, found.excess_us)
-        if not model.kernels
-        else Saving(STEP_TIME, step, None, "on a GPU the host's time overlaps the device's work")
+        if not found.on_device
+        else Saving(STEP_TIME, step, None, "the step gains the device time only where the device bounds it")
     )
     return Finding(
         "slow-module", "warning", text, see="modules", remedy=remedy, saving=saving, weight=found.excess_us / step
+    )
+
+
+HOST_SYNC_SHARE = 0.05  # device idle after syncs at 5 % of the step is worth removing them
+
+
+def host_sync(model: TraceModel) -> Finding | None:
+    """The CPU waiting for the device inside the steps (``.item()``, ``.cpu()``, a blocking copy),
+    and the device idle each wait leaves until the next launch: what removing them saves
+    (analysis/advice.py ``host_syncs``)."""
+    found = host_syncs(model)
+    if found is None or found.idle_after_us < HOST_SYNC_SHARE * found.step_us:
+        return None
+    where = f" in {found.module}" if found.module else ""
+    text = (
+        f"The CPU waits for the GPU {found.per_step:.0f} times a step ({found.caller}{where}), "
+        f"then the GPU idles {format_us(found.idle_after_us)} a step until the next launch "
+        f"({100 * found.idle_after_us / found.step_us:.0f} % of the step)."
+    )
+    return Finding(
+        "host-sync",
+        "warning",
+        text,
+        see="timeline",
+        remedy=f"keep the value on the GPU: no {found.caller} (.item(), .cpu(), print of a tensor) in the step, or only every N steps",
+        saving=Saving(STEP_TIME, found.step_us, found.idle_after_us),
+        weight=found.idle_after_us / found.step_us,
     )
 
 
@@ -408,6 +436,7 @@ def straggler(run: RunSummary) -> Finding | None:
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
     slow_module,
+    host_sync,
     top_module,
     top_operator,
     data_loading,

@@ -1,0 +1,149 @@
+"""The causes the findings name and the savings they predict (analysis/advice.py), on
+synthetic traces whose answer is worked out by hand in each test.  The benchmark that
+applies each remedy and measures again is benchmarks/diagnosis (docs/advice.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gpu_trace import GpuTrace
+from tuiprof.analysis import load_model
+from tuiprof.report import findings as F
+
+SINGLE = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+WORKERS = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+LINEAR = {"Input Dims": [[32, 64], [64, 64], [64]]}
+
+
+def _loading_trace(path, loader: str, loading_us: float, step_us: float = 100_000.0, steps: int = 3):
+    trace = GpuTrace()
+    for i in range(steps):
+        start = i * step_us
+        trace.step(i + 1, start, step_us)
+        trace.op(loader, start + 1, loading_us - 2)
+        trace.op("aten::mm", start + loading_us, step_us - loading_us - 10, **LINEAR)
+    return load_model(trace.write(path))
+
+
+def test_data_loading_in_the_main_process_predicts_the_step_with_workers(tmp_path) -> None:
+    """60 ms of loading (58 ms span + edges) in a 100 ms step: 3 workers (ceil(60/40) + 1) make
+    a batch every 20 ms, under the 40 ms of the rest: the step becomes the rest."""
+    model = _loading_trace(tmp_path / "t.json", SINGLE, 60_000.0)
+    found = F.data_loading(model)
+    assert found is not None and found.id == "data-loading" and found.severity == "warning"
+    loading = model.steps[0].data_loading_us
+    rest = 100_000.0 - loading
+    assert "in the main process (num_workers=0)" in found.text
+    assert "num_workers=3" in found.remedy and "pin_memory" not in found.remedy  # no device: nothing to pin
+    assert found.saving is not None and found.saving.metric == F.STEP_TIME
+    assert found.saving.current == pytest.approx(100_000.0)
+    assert found.saving.amount == pytest.approx(100_000.0 - max(rest, loading / 3))
+    assert found.weight == pytest.approx(loading / 100_000.0)
+
+
+def test_workers_that_cannot_keep_up_are_named_without_a_predicted_saving(tmp_path) -> None:
+    found = F.data_loading(_loading_trace(tmp_path / "t.json", WORKERS, 60_000.0))
+    assert found is not None and "waiting on its workers" in found.text
+    assert found.saving is not None and found.saving.amount is None
+    assert "how many is not in the trace" in found.saving.why_not
+    assert "tuiprof does not predict the saving" in found.pointed(F.summary_pointer)
+
+
+def test_data_loading_outranks_the_facts_and_the_top_operator(tmp_path) -> None:
+    """The first line is what to fix: the cause with a share of the step before the top operator
+    (a fact with no remedy) however large its share of CPU time."""
+    found = F.findings(_loading_trace(tmp_path / "t.json", SINGLE, 60_000.0))
+    assert found[0].id == "data-loading"
+    assert [f.severity for f in found] == sorted((f.severity for f in found), key=lambda s: s != "warning")
+
+
+def _blocks_trace(path, extra_us=0.0, python_us=0.0, shapes=(LINEAR,) * 4, steps=2):
+    """``steps`` steps of 10 ms; each holds Net_0 > Block_0..3, each Block one 1 ms aten::linear.
+    Block_2 also runs ``extra_us`` of aten::mm (extra work) and ``python_us`` in no operator."""
+    trace = GpuTrace()
+    for i in range(steps):
+        start = i * 10_000.0
+        trace.step(i + 1, start, 10_000.0)
+        net = trace.module("Net_0", start + 15, 4 * 1_030 + extra_us + python_us)  # around its blocks
+        at = start + 20
+        for b in range(4):
+            own_extra = extra_us if b == 2 else 0.0
+            own_python = python_us if b == 2 else 0.0
+            length = 1_000 + own_extra + own_python + 20
+            trace.module(f"Block_{b}", at, length, parent=net)
+            trace.op("aten::linear", at + 5, 1_000, **shapes[b])
+            if own_extra:
+                trace.op("aten::mm", at + 1_010, own_extra, **LINEAR)
+            at += length + 10
+    return load_model(trace.write(path))
+
+
+def test_a_module_with_extra_work_is_named_against_its_like_siblings(tmp_path) -> None:
+    """Block_2 costs 1,020 + 3,000 us a step against its siblings' 1,020: 3,000 us more,
+    all of it aten::mm; removing it saves that (a CPU trace: the step is the CPU's)."""
+    model = _blocks_trace(tmp_path / "t.json", extra_us=3_000.0)
+    found = F.findings(model)[0]
+    assert found.id == "slow-module"
+    assert found.text.startswith("Net_0/Block_2 (Block) takes 4.020ms a step, 3.9x the median of its 3 like Blocks")
+    assert "most in aten::mm (+3.000ms)" in found.text and "aten::mm" in found.remedy
+    assert found.saving is not None and found.saving.amount == pytest.approx(3_000.0)
+
+
+def test_a_module_in_its_own_python_code_is_named_with_that_time(tmp_path) -> None:
+    model = _blocks_trace(tmp_path / "t.json", python_us=4_000.0)
+    found = F.findings(model)[0]
+    assert found.id == "slow-module"
+    assert "4.000ms a step more than theirs is its own Python code, in no operator (40 % of the step)" in found.text
+    assert "Python work in Net_0/Block_2's forward" in found.remedy
+    assert found.saving is not None and found.saving.amount == pytest.approx(4_000.0)
+
+
+def test_modules_fed_other_shapes_are_not_compared(tmp_path) -> None:
+    """Resnet's layers are Sequentials of BasicBlocks too, of equal FLOPs and very unequal
+    costs: a module whose operators see other shapes is not a like sibling."""
+    wide = {"Input Dims": [[32, 512], [512, 512], [512]]}
+    model = _blocks_trace(tmp_path / "t.json", extra_us=3_000.0, shapes=(LINEAR, LINEAR, wide, LINEAR))
+    assert F.slow_module(model) is None
+
+
+def test_a_sync_in_the_step_names_its_caller_and_the_idle_it_leaves(tmp_path) -> None:
+    """Each 1,000 us step: a 300 us kernel, then aten::item syncs (cudaStreamSynchronize
+    [20, 320) waits for it), and the next kernel is launched at 500 and runs from 520: the
+    device idles 200 us after the sync returns, 20 % of the step."""
+    trace = GpuTrace()
+    for i in range(3):
+        s = i * 1_000.0
+        trace.step(i + 1, s, 1_000)
+        mm = trace.op("aten::mm", s + 5, 10, **LINEAR)
+        trace.launch(mm, "gemm_kernel", s + 6, 5, s + 20, 300)
+        item = trace.op("aten::item", s + 18, 305)
+        trace.op("aten::_local_scalar_dense", s + 19, 303)
+        trace.launch(
+            item,
+            "Memcpy DtoH (Device -> Pageable)",
+            s + 19.5,
+            1,
+            s + 319,
+            0.5,
+            kind="gpu_memcpy",
+            runtime="cudaMemcpyAsync",
+        )
+        trace._complete("cuda_runtime", "cudaStreamSynchronize", s + 20, 300, 4242, 4242, {"correlation": 9000 + i})
+        add = trace.op("aten::add", s + 495, 10)
+        trace.launch(add, "add_kernel", s + 500, 5, s + 520, 400)
+    model = load_model(trace.write(tmp_path / "t.json"))
+    found = F.host_sync(model)
+    assert found is not None and found.id == "host-sync"
+    assert found.text.startswith("The CPU waits for the GPU 1 times a step (aten::item)")
+    assert "the GPU idles 200.000us a step" in found.text
+    assert ".item()" in found.remedy
+    assert found.saving is not None and found.saving.amount == pytest.approx(200.0)
+
+
+def test_copies_on_a_cpu_only_trace_say_nothing_of_a_device(tmp_path) -> None:
+    trace = GpuTrace()
+    trace.step(1, 0, 1_000)
+    trace.op("aten::copy_", 10, 500)
+    trace.op("aten::mm", 600, 300)
+    found = F.copies(load_model(trace.write(tmp_path / "t.json")))
+    assert found is not None and "device" not in found.text and "host" not in found.text and not found.remedy
