@@ -204,14 +204,37 @@ def host_sync(model: TraceModel) -> Finding | None:
 
 def gpu_idle(model: TraceModel) -> Finding | None:
     """Device idle over the steps' device windows, summed as the Steps rows add up: the share
-    the Steps view and the Timeline show (``steps.idle_share``)."""
-    idle = idle_share(sum(s.device_idle_us for s in model.steps), sum(s.device_window_us for s in model.steps))
+    the Steps view and the Timeline show (``steps.idle_share``), split by what the CPU did
+    meanwhile: loading data, waiting in a sync (each its own finding, with its remedy), or
+    the rest (Python and launches: the host is too slow to keep the device fed).  Its weight
+    is that rest, so the causes with their own finding come first."""
+    steps = model.steps
+    idle_us = sum(s.device_idle_us for s in steps)
+    idle = idle_share(idle_us, sum(s.device_window_us for s in steps))
     if idle is None or idle < GPU_IDLE_SHARE:
         return None
+    count = len(steps)
+    loading_us = max(idle_us - sum(s.cpu_bound_us for s in steps), 0.0) / count
+    syncs = host_syncs(model)
+    sync_us = min(syncs.idle_after_us if syncs else 0.0, idle_us / count - loading_us)
+    host_us = max(idle_us / count - loading_us - sync_us, 0.0)
+    parts = [
+        f"{format_us(loading_us)} while data loaded" if loading_us >= 1 else "",
+        f"{format_us(sync_us)} after syncs" if sync_us >= 1 else "",
+        f"{format_us(host_us)} while the CPU ran Python and launched kernels" if host_us >= 1 else "",
+    ]
+    split = ", ".join(part for part in parts if part)
+    step = model.step_time_us
     return Finding(
         "gpu-idle",
         "warning",
-        f"GPU idle {100 * idle:.0f} % of the steps' device windows: the device waits for the CPU.",
+        f"GPU idle {100 * idle:.0f} % of the steps' device windows, a step: {split}.",
+        remedy="less host work per step: torch.compile (mode='reduce-overhead' for CUDA graphs), a larger batch, "
+        "no Python loops over tensors"
+        if host_us >= max(loading_us, sync_us)
+        else "",
+        saving=Saving(STEP_TIME, step, None, "how much of the host's work a change removes is not in the trace"),
+        weight=host_us / step if step else 0.0,
     )
 
 
