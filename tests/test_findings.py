@@ -28,6 +28,7 @@ def _model(**overrides):
     base = dict(
         steps=[],
         kernels=[],
+        activity=(),
         total_self_cpu_us=1000.0,
         total_flops=0,
         flops_source="",
@@ -51,7 +52,9 @@ def _model(**overrides):
 
 
 def _step(duration=1000.0, loading=0.0, window=0.0, idle=0.0):
-    return SimpleNamespace(duration_us=duration, data_loading_us=loading, device_window_us=window, device_idle_us=idle)
+    return SimpleNamespace(
+        duration_us=duration, data_loading_us=loading, device_window_us=window, device_idle_us=idle, cpu_bound_us=idle
+    )
 
 
 @pytest.mark.parametrize(("loading", "fires"), [(49.0, False), (50.0, True)])
