@@ -46,7 +46,7 @@ def test_workers_that_cannot_keep_up_are_named_without_a_predicted_saving(tmp_pa
     assert found is not None and "waiting on its workers" in found.text
     assert found.saving is not None and found.saving.amount is None
     assert "how many is not in the trace" in found.saving.why_not
-    assert "tuiprof does not predict the saving" in found.pointed(F.summary_pointer)
+    assert "saving not predicted" in found.pointed(F.summary_pointer)
 
 
 def test_data_loading_outranks_the_facts_and_the_top_operator(tmp_path) -> None:

@@ -64,7 +64,7 @@ class Saving:
     def sentence(self) -> str:
         """``saves about 61.2ms a step (to 36.8ms)``, or why it is not predicted."""
         if self.amount is None:
-            return f"tuiprof does not predict the saving: {self.why_not}" if self.why_not else ""
+            return f"saving not predicted: {self.why_not}" if self.why_not else ""
         if self.metric == PEAK_MEMORY:
             amount, after = format_bytes(int(self.amount)), format_bytes(int(self.current - self.amount))
             return f"saves about {amount} of the peak (to {after})"
@@ -233,7 +233,7 @@ def gpu_idle(model: TraceModel) -> Finding | None:
         "no Python loops over tensors"
         if host_us >= max(loading_us, sync_us)
         else "",
-        saving=Saving(STEP_TIME, step, None, "how much of the host's work a change removes is not in the trace"),
+        saving=Saving(STEP_TIME, step, None, "the trace does not show how much host work a change removes"),
         weight=host_us / step if step else 0.0,
     )
 
