@@ -147,3 +147,27 @@ def test_copies_on_a_cpu_only_trace_say_nothing_of_a_device(tmp_path) -> None:
     trace.op("aten::mm", 600, 300)
     found = F.copies(load_model(trace.write(tmp_path / "t.json")))
     assert found is not None and "device" not in found.text and "host" not in found.text and not found.remedy
+
+
+def test_a_saving_within_the_steps_noise_or_from_one_step_is_not_predicted(tmp_path) -> None:
+    """Block_2's 800 us of extra work is below the +-1,000 us the steps vary by (10,000 and
+    8,000 us): abstained, as with one step, where no noise can be told."""
+    trace = GpuTrace()
+    for i, length in enumerate((10_000.0, 8_000.0)):
+        start = i * 10_000.0
+        trace.step(i + 1, start, length)
+        net = trace.module("Net_0", start + 15, 4 * 1_030 + 800)
+        at = start + 20
+        for b in range(4):
+            extra = 800.0 if b == 2 else 0.0
+            trace.module(f"Block_{b}", at, 1_020 + extra, parent=net)
+            trace.op("aten::linear", at + 5, 1_000, **LINEAR)
+            if extra:
+                trace.op("aten::mm", at + 1_010, extra, **LINEAR)
+            at += 1_030 + extra
+    found = F.slow_module(load_model(trace.write(tmp_path / "t.json")))
+    assert found is not None and found.saving is not None and found.saving.amount is None
+    assert found.saving.why_not == "the steps vary by +-1.000ms, more than the saving"
+    one = F.slow_module(_blocks_trace(tmp_path / "one.json", extra_us=3_000.0, steps=1))
+    assert one is not None and one.saving is not None and one.saving.amount is None
+    assert one.saving.why_not == "1 step in the trace: too few to tell the noise"

@@ -71,6 +71,25 @@ class Saving:
         return f"saves about {format_us(self.amount)} a step (to {format_us(self.current - self.amount)})"
 
 
+MIN_STEPS_TO_PREDICT = 2  # one step shows no noise: a saving against it could be the noise
+
+
+def step_saving(model: TraceModel, amount: float | None, why_not: str = "") -> Saving:
+    """A predicted saving of the mean step, or an abstention where the evidence is too weak:
+    fewer than MIN_STEPS_TO_PREDICT steps, or steps that spread (half of slowest minus fastest)
+    more than the saving itself: the change could not be told from the noise."""
+    step = model.step_time_us
+    durations = [s.duration_us for s in model.steps]
+    if amount is not None and len(durations) < MIN_STEPS_TO_PREDICT:
+        return Saving(
+            STEP_TIME, step, None, f"{plural(len(durations), 'step')} in the trace: too few to tell the noise"
+        )
+    noise = (max(durations) - min(durations)) / 2 if durations else 0.0
+    if amount is not None and amount < noise:
+        return Saving(STEP_TIME, step, None, f"the steps vary by +-{format_us(noise)}, more than the saving")
+    return Saving(STEP_TIME, step, amount, why_not)
+
+
 @dataclass(frozen=True)
 class Finding:
     id: str  # stable, for tests and exports: "gpu-idle"
@@ -128,7 +147,7 @@ def data_loading(model: TraceModel) -> Finding | None:
         "warning",
         text,
         remedy=remedy,
-        saving=Saving(STEP_TIME, advice.step_us, saved, advice.why_not),
+        saving=step_saving(model, saved, advice.why_not),
         weight=share,
     )
 
@@ -166,9 +185,9 @@ def slow_module(model: TraceModel) -> Finding | None:
         else f"do in {name} what its siblings do: the extra {found.top_operator or 'operator'} calls"
     )
     saving = (
-        Saving(STEP_TIME, step, found.excess_us)
+        step_saving(model, found.excess_us)
         if not found.on_device
-        else Saving(STEP_TIME, step, None, "the step gains the device time only where the device bounds it")
+        else step_saving(model, None, "the step gains the device time only where the device bounds it")
     )
     return Finding(
         "slow-module", "warning", text, see="modules", remedy=remedy, saving=saving, weight=found.excess_us / step
@@ -197,7 +216,7 @@ def host_sync(model: TraceModel) -> Finding | None:
         text,
         see="timeline",
         remedy=f"keep the value on the GPU: no {found.caller} (.item(), .cpu(), print of a tensor) in the step, or only every N steps",
-        saving=Saving(STEP_TIME, found.step_us, found.idle_after_us),
+        saving=step_saving(model, found.idle_after_us),
         weight=found.idle_after_us / found.step_us,
     )
 
@@ -233,7 +252,7 @@ def gpu_idle(model: TraceModel) -> Finding | None:
         "no Python loops over tensors"
         if host_us >= max(loading_us, sync_us)
         else "",
-        saving=Saving(STEP_TIME, step, None, "the trace does not show how much host work a change removes"),
+        saving=step_saving(model, None, "the trace does not show how much host work a change removes"),
         weight=host_us / step if step else 0.0,
     )
 
