@@ -171,3 +171,32 @@ def test_a_saving_within_the_steps_noise_or_from_one_step_is_not_predicted(tmp_p
     one = F.slow_module(_blocks_trace(tmp_path / "one.json", extra_us=3_000.0, steps=1))
     assert one is not None and one.saving is not None and one.saving.amount is None
     assert one.saving.why_not == "1 step in the trace: too few to tell the noise"
+
+
+def test_pageable_copies_block_like_a_sync_and_pinned_memory_is_the_remedy(tmp_path) -> None:
+    """Each 1,000 us step copies a batch from pageable memory: cudaMemcpyAsync [10, 210) returns
+    once the copy [20, 200) is done; the next kernel is launched at 400 and starts at 420: the
+    device idles 210 us after the call returns, 21 % of the step."""
+    trace = GpuTrace()
+    for i in range(3):
+        s = i * 1_000.0
+        trace.step(i + 1, s, 1_000)
+        copy = trace.op("aten::copy_", s + 5, 210)
+        trace.launch(
+            copy,
+            "Memcpy HtoD (Pageable -> Device)",
+            s + 10,
+            200,
+            s + 20,
+            180,
+            kind="gpu_memcpy",
+            runtime="cudaMemcpyAsync",
+        )
+        mm = trace.op("aten::mm", s + 395, 10, **LINEAR)
+        trace.launch(mm, "gemm_kernel", s + 400, 5, s + 420, 500)
+    found = F.copies(load_model(trace.write(tmp_path / "t.json")))
+    assert found is not None and found.id == "copies" and found.severity == "warning"
+    assert found.text.startswith("1 host-device copies a step from pageable memory (aten::copy_) block the CPU")
+    assert "the GPU then idles 210.000us a step" in found.text
+    assert "pin_memory=True" in found.remedy and "non_blocking=True" in found.remedy
+    assert found.saving is not None and found.saving.amount == pytest.approx(210.0)

@@ -17,6 +17,7 @@ import numpy as np
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.operators import shape_codes
+from tuiprof.trace.columns import DEVICE_KINDS
 
 SINGLE_PROCESS_LOADER = "_SingleProcessDataLoaderIter"
 WORKER_LOADER = "_MultiProcessingDataLoaderIter"
@@ -261,7 +262,28 @@ def host_syncs(model: TraceModel) -> HostSyncs | None:
     codes = calls.name_codes(lambda name: name in SYNC_NAMES)
     if not codes:
         return None
-    rows = np.flatnonzero(np.isin(calls.column("name_id"), codes))
+    return _waits(model, np.flatnonzero(np.isin(calls.column("name_id"), codes)))
+
+
+def pageable_copies(model: TraceModel) -> HostSyncs | None:
+    """Host-device copies from pageable memory inside the steps: their runtime call returns
+    once the copy is done (staged through a pinned buffer), so each is a sync; pinned memory
+    and ``non_blocking=True`` let the CPU run ahead (None without such copies)."""
+    activity = model.activity
+    if not len(activity) or not model.steps:
+        return None
+    pageable = [code for code, name in enumerate(activity.names) if "Pageable" in name]
+    if not pageable:
+        return None
+    is_copy = activity.events.kind == DEVICE_KINDS.index("memcpy")
+    launchers = activity.launchers[np.isin(activity.events.name, pageable) & is_copy]
+    return _waits(model, np.unique(launchers[launchers >= 0]))
+
+
+def _waits(model: TraceModel, rows: np.ndarray) -> HostSyncs | None:
+    """The calls ``rows`` that block the CPU until the device is done, inside the steps: how
+    many a step, their time, and the device idle after each until the next device work."""
+    calls = model.calls
     starts, ends = calls.column("start_ns"), calls.column("end_ns")
     step_starts = np.array([s.start_ns for s in model.steps], dtype=np.int64)
     step_ends = np.array([s.end_ns for s in model.steps], dtype=np.int64)
@@ -272,8 +294,7 @@ def host_syncs(model: TraceModel) -> HostSyncs | None:
         return None
     begins = model.activity.start_ns
     finishes = begins + model.activity.dur_ns
-    order = np.argsort(begins, kind="stable")
-    sorted_begins = begins[order]
+    sorted_begins = np.sort(begins, kind="stable")
     returned = ends[rows]
     following = np.searchsorted(sorted_begins, returned, side="left")
     has_next = following < len(sorted_begins)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuiprof.analysis.advice import host_syncs, loading_advice
+from tuiprof.analysis.advice import host_syncs, loading_advice, pageable_copies
 from tuiprof.analysis.advice import slow_module as advice_slow_module
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import (
@@ -311,8 +311,24 @@ def top_operator(model: TraceModel) -> Finding | None:
 
 
 def copies(model: TraceModel) -> Finding | None:
-    """Copies' share of CPU time; named host-device copies (with the pinned-memory remedy)
-    only where the trace has a device."""
+    """Copies: on a device, the pageable host-device copies that block the CPU like a sync and
+    the device idle they leave (saved by pinned memory and non-blocking copies,
+    analysis/advice.py ``pageable_copies``), else their share of CPU time; named host-device
+    copies only where the trace has a device."""
+    blocking = pageable_copies(model)
+    if blocking is not None and blocking.idle_after_us >= HOST_SYNC_SHARE * blocking.step_us:
+        where = f" in {blocking.module}" if blocking.module else ""
+        return Finding(
+            "copies",
+            "warning",
+            f"{blocking.per_step:.0f} host-device copies a step from pageable memory ({blocking.caller}{where}) "
+            f"block the CPU until done; the GPU then idles {format_us(blocking.idle_after_us)} a step until the next "
+            f"launch ({100 * blocking.idle_after_us / blocking.step_us:.0f} % of the step).",
+            see="timeline",
+            remedy=PINNED_COPIES,
+            saving=step_saving(model, blocking.idle_after_us),
+            weight=blocking.idle_after_us / blocking.step_us,
+        )
     total_self = model.total_self_cpu_us
     spent = sum(s.self_cpu_us for s in model.operators() if s.name in COPY_OPS)
     if not total_self or spent / total_self < COPY_SHARE:
@@ -328,9 +344,14 @@ def copies(model: TraceModel) -> Finding | None:
         "copies",
         "warning",
         f"Copies (aten::copy_, to, memcpy) are {share}: host-device copies.",
-        remedy="DataLoader(pin_memory=True) and .to(device, non_blocking=True), once per batch",
-        weight=spent / max(model.step_time_us * max(len(model.steps), 1), 1.0),
+        remedy=PINNED_COPIES,
+        saving=step_saving(
+            model, None, "the copies' CPU time is not the step's: it counts only where the device waits"
+        ),
     )
+
+
+PINNED_COPIES = "DataLoader(pin_memory=True) and .to(device, non_blocking=True), once per batch"
 
 
 def launch_bound(model: TraceModel) -> Finding | None:
