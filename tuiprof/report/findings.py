@@ -355,21 +355,27 @@ PINNED_COPIES = "DataLoader(pin_memory=True) and .to(device, non_blocking=True),
 
 
 def launch_bound(model: TraceModel) -> Finding | None:
+    """Launch calls' share of CPU time; weighed by the part of the step they hold: the step
+    less the larger of the device's busy time and the CPU's other work (what CUDA graphs would
+    leave).  That saving is not claimed: no GPU run has checked it (docs/advice.md)."""
     total_self = model.total_self_cpu_us
     launches = sum(s.self_cpu_us for s in model.operators() if s.name in LAUNCH_NAMES)
     if not model.kernels or not total_self or launches / total_self < LAUNCH_SHARE:
         return None
     tiny = sum(k.calls for k in model.kernels if k.avg_us < TINY_KERNEL_US)
+    steps, step = model.steps, model.step_time_us
+    held = 0.0
+    if steps and step:
+        busy = sum(s.device_window_us - s.device_idle_us for s in steps) / len(steps)
+        held = max(step - max(busy, step - launches / len(steps)), 0.0) / step
     return Finding(
         "launch-bound",
         "warning",
         f"Kernel launches take {100 * launches / total_self:.0f} % of CPU time ({plural(tiny, 'launch', 'launches')} under "
         f"{TINY_KERNEL_US:.0f} us): launch-bound.",
         remedy="fewer, larger kernels: torch.compile (mode='reduce-overhead' adds CUDA graphs), or CUDA graphs by hand",
-        saving=Saving(
-            STEP_TIME, model.step_time_us, None, "what fusing leaves of the launches depends on the compiler"
-        ),
-        weight=launches / total_self,
+        saving=step_saving(model, None, "what fusing leaves of the launches depends on the compiler"),
+        weight=held,
     )
 
 
