@@ -20,6 +20,7 @@ from textual.reactive import reactive
 from textual.widgets import ContentSwitcher
 
 from tuiprof.analysis.model import TraceModel
+from tuiprof.errors import EXIT_INTERNAL
 from tuiprof.report.header import trace_title
 from tuiprof.report.plain import plain
 from tuiprof.report.views import ViewOptions
@@ -246,4 +247,7 @@ def run_app(app: TableApp) -> int:
     result = app.run()
     if app.error_text:
         print(f"tuiprof: {plain(app.error_text)}", file=sys.stderr)
+    if app.internal_error:  # a bug in the UI: one line, the traceback in a file with TUIPROF_DEBUG=1
+        print(f"tuiprof: {plain(app.internal_error, 500)}", file=sys.stderr)
+        return EXIT_INTERNAL
     return int(result or 0)

@@ -21,10 +21,11 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from textual.keys import REPLACED_KEYS, Keys, _normalize_key_list, key_to_character
+from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
 from tuiprof.report.plain import plain
 from tuiprof.tui.commands import Command
+from tuiprof.tui.textual_internals import normalize_key_list
 
 MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
 NAMED_KEYS = frozenset(k.value for k in Keys if "+" not in k.value and not k.value.startswith("<"))
@@ -79,7 +80,7 @@ def read_keymap(path: Path, commands: tuple[Command, ...]) -> dict[str, str]:
                 raise KeymapProblem(
                     f"{binding_id}: {key.strip()!r} is not a key Textual knows (a character, f1, ctrl+x, pageup...)"
                 )
-        keymap[binding_id] = _normalize_key_list(keys)
+        keymap[binding_id] = normalize_key_list(keys)
     own = {command.id: command for command in commands}
     unknown = sorted(set(keymap) - own.keys() - known_ids())
     if unknown:
@@ -117,7 +118,7 @@ def _flatten(data: Mapping[str, object], prefix: str = "") -> Iterable[tuple[str
 def _check_clashes(keymap: Mapping[str, str], commands: Mapping[str, Command]) -> None:
     """A remapped key must not be one another command answers in the same place (or
     everywhere): Textual would silently drop one of the two."""
-    normalised = {i: set((keymap.get(i) or _normalize_key_list(c.keys)).split(",")) for i, c in commands.items()}
+    normalised = {i: set((keymap.get(i) or normalize_key_list(c.keys)).split(",")) for i, c in commands.items()}
     for binding_id, keys in keymap.items():
         scope = commands[binding_id].scope
         for other_id, other in commands.items():

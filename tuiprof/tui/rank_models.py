@@ -13,6 +13,7 @@ from textual.notifications import Notification, Notify
 from tuiprof.analysis import load_model
 from tuiprof.analysis.model import TraceModel
 from tuiprof.trace.run import open_run
+from tuiprof.tui.textual_internals import withdraw_notification
 
 KEPT_MODELS = 3  # the rank shown and its neighbours: enough to flip back and forth
 LOADING_TOAST_S = 600  # the loading toast's timeout: it is withdrawn when the load ends
@@ -81,5 +82,5 @@ def _shown(app, model: TraceModel | None, toast: Notification | None) -> None:
     """On the UI thread: the loaded rank to every view, and its loading toast away."""
     if model is not None:
         app.model = model
-    if toast is not None and toast in app._notifications:  # Textual has no public way to withdraw one toast
-        app._unnotify(toast)
+    if toast is not None:
+        withdraw_notification(app, toast)

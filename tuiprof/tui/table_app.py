@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import BindingsMap
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
@@ -32,6 +31,7 @@ from tuiprof.tui.keymap import load_keymap
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.screens.views_palette import views_palette
 from tuiprof.tui.sources import LoadCancelled
+from tuiprof.tui.textual_internals import InternalErrorPolicy, add_bindings
 from tuiprof.tui.views import ViewKey
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
@@ -73,7 +73,7 @@ class AbandonableExecutor(concurrent.futures.ThreadPoolExecutor):  # the kind as
         """Nothing to wait for: a worker still running is abandoned with the process."""
 
 
-class TableApp(App[int]):
+class TableApp(InternalErrorPolicy, App[int]):
     """An app of views, loaded in a worker: the one view host of the explorer and of diff mode.
     Subclasses call :meth:`host_views` (tui/views: ``view_keys``), set ``commands`` (their command
     table) and give ``keymap_commands()`` (every id their keymap may name), ``_load()`` (a worker
@@ -131,7 +131,7 @@ class TableApp(App[int]):
         command with an id (``view.operators``), so a keymap remaps it.  Bound per app, not per
         class, because an explorer may be given its views (``ExplorerApp(source, views=...)``)."""
         self.view_keys = view_keys
-        self._bindings = BindingsMap.merge([self._bindings, BindingsMap(bindings(view_commands(view_keys)))])
+        add_bindings(self, bindings(view_commands(view_keys)))
 
     @property
     def views_switcher(self) -> ContentSwitcher | None:
