@@ -66,7 +66,11 @@ def main() -> None:
         plain = Path(folder) / "trace.json"
         prof.export_chrome_trace(str(plain))
         out.parent.mkdir(parents=True, exist_ok=True)
-        with plain.open("rb") as source, out.open("wb") as file, gzip.GzipFile(fileobj=file, mode="wb", mtime=0) as target:
+        with (
+            plain.open("rb") as source,
+            out.open("wb") as file,
+            gzip.GzipFile(fileobj=file, mode="wb", mtime=0) as target,
+        ):
             shutil.copyfileobj(source, target)
     print(f"{out}: {out.stat().st_size:,} bytes")
 
