@@ -353,12 +353,13 @@ def backward_roots(
     its autograd node (whose ``owner`` the root's time goes to).
 
     A root is an ``evaluate_function`` call (``engine``) with a sequence number, outside
-    every module; ``backward``: those calls and every call under them.  Its creator is the latest call before it,
-    backward work left out, carrying that number: autograd's counter moves on as each node
-    is made, so no later forward call carries it.  The calls that ran before the creator
-    with its number (between ``loss.backward()`` and ``optimizer.step()`` the counter
-    already holds the next step's first node) are never the creator, nor backward work.
-    A root whose creator ran outside modules, or is not in the trace, is charged to none."""
+    every module (``backward``: those calls and every call under them).  Its creator is
+    the latest call before it carrying that number, backward work left out: autograd's
+    counter moves on as each node is made, so no later forward call carries it.  The calls
+    that ran before the creator with its number (between ``loss.backward()`` and
+    ``optimizer.step()`` the counter already holds the next step's first node) are never
+    the creator, nor backward work.  A root whose creator ran outside modules, or is not in
+    the trace, is charged to none."""
     sequence = calls.column("sequence_number")
     starts = calls.column("start_ns")
     candidates = np.flatnonzero(engine & (owner < 0) & (sequence >= 0))
