@@ -346,8 +346,8 @@ def _tables(model) -> tuple:
     """What the views show, to compare a reopen with a fresh analysis."""
     operators = [(s.name, s.calls, s.self_cpu_us, s.cpu_total_us) for s in model.operators()]
     modules = [
-        (n.path, n.calls, n.cpu_total_us, n.self_cpu_us, n.backward_cpu_us, n.flops, len(n.operator_rows))
-        for n in model.modules.walk()
+        (n.path, n.calls, n.cpu_total_us, n.self_cpu_us, n.backward_cpu_us, n.flops, n.operator_rows)
+        for n in model.modules.rows()  # (outside modules) too
     ]
     calls = model.calls
     launchers = model.activity.launchers.tolist()
@@ -360,6 +360,7 @@ def _tables(model) -> tuple:
         launchers,
         model.steps,
         stacks,
+        model.outside_modules,
     )
 
 
@@ -448,6 +449,8 @@ DERIVED_DAMAGE = {
     "a call owned by no node": ("modules.call_owner", _set(0, 10**6)),
     "a module total that is no number": ("modules.cpu_total_us", _set(0, np.nan)),
     "a float column for an int one": ("modules.calls", lambda v: v.astype(np.float64)),
+    "a call outside modules past the calls": ("modules.outside_row", _set(0, 10**9)),
+    "calls outside modules twice": ("modules.outside_row", lambda v: np.sort(np.append(v, v[:1]))),
     "a step named by no step's name": ("steps.name", lambda v: v * 0),
     "a step time that is no number": ("steps.kernel_us", _set(0, np.inf)),
     "a stack frame that is no name": ("memory.stack_frame", _set(0, 10**9)),

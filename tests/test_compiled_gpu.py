@@ -82,6 +82,8 @@ def compiled_gpu_trace(with_map: bool = True) -> GpuTrace:
     trace.op("Torch-Compiled Region: 1/0", 520, 60)
     other = trace.op("## Call CompiledFxGraph bbbbbbbbbbbb ##", 530, 40)
     trace.launch(other, "triton_poi_fused_add_mul_0", 540, 5, 600, 7, **driver)
+    # autograd runs each backward node under an evaluate_function span (the only backward work there is)
+    trace.op("autograd::engine::evaluate_function: CompiledFunctionBackward", 695, 310, tid=9, **{"Sequence number": 3})
     trace.op("CompiledFunctionBackward", 700, 300, tid=9, **{"Sequence number": 3})
     backward = trace.op("## Call CompiledFxGraph cccccccccccc ##", 710, 280, tid=9)
     trace.launch(backward, "triton_poi_fused_add_mul_0", 720, 5, 800, 30, tid=9, **driver)
@@ -155,6 +157,7 @@ def reduce_overhead_trace() -> GpuTrace:
         )
         replayed = trace.events[-1]  # a memset of the same replay: its correlation
         trace.events.append({**replayed, "cat": "gpu_memset", "name": "Memset (Device)", "ts": base + 160, "dur": 4})
+    trace.op("autograd::engine::evaluate_function: CompiledFunctionBackward", 295, 210, tid=9, **{"Sequence number": 4})
     trace.op("CompiledFunctionBackward", 300, 200, tid=9, **{"Sequence number": 4})
     backward = trace.op("## Call CompiledFxGraph cccccccccccc ##", 310, 180, tid=9)
     trace.graph_launch(

@@ -16,6 +16,7 @@ from torch import nn
 from tuiprof import cli
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import diff_traces
+from tuiprof.analysis.modules import OUTSIDE_MODULES
 from tuiprof.capture.config import CaptureConfig
 from tuiprof.capture.session import profile_training
 
@@ -81,7 +82,10 @@ def test_compiled_only_nodes_are_added_rows_with_their_own_time(traces) -> None:
     assert added == {"OptimizedModule_0", f"model/{region.name}", f"model/{region.name}/(compiled, unattributed)"}
     assert table.row(f"model/{region.name}", "fwd").b == pytest.approx(region.self_cpu_us)
     for model, total in ((eager, table.total_a), (compiled, table.total_b)):  # shares are of the whole tree's change
-        assert total == pytest.approx(sum(root.cpu_total_us + root.backward_cpu_us for root in model.modules.roots))
+        outside = model.modules.outside  # and of the work outside modules, a row of its own
+        assert outside is not None and table.row(OUTSIDE_MODULES) is not None
+        tree = sum(root.cpu_total_us + root.backward_cpu_us for root in model.modules.roots)
+        assert total == pytest.approx(tree + outside.cpu_total_us)
 
 
 def test_diff_command_prints_the_modules_by_qualified_name(traces, capsys) -> None:

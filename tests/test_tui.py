@@ -513,13 +513,15 @@ async def test_tree_leaves_line_up_with_their_expandable_siblings() -> None:
         tree = app.query_one("#module-tree", ModuleTreeView)
 
         def share_column(node) -> int:
+            """Where the share ends: its "%", or the last "-" of (outside modules)' "--"."""
             line = "".join(segment.text for segment in tree.render_line(node.line - tree.scroll_offset.y))
-            return cell_len(line[: line.index("%")])
+            return cell_len(line[: line.index("%")]) if "%" in line else cell_len(line[: line.index("--") + 1])
 
         roots = tree.root.children
         children = roots[0].children
         assert {bool(node.allow_expand) for node in children} == {True, False}  # Sequential_N and Conv2d_0 ...
         assert {bool(node.allow_expand) for node in roots} == {True, False}  # ResNet_0 and CrossEntropyLoss_0
+        assert roots[-1].data is app.model.modules.outside  # the last row, no module: "--" for its share
         assert len({share_column(node) for node in children}) == 1, [share_column(node) for node in children]
         assert len({share_column(node) for node in roots}) == 1
 
@@ -830,9 +832,12 @@ async def test_the_module_tree_shows_the_call_counts_on_every_row_or_on_none(wid
         await pilot.press("2")
         await pilot.pause()
         tree = app.query_one("#module-tree", ModuleTreeView)
-        nodes = [n for root in tree.root.children for n in (root, *root.children)]
-        assert all(node.data.calls == 2 for node in nodes)
+        modules = [root for root in tree.root.children if root.data is not app.model.modules.outside]
+        nodes = [n for root in modules for n in (root, *root.children)]
+        assert all(node.data.calls == 2 for node in nodes)  # (outside modules) counts its top-level calls
+        outside = tree.root.children[-1]
         counted = [" ×2" in tree.render_label(node, Style(), Style()).plain for node in nodes]
+        counted.append(f" ×{outside.data.calls}" in tree.render_label(outside, Style(), Style()).plain)
         assert all(counted) or not any(counted), counted
         if width == 120:
             assert all(counted)  # room for every name and its count

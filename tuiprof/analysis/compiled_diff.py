@@ -81,9 +81,9 @@ def qualified_module_values(model: TraceModel, metric: str, by_direction: bool) 
     """Per qualified name: self time (forward plus backward), or with ``by_direction`` a row
     per direction holding the module's total time (module docstring)."""
     result: Values = {}
-    for node in model.modules.walk():
+    for node in model.modules.rows():  # (outside modules) too: work moved out of the model shows
         name, detail = module_key(node)
-        if not by_direction:
+        if not by_direction or node is model.modules.outside:  # no module: one row, no direction
             parts = [(detail, sum(module_self_parts(node, metric)), node.calls)]
         else:
             forward, backward = (
@@ -98,8 +98,10 @@ def qualified_module_values(model: TraceModel, metric: str, by_direction: bool) 
 
 
 def tree_total(model: TraceModel, metric: str) -> Values:
-    """The whole tree's time, forward and backward, under one key (what the rows' shares are of)."""
-    return {("", ""): [sum(sum(_total_parts(root, metric)) for root in model.modules.roots), 0.0]}
+    """The whole tree's time, forward and backward, and ``(outside modules)``'s, under one key
+    (what the rows' shares are of)."""
+    tops = [*model.modules.roots, *([model.modules.outside] if model.modules.outside else [])]
+    return {("", ""): [sum(sum(_total_parts(top, metric)) for top in tops), 0.0]}
 
 
 def _total_parts(node: ModuleNode, metric: str) -> tuple[float, float]:

@@ -7,7 +7,9 @@ ranks are averaged) and returns a frozen :class:`TraceDiff`:
   step-to-step noise of each side (its steps' range over its median); a
   difference inside the larger noise is "no change";
 - **tables** matched by key: operators by name and by name + input shapes,
-  modules by path (by qualified name when both sides know them), kernels by
+  modules by path (by qualified name when both sides know them), with a row
+  ``(outside modules)`` for the work outside them (so work moved out of the
+  model, or into it, shows where it went), kernels by
   their whole name (each template instance its own row) and by (launching
   operator, kernel), steps by position, memory peaks by
   device.  Each row has A, B, delta, delta % and its share of the table's
@@ -666,7 +668,7 @@ def _module_values(metric: str, by_direction: bool) -> Callable[[TraceModel], Va
 def _path_values(metric: str) -> Callable[[TraceModel], Values]:
     def values(model: TraceModel) -> Values:
         result: Values = {}
-        for node in model.modules.walk():
+        for node in model.modules.rows():  # (outside modules) too: work moved out of the model shows
             cell = result.setdefault((node.path, ""), [0.0, 0.0])
             cell[0] += sum(module_self_parts(node, metric))
             cell[1] += node.calls

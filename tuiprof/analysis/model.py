@@ -17,6 +17,7 @@ from tuiprof.analysis.memory import MemoryTimeline, PeakFigure
 from tuiprof.analysis.memory_categories import CategorisedMemory
 from tuiprof.analysis.modules import ModuleNode, ModuleTree
 from tuiprof.analysis.operators import OperatorStats, aggregate_operators
+from tuiprof.analysis.outside import OutsideModules, outside_modules
 from tuiprof.analysis.steps import StepStats
 from tuiprof.trace.decode import DecodeReport
 
@@ -129,6 +130,12 @@ class TraceModel:
         """Training FLOPs of one step, forward and backward (FlopCounterMode's formulas):
         all counted work of the trace over its ProfilerStep count (the whole trace without steps)."""
         return round(int(self.calls.column("counted_flops").sum()) / max(1, len(self.steps)))
+
+    @cached_property
+    def outside_modules(self) -> OutsideModules:
+        """Time outside every module and the backward (the ``(outside modules)`` node), per
+        step and by top call name (analysis/outside.py)."""
+        return outside_modules(self.calls, self.modules)
 
     @cached_property
     def backward_pass(self) -> BackwardPass:

@@ -7,10 +7,23 @@ is found by walking ``Python parent id`` upward past non-module frames
 in the tree aggregate into one node (resnet's shared ReLU is called twice
 per block).
 
-Backward time reaches a module through autograd's ``Sequence number``: the
-backward root op (``autograd::engine::evaluate_function: ...``) carries the
-sequence number of the forward op that created its node, and that forward op
-ran inside the module.
+Backward time reaches a module only through real autograd events: each
+``autograd::engine::evaluate_function: ...`` call (on the backward thread, or on
+the calling thread for a CPU backward) carries the ``Sequence number`` of the
+node it runs, which is that of the forward op that created the node; the
+latest call before it with that number is that op (:func:`backward_roots`), and
+the module it ran in gets the time of the root and of everything under it.
+Any other call carrying a sequence number is no backward work: autograd stamps
+every op run with grad mode on with its counter's next value, so tensor work
+between ``loss.backward()`` and ``optimizer.step()`` carries the number of the
+next step's first node (charging it by number put 876 ms of such work in a
+``Linear``'s backward whose real backward took 131 ms, issue 35).
+
+The calls outside every module and outside the backward, on the threads where
+modules run (data loading, the optimizer, the loss computed in the loop, work
+between backward and step), are the tree's ``outside`` node, ``(outside
+modules)`` (:func:`outside_rows`): a node of no tree, so "share of module time"
+keeps its meaning; the views show it as a row of its own.
 
 Memory stays linear in the number of frames: a node keeps its parent link,
 children are found by (parent, name), and a node's path string is built
@@ -28,12 +41,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tuiprof.analysis.arrays import break_cycles, group_rows, id_table, look_up, nearest_ancestor
-from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.analysis.arrays import ancestors_of, break_cycles, group_rows, id_table, look_up, nearest_ancestor
+from tuiprof.analysis.calls import OperatorCalls, is_step_name
 from tuiprof.trace.columns import NONE, FrameColumns
 from tuiprof.trace.store import TraceEvents
 
 MAX_MODULE_DEPTH = 1000
+ENGINE_PREFIX = "autograd::engine::evaluate_function: "  # autograd runs each backward node under one
+OUTSIDE_MODULES = "(outside modules)"
 
 
 @dataclass(eq=False)
@@ -134,12 +149,21 @@ class ModuleTree:
     # (the module or compiled region it ran in), else for a backward call the owner of its forward
     # op (through backward_owner); -1: neither.  Operator details name modules by it.
     charged_node: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), repr=False)
+    # The calls outside every module and autograd's backward, as one node in no tree (outside_rows):
+    # what the step spent beside the model; charged_node leaves them at -1.
+    outside: ModuleNode | None = field(default=None, repr=False)
     _frame_index: tuple[np.ndarray, list[ModuleNode]] | None = field(default=None, repr=False)
     _cost_us: float | None = field(default=None, repr=False)
 
     def walk(self):
         for root in self.roots:
             yield from root.walk()
+
+    def rows(self):
+        """What the Modules views list: every module (:meth:`walk`), then ``outside``, if any."""
+        yield from self.walk()
+        if self.outside is not None:
+            yield self.outside
 
     @property
     def cost_us(self) -> float:
@@ -297,32 +321,104 @@ def _attribute_operators(calls: OperatorCalls, tree: ModuleTree) -> None:
 
 def attribute_calls(calls: OperatorCalls, tree: ModuleTree, owner: np.ndarray, nodes: list[ModuleNode]) -> None:
     """Each call to its ``owner`` (an index into ``nodes``, -1: none); each backward root
-    to the owner of its forward op.  Shared with the compiled regions (analysis/compiled.py),
+    to the owner of its forward op (:func:`backward_roots`); the forward thread's calls
+    in neither to ``tree.outside``.  Shared with the compiled regions (analysis/compiled.py),
     which own calls no module frame tells."""
     tree.call_owner = owner
     inside = np.flatnonzero(owner >= 0)
     for node, where in zip(*group_rows(owner[inside])):
         nodes[node].operator_rows = inside[where].tolist()  # in start order
 
-    sequence = calls.column("sequence_number")
-    first_forward = id_table(np.where(owner >= 0, sequence, NONE), NONE)  # sequence -> its first forward call
-    candidates = np.flatnonzero((owner < 0) & (sequence >= 0))
-    forward = look_up(first_forward, sequence[candidates], NONE)
-    known = forward >= 0
-    candidates, forward = candidates[known], forward[known]
-    parent = calls.column("parent")[candidates]
-    parent_seq = np.where(parent >= 0, sequence[np.maximum(parent, 0)], NONE)
-    roots = parent_seq != sequence[candidates]  # not the root of this backward node otherwise
-    for row, node in zip(candidates[roots].tolist(), owner[forward[roots]].tolist()):
+    parent = calls.column("parent")
+    engine = np.isin(calls.column("name_id"), calls.name_codes(lambda name: name.startswith(ENGINE_PREFIX)))
+    backward = engine | (nearest_ancestor(parent, engine) >= 0)  # autograd's backward work
+    roots, forward = backward_roots(calls, owner, engine, backward)
+    for row, node in zip(roots.tolist(), owner[forward].tolist()):
         nodes[node].backward_rows.append(row)
     is_root = np.zeros(len(calls), dtype=bool)
-    is_root[candidates[roots]] = True
-    tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(calls.column("parent"), is_root))
+    is_root[roots] = True
+    tree.backward_owner = np.where(is_root, np.arange(len(calls)), nearest_ancestor(parent, is_root))
     root_node = np.full(
         len(calls) + 1, -1, dtype=np.int64
     )  # backward root -> node; index -1 (no root) lands on the extra slot
-    root_node[candidates[roots]] = owner[forward[roots]]
+    root_node[roots] = owner[forward]
     tree.charged_node = np.where(owner >= 0, owner, root_node[tree.backward_owner])
+    tree.outside = outside_node(calls, outside_rows(calls, owner, backward))
+
+
+def backward_roots(
+    calls: OperatorCalls, owner: np.ndarray, engine: np.ndarray, backward: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The backward roots charged to a module, and for each the forward call that created
+    its autograd node (whose ``owner`` the root's time goes to).
+
+    A root is an ``evaluate_function`` call (``engine``) with a sequence number, outside
+    every module (``backward``: those calls and every call under them).  Its creator is
+    the latest call before it carrying that number, backward work left out: autograd's
+    counter moves on as each node is made, so no later forward call carries it.  The calls
+    that ran before the creator with its number (between ``loss.backward()`` and
+    ``optimizer.step()`` the counter already holds the next step's first node) are never
+    the creator, nor backward work.  A root whose creator ran outside modules, or is not in
+    the trace, is charged to none."""
+    sequence = calls.column("sequence_number")
+    starts = calls.column("start_ns")
+    candidates = np.flatnonzero(engine & (owner < 0) & (sequence >= 0))
+    pool = np.flatnonzero(~backward & (sequence >= 0))
+    none = np.empty(0, dtype=np.int64)
+    if not len(candidates) or not len(pool):
+        return none, none
+    # One sort key (number, then start), each part as its rank: both fit an int64 at any size.
+    _, number = np.unique(np.concatenate((sequence[pool], sequence[candidates])), return_inverse=True)
+    times, at = np.unique(np.concatenate((starts[pool], starts[candidates])), return_inverse=True)
+    key = number.astype(np.int64) * len(times) + at
+    order = np.argsort(key[: len(pool)], kind="stable")  # equal keys keep row order: the inner call last
+    before = np.searchsorted(key[: len(pool)][order], key[len(pool) :], side="left") - 1
+    creator = np.where(before >= 0, pool[order[np.maximum(before, 0)]], -1)
+    found = (creator >= 0) & (sequence[np.maximum(creator, 0)] == sequence[candidates])
+    found &= owner[np.maximum(creator, 0)] >= 0
+    return candidates[found], creator[found]
+
+
+def outside_rows(calls: OperatorCalls, owner: np.ndarray, backward: np.ndarray) -> np.ndarray:
+    """The calls outside modules, in row order (whole subtrees: :func:`outside_node` takes their tops).
+
+    A call is outside modules when it runs on a thread where modules run, in no module
+    (``owner`` -1) and is no backward work, and holds no call that is either: a
+    ``record_function`` span around the model is a container, not work outside it.  The
+    ``ProfilerStep#`` spans are the steps themselves.  Each subtree's top call's time is
+    the work's time (what Python did between the calls is in no call)."""
+    if not len(calls) or not (owner >= 0).any():
+        return np.empty(0, dtype=np.int64)
+    threads = calls.column("thread")
+    parent = calls.column("parent")
+    module_work = (owner >= 0) | backward
+    steps = np.isin(calls.column("name_id"), calls.name_codes(is_step_name))
+    outside = ~module_work & ~steps & np.isin(threads, np.unique(threads[owner >= 0]))
+    outside &= ~ancestors_of(parent, module_work)
+    return np.flatnonzero(outside)
+
+
+def outside_node(calls: OperatorCalls, rows: np.ndarray) -> ModuleNode | None:
+    """The ``(outside modules)`` node of :func:`outside_rows`' calls: its calls are the
+    subtrees' tops (:func:`outside_tops`), its time theirs; device time, memory and FLOPs
+    summed over every call as a module's are.  None when there are none."""
+    if not len(rows):
+        return None
+    tops = outside_tops(calls, rows)
+    node = ModuleNode(OUTSIDE_MODULES, 0, calls=len(tops), operator_rows=rows.tolist())
+    node.cpu_total_us = node.self_cpu_us = int(calls.column("total_ns")[tops].sum()) / 1000
+    node.device_total_us = node.self_device_us = int(calls.column("self_device_ns")[rows].sum()) / 1000
+    node.cpu_mem_bytes = node.self_cpu_mem_bytes = int(calls.column("self_cpu_mem")[rows].sum())
+    node.flops = int(calls.column("counted_flops")[rows].sum())
+    return node
+
+
+def outside_tops(calls: OperatorCalls, rows: np.ndarray | list[int]) -> np.ndarray:
+    """Of the calls ``rows`` (whole subtrees), those whose parent is not one of them."""
+    rows = np.asarray(rows, dtype=np.int64)
+    inside = np.zeros(len(calls) + 1, dtype=bool)  # index -1 (no parent) lands on the extra slot
+    inside[rows] = True
+    return rows[~inside[calls.column("parent")[rows]]]
 
 
 def fill_totals(tree: ModuleTree, calls: OperatorCalls) -> None:

@@ -14,7 +14,8 @@ by the cache as ``.npy``, never pickles) and integer facts (``store.derived_fact
 - the module tree as ``build_module_tree`` returns it (before compiled regions and a live
   capture's names change it): the nodes in the order calls name them (``frame_index``), each
   with its parent's position, name code and totals; each module frame's node; each call's
-  owner, backward owner and charged node; the backward roots.  Not kept when building it
+  owner, backward owner and charged node; the backward roots; the calls of the
+  ``(outside modules)`` node (its totals are summed from them again).  Not kept when building it
   noted a repair (looping parent ids, a tree cut at MAX_MODULE_DEPTH): the reopen builds it
   again and notes the repair again;
 - the step rows (:func:`~tuiprof.analysis.steps.build_steps`: ufunc scatters over every call
@@ -61,7 +62,7 @@ from tuiprof.analysis.calls import (
     column_buffer,
     is_step_name,
 )
-from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree
+from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree, outside_node
 from tuiprof.analysis.stages import side_by_side
 from tuiprof.analysis.steps import StepStats
 from tuiprof.trace.cache import forget
@@ -158,6 +159,7 @@ def keep_module_tree(store: TraceEvents, tree: ModuleTree, repairs_before: tuple
     roots = [(row, i) for i, node in enumerate(nodes) for row in node.backward_rows]
     derived["modules.backward_row"] = np.array([row for row, _ in roots], dtype=np.int64)
     derived["modules.backward_node"] = np.array([i for _, i in roots], dtype=np.int64)
+    derived["modules.outside_row"] = np.array(tree.outside.operator_rows if tree.outside else [], dtype=np.int64)
 
 
 def keep_steps(store: TraceEvents, steps: list[StepStats]) -> None:
@@ -356,6 +358,7 @@ def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
     derived = store.derived
     wanted = ["parent", "name", *_NODE_INTS, *_NODE_FLOATS]
     wanted += ["frame_node", "call_owner", "backward_owner", "charged_node", "backward_row", "backward_node"]
+    wanted += ["outside_row"]
     if not all(f"modules.{name}" in derived for name in wanted):
         return None
     array = {name: np.asarray(derived[f"modules.{name}"]) for name in wanted}
@@ -378,6 +381,8 @@ def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
         and all(_within(array[field], -1, n) for field in ("call_owner", "charged_node", "backward_node"))
         and _within(array["backward_owner"], -1, n_calls)
         and _within(array["backward_row"], 0, n_calls)
+        and _within(array["outside_row"], 0, n_calls)
+        and not (np.diff(array["outside_row"]) <= 0).any()  # rows once each, in row order
         and _within(array["calls"], 1, ABSURD_NS)
         and all(_within(array[field], 1 - ABSURD_NS, ABSURD_NS) for field in _NODE_INTS)
         and all(np.isfinite(array[field]).all() for field in _NODE_FLOATS)
@@ -410,6 +415,7 @@ def _module_tree(store: TraceEvents, calls: OperatorCalls) -> ModuleTree | None:
     tree._frame_index = (np.array(frame_node), nodes)  # the order call_owner and charged_node count in
     tree.call_owner, tree.charged_node = np.array(owner), np.array(array["charged_node"])
     tree.backward_owner = np.array(array["backward_owner"])
+    tree.outside = outside_node(calls, np.array(array["outside_row"]))
     return tree
 
 

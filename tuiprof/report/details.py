@@ -13,7 +13,7 @@ from tuiprof.analysis.compiled import describe_kernel, is_region_node
 from tuiprof.analysis.detail import operator_detail
 from tuiprof.analysis.kernels import KernelStats
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.modules import OUTSIDE_MODULES, ModuleNode
 from tuiprof.analysis.operators import OperatorStats
 from tuiprof.analysis.ranking import module_share
 from tuiprof.analysis.steps import StepStats
@@ -151,6 +151,8 @@ def step_text(step: StepStats) -> Text:
 
 
 def module_text(model: TraceModel, module: ModuleNode) -> Text:
+    if module is model.modules.outside:
+        return outside_text(model)
     text = Text()
     text.append(plain(module.path, DISPLAY_CHARS), style="bold")
     if module.qualified_name:
@@ -185,6 +187,34 @@ def module_text(model: TraceModel, module: ModuleNode) -> Text:
         text.append(f" -> time in {plain(_listed(holders), DISPLAY_CHARS)}")
     if len(module.fused_kernels) > FUSED_SHOWN:
         text.append(f"\n(+{len(module.fused_kernels) - FUSED_SHOWN} more fused kernels)")
+    return text
+
+
+OUTSIDE_OPERATORS = 5  # top calls listed in the (outside modules) row's detail
+
+
+def outside_text(model: TraceModel) -> Text:
+    """The ``(outside modules)`` row: what it holds, its time (per step when there are steps)
+    and its costliest top-level calls by name (analysis/outside.py)."""
+    outside = model.outside_modules
+    text = Text()
+    text.append(OUTSIDE_MODULES, style="bold")
+    text.append("  no module: calls on the model's threads outside every module and the backward\n")
+    calls = model.modules.outside.calls if model.modules.outside else 0
+    text.append(f"{plural(calls, 'top-level call')} · CPU {format_us_short(outside.cpu_us)}")
+    if model.has_device:
+        text.append(f" · device {format_us_short(outside.device_us)}")
+    per_step = outside.per_step_cpu_us
+    if per_step is not None:
+        text.append(f" · per step {format_us_short(per_step)}")
+        if model.step_time_us:
+            text.append(f" ({100 * per_step / model.step_time_us:.0f}% of the mean step)")
+    for op in outside.operators[:OUTSIDE_OPERATORS]:
+        text.append("\n")
+        text.append(plain(op.name, DISPLAY_CHARS))
+        text.append(f" {format_us_short(op.cpu_us)} ({plural(op.calls, 'call')})")
+    if len(outside.operators) > OUTSIDE_OPERATORS:
+        text.append(f"\n(+{len(outside.operators) - OUTSIDE_OPERATORS} more)")
     return text
 
 

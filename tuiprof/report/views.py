@@ -351,7 +351,12 @@ def build_operator_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
 # and other nodes without a qualified name have only it.
 MODULE_COLUMNS = (
     Column(
-        "path", "Module", "text", "Path from the root: Class_k per level (k counts instances of a class in call order)."
+        "path",
+        "Module",
+        "text",
+        "Path from the root: Class_k per level (k counts instances of a class in call order). The last row, "
+        "(outside modules), is the operators on the model's threads outside every module and outside autograd's "
+        "backward (data loading, the optimizer, work between backward and step): their calls and time.",
     ),
     Column(
         "qualified_name",
@@ -430,7 +435,7 @@ MODULE_TREE_LEGEND: View[TraceModel] = View(
             "share",
             "bar, %",
             "pct",
-            "The module's cost as a share of all module time. Cost = forward + backward time, on the device where that is larger than on the CPU. Siblings are ordered by it.",
+            "The module's cost as a share of all module time. Cost = forward + backward time, on the device where that is larger than on the CPU. Siblings are ordered by it. The last row, (outside modules), is no module: no share, its time beside the modules'.",
         ),
         Column(
             "cost",
@@ -457,7 +462,8 @@ def module_row(node: ModuleNode) -> Row:
 
 
 def build_module_rows(model: TraceModel, options: ViewOptions) -> list[Row]:
-    nodes = options.module.walk() if options.module else model.modules.walk()
+    """Every module, then ``(outside modules)`` (ModuleTree.outside) when there is work outside them."""
+    nodes = options.module.walk() if options.module else model.modules.rows()
     return uncounted_flops(unrecorded_memory(model, [module_row(node) for node in nodes]))
 
 

@@ -71,7 +71,7 @@ class ModuleTreeView(Tree[ModuleNode]):
         if needle:
             matches = [
                 n
-                for n in self._model.modules.walk()
+                for n in self._model.modules.rows()
                 if needle in n.path.lower() or needle in (n.qualified_name or "").lower()
             ]
             for node in sorted(matches, key=lambda n: n.cost_us, reverse=True):
@@ -83,6 +83,8 @@ class ModuleTreeView(Tree[ModuleNode]):
         else:
             for root in self._model.modules.roots:
                 self._add(self.root, root)
+            if self._model.modules.outside is not None:
+                self._add(self.root, self._model.modules.outside)
         if self.root.children:
             first = self.root.children[0]
             if not needle:
@@ -100,10 +102,14 @@ class ModuleTreeView(Tree[ModuleNode]):
         (the legend is in ? help: report.views.MODULE_TREE_LEGEND).  ``cut``: cells to give
         up, the call count first (on every row, when one row needs a cut), then the name's
         middle (``Seque…_5``: siblings differ in their index); None: the whole label."""
-        share = module_share(self._model, module) if self._model is not None else 0.0
+        model = self._model
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(share_bar(share) + " ", style="cyan")  # the space: a full bar never runs into "100%"
-        text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
+        if model is not None and module is model.modules.outside:  # no module: no share of module time
+            text.append(" " * (BAR_WIDTH + 1) + "  -- ")
+        else:
+            share = module_share(model, module) if model is not None else 0.0
+            text.append(share_bar(share) + " ", style="cyan")  # the space: a full bar never runs into "100%"
+            text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
         shown = plain(name or module.label, DISPLAY_CHARS)
         calls = f" ×{module.calls}" if module.calls > 1 else ""
