@@ -200,3 +200,28 @@ def test_pageable_copies_block_like_a_sync_and_pinned_memory_is_the_remedy(tmp_p
     assert "the GPU then idles 205.000us a step" in found.text
     assert "pin_memory=True" in found.remedy and "non_blocking=True" in found.remedy
     assert found.saving is not None and found.saving.amount == pytest.approx(205.0)
+
+
+def test_work_outside_modules_is_named_apart_from_the_optimizer_and_the_loader(tmp_path) -> None:
+    """Each 10 ms step: 1 ms of loading, the model (2 ms), 4 x 1 ms of aten::linalg_vector_norm and
+    1 x 1.5 ms aten::mul outside it, then the optimizer (2 ms): 5.5 ms of extra work a step,
+    55 %; the optimizer and the loader are parts of a step, not extra work."""
+    trace = GpuTrace()
+    for i in range(2):
+        s = i * 10_000.0
+        trace.step(i + 1, s, 10_000)
+        trace.op(SINGLE, s + 10, 1_000)
+        trace.module("Net_0", s + 1_100, 2_000)
+        trace.op("aten::linear", s + 1_110, 1_900, **LINEAR)
+        for k in range(4):
+            trace.op("aten::linalg_vector_norm", s + 3_200 + 1_100 * k, 1_000)
+        trace.op("aten::mul", s + 7_700, 1_500)
+        trace.op("Optimizer.step#SGD.step", s + 9_300, 600)
+    found = F.outside_modules(load_model(trace.write(tmp_path / "t.json")))
+    assert found is not None and found.id == "outside-modules"
+    assert found.text == (
+        "Outside every module (not the optimizer or the loader), 5.500ms a step (55 % of the step): "
+        "aten::linalg_vector_norm x4 (4.000ms), aten::mul x1 (1.500ms)."
+    )
+    assert found.remedy.endswith("aten::linalg_vector_norm")
+    assert found.saving is not None and found.saving.amount == pytest.approx(5_500.0)

@@ -221,6 +221,41 @@ def host_sync(model: TraceModel) -> Finding | None:
     )
 
 
+OUTSIDE_SHARE = 0.10  # a tenth of the step in work no module, optimizer or loader did
+# Outside modules but not extra work: the optimizer, the data loader, what backward() and DDP
+# start with; each is a part of a training step of its own (data loading has its own finding).
+EXPECTED_OUTSIDE = ("Optimizer.", "enumerate(DataLoader)", "aten::ones_like", "reducer::", "autograd::")
+
+
+def outside_modules(model: TraceModel) -> Finding | None:
+    """Work in the step that no module did and that is not the optimizer, the loader or what
+    backward() starts with (metrics, gradient norms, logging between backward and step):
+    ``TraceModel.outside_modules`` (analysis/outside.py), its top calls named."""
+    outside = model.outside_modules
+    step = model.step_time_us
+    if not model.steps or not step:
+        return None
+    extra = [op for op in outside.operators if op.step_cpu_us and not op.name.startswith(EXPECTED_OUTSIDE)]
+    spent = sum(op.step_cpu_us or 0.0 for op in extra)
+    if spent < OUTSIDE_SHARE * step:
+        return None
+    extra.sort(key=lambda op: op.step_cpu_us or 0.0, reverse=True)
+    steps = len(model.steps)
+    top = ", ".join(f"{op.name} x{op.calls / steps:.0f} ({format_us(op.step_cpu_us or 0.0)})" for op in extra[:3])
+    return Finding(
+        "outside-modules",
+        "warning",
+        f"Outside every module (not the optimizer or the loader), {format_us(spent)} a step "
+        f"({100 * spent / step:.0f} % of the step): {top}.",
+        see="modules",
+        remedy=f"take this work out of the step, or do it every N steps (metrics, norms, logging): {extra[0].name}",
+        saving=step_saving(model, spent)
+        if not model.kernels
+        else step_saving(model, None, "on a GPU the host's work costs the step only where the device waits"),
+        weight=spent / step,
+    )
+
+
 def gpu_idle(model: TraceModel) -> Finding | None:
     """Device idle over the steps' device windows, summed as the Steps rows add up: the share
     the Steps view and the Timeline show (``steps.idle_share``), split by what the CPU did
@@ -505,6 +540,7 @@ def straggler(run: RunSummary) -> Finding | None:
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
     slow_module,
+    outside_modules,
     host_sync,
     top_module,
     top_operator,
