@@ -151,21 +151,26 @@ def check(case: Case, scratch: Path) -> dict:
 def table(results: list[dict]) -> str:
     ms = lambda us: f"{us / 1000:.1f}"  # noqa: E731
     lines = [
-        f"{'case':<22} {'rank':>5} {'cause':>5} {'step now':>9} {'predicted':>9} {'measured':>9} {'(range)':>11} "
-        f"{'error %':>8} {'estimate':>9} {'est err %':>9}",
+        f"{'case':<20} {'rank':>4} {'cause':>5} {'step now':>8} {'predicted':>9} {'measured':>8} {'(range)':>11} "
+        f"{'error %':>7} {'saving err %':>12} {'estimate':>8} {'est err %':>9}",
     ]
     for r in results:
         predicted = ms(r["predicted"]) if r["predicted"] is not None else "abstains"
         error = f"{100 * (r['predicted'] - r['measured']) / r['measured']:+.1f}" if r["predicted"] is not None else "-"
+        saved = r["current"] - r["measured"]  # what removing the slowdown saved
+        saving_error = f"{100 * (r['measured'] - r['predicted']) / saved:+.1f}" if r["predicted"] is not None else "-"
         estimate_error = f"{100 * (r['estimate'] - r['measured']) / r['measured']:+.1f}"
         low, high = (ms(us) for us in r["measured_range"])
         lines.append(
-            f"{r['case']:<22} {'yes' if r['rank'] else 'NO':>5} {'yes' if r['cause'] else 'NO':>5} {ms(r['current']):>9} "
-            f"{predicted:>9} {ms(r['measured']):>9} {low + '-' + high:>11} {error:>8} {ms(r['estimate']):>9} {estimate_error:>9}"
+            f"{r['case']:<20} {'yes' if r['rank'] else 'NO':>4} {'yes' if r['cause'] else 'NO':>5} {ms(r['current']):>8} "
+            f"{predicted:>9} {ms(r['measured']):>8} {low + '-' + high:>11} {error:>7} {saving_error:>12} "
+            f"{ms(r['estimate']):>8} {estimate_error:>9}"
         )
     lines.append(
         f"steps in ms (median over ranks of the median Step); measured: the median of {FIXED_RUNS} runs "
-        "without the named rank's slowdown (range: their min-max); error % = (predicted - measured) / measured"
+        "without the named rank's slowdown (range: their min-max);\nerror % = (predicted - measured) / measured step; "
+        "saving err % = (predicted - measured saving) / measured saving, the measured saving = step now - measured;\n"
+        "estimate: the step tuiprof computed, also where it abstains"
     )
     lines.extend(f"{r['case']}: abstains: {r['abstain']}" for r in results if r["predicted"] is None)
     return "\n".join(lines)

@@ -60,7 +60,9 @@ def write_rank(directory: Path, rank: int, extra: dict[int, tuple[float, ...]], 
             if mine and sleep:
                 python_id += 1
                 ids = {"Python id": python_id, "Python parent id": None}
-                events.append(event("<built-in function sleep>", "python_function", 1, at + BASE_MS + 0.01, mine - 0.02, **ids))
+                events.append(
+                    event("<built-in function sleep>", "python_function", 1, at + BASE_MS + 0.01, mine - 0.02, **ids)
+                )
             elif mine:
                 events.append(event(INJECTED[rank], "cpu_op", 1, at + BASE_MS + 0.01, mine - 0.02))
             arrival = at + BASE_MS + mine
@@ -142,7 +144,9 @@ def test_noise_within_the_difference_abstains(tmp_path):
             mine = late if rank == 1 else 0.0
             events.append(event(f"ProfilerStep#{step + 1}", "user_annotation", 1, at, STEP_MS))
             events.append(event("aten::addmm", "cpu_op", 1, at, BASE_MS + mine))
-            events.append(event("gloo:all_reduce", "user_annotation", 2, at + BASE_MS + mine, late - mine + TRANSFER_MS))
+            events.append(
+                event("gloo:all_reduce", "user_annotation", 2, at + BASE_MS + mine, late - mine + TRANSFER_MS)
+            )
         document = {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}
         (directory / f"r{rank}.pt.trace.json").write_text(json.dumps(document))
     finding = straggler(summarise_run(open_run(directory), workers=1, use_sidecars=False))

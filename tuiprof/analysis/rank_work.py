@@ -77,7 +77,9 @@ def rank_work(
     count = len(steps)
     items = _operators(model, steps) + _kernels(model, steps) + _modules(model) + _python(store, model, steps, waits)
     return tuple(
-        WorkItem(kind, label, total_ns / 1000 / count) for kind, label, total_ns in items if total_ns / 1000 / count >= MIN_ITEM_US
+        WorkItem(kind, label, total_ns / 1000 / count)
+        for kind, label, total_ns in items
+        if total_ns / 1000 / count >= MIN_ITEM_US
     )
 
 
@@ -159,7 +161,9 @@ def _python(
             stretches.append((at, step.end_ns))
     long = [(a, b) for a, b in stretches if b - a >= PYTHON_STRETCH_NS]
     between = float(sum(b - a for a, b in stretches if b - a < PYTHON_STRETCH_NS))
-    stacks = python_stacks(store.frames, store.names, store.threads, [(calls.threads[thread], (a + b) // 2) for a, b in long])
+    stacks = python_stacks(
+        store.frames, store.names, store.threads, [(calls.threads[thread], (a + b) // 2) for a, b in long]
+    )
     totals: dict[str, float] = {}
     for (a, b), stack in zip(long, stacks):
         label = stack[-1] if stack else BETWEEN_OPERATORS

@@ -47,6 +47,7 @@ from typing import NamedTuple
 import msgspec
 import numpy as np
 
+from tuiprof.analysis.calls import STEP_PREFIX
 from tuiprof.analysis.collectives import (
     CollectiveMatch,
     CollectiveRecord,
@@ -54,7 +55,6 @@ from tuiprof.analysis.collectives import (
     extract_collectives,
     match_collectives,
 )
-from tuiprof.analysis.calls import STEP_PREFIX
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.rank_work import MODULE, WorkItem, communication_calls, rank_work
 from tuiprof.analysis.steps import WHOLE_TRACE, StepStats, union_ns, whole_trace_step
@@ -255,7 +255,7 @@ def describes(summary: RankSummary, rank_file: RankFile) -> bool:
         return False
     if summary.world_size not in (None, rank_file.world_size):
         return False
-    numbers = [summary.base_time_ns, summary.peak_memory_bytes or 0]
+    numbers: list[float] = [summary.base_time_ns, summary.peak_memory_bytes or 0]
     numbers += [getattr(step, column) or 0 for step in summary.steps for column in STEP_COLUMNS]
     numbers += [value or 0 for c in summary.collectives for value in (c.dur_ns, c.size_bytes, c.group_size)]
     numbers += [item.us for item in summary.work]
@@ -640,9 +640,7 @@ def _where(rank: int, ranks: tuple[RankSummary, ...], floor_us: float) -> tuple[
     half the largest module excess (a module's time holds its submodules')."""
     others = [{(i.kind, i.label): i.us for i in r.work} for r in ranks if r.rank != rank]
     own = next(r for r in ranks if r.rank == rank).work
-    found = [
-        WorkExcess(i.kind, i.label, i.us, median(o.get((i.kind, i.label), 0.0) for o in others)) for i in own
-    ]
+    found = [WorkExcess(i.kind, i.label, i.us, median(o.get((i.kind, i.label), 0.0) for o in others)) for i in own]
     found = [f for f in found if f.excess_us >= floor_us]
     modules = [f for f in found if f.kind == MODULE]
     if modules:
