@@ -84,10 +84,12 @@ def rank_work(
 
 
 def _in_steps(times: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
-    inside = np.zeros(len(times), dtype=bool)
-    for start, end in windows:
-        inside |= (times >= start) & (times < end)
-    return inside
+    """Whether each time lies in a window (the latest window begun by then)."""
+    windows = sorted(windows)
+    starts = np.array([a for a, _ in windows], dtype=np.int64)
+    ends = np.maximum.accumulate(np.array([b for _, b in windows], dtype=np.int64))  # overlapping windows
+    at = np.searchsorted(starts, times, side="right") - 1
+    return (at >= 0) & (times < ends[np.maximum(at, 0)])
 
 
 def _totals(kind: str, names: list[str], codes: np.ndarray, amounts: np.ndarray) -> list[tuple[str, str, float]]:
@@ -152,8 +154,9 @@ def _python(
     stretches: list[tuple[int, int]] = []
     for step in steps:  # the step minus the busy spans
         at = step.start_ns
-        inside = np.flatnonzero((highs > step.start_ns) & (lows < step.end_ns))
-        for low, high in zip(lows[inside].tolist(), highs[inside].tolist()):
+        first = int(np.searchsorted(highs, step.start_ns, side="right"))  # spans are disjoint and sorted
+        last = int(np.searchsorted(lows, step.end_ns, side="left"))
+        for low, high in zip(lows[first:last].tolist(), highs[first:last].tolist()):
             if low > at:
                 stretches.append((at, low))
             at = max(at, high)
