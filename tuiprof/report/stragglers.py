@@ -92,7 +92,9 @@ def straggler_chain(straggler: Straggler) -> str:
     if items:
         parts.append(f"Where its extra time went (against the other ranks' median): {items}")
     elif straggler.excess_us > 0:
-        parts.append("No operator, kernel, module or Python frame of its takes 10 % of its extra time more than on the others")
+        parts.append(
+            "No operator, kernel, module or Python frame of its takes 10 % of its extra time more than on the others"
+        )
     if straggler.holdup_us > 0:
         parts.append(
             f"It held the others up {ms(straggler.holdup_us)} a step (its lead at the collectives it arrived last at)"
