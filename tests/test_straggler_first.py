@@ -170,3 +170,18 @@ def test_dlrm_names_rank_7_first_the_others_as_also(tmp_path):
     assert finding.saving.amount is None and "1 whole profiled step" not in finding.saving.why_not
     assert finding.saving.why_not.startswith("0 whole profiled steps")
     assert finding.remedy.startswith("rank 7")
+
+
+def test_a_slower_kernel_on_a_gpu_rank_is_named_with_its_device(tmp_path):
+    """Rank 1's gemm kernel runs 5 ms longer before the all-reduce (GPU ranks, one step): the chain
+    names the kernel (its device time against rank 0's), the remedy the rank's device."""
+    from tests.test_ranks import TraceBuilder
+
+    for rank in (0, 1):
+        builder = TraceBuilder(rank, 2)
+        builder.compute(1000, 4000 + 5000 * rank)
+        builder.all_reduce(4000 + 5000 * rank, 10_000, at=3900)
+        builder.write(tmp_path)
+    finding = straggler(summarise_run(open_run(tmp_path), workers=1, use_sidecars=False))
+    assert finding.text.startswith("Straggler rank 1: ") and "kernel void gemm_kernel<float> +5.0 ms" in finding.text
+    assert finding.remedy.startswith("rank 1's device: kernel void gemm_kernel<float> takes 5.0 ms more")
