@@ -185,3 +185,29 @@ def test_a_slower_kernel_on_a_gpu_rank_is_named_with_its_device(tmp_path):
     finding = straggler(summarise_run(open_run(tmp_path), workers=1, use_sidecars=False))
     assert finding.text.startswith("Straggler rank 1: ") and "kernel void gemm_kernel<float> +5.0 ms" in finding.text
     assert finding.remedy.startswith("rank 1's device: kernel void gemm_kernel<float> takes 5.0 ms more")
+
+
+def test_the_cause_chain_names_the_module_of_the_extra_work(tmp_path):
+    """Both ranks call Sequential_0 > Extra_0 each step; on rank 1 Extra_0 runs aten::mm for 20 ms
+    more.  The chain names the deepest module holding the excess (Extra_0, not its parent)."""
+    for rank in (0, 1):
+        events, ids = [], iter(range(1, 10_000))
+        for step in range(5):
+            at = step * STEP_MS
+            mine = 20.0 if rank == 1 else 0.0
+            outer, inner = next(ids), next(ids)
+            events += [
+                event(f"ProfilerStep#{step + 1}", "user_annotation", 1, at, STEP_MS),
+                event("nn.Module: Sequential_0", "python_function", 1, at, BASE_MS + mine + 1,
+                      **{"Python id": outer, "Python parent id": None, "Python module id": 0}),
+                event("aten::addmm", "cpu_op", 1, at + 0.01, BASE_MS - 0.02),
+                event("nn.Module: Extra_0", "python_function", 1, at + BASE_MS, mine + 1,
+                      **{"Python id": inner, "Python parent id": outer, "Python module id": 0}),
+                event("aten::mm", "cpu_op", 1, at + BASE_MS + 0.01, mine + 0.98),
+                event("gloo:all_reduce", "user_annotation", 2, at + BASE_MS + mine + 1, 20.0 - mine + TRANSFER_MS),
+            ]  # fmt: skip
+        document = {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}
+        (tmp_path / f"r{rank}.pt.trace.json").write_text(json.dumps(document))
+    finding = straggler(summarise_run(open_run(tmp_path), workers=1, use_sidecars=False))
+    assert "module Sequential_0/Extra_0 +20.0 ms, aten::mm +20.0 ms" in finding.text
+    assert finding.remedy.startswith("rank 1: module Sequential_0/Extra_0 takes 20.0 ms a step more than on the others")

@@ -636,8 +636,9 @@ def _saving(rank: int, ranks: tuple[RankSummary, ...], held: Holdups) -> tuple[f
 
 def _where(rank: int, ranks: tuple[RankSummary, ...], floor_us: float) -> tuple[WorkExcess, ...]:
     """The rank's work items above the median of the same items on the others by at least
-    ``floor_us``, largest first, at most MAX_ITEMS; of the modules only the deepest that holds
-    half the largest module excess (a module's time holds its submodules')."""
+    ``floor_us``, largest first (the module first when within ITEM_SHARE of the largest), at most
+    MAX_ITEMS; of the modules only the deepest that holds half the largest module excess (a
+    module's time holds its submodules')."""
     others = [{(i.kind, i.label): i.us for i in r.work} for r in ranks if r.rank != rank]
     own = next(r for r in ranks if r.rank == rank).work
     found = [WorkExcess(i.kind, i.label, i.us, median(o.get((i.kind, i.label), 0.0) for o in others)) for i in own]
@@ -649,4 +650,9 @@ def _where(rank: int, ranks: tuple[RankSummary, ...], floor_us: float) -> tuple[
             (f for f in modules if 2 * f.excess_us >= largest), key=lambda f: (f.label.count("/"), f.excess_us)
         )
         found = [f for f in found if f.kind != MODULE or f is deepest]
-    return tuple(sorted(found, key=lambda f: -f.excess_us)[:MAX_ITEMS])
+    found.sort(key=lambda f: -f.excess_us)
+    # the module first when it holds about as much as the largest item: it says where in the code
+    module = next((f for f in found if f.kind == MODULE), None)
+    if module is not None and module.excess_us >= (1 - ITEM_SHARE) * found[0].excess_us:
+        found = [module, *(f for f in found if f is not module)]
+    return tuple(found[:MAX_ITEMS])
