@@ -84,7 +84,7 @@ CAUSE_COLUMNS = ("compute_us", "data_loading_us", "cpu_bound_us", "memcpy_us", "
 STRAGGLER_SHARE = 0.10
 STRAGGLER_MIN_US = 1000.0
 # A straggler's work items named as where its extra time went: those above this share of its
-# excess work (and half the threshold), at most MAX_ITEMS of them.
+# excess work or of the threshold, whichever is larger, at most MAX_ITEMS of them.
 ITEM_SHARE = 0.10
 MAX_ITEMS = 8
 MEDIAN_ERROR = math.sqrt(math.pi / 2)  # a median's standard error over the mean's, for normal noise
@@ -170,7 +170,7 @@ def summarise_model(store: TraceEvents, model: TraceModel, rank: int, size_bytes
         steps=rows,
         collectives=tuple(collectives),
         damage=LoadDamage.of(store.report),
-        work=rank_work(store, model, model.steps, waits),
+        work=rank_work(store, model, steps, waits),
     )
 
 
@@ -546,7 +546,7 @@ def run_step_us(ranks: tuple[RankSummary, ...]) -> float:
 
 
 def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch | None = None) -> dict[int, Straggler]:
-    """Ranks that hold the others up, by rank, the one to fix first first.
+    """Ranks that hold the others up, by rank, in the order to fix them (the first one first).
 
     In synchronous training every rank's step ends at the same collectives, so
     a slow rank does not have a longer step: the others wait for it, in
