@@ -184,7 +184,7 @@ def test_a_slower_kernel_on_a_gpu_rank_is_named_with_its_device(tmp_path):
         builder.write(tmp_path)
     finding = straggler(summarise_run(open_run(tmp_path), workers=1, use_sidecars=False))
     assert finding.text.startswith("Straggler rank 1: ") and "kernel void gemm_kernel<float> +5.0 ms" in finding.text
-    assert finding.remedy.startswith("rank 1's device: kernel void gemm_kernel<float> takes 5.0 ms more")
+    assert finding.remedy.startswith("rank 1's device: kernel void gemm_kernel<float> takes 5.0 ms a step more")
 
 
 def test_the_cause_chain_names_the_module_of_the_extra_work(tmp_path):

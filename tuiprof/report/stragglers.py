@@ -119,7 +119,7 @@ def straggler_remedy(straggler: Straggler) -> str:
         where = "between operators" if item.label == BETWEEN_OPERATORS else f"outside any operator, in {item.label}"
         return f"{rank}: its Python {where}, {ms(item.excess_us)} a step more than on the others"
     if item.kind == KERNEL:
-        return f"{rank}'s device: {_item_name(item)} takes {ms(item.excess_us)} more than on the others (a slower or throttled GPU?)"
+        return f"{rank}'s device: {_item_name(item)} takes {ms(item.excess_us)} a step more than on the others (a slower or throttled GPU?)"
     return f"{rank}: {_item_name(item)} takes {ms(item.excess_us)} a step more than on the others; give that rank the same work (inputs, branches)"
 
 
@@ -133,6 +133,8 @@ def saving_doubt(straggler: Straggler) -> str:
             f"with the trace's first collective is not whole), too few to tell the saving from step-to-step noise; "
             f"profile {MIN_STEPS + 1} or more"
         )
+    if straggler.saving_us <= 0:
+        return f"it held the others up at no collective of the {straggler.steps} whole steps"
     error = straggler.saving_error_us
     if error is not None and 2 * error > SAVING_TOLERANCE * straggler.saving_us:
         return (
