@@ -36,7 +36,7 @@ SCRIPT = ROOT / "scripts" / "straggler_ddp.py"
 ACTIVE_STEPS = 8  # profiled steps: enough for the saving's standard error
 FIXED_RUNS = 3
 # What the first finding's remedy must name for each slowdown.
-CAUSE_WORDS = {"sleep": "sleep", "matmul": "Extra_0", "data": "DataLoader(num_workers"}
+CAUSE_WORDS = {"sleep": "sleep", "sleep-backward": "sleep", "matmul": "Extra_0", "data": "DataLoader(num_workers"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,10 @@ CASES = (
     Case("4 ranks, matmul", 4, ("3:matmul:30",), 3),
     Case("4 ranks, data", 4, ("1:data:30",), 1),
     Case("4 ranks, two slowed", 4, ("1:sleep:45", "2:data:15"), 1),
+    # Rank 2 does the most extra work (50 ms) but is late at the first collective by 30 ms, 10 ms
+    # less than rank 1 (40 ms); at the second it leads rank 3 by 5 ms.  Fixing rank 1 saves 10 ms,
+    # rank 2 5 ms: rank 1 first (the most-extra-work rule named rank 2).
+    Case("4 ranks, late at two", 4, ("1:sleep:40", "2:sleep:30", "2:sleep-backward:20", "3:sleep-backward:15"), 1),
 )
 
 

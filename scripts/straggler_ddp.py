@@ -5,13 +5,17 @@
 
 ``--slow RANK:KIND:MS`` (repeatable) slows one rank by about MS milliseconds a step:
 
-- ``sleep``: ``time.sleep`` in the training loop, outside any operator (Python the rank runs);
+- ``sleep``: ``time.sleep`` in the training loop before the forward, outside any operator (Python
+  the rank runs): the rank is late at the step's first collective, the loss's all-reduce;
+- ``sleep-backward``: the same after the loss's all-reduce, before the backward: the rank is late
+  at the gradients' all-reduce;
 - ``matmul``: the model's ``Extra`` module multiplies matrices for MS ms on that rank (on the
   others it does nothing): extra work inside one module, ``aten::mm``;
 - ``data``: the rank's Dataset sleeps in ``__getitem__`` (``num_workers=0``): slow data loading.
 
 A two-layer MLP on synthetic data, a DataLoader over it: small enough that each rank's step
-is a few ms, so the slowdown is the run's story.
+is a few ms, so the slowdown is the run's story.  Two collectives a step: the loss averaged over
+the ranks (for the log, as training loops do), then DDP's gradient all-reduce.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ def main() -> None:
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    slow = {"sleep": 0.0, "matmul": 0.0, "data": 0.0}
+    slow = {"sleep": 0.0, "sleep-backward": 0.0, "matmul": 0.0, "data": 0.0}
     for spec in args.slow:
         which, kind, ms = spec.split(":")
         if int(which) == rank:
@@ -96,6 +100,10 @@ def main() -> None:
             time.sleep(slow["sleep"] / 1000)
         optimizer.zero_grad()
         loss = criterion(model(inputs), targets)
+        logged = loss.detach().clone()
+        dist.all_reduce(logged)  # the mean loss for the log: the step's first collective
+        if slow["sleep-backward"]:
+            time.sleep(slow["sleep-backward"] / 1000)
         loss.backward()  # DDP all-reduces the gradients here
         optimizer.step()
     dist.barrier()
