@@ -18,7 +18,14 @@ import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES, needs_shared
 from tuiprof.analysis.collectives import CollectiveRecord, match_collectives
-from tuiprof.analysis.ranks import Straggler, decode_summary, encode_summary, find_stragglers, summarise_run
+from tuiprof.analysis.ranks import (
+    Straggler,
+    WorkExcess,
+    decode_summary,
+    encode_summary,
+    find_stragglers,
+    summarise_run,
+)
 from tuiprof.report.stragglers import straggler_cause, straggler_sentence
 from tuiprof.report.views import build_rank_rows
 from tuiprof.trace.run import open_run, sidecar_path
@@ -183,6 +190,11 @@ def test_exposed_communication_on_random_streams_matches_a_microsecond_count(tmp
 # ------------------------------------------------------------------ collectives across ranks
 
 
+def loading(own_us: float, others_us: float) -> WorkExcess:
+    """The data loading span's time on a straggler and the others' median: where its extra time went."""
+    return WorkExcess("operator", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", own_us, others_us)
+
+
 def two_rank_run(tmp_path: Path) -> Path:
     """Rank 1 loads data 5 ms longer and enters the all-reduce 5 ms late; rank 0 waits for it."""
     for rank in (0, 1):
@@ -206,8 +218,11 @@ def test_a_collective_one_rank_enters_5_ms_late(tmp_path):
     assert matched.algbw_gbps == pytest.approx(1.048576)  # bytes per ns
     assert matched.busbw_gbps == pytest.approx(1.048576 * 2 * (2 - 1) / 2)
     assert run.collectives.last_arrivals() == {1: 1}
-    # rank 0: 20 ms step, 6 ms waiting -> works 14 ms; rank 1 works 19 ms
-    assert run.stragglers() == {1: Straggler(1, 19_000, 14_000, "data_loading_us", 5000, 1, 1)}
+    # rank 0: 20 ms step, 6 ms waiting -> works 14 ms; rank 1 works 19 ms; its extra time: the
+    # data loading span (6 ms against rank 0's 1 ms); no holdup counts: the trace's first collective
+    assert run.stragglers() == {
+        1: Straggler(1, 19_000, 14_000, "data_loading_us", 5000, 1, 1, items=(loading(6000, 1000),))
+    }
 
 
 def test_a_straggler_with_the_shorter_step_is_told_by_its_work_not_its_step(tmp_path):
@@ -226,7 +241,7 @@ def test_a_straggler_with_the_shorter_step_is_told_by_its_work_not_its_step(tmp_
     run = summarise_run(open_run(tmp_path), workers=1, use_sidecars=False)
     assert [r.mean("step_us") for r in run.ranks] == [20_000, 17_000]
     (straggler,) = run.stragglers().values()
-    assert straggler == Straggler(1, 16_000, 9000, "data_loading_us", 11_000, 1, 1)
+    assert straggler == Straggler(1, 16_000, 9000, "data_loading_us", 11_000, 1, 1, items=(loading(12_000, 1000),))
     assert straggler_cause(straggler) == "Data load +11.0 ms"
     assert straggler_sentence(straggler) == (
         "rank 1: 7.0 ms more work per step than the other ranks (Step - Exposed comm: 16.0 ms; their median 9.0 ms), "

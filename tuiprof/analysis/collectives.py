@@ -20,6 +20,9 @@ share it, across hosts the clocks are only NTP-aligned):
 - *arrival*: when the rank's collective started; the last rank to arrive
   holds everybody else up, and the *arrival skew* is last minus first;
 - *wait* of a rank: last arrival minus its own arrival;
+- *lead* of the last rank: its arrival minus the one before it, what the collective would
+  start earlier had it arrived with the others; summed per step, how long it held the run
+  up (:meth:`CollectiveMatch.holdups`: the straggler's predicted saving).
 - *transfer time*: the shortest duration across ranks (the last arriver's
   collective runs without waiting);
 - *algorithm bandwidth* = message bytes / transfer time, and *bus bandwidth*
@@ -34,6 +37,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from statistics import median
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -269,6 +273,13 @@ class MatchedCollective:
     def transfer_ns(self) -> int:
         return min(self.durations_ns)
 
+    @property
+    def lead_ns(self) -> int:
+        """How long after the others the last rank arrived: last arrival minus the one before
+        it, what the collective would start earlier had the last rank arrived with the rest."""
+        arrivals = sorted(self.arrivals_ns)
+        return arrivals[-1] - arrivals[-2] if len(arrivals) > 1 else 0
+
     def waits_ns(self) -> dict[int, int]:
         last = max(self.arrivals_ns)
         return {rank: last - arrival for rank, arrival in zip(self.ranks, self.arrivals_ns)}
@@ -288,6 +299,13 @@ class MatchedCollective:
         return algbw * factor(self.group_size)
 
 
+class Holdups(NamedTuple):
+    """How long each rank held the others up, per step (:meth:`CollectiveMatch.holdups`)."""
+
+    by_step: dict[int, dict[int, int]]  # step (-1: outside every step) -> rank -> ns; the ranks that led none absent
+    partial: frozenset[int]  # steps that lost a collective: a process group's first in the trace
+
+
 @dataclass(frozen=True)
 class CollectiveMatch:
     collectives: tuple[MatchedCollective, ...]
@@ -296,6 +314,25 @@ class CollectiveMatch:
     def last_arrivals(self) -> Counter[int]:
         """How often each rank was the last to arrive (collectives with a skew only)."""
         return Counter(c.last_rank for c in self.collectives if c.skew_ns > 0 and len(c.ranks) > 1)
+
+    def holdups(self) -> Holdups:
+        """Per profiler step, per rank: the sum of the leads (:attr:`MatchedCollective.lead_ns`)
+        of the collectives it arrived last at, how long it held every other rank up.  Each
+        process group's first collective in the trace is left out, and its step marked partial:
+        the time before it began before the trace on some rank (the profiler starts on each
+        rank at its own moment), so its lead is not the work the trace shows."""
+        held: dict[int, dict[int, int]] = {}
+        partial: set[int] = set()
+        seen: set[str] = set()
+        for c in sorted(self.collectives, key=lambda c: min(c.arrivals_ns)):
+            if c.group not in seen or len(c.ranks) < 2:
+                seen.add(c.group)
+                partial.add(c.step)
+                continue
+            step = held.setdefault(c.step, {})
+            if c.lead_ns > 0:
+                step[c.last_rank] = step.get(c.last_rank, 0) + c.lead_ns
+        return Holdups(held, frozenset(partial))
 
 
 def match_collectives(

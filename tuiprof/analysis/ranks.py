@@ -41,20 +41,30 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
+from statistics import median, stdev
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
 
-from tuiprof.analysis.collectives import CollectiveMatch, CollectiveRecord, extract_collectives, match_collectives
+from tuiprof.analysis.calls import STEP_PREFIX
+from tuiprof.analysis.collectives import (
+    CollectiveMatch,
+    CollectiveRecord,
+    Holdups,
+    extract_collectives,
+    match_collectives,
+)
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.steps import StepStats, union_ns, whole_trace_step
+from tuiprof.analysis.rank_work import MODULE, WorkItem, communication_calls, rank_work
+from tuiprof.analysis.steps import WHOLE_TRACE, StepStats, union_ns, whole_trace_step
 from tuiprof.errors import TraceError
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.run import RankFile, RunDirectory, read_sidecar, write_sidecar
 from tuiprof.trace.store import TraceEvents
 
-SUMMARY_VERSION = 2  # 2: LoadDamage (a summary of version 1 cannot say its file was damaged)
+# 2: LoadDamage (a summary of version 1 cannot say its file was damaged); 3: work (rank_work.py)
+SUMMARY_VERSION = 3
 STEP_COLUMNS = (
     "step_us",
     "compute_us",
@@ -73,6 +83,11 @@ CAUSE_COLUMNS = ("compute_us", "data_loading_us", "cpu_bound_us", "memcpy_us", "
 # one rank on the shared traces is of that order).
 STRAGGLER_SHARE = 0.10
 STRAGGLER_MIN_US = 1000.0
+# A straggler's work items named as where its extra time went: those above this share of its
+# excess work or of the threshold, whichever is larger, at most MAX_ITEMS of them.
+ITEM_SHARE = 0.10
+MAX_ITEMS = 8
+MEDIAN_ERROR = math.sqrt(math.pi / 2)  # a median's standard error over the mean's, for normal noise
 
 
 class StepSummary(msgspec.Struct, frozen=True):
@@ -119,6 +134,7 @@ class RankSummary(msgspec.Struct, frozen=True):
     steps: tuple[StepSummary, ...]
     collectives: tuple[CollectiveRecord, ...]
     damage: LoadDamage | None = None  # None: every event was read as written
+    work: tuple[WorkItem, ...] = ()  # where its step time went, item by item (rank_work.py)
 
     def mean(self, column: str) -> float | None:
         values = [getattr(s, column) for s in self.steps]
@@ -135,8 +151,10 @@ def summarise_model(store: TraceEvents, model: TraceModel, rank: int, size_bytes
     collectives = extract_collectives(store, model)
     if model.has_device:
         rows = tuple(_device_step(s) for s in steps)
+        waits = []  # the device waits in a collective, not the CPU
     else:
         rows = tuple(_cpu_step(s, model, collectives) for s in steps)
+        waits = [(r.start_ns, r.start_ns + r.dur_ns) for r in collectives]
     peak = model.peak_memory
     info = model.info
     return RankSummary(
@@ -152,6 +170,7 @@ def summarise_model(store: TraceEvents, model: TraceModel, rank: int, size_bytes
         steps=rows,
         collectives=tuple(collectives),
         damage=LoadDamage.of(store.report),
+        work=rank_work(store, model, steps, waits),
     )
 
 
@@ -193,26 +212,11 @@ def _cpu_step(step: StepStats, model: TraceModel, collectives: list[CollectiveRe
     )
 
 
-_COMMUNICATION_CALL_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "rccl:", "mpi:", "ucc:")
-
-
 def _cpu_compute_spans(model: TraceModel, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
     """``cpu_op`` calls clipped to [start, end), those of communication and their children left out."""
     calls = model.calls
-    codes = np.array(calls.name_codes(lambda name: name.startswith(_COMMUNICATION_CALL_PREFIXES)), dtype=np.int64)
-    names = calls.column("name_id")
     category = calls.cpu.category[calls.column("cpu_row")]
-    excluded = np.isin(names, codes)
-    parents = calls.column("parent")
-    # children of communication calls are communication too: propagate down by pointer jumping
-    ancestor = parents.copy()
-    while True:
-        live = ancestor >= 0
-        if not live.any():
-            break
-        excluded[live] |= excluded[ancestor[live]]
-        ancestor[live] = parents[ancestor[live]]
-    chosen = (category == 0) & ~excluded
+    chosen = (category == 0) & ~communication_calls(model)
     begins = np.clip(calls.column("start_ns")[chosen], start, end)
     ends = np.clip(calls.column("end_ns")[chosen], start, end)
     keep = ends > begins
@@ -251,9 +255,10 @@ def describes(summary: RankSummary, rank_file: RankFile) -> bool:
         return False
     if summary.world_size not in (None, rank_file.world_size):
         return False
-    numbers = [summary.base_time_ns, summary.peak_memory_bytes or 0]
+    numbers: list[float] = [summary.base_time_ns, summary.peak_memory_bytes or 0]
     numbers += [getattr(step, column) or 0 for step in summary.steps for column in STEP_COLUMNS]
     numbers += [value or 0 for c in summary.collectives for value in (c.dur_ns, c.size_bytes, c.group_size)]
+    numbers += [item.us for item in summary.work]
     return all(math.isfinite(value) and value >= 0 for value in numbers)
 
 
@@ -491,6 +496,20 @@ def spread(ranks: tuple[RankSummary, ...], columns: tuple[str, ...] = STEP_COLUM
     return result
 
 
+class WorkExcess(NamedTuple):
+    """One item of a straggler's extra time: the item's mean per step on the straggler and
+    the median of the other ranks' (0 where a rank has none of it)."""
+
+    kind: str  # rank_work's OPERATOR, KERNEL, MODULE or PYTHON
+    label: str
+    own_us: float
+    others_us: float
+
+    @property
+    def excess_us(self) -> float:
+        return self.own_us - self.others_us
+
+
 @dataclass(frozen=True)
 class Straggler:
     """A rank that holds the others up, and the numbers that say why (means per step, us).
@@ -506,14 +525,28 @@ class Straggler:
     cause_excess_us: float  # that column minus the median of the other ranks' (0 without a cause)
     last_arrivals: int  # matched collectives at which the rank arrived last
     collectives: int  # matched collectives in all
+    holdup_us: float = 0.0  # its leads at the collectives it arrived last at, median per step (collectives.py)
+    saving_us: float = 0.0  # the run_step_us shorter by this had it worked like the others (median per step)
+    saving_error_us: float | None = None  # the standard error of saving_us over the steps; None: one step
+    steps: int = 0  # the whole steps the saving is measured over (collectives.Holdups)
+    items: tuple[WorkExcess, ...] = ()  # where its extra time went, largest first (rank_work.py)
 
     @property
     def excess_us(self) -> float:
         return self.working_us - self.others_working_us
 
 
+def run_step_us(ranks: tuple[RankSummary, ...]) -> float:
+    """The run's step, what a typical step takes: the median over ranks of each rank's median
+    Step.  Every rank's step ends at the same collectives, so they differ only at the window's
+    edges; medians, because a capture's last step is longer (the trace being written) and a
+    loaded host preempts a step now and then (docs/ranks.md)."""
+    medians = [median(s.step_us for s in r.steps) for r in ranks if r.steps]
+    return median(medians) if medians else 0.0
+
+
 def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch | None = None) -> dict[int, Straggler]:
-    """Ranks that hold the others up, by rank.
+    """Ranks that hold the others up, by rank, in the order to fix them (the first one first).
 
     In synchronous training every rank's step ends at the same collectives, so
     a slow rank does not have a longer step: the others wait for it, in
@@ -523,6 +556,15 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
     (at least STRAGGLER_MIN_US) is a straggler; so is a rank that arrived last
     at most collectives, whatever its working time.  The cause is the column it
     spends most extra time in, when that excess is over half the threshold.
+
+    Which one first (docs/ranks.md, "One straggler first"): the one whose fix
+    shortens the run's step the most.  Per step, that is how long it held the
+    others up (its *holdup*: at each collective it arrived last at, its arrival
+    minus the one before it), at most its excess work (the others' wait cannot
+    be its fault beyond the work it did more: a clock offset between hosts makes
+    a rank last without more work); the saving is the median over the steps
+    (its standard error: MEDIAN_ERROR x stdev / sqrt(n)).  Ties go to the larger
+    excess work.
     """
     if len(ranks) < 2:
         return {}
@@ -531,7 +573,8 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
     threshold = max(STRAGGLER_MIN_US, STRAGGLER_SHARE * median(m["step_us"] or 0.0 for m in means.values()))
     last = collectives.last_arrivals() if collectives else {}
     matched = len(collectives.collectives) if collectives else 0
-    result = {}
+    holdups = collectives.holdups() if collectives else Holdups({}, frozenset())
+    result = []
     for rank, own in means.items():
         others_working = median(w for r, w in working.items() if r != rank)
         mostly_last = matched >= 2 and last.get(rank, 0) * 2 > matched
@@ -545,7 +588,71 @@ def find_stragglers(ranks: tuple[RankSummary, ...], collectives: CollectiveMatch
         cause = max(excess, key=excess.__getitem__) if excess else None
         if cause is not None and excess[cause] <= threshold / 2:
             cause = None
-        result[rank] = Straggler(
-            rank, working[rank], others_working, cause, excess[cause] if cause else 0.0, last.get(rank, 0), matched
+        held, saved = _saving(rank, ranks, holdups)
+        floor = ITEM_SHARE * max(working[rank] - others_working, threshold)
+        result.append(
+            Straggler(
+                rank,
+                working[rank],
+                others_working,
+                cause,
+                excess[cause] if cause else 0.0,
+                last.get(rank, 0),
+                matched,
+                held,
+                median(saved) if saved else 0.0,
+                MEDIAN_ERROR * stdev(saved) / math.sqrt(len(saved)) if len(saved) > 1 else None,
+                len(saved),
+                _where(rank, ranks, floor),
+            )
         )
-    return result
+    result.sort(key=lambda s: (min(s.holdup_us, max(s.excess_us, 0.0)), s.excess_us), reverse=True)
+    return {s.rank: s for s in result}
+
+
+def _saving(rank: int, ranks: tuple[RankSummary, ...], held: Holdups) -> tuple[float, list[float]]:
+    """(its holdup, the saving of each step).  The holdup: the median per step over the whole
+    steps (``CollectiveMatch.holdups``), over the partial ones where no step is whole (they still
+    say who held the run up: one profiled step); the saving of a step: its holdup at most its
+    excess work over the others' median, never below 0, whole steps only.  Steps are matched by
+    name (collectives outside every step count in a trace without steps: its one step)."""
+    work = {r.rank: {s.name: s.step_us - s.exposed_communication_us for s in r.steps} for r in ranks}
+    own = work[rank]
+    whole: list[tuple[float, float]] = []  # (holdup, excess work) per whole step
+    partial: list[float] = []
+    for step, leads in held.by_step.items():
+        name = f"{STEP_PREFIX}{step}" if step >= 0 else WHOLE_TRACE
+        others = [w[name] for r, w in work.items() if r != rank and name in w]
+        if name not in own or not others:
+            continue
+        holdup = leads.get(rank, 0) / 1000
+        if step in held.partial:
+            partial.append(holdup)
+        else:
+            whole.append((holdup, own[name] - median(others)))
+    holdups = [h for h, _ in whole] or partial
+    return (median(holdups) if holdups else 0.0), [max(0.0, min(h, excess)) for h, excess in whole]
+
+
+def _where(rank: int, ranks: tuple[RankSummary, ...], floor_us: float) -> tuple[WorkExcess, ...]:
+    """The rank's work items above the median of the same items on the others by at least
+    ``floor_us``, largest first (the module first when within ITEM_SHARE of the largest), at most
+    MAX_ITEMS; of the modules only the deepest that holds half the largest module excess (a
+    module's time holds its submodules')."""
+    others = [{(i.kind, i.label): i.us for i in r.work} for r in ranks if r.rank != rank]
+    own = next(r for r in ranks if r.rank == rank).work
+    found = [WorkExcess(i.kind, i.label, i.us, median(o.get((i.kind, i.label), 0.0) for o in others)) for i in own]
+    found = [f for f in found if f.excess_us >= floor_us]
+    modules = [f for f in found if f.kind == MODULE]
+    if modules:
+        largest = max(f.excess_us for f in modules)
+        deepest = max(
+            (f for f in modules if 2 * f.excess_us >= largest), key=lambda f: (f.label.count("/"), f.excess_us)
+        )
+        found = [f for f in found if f.kind != MODULE or f is deepest]
+    found.sort(key=lambda f: -f.excess_us)
+    # the module first when it holds about as much as the largest item: it says where in the code
+    module = next((f for f in found if f.kind == MODULE), None)
+    if module is not None and module.excess_us >= (1 - ITEM_SHARE) * found[0].excess_us:
+        found = [module, *(f for f in found if f is not module)]
+    return tuple(found[:MAX_ITEMS])

@@ -22,11 +22,11 @@ from tuiprof.analysis.ranking import (
     operator_rank_key,
     top_operators,
 )
-from tuiprof.analysis.ranks import RunSummary
+from tuiprof.analysis.ranks import RunSummary, run_step_us
 from tuiprof.analysis.steps import idle_share
 from tuiprof.report.catalog import FINDINGS
 from tuiprof.report.memory_texts import before_trace_sentence, memory_peak_sentence
-from tuiprof.report.stragglers import straggler_cause, straggler_sentence
+from tuiprof.report.stragglers import saving_doubt, straggler_cause, straggler_chain, straggler_remedy
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
 from tuiprof.report.views import Column, Row, View, ViewOptions
 
@@ -528,14 +528,26 @@ def damaged_file(model: TraceModel) -> Finding | None:
 
 
 def straggler(run: RunSummary) -> Finding | None:
-    """The rank of the run that holds the others up (the one with the most extra work
-    per step first), in the words of the Ranks view; a rule over the run, not the trace."""
-    found = sorted(run.stragglers().values(), key=lambda s: (s.excess_us, s.last_arrivals), reverse=True)
+    """The rank of the run whose fix shortens the step most (``find_stragglers``' order,
+    docs/ranks.md), where its extra time went and what to change; the other stragglers only
+    as "also".  The saving: the run's step had it worked like the others (its holdup at most
+    its excess work), or why it is not claimed.  A rule over the run, not the trace."""
+    found = list(run.stragglers().values())
     if not found:
         return None
+    first, step_us = found[0], run_step_us(run.ranks)
     others = ", ".join(f"rank {s.rank} ({straggler_cause(s)})" for s in found[1:])
     also = f" Also {others}." if others else ""
-    return Finding("straggler", "warning", f"Straggler {straggler_sentence(found[0])}.{also}", see="ranks")
+    doubt = saving_doubt(first)
+    return Finding(
+        "straggler",
+        "warning",
+        f"Straggler {straggler_chain(first)}.{also}",
+        see="ranks",
+        remedy=straggler_remedy(first),
+        saving=Saving(STEP_TIME, step_us, None if doubt else first.saving_us, doubt),
+        weight=first.saving_us / step_us if step_us else 0.0,
+    )
 
 
 RULES: tuple[Callable[[TraceModel], Finding | None], ...] = (
