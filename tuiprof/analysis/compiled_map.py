@@ -419,7 +419,7 @@ def _match(kids: list[int], names: list[str], graph: CompiledGraph) -> list[tupl
     return pairs
 
 
-FLOPS_PER_BYTE = 40.0  # a node's FLOPs count as FLOPs / this many bytes: the measured balance (docs/compiled.md)
+FLOPS_PER_BYTE = 12.0  # a node's FLOPs count as FLOPs / this many bytes: the measured balance (docs/compiled.md)
 
 
 def kernel_work(kernel: CompiledKernel) -> list[float]:

@@ -9,7 +9,9 @@ wraps that function for the capture and reads, from the FX nodes behind each
 kernel, the module they came from: ``nn_module_stack`` for forward nodes,
 ``fwd_nn_module_stack`` for backward nodes (AOTAutograd copies the forward
 node's stack onto the backward nodes that differentiate it, matched by
-``seq_nr``).  docs/compiled.md says why this source and not the others.
+``seq_nr``), and each node's work (bytes read and written, FLOPs where it
+runs) from its metadata, by which a kernel fused across modules is split.
+docs/compiled.md says why this source and not the others, and why work.
 
 The recorder needs Inductor to generate code in this process: it turns the
 compile caches off while it records (a cache hit generates nothing), and it
