@@ -74,13 +74,12 @@ def weight_copy(batch: int, repeats: int) -> None:
         times["eager layer4"].append(cpu_ms(lambda: eager.layer4(layer4_input[0])))
     median = {name: statistics.median(values) for name, values in times.items()}
     whole = median["all copied"] - median["none copied"]
-    print(
-        f"  compiled forward {median['all copied']:.2f} ms, of which the weight copy {whole:.2f} ms;"
-        f" eager forward {median['eager']:.2f} ms, its layer4 {median['eager layer4']:.2f} ms"
-    )
+    print(f"  compiled forward {median['all copied']:.2f} ms, the weight copy {whole:.2f} ms of it")
+    print(f"  eager forward {median['eager']:.2f} ms, its layer4 {median['eager layer4']:.2f} ms")
     model = resnet18()
     total_bytes, total_nodes = copied(model, tuple(p for parts in LAYERS.values() for p in parts))
-    print(f"  {'group':16} {'copy ms':>8} {'measured':>9} {'bytes':>7} {'nodes':>7}   (% of the copy)")
+    print(f"  {'':16} {'':>8} {'% of the copy':>25}")
+    print(f"  {'group':16} {'copy ms':>8} {'measured':>9} {'bytes':>7} {'nodes':>7}")
     for name, parts in LAYERS.items():
         size, nodes = copied(model, parts)
         part_ms = median["all copied"] - median[name]
@@ -97,7 +96,8 @@ def balance(repeats: int) -> None:
     copy_ms = statistics.median(cpu_ms(lambda: target.copy_(source)) for _ in range(repeats))
     flop_rate = 2 * 512**3 / mm_ms * 1e3
     byte_rate = 2 * source.numel() * 4 / copy_ms * 1e3
-    print(f"  mm 512^3: {flop_rate / 1e9:.1f} GFLOP/s; copy 64 MB: {byte_rate / 1e9:.1f} GB/s read + written")
+    print(f"  mm 512^3: {flop_rate / 1e9:.1f} GFLOP/s")
+    print(f"  copy 64 MB: {byte_rate / 1e9:.1f} GB/s read + written")
     print(f"  balance: {flop_rate / byte_rate:.1f} FLOP per byte")
 
 
@@ -107,7 +107,8 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
     torch.set_num_threads(1)  # before compiling: Inductor's C++ kernels take the thread count then
-    print(f"resnet18's weight copy in its compiled forward (batch {args.batch_size}, 1 thread, CPU time, medians):")
+    print(f"resnet18's weight copy, compiled forward (batch {args.batch_size}):")
+    print("  1 thread, CPU time, medians")
     weight_copy(args.batch_size, args.repeats)
     print("machine balance (1 thread):")
     balance(args.repeats)
