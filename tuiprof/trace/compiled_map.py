@@ -60,7 +60,7 @@ class CompiledMap(msgspec.Struct):
     unread: int = 0  # kernels the capture could not read (left out of the map; their time is unattributed)
 
 
-LIMIT = 2**63  # counts and sizes above this are not from a capture (and would overflow a float)
+LIMIT = 2**63  # no capture writes a count or size this large; below it, sums of them stay exact enough as floats
 
 
 def map_damage(cmap: CompiledMap) -> str:
