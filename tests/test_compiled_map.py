@@ -23,6 +23,7 @@ from torch import nn  # noqa: E402
 
 from tests.conftest import ROOT  # noqa: E402
 from tuiprof.analysis import analyze  # noqa: E402
+from tuiprof.analysis.compiled_map import FLOPS_PER_BYTE  # noqa: E402
 from tuiprof.capture.compiled import module_path  # noqa: E402
 from tuiprof.capture.config import CaptureConfig  # noqa: E402
 from tuiprof.capture.session import profile_training  # noqa: E402
@@ -37,7 +38,7 @@ BATCH, SHAPE = 4, "3x8x8"
 class Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv = nn.Conv2d(8, 8, 7, padding=3)  # 14 times the stem conv's weight: the copy's split shows
         self.bn = nn.BatchNorm2d(8)
         self.relu = nn.ReLU()
 
@@ -46,7 +47,11 @@ class Block(nn.Module):
 
 
 class ConvNet(nn.Module):
-    """A conv-bn-relu stem at the top level, a conv-bn-relu block, a 2-layer MLP head."""
+    """A conv-bn-relu stem at the top level, a conv-bn-relu block, a 2-layer MLP head.
+
+    Inductor copies the convolutions' weights (and the input) to channels-last in one
+    kernel at the graph's start, fused across ``conv`` and ``block.conv``: split by the
+    bytes each reads, not equally."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -112,19 +117,24 @@ def test_compiled_tree_has_the_eager_tree_module_set(compiled, eager) -> None:
         assert _node(eager_model, qualified).name == node.name  # Class_k keys as the eager tree's
 
 
-def _forward_kernel_times(result) -> list[tuple[dict[str, int], int]]:
-    """Per forward kernel call in the trace: (nodes per module path, duration in ns), from the raw JSON."""
+def _forward_kernel_times(result) -> list[tuple[dict[str, float], int]]:
+    """Per forward kernel call in the trace: (work per module path, duration in ns), from the raw JSON.
+
+    Work as docs/compiled.md defines it: bytes + FLOPs / FLOPS_PER_BYTE, or node counts
+    for a kernel saved without bytes."""
     raw = _raw(result)
     cmap = raw["tuiprofLive"]["compiled"]
     forward = [g for g in cmap["graphs"] if not g["backward"]]
     assert len(forward) == 1
     by_event = {}
-    for event, _kernel, modules, nodes in forward[0]["kernels"]:
+    for event, _kernel, modules, nodes, *work in forward[0]["kernels"]:
         if event.startswith("graph_"):  # the fused C++ kernels
-            weights: dict[str, int] = {}
-            for module, count in zip(modules, nodes):
+            sizes, flops = work if work and any(work[0]) else ([0] * len(nodes), [0] * len(nodes))
+            measured = [b + f / FLOPS_PER_BYTE for b, f in zip(sizes, flops)]
+            weights: dict[str, float] = {}
+            for module, value in zip(modules, measured if sum(measured) else nodes):
                 path = cmap["modules"][module][0]
-                weights[path] = weights.get(path, 0) + count
+                weights[path] = weights.get(path, 0) + value
             by_event[event] = weights
     return [
         (by_event[e["name"]], round(float(e["dur"]) * 1000))
@@ -133,9 +143,9 @@ def _forward_kernel_times(result) -> list[tuple[dict[str, int], int]]:
     ]
 
 
-def _expected_own_ns(calls: list[tuple[dict[str, int], int]]) -> dict[str, float]:
+def _expected_own_ns(calls: list[tuple[dict[str, float], int]]) -> dict[str, float]:
     """The rules of docs/compiled.md, recomputed: a kernel's time to the deepest module
-    holding all its modules; when that is the root, split between the root's parts by nodes."""
+    holding all its modules; when that is the root, split between the root's parts by work."""
     own: dict[str, float] = {}
     for weights, ns in calls:
         common = os.path.commonprefix([path.split(".") for path in weights])
@@ -143,9 +153,9 @@ def _expected_own_ns(calls: list[tuple[dict[str, int], int]]) -> dict[str, float
             own[".".join(common)] = own.get(".".join(common), 0) + ns
             continue
         total = sum(weights.values())
-        for path, count in weights.items():
+        for path, work in weights.items():
             top = path.split(".")[0]
-            own[top] = own.get(top, 0) + ns * count / total
+            own[top] = own.get(top, 0) + ns * work / total
     return own
 
 
@@ -169,6 +179,32 @@ def test_fused_conv_bn_relu_goes_to_the_deepest_common_module(compiled) -> None:
     ]
     detail = module_text(model, _node(model, "block.relu")).plain  # the detail pane of a module fused away
     assert "block.bn, block.relu -> time in block" in detail
+
+
+def test_weight_copy_is_split_by_the_bytes_each_convolution_reads(compiled) -> None:
+    """The channels-last copy of the weights (and input) is one kernel across ``conv`` and
+    ``block.conv``: the map saves the bytes each reads and writes, and the time is split so
+    (block.conv 76 %, where a split by FX nodes gave 50 %)."""
+    result, model = compiled
+    raw = _raw(result)
+    cmap = raw["tuiprofLive"]["compiled"]
+    forward = next(g for g in cmap["graphs"] if not g["backward"])
+    paths = [path for path, _ in cmap["modules"]]
+    copy = next(k for k in forward["kernels"] if {paths[i] for i in k[2]} == {"conv", "block.conv"})
+    event, _, modules, nodes, sizes, flops = copy
+    net = ConvNet()
+    expected = {  # read and written once each, 4 bytes a float
+        "conv": 2 * 4 * (net.conv.weight.numel() + BATCH * 3 * 8 * 8),
+        "block.conv": 2 * 4 * net.block.conv.weight.numel(),
+    }
+    assert {paths[m]: b for m, b in zip(modules, sizes)} == expected
+    assert nodes == [1, 1] and flops == [0, 0]
+    ns = sum(round(float(e["dur"]) * 1000) for e in raw["traceEvents"] if e.get("name") == event)
+    share = expected["block.conv"] / sum(expected.values())
+    assert share > 0.75
+    calls = [(weights, ns) for weights, ns in _forward_kernel_times(result) if set(weights) != {"conv", "block.conv"}]
+    others = _expected_own_ns(calls)  # the block's other fused kernels (bn + relu) are its own
+    assert _node(model, "block").self_cpu_us * 1000 == pytest.approx(others["block"] + ns * share, abs=10)
 
 
 def test_unattributed_time_is_its_own_row(compiled) -> None:

@@ -19,7 +19,8 @@ qualified names.  The rules (docs/compiled.md):
 - A kernel whose nodes belong to one module goes to that module; a kernel
   fused across modules goes to their deepest common module, and when that is
   the compiled module itself it is split between the compiled module's
-  direct parts it fused, in proportion to their nodes (:func:`kernel_targets`).
+  direct parts it fused, in proportion to their nodes' work: bytes moved and
+  FLOPs (:func:`kernel_work`, :func:`kernel_targets`).
   Every module a fused kernel computes is a row and lists the kernel in
   ``fused_kernels`` (kernel, the modules it fused, where its time went).  A kernel with no module
   stays the compiled module's own.  Its time, device time and FLOPs (with
@@ -254,10 +255,10 @@ class _Placer:
         """Book one kernel call's ``values`` ([cpu, device ns, FLOPs]) in its modules, by the rules;
         returns the node that got its largest share (None: the compiled module kept it)."""
         side = int(backward)
-        weights: dict[str, int] = {}
-        for module, count in zip(kernel.modules, kernel.nodes):
+        weights: dict[str, float] = {}
+        for module, work in zip(kernel.modules, kernel_work(kernel)):
             path = self.cmap.modules[module].path
-            weights[path] = weights.get(path, 0) + count
+            weights[path] = weights.get(path, 0.0) + work
             if path:  # every module the kernel computes is a row (and ran), also one fused into an ancestor's kernel
                 touched.add(id(self._node(owner, path)))
         holder, held = None, 0.0
@@ -418,14 +419,31 @@ def _match(kids: list[int], names: list[str], graph: CompiledGraph) -> list[tupl
     return pairs
 
 
-def kernel_targets(weights: dict[str, int], modules: Collection[str]) -> list[tuple[str, float]]:
-    """Where a kernel's time goes, given its FX nodes per module path: (path, share) pairs.
+FLOPS_PER_BYTE = 12.0  # a node's FLOPs count as FLOPs / this many bytes: the measured balance (docs/compiled.md)
+
+
+def kernel_work(kernel: CompiledKernel) -> list[float]:
+    """The work of each of a kernel's modules (parallel to ``kernel.modules``), in bytes.
+
+    The bytes its nodes read and write, plus their FLOPs (those that run in it: an
+    extern or template kernel's convolution or matmul) at :data:`FLOPS_PER_BYTE`, so a
+    module's part of the kernel's time is its part of ``bytes / bandwidth + FLOPs /
+    FLOP rate``.  A map without bytes (an older capture), or a kernel whose nodes move
+    nothing measurable, falls back to the nodes each module holds.
+    """
+    work = [size + flops / FLOPS_PER_BYTE for size, flops in zip(kernel.bytes, kernel.flops)]
+    return work if sum(work) > 0 else [float(count) for count in kernel.nodes]
+
+
+def kernel_targets(weights: dict[str, float], modules: Collection[str]) -> list[tuple[str, float]]:
+    """Where a kernel's time goes, given the work of its nodes per module path: (path, share) pairs.
 
     All to the deepest module (of ``modules``, those that ran) that contains every one of its modules; when
     that is the compiled module itself (a fusion across its direct parts, such
-    as a stem's bn1 + relu + maxpool), split between those direct parts in
-    proportion to their nodes ("" is the compiled module's own nodes).  No
-    module at all: [] (the compiled module keeps it).
+    as a stem's bn1 + relu + maxpool, or ``layers.0`` + ``layers.1`` of a
+    ModuleList, which never ran itself), split between those direct parts in
+    proportion to their work (:func:`kernel_work`; "" is the compiled module's own
+    nodes), leaving out parts with none.  No module at all: [] (the compiled module keeps it).
     """
     paths = [path for path in weights if path]
     if not paths:
@@ -435,12 +453,25 @@ def kernel_targets(weights: dict[str, int], modules: Collection[str]) -> list[tu
         common = common.rpartition(".")[0]
     if common:
         return [(common, 1.0)]
-    tops: dict[str, int] = {}
-    for path, count in weights.items():
-        top = path.split(".", 1)[0]
-        tops[top] = tops.get(top, 0) + count
+    tops: dict[str, float] = {}
+    for path, work in weights.items():
+        top = _outermost(path, modules)
+        tops[top] = tops.get(top, 0.0) + work
     total = sum(tops.values())
-    return [(top, count / total) for top, count in tops.items()]
+    if not total > 0:  # no work measured anywhere: equal parts
+        return [(top, 1 / len(tops)) for top in tops]
+    return [(top, work / total) for top, work in tops.items() if work > 0]
+
+
+def _outermost(path: str, modules: Collection[str]) -> str:
+    """The outermost module that ran and holds ``path`` (``layers.0`` for ``layers.0.norm1``
+    when ``layers`` is a ModuleList, only indexed); ``path`` itself when none did."""
+    parts = path.split(".")
+    for end in range(1, len(parts)):
+        head = ".".join(parts[:end])
+        if head in modules:
+            return head
+    return path
 
 
 def _common_module(paths: list[str]) -> str:

@@ -9,7 +9,9 @@ wraps that function for the capture and reads, from the FX nodes behind each
 kernel, the module they came from: ``nn_module_stack`` for forward nodes,
 ``fwd_nn_module_stack`` for backward nodes (AOTAutograd copies the forward
 node's stack onto the backward nodes that differentiate it, matched by
-``seq_nr``).  docs/compiled.md says why this source and not the others.
+``seq_nr``), and each node's work (bytes read and written, FLOPs where it
+runs) from its metadata, by which a kernel fused across modules is split.
+docs/compiled.md says why this source and not the others, and why work.
 
 The recorder needs Inductor to generate code in this process: it turns the
 compile caches off while it records (a cache hit generates nothing), and it
@@ -172,19 +174,26 @@ class KernelMapRecorder:
         key = (str(compile_id) if compile_id is not None else "", bool(getattr(graph, "is_backward", False)))
         if key not in self._graphs:
             self._graphs[key] = CompiledGraph(region=key[0], backward=key[1])
-        origins = _extern_origins(node_schedule, kernel_name) if is_extern else _fused_origins(node_schedule)
-        counts: dict[int, int] = {}
-        for node in origins:
+        work = _extern_work(node_schedule, kernel_name) if is_extern else _fused_work(node_schedule)
+        nodes: dict[int, set[int]] = {}  # module -> ids of its nodes
+        moved: dict[int, list[int]] = {}  # module -> [bytes, FLOPs]
+        for node, node_bytes, node_flops in work:
             module = self._module_of(node)
             if module is not None:
-                counts[module] = counts.get(module, 0) + 1
+                nodes.setdefault(module, set()).add(id(node))
+                total = moved.setdefault(module, [0, 0])
+                total[0] += node_bytes
+                total[1] += node_flops
+        measured = all(b >= 0 for b, _ in moved.values())  # -1: a node whose size could not be read
         graph_id = getattr(graph, "graph_id", None)
         self._graphs[key].kernels.append(
             CompiledKernel(
                 event=event_name(kernel_name, is_extern, graph_id),
                 kernel=kernel_name,
-                modules=list(counts),
-                nodes=list(counts.values()),
+                modules=list(nodes),
+                nodes=[len(ids) for ids in nodes.values()],
+                bytes=[moved[m][0] for m in nodes] if measured else [],
+                flops=[moved[m][1] for m in nodes] if measured else [],
             )
         )
 
@@ -238,8 +247,9 @@ def module_path(path: str) -> str:
     return relative.strip(".")
 
 
-def _fused_origins(node_schedule: Any) -> list[Any]:
-    """The FX nodes a fused (C++ or Triton) kernel computes, each once.
+def _fused_work(node_schedule: Any) -> list[tuple[Any, int, int]]:
+    """The FX nodes a fused (C++ or Triton) kernel computes, each once, with their work:
+    ``(node, bytes, FLOPs)`` (:func:`_node_work`).
 
     Constants (a node with no node among its inputs, such as the
     ``full_default`` zero of every ReLU's backward) are left out: the graph
@@ -248,19 +258,114 @@ def _fused_origins(node_schedule: Any) -> list[Any]:
     anything else: a Linear's output reshape is inlined into the next
     module's kernel and would pull the Linear into it.
     A kernel made for graph inputs only (the channels-last copy of the
-    convolution weights at a graph's start) takes the nodes that read them.
+    convolution weights at a graph's start) takes the nodes that read them,
+    each with the bytes of the inputs it reads, read and written once by the copy.
     """
     origins = [
         origin for snode in node_schedule for origin in getattr(getattr(snode, "node", None), "origins", ()) or ()
     ]
     computed = _computations(origins)
-    work = [node for node in computed if not _is_view(node)]
+    work = [node for node in computed if not _is_view(node)] or computed
     if work:
-        return work
-    if computed:
-        return computed
+        # A node with a FLOP formula (mm, convolution) runs here only in a template
+        # kernel; elsewhere it is among the origins as the reader of a buffer the kernel writes.
+        runs_here = any(_call(snode, "is_template") for snode in node_schedule)
+        return [(node, *_node_work(node, runs_here)) for node in work]
     # Made by Inductor for graph inputs only (a layout copy of the weights): the nodes that read them.
-    return _computations(user for origin in origins if origin.op == "placeholder" for user in origin.users)
+    copied = []
+    for origin in _unique(origin for origin in origins if origin.op == "placeholder"):
+        readers = _computations(origin.users)
+        size = _value_bytes(origin.meta.get("val"))
+        copied.extend((reader, 2 * size // len(readers) if size >= 0 else -1, 0) for reader in readers)
+    return copied
+
+
+def _node_work(node: Any, runs_here: bool) -> tuple[int, int]:
+    """What an FX node moves and computes: (bytes of its inputs and outputs, FLOPs).
+
+    The bytes are those the node would read and write if it ran alone; fused,
+    some stay in registers, but a module's part of a fused kernel's time is its
+    nodes' part of the elements touched (docs/compiled.md, "Work of a node").
+    FLOPs are torch's FlopCounterMode formula for the node's operator (none for
+    pointwise operators).  ``getitem`` picks an output and does no work; a node
+    with a FLOP formula does none where it does not run (``runs_here`` False).
+    Bytes are -1 when a size cannot be read without guarding on a symbol.
+    """
+    import operator
+
+    if node.target is operator.getitem:
+        return 0, 0
+    formula = _flop_formula(node)
+    if formula is not None and not runs_here:
+        return 0, 0
+    sizes = [_value_bytes(node.meta.get("val"))] + [_value_bytes(i.meta.get("val")) for i in node.all_input_nodes]
+    moved = -1 if any(size < 0 for size in sizes) else sum(sizes)
+    return moved, _flops(node, formula) if formula is not None else 0
+
+
+def _flop_formula(node: Any) -> Callable[..., Any] | None:
+    from torch.utils.flop_counter import flop_registry
+
+    packet = getattr(node.target, "overloadpacket", None)
+    return flop_registry.get(packet) if packet is not None else None
+
+
+def _flops(node: Any, formula: Callable[..., Any]) -> int:
+    """The formula applied to the node's argument shapes (hints where symbolic); 0 if it fails."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def shape_of(value: Any) -> Any:
+        if hasattr(value, "meta"):  # an FX node: its value
+            value = value.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            return torch.Size(_hint(d) for d in value.shape)
+        return value
+
+    try:
+        args, kwargs = tree_map(shape_of, (node.args, node.kwargs))
+        return max(0, int(formula(*args, out_val=shape_of(node.meta.get("val")), **kwargs)))
+    except Exception:  # a formula that wants more than shapes: the node's bytes still count
+        return 0
+
+
+def _value_bytes(value: Any) -> int:
+    """Bytes of an FX node's value (a tensor, or a tuple of them); -1 when a size has no hint."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        try:
+            numel = 1
+            for dim in value.shape:
+                numel *= _hint(dim)
+        except Exception:  # a symbol with no hint (or a torch without optimization_hint)
+            return -1
+        return numel * value.element_size()
+    if isinstance(value, (list, tuple)):
+        sizes = [_value_bytes(item) for item in value]
+        return -1 if any(size < 0 for size in sizes) else sum(sizes)
+    return 0
+
+
+def _hint(dim: Any) -> int:
+    """A dimension as an int, without adding a guard (a symbolic one by its hint)."""
+    if isinstance(dim, int):
+        return dim
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+    return int(optimization_hint(dim))
+
+
+def _call(owner: Any, method: str) -> bool:
+    function = getattr(owner, method, None)
+    return bool(function()) if callable(function) else False
+
+
+def _unique(nodes) -> list[Any]:
+    seen: dict[int, Any] = {}
+    for node in nodes:
+        seen.setdefault(id(node), node)
+    return list(seen.values())
 
 
 def _is_view(node: Any) -> bool:
@@ -272,15 +377,11 @@ def _is_view(node: Any) -> bool:
 
 def _computations(nodes) -> list[Any]:
     """The FX nodes that compute (not constants, not inputs), each once, in order."""
-    seen: dict[int, Any] = {}
-    for node in nodes:
-        if node.op == "call_function" and node.all_input_nodes:
-            seen.setdefault(id(node), node)
-    return list(seen.values())
+    return _unique(node for node in nodes if node.op == "call_function" and node.all_input_nodes)
 
 
-def _extern_origins(kernel: Any, kernel_name: str) -> list[Any]:
-    """The FX node an extern kernel computes.
+def _extern_work(kernel: Any, kernel_name: str) -> list[tuple[Any, int, int]]:
+    """The FX node an extern kernel computes, with its work (:func:`_node_work`).
 
     ``origin_node`` when Inductor knows it; otherwise the origins whose
     target is the kernel's own operator (an extern kernel's origins may also
@@ -288,11 +389,12 @@ def _extern_origins(kernel: Any, kernel_name: str) -> list[Any]:
     before ``convolution_backward``); otherwise all its origins.
     """
     if getattr(kernel, "origin_node", None) is not None:
-        return [kernel.origin_node]
-    origins = [o for o in getattr(kernel, "origins", ()) or () if o.op == "call_function"]
-    op = _operator_of(kernel_name)
-    own = [o for o in origins if _operator_of(str(o.target)) == op]
-    return own or origins
+        nodes = [kernel.origin_node]
+    else:
+        origins = [o for o in getattr(kernel, "origins", ()) or () if o.op == "call_function"]
+        op = _operator_of(kernel_name)
+        nodes = [o for o in origins if _operator_of(str(o.target)) == op] or origins
+    return [(node, *_node_work(node, runs_here=True)) for node in nodes]
 
 
 def _operator_of(name: str) -> str:

@@ -28,7 +28,7 @@ from typing import TypeVar
 import msgspec
 
 from tuiprof.trace.compile_log import CompileLog
-from tuiprof.trace.compiled_map import CompiledMap
+from tuiprof.trace.compiled_map import COMPILED_MAP_VERSION, CompiledMap, map_damage
 from tuiprof.trace.decode import DecodeReport
 
 MEMBER = "tuiprofLive"
@@ -112,10 +112,17 @@ def encode_live_facts(facts: LiveFacts) -> bytes:
 
 
 def decode_live_facts(raw: msgspec.Raw | None, report: DecodeReport) -> LiveFacts | None:
-    """The saved member, or None when absent; a damaged one is noted and ignored."""
+    """The saved member, or None when absent; a damaged one is noted and ignored, and so
+    is a damaged compiled-kernel map alone (its graphs' time is then the compiled module's)."""
     if not raw:
         return None
-    return _decode_versioned(raw, LiveFacts, VERSION, f"the {MEMBER} member (tuiprof's live-capture facts)", report)
+    facts = _decode_versioned(raw, LiveFacts, VERSION, f"the {MEMBER} member (tuiprof's live-capture facts)", report)
+    cmap = facts.compiled if facts is not None else None
+    problem = map_damage(cmap) if cmap is not None and cmap.version <= COMPILED_MAP_VERSION else ""
+    if problem:
+        report.note(f"the compiled-kernel map in the {MEMBER} member is damaged ({problem}); ignored")
+        facts.compiled = None  # type: ignore[union-attr]
+    return facts
 
 
 def encode_memory_categories(categories: MemoryCategories) -> msgspec.Raw:
