@@ -21,6 +21,7 @@ from tuiprof.errors import TraceError
 SUMMARY, EXPLORER, DIFF, TIMELINE = "summary", "explorer", "diff", "timeline"
 COMMANDS = (SUMMARY, EXPLORER, DIFF, TIMELINE)
 SAID = {SUMMARY: "summary", EXPLORER: "the explorer (open on a terminal)", DIFF: "diff", TIMELINE: "timeline"}
+NOUN = {SUMMARY: "summary", EXPLORER: "explorer", DIFF: "diff", TIMELINE: "timeline"}  # "a watch folder has no diff"
 
 # Options that set how anything is read (a gzip's ratio limit, the caches): every kind takes them,
 # one that reads no trace too (a limit or an opt-out with nothing to apply to is met).
@@ -115,7 +116,7 @@ def refusal(
     for kind, path in zip(given, paths):
         if kind.function(command) is None:
             what = kind.without.get(command, "see tuiprof --help").format(path=path)
-            return TraceError(path, f"{kind.title} has no {SAID[command]}", what)
+            return TraceError(path, f"{kind.title} has no {NOUN[command]}", what)
     if len({kind.function(command) for kind in given}) > 1:  # diff: one function compares both sides
         return TraceError(
             " and ".join(paths),
