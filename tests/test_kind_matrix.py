@@ -371,3 +371,16 @@ def test_a_scratch_kind_is_in_the_help(scratch_kind) -> None:
     assert "a Perfetto trace (.pftrace)" in path_help("summary")
     assert "a Perfetto trace (.pftrace)" not in path_help("timeline")  # it has none
     assert "a Perfetto trace: operators" in path_help("summary")  # the views it prints
+
+
+def test_diff_on_a_terminal_prints_when_an_option_of_the_printed_diff_is_given(inputs, capsys, monkeypatch) -> None:
+    """--view, --limit and --wide shape printed tables: on a terminal they print (they were
+    ignored by the explorer, which opened instead); without them the explorer opens."""
+    a, b = inputs["trace"]
+    alone = _run(["diff", a, b], capsys, monkeypatch, terminal=True)
+    assert alone.code == 0 and [call[0] for call in alone.explored] == ["run_diff_explorer"] and alone.out == ""
+    for option in (["--view", "kernels"], ["--limit", "1"], ["--metric", "cpu"]):
+        printed = _run(["diff", a, b, *option], capsys, monkeypatch, terminal=True)
+        assert printed.code == 0, printed
+        assert bool(printed.explored) == (option[0] == "--metric"), option  # the explorer takes --metric
+        assert bool(printed.out) != bool(printed.explored), option

@@ -83,12 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tuiprof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    summary = commands.add_parser("summary", help="print tables of a trace (no UI)")
+    summary = commands.add_parser("summary", help=f"print tables of {kinds.titles(SUMMARY)} (no UI)")
     _add_trace_arguments(summary, required=True)
     _add_table_arguments(summary)
     summary.set_defaults(handler=run_summary)
 
-    open_ = commands.add_parser("open", help="explore a trace file or run directory")
+    open_ = commands.add_parser("open", help=f"explore {kinds.titles(EXPLORER)}")
     _add_trace_arguments(open_, required=False)
     _add_table_arguments(open_)
     open_.set_defaults(handler=run_open)

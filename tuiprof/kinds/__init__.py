@@ -23,8 +23,17 @@ KINDS: list[Kind] = [snapshot.KIND, watch.KIND, run.KIND, trace.KIND]
 
 
 def find_kind(path: str) -> Kind:
-    """The first kind in ``KINDS`` that claims ``path`` (the last claims everything)."""
-    return next(kind for kind in KINDS if kind.detect(path))
+    """The first kind in ``KINDS`` that claims ``path`` (the last claims everything).  A path
+    that cannot be looked at (too long a name, a loop of links) is claimed by none before the
+    last, whose reader says what is wrong in one line."""
+    return next(kind for kind in KINDS if _claims(kind, path))
+
+
+def _claims(kind: Kind, path: str) -> bool:
+    try:
+        return kind.detect(path)
+    except OSError:
+        return False
 
 
 def run_command(command: str, args: Namespace, offered: Sequence[Option], *paths: str) -> int:
@@ -45,6 +54,12 @@ def run_command(command: str, args: Namespace, offered: Sequence[Option], *paths
 def path_help(command: str = SUMMARY) -> str:
     """What a PATH of ``command`` may be, for --help: every kind that has it, the catch-all first."""
     return ", ".join(kind.help for kind in reversed(KINDS) if kind.function(command) is not None)
+
+
+def titles(command: str) -> str:
+    """The kinds that have ``command``, by title (``a trace file, ... or an allocator snapshot``), for --help."""
+    names = [kind.title for kind in reversed(KINDS) if kind.function(command) is not None]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def views_help() -> str:
