@@ -129,18 +129,20 @@ def refusal(
     for option in offered:
         if not option.given(args):
             continue
-        said = option.said(args)
+        said, value = option.said(args), getattr(args, option.dest)
+        others = [k.title for k in reversed(every) if k not in given and _offers(k.takes(command), option.dest, value)]
+        elsewhere = f" (it does for {_listed(others, 'and')})" if others else ""
         if option.dest not in takes:
-            takers = [k.title for k in reversed(every) if k not in given and option.dest in k.takes(command)]
-            elsewhere = f" (it does for {_listed(takers, 'and')})" if takers else ""
             hint = next((k.hints[option.dest].format(path=paths[0]) for k in given if option.dest in k.hints), None)
             if hint is None and command == EXPLORER and option.dest in given[0].takes(SUMMARY):
                 hint = "tuiprof summary takes it (so does open with stdout not a terminal)"
             return TraceError(said, f"{SAID[command]} does not take it for {title}{elsewhere}", hint or "drop it")
         accepted = takes[option.dest]
-        if accepted is not None and getattr(args, option.dest) not in accepted:
+        if accepted is not None and value not in accepted:
             return TraceError(
-                said, f"{SAID[command]} does not offer it for {title}", f"use {_listed(accepted, 'or', option.flag)}"
+                said,
+                f"{SAID[command]} does not offer it for {title}{elsewhere}",
+                f"use {_listed(accepted, 'or', option.flag)}",
             )
         for kind in given:
             views = kind.view_options.get(option.dest)
@@ -151,6 +153,11 @@ def refusal(
                     f"drop it, or add --view {views()[0]}",
                 )
     return None
+
+
+def _offers(takes: dict[str, tuple[str, ...] | None], dest: str, value: object) -> bool:
+    """Whether ``takes`` (a kind's options for a command) has the option ``dest`` with ``value``."""
+    return dest in takes and (takes[dest] is None or value in (takes[dest] or ()))
 
 
 def _merged(takes: list[dict[str, tuple[str, ...] | None]]) -> dict[str, tuple[str, ...] | None]:
