@@ -38,7 +38,9 @@ def _claims(kind: Kind, path: str) -> bool:
 
 def run_command(command: str, args: Namespace, offered: Sequence[Option], *paths: str) -> int:
     """Run ``command`` (one of ``COMMANDS``) on ``paths`` (diff's two, else one) as their kind
-    does, after refusing in one line (exit 2) an option it does not take, or the command itself."""
+    does, after refusing in one line (exit 2) an option it does not take, or the command itself.
+    The kind's function gets ``args`` with ``view`` set (its default when none was given) and
+    ``given_options``, the options given (a trace's diff prints when one its explorer lacks is)."""
     given = tuple(find_kind(path) for path in paths)
     error = refusal(command, args, offered, given, KINDS, paths)
     if error is not None:
