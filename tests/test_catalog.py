@@ -73,3 +73,14 @@ def test_an_unknown_view_is_one_usage_error(capsys) -> None:
         main(["summary", RESNET, "--view", "threads"])
     assert exit_.value.code == 2
     assert "invalid choice: 'threads'" in capsys.readouterr().err
+
+
+def test_diff_views_name_the_diff_tables() -> None:
+    """diff --view reads report/catalog.py's DIFF_VIEWS (literal table names, so --help loads no
+    analysis): each names tables the diff has, and ``all`` is every one in order."""
+    from tuiprof.analysis.diff import TABLES
+    from tuiprof.report.catalog import DIFF_ALL, DIFF_VIEWS
+
+    assert DIFF_VIEWS[DIFF_ALL] == TABLES
+    assert all(set(tables) <= set(TABLES) for tables in DIFF_VIEWS.values())
+    assert {name for name in DIFF_VIEWS if name in summary_view_names()} >= {"operators", "modules", "kernels"}

@@ -479,11 +479,11 @@ def test_a_notice_on_a_terminal_wraps_between_words(monkeypatch, capsys) -> None
     import os
 
     from tests.conftest import SAMPLES
-    from tuiprof import cli
+    from tuiprof.kinds.trace import choose_trace
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
     monkeypatch.setattr("shutil.get_terminal_size", lambda *a: os.terminal_size((60, 20)))
-    cli.choose_trace(str(SAMPLES / "ddp_gloo_2ranks"), None)
+    choose_trace(str(SAMPLES / "ddp_gloo_2ranks"), None)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) > 1 and max(map(len, lines)) <= 60
     words = " ".join(line.strip() for line in lines).split()

@@ -325,18 +325,25 @@ def test_an_empty_cluster_address_is_refused_even_when_every_rank_has_a_sidecar(
 
 
 def test_cluster_with_a_single_trace_view_is_refused_not_ignored() -> None:
-    result = subprocess.run(
-        [PY, "-m", "tuiprof", "summary", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), "--cluster", ""],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    assert (
-        result.returncode == 2
-        and result.stdout == ""
-        and result.stderr.splitlines()
-        == [
-            "tuiprof: --cluster '': is for the run views, not --view operators; add --view ranks (or rank-steps, spread, collectives, collective-types)"
-        ]
-    )
+    """A trace file has no run views; a run directory has, and --cluster is for them (the
+    refusals are built from the kinds' data, tuiprof/kinds: a trace file was told to add
+    --view ranks, which it cannot take)."""
+    for path, said in (
+        (
+            SAMPLES / "resnet18_cpu.pt.trace.json.gz",
+            "tuiprof: --cluster '': summary does not take it for a trace file (it does for a run directory); drop it",
+        ),
+        (
+            SAMPLES / "ddp_gloo_2ranks",
+            "tuiprof: --cluster '': is for --view ranks, rank-steps, spread, collectives or collective-types of a "
+            "run directory, not --view operators; drop it, or add --view ranks",
+        ),
+    ):
+        result = subprocess.run(
+            [PY, "-m", "tuiprof", "summary", str(path), "--cluster", ""],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+        assert result.returncode == 2 and result.stdout == "" and result.stderr.splitlines() == [said]

@@ -26,12 +26,18 @@ WATCH = "watch"
 SNAPSHOT = "snapshot"
 
 
+def trace_view_names() -> tuple[str, ...]:
+    """The views of one trace: its tables and the findings (read at call time, so a table added
+    to ``TRACE_VIEWS`` is a view of every kind that prints a trace's)."""
+    return (*TRACE_VIEWS, FINDINGS)
+
+
 def summary_view_names() -> tuple[str, ...]:
     """What ``summary --view NAME`` accepts: the tables of one trace, the findings, the tables
     of every rank of a run, a watch folder's captures, an allocator snapshot; in that order
     (--help lists them so).
     Light to import: the CLI's --help reads it."""
-    return (*TRACE_VIEWS, FINDINGS, *RUN_VIEWS, WATCH, SNAPSHOT)
+    return (*trace_view_names(), *RUN_VIEWS, WATCH, SNAPSHOT)
 
 
 # Older spellings still accepted on the command line (``ops``: the operators view's name
@@ -47,3 +53,23 @@ def view_name(name: str) -> str:
 def is_run_view(name: str) -> bool:
     """Whether ``summary --view name`` reads every rank of a run directory (not one trace)."""
     return view_name(name) in RUN_VIEWS
+
+
+# What ``diff --view NAME`` prints, each name to the tables of analysis/diff.py (``TABLES``) it
+# prints: every table after the verdict (``all``), the verdict alone, or one table, named as
+# ``summary`` names it (``ops`` is the alias of ``operators`` here too); ``shapes`` (operators
+# by input shapes) and ``launchers`` (kernels by the operator that launched them) are tables
+# only a diff has.  Literal table names: the parser reads this without loading the analysis
+# (tests/test_catalog.py checks them against ``TABLES``).
+DIFF_ALL, DIFF_VERDICT = "all", "verdict"
+DIFF_VIEWS: dict[str, tuple[str, ...]] = {
+    DIFF_ALL: ("ops", "shapes", "modules", "kernels", "launchers", "steps", "memory"),
+    DIFF_VERDICT: (),
+    "operators": ("ops",),
+    "shapes": ("shapes",),
+    "modules": ("modules",),
+    "kernels": ("kernels",),
+    "launchers": ("launchers",),
+    "steps": ("steps",),
+    "memory": ("memory",),
+}

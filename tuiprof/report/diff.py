@@ -26,6 +26,7 @@ from tuiprof.analysis.diff import (
     side_label,
 )
 from tuiprof.errors import TraceError
+from tuiprof.report.catalog import DIFF_ALL, DIFF_VERDICT, DIFF_VIEWS
 from tuiprof.report.names import short_kernel_name
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.render import (
@@ -595,11 +596,6 @@ def parse_percent(option: str, text: str | None) -> float | None:
     return value
 
 
-def wants_explorer(args: Namespace) -> bool:
-    """Diff mode in the explorer: on a terminal, unless a format or a gate asks for text."""
-    return args.format is None and stdout_is_terminal() and args.fail_if_slower is None and args.fail_if_memory is None
-
-
 def print_diff(args: Namespace) -> int:
     """``tuiprof diff A B`` as text on stdout; exit 1 when a gate fails."""
     slower = parse_percent("--fail-if-slower", args.fail_if_slower)
@@ -613,10 +609,8 @@ def print_diff(args: Namespace) -> int:
     for model in (*side_a, *side_b):
         report_diagnostics(model)
     diff = diff_traces(side_a, side_b, metric=args.metric, label_a=side_label(side_a), label_b=side_label(side_b))
-    views: tuple[str, ...] = TABLES if args.view in ("all", "verdict") else (args.view,)
-    if args.view == "verdict":
-        views = ()
-    show_verdict = args.view in ("all", "verdict")
+    views = DIFF_VIEWS[args.view]
+    show_verdict = args.view in (DIFF_ALL, DIFF_VERDICT)
     limit = args.limit if args.limit is not None else TEXT_ROWS if fmt in ("table", "markdown") else None
     if fmt == "table" and stdout_is_terminal():
         console = Console()
