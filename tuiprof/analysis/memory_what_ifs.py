@@ -1,0 +1,220 @@
+"""The memory what-ifs: torch's categorised timeline replayed with a remedy applied.
+
+Subtracting a category at the peak was wrong when checked by making the change
+(issue 35): the peak moves (gradients freed at ``zero_grad`` lighten the forward,
+but the backward makes them again, so the peak can move into it), and torch's
+categories are not what a remedy changes (Inductor's channels-last weight copies
+are "input" to torch, yet do not grow with the batch).  Each what-if here edits the
+saved timeline (analysis/memory_categories.py) change by change, the way the remedy
+changes the run, and takes the peak of the result by torch's rule (the state after
+each microsecond, the first highest point), so it is comparable with the peak of a
+run made with the remedy:
+
+- **gradients set to None** (``zero_grad(set_to_none=True)``): a gradient torch saw
+  zeroed in place inside an ``Optimizer.zero_grad#`` span is freed there instead and
+  made again at its next new version outside one (AccumulateGrad's ``add_`` in
+  backward); the temporary that ``add_`` consumed (same bytes, freed just after) is
+  the gradient itself when it is set to None, so it is not freed either;
+- **no optimizer state**: every tensor torch ever calls optimizer state is left out;
+  for an optimizer other than SGD the remedy is a stateless one (SGD without momentum
+  or weight decay), so what its step allocated (Adam's ``sqrt`` and ``div``
+  temporaries) is left out too;
+- **a smaller batch**: a tensor scales with the batch when every version of it is an
+  input, activation, temporary, autograd detail, memory torch tied to no tensor, or a
+  "parameter" no module holds (torch's data-flow guess), and its bytes are not those
+  of a parameter: copies of a weight (Inductor's weight buffers, oneDNN's reordered
+  weights), a weight's gradient before it is accumulated and the optimizer's
+  temporaries have a parameter's size.  An activation exactly the size of a parameter
+  is taken for such a copy and not scaled.
+
+Where a remedy cannot be placed in the timeline (no ``zero_grad`` span), the caller
+abstains.  docs/memory.md, "The what-ifs", has the measured errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tuiprof.analysis.calls import OperatorCalls
+from tuiprof.analysis.memory_categories import CategorisedMemory
+
+ZERO_GRAD_PREFIX = "Optimizer.zero_grad#"  # torch.optim wraps zero_grad and step in these spans
+STEP_PREFIX = "Optimizer.step#"
+STATE_FREE_OPTIMIZERS = ("SGD",)  # whose state is all there is to drop (momentum); others get a stateless one
+BATCH_CATEGORIES = ("input", "activation", "temporary", "autograd_detail", "unknown")
+# How far after a gradient's accumulation the temporary it consumed is looked for: AccumulateGrad
+# frees it right after its add_, a few allocator changes later at most.
+TEMPORARY_WINDOW = 64
+
+
+@dataclass(frozen=True)
+class Span:
+    start_ns: int
+    end_ns: int
+    name: str  # "Optimizer.step#Adam.step"
+
+    @property
+    def optimizer(self) -> str:
+        """``Adam`` of ``Optimizer.step#Adam.step``."""
+        return self.name.partition("#")[2].partition(".")[0]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The peak of a replayed timeline, by torch's rule."""
+
+    peak_bytes: int
+    peak_ns: int
+
+
+def named_spans(calls: OperatorCalls, prefix: str) -> list[Span]:
+    """Every call whose name starts with ``prefix``, in start order."""
+    ids = [index for index, name in enumerate(calls.names) if name.startswith(prefix)]
+    if not ids:
+        return []
+    rows = np.flatnonzero(np.isin(np.asarray(calls.name_id, dtype=np.int64), ids)).tolist()
+    return [Span(calls.start_ns[row], calls.end_ns[row], calls.name(row)) for row in rows]
+
+
+def replay(memory: CategorisedMemory, deltas: np.ndarray) -> Replayed:
+    """The peak of the timeline whose changes are ``deltas`` (signed bytes, one per change of
+    ``memory``): the state after each point of torch's curve, the first highest."""
+    totals = np.cumsum(deltas)[memory.changes.last_of_point]
+    point = int(np.argmax(totals))
+    return Replayed(int(totals[point]), int(memory.times_ns[point]))
+
+
+def _inside(times: np.ndarray, spans: list[Span]) -> np.ndarray:
+    """Per time: the index of the span holding it (-1: none); spans in start order, not nested."""
+    if not spans:
+        return np.full(len(times), -1, dtype=np.int64)
+    starts = np.array([s.start_ns for s in spans], dtype=np.int64)
+    ends = np.array([s.end_ns for s in spans], dtype=np.int64)
+    index = np.searchsorted(starts, times, side="right") - 1
+    found = (index >= 0) & (times >= 0) & (times <= ends[np.maximum(index, 0)])
+    return np.where(found, index, -1)
+
+
+def _new_versions(memory: CategorisedMemory) -> np.ndarray:
+    """Per change: whether it and the next are a new version of one tensor (bytes out, then in)."""
+    changes = memory.changes
+    tensor, time, size = changes.tensor, changes.time_ns, changes.bytes
+    starts = np.zeros(len(size), dtype=bool)
+    starts[:-1] = (tensor[:-1] == tensor[1:]) & (time[:-1] == time[1:]) & (size[:-1] < 0) & (size[:-1] == -size[1:])
+    return starts
+
+
+def _first_changes(memory: CategorisedMemory) -> np.ndarray:
+    """Per tensor row: the index of its first change."""
+    tensor = memory.changes.tensor
+    first = np.full(len(memory.changes.tensor_owned), -1, dtype=np.int64)
+    first[tensor[::-1]] = np.arange(len(tensor))[::-1]
+    return first
+
+
+def _last_changes(memory: CategorisedMemory) -> np.ndarray:
+    """Per tensor row: the index of its last change."""
+    last = np.full(len(memory.changes.tensor_owned), -1, dtype=np.int64)
+    last[memory.changes.tensor] = np.arange(len(memory.changes.tensor))
+    return last
+
+
+def gradients_set_to_none(memory: CategorisedMemory, zero_grads: list[Span]) -> tuple[np.ndarray, int]:
+    """The changes of the run with ``zero_grad(set_to_none=True)``, and how many gradients
+    ``zero_grad`` zeroed in place (0: it already sets them to None, nothing changes)."""
+    changes = memory.changes
+    deltas = changes.bytes.copy()
+    pairs = _new_versions(memory)
+    gradient = memory.categories.index("gradient")
+    in_zero_grad = _inside(changes.time_ns, zero_grads)
+    zeroed = np.flatnonzero(pairs & (changes.category == gradient) & (in_zero_grad >= 0))
+    if not len(zeroed):
+        return deltas, 0
+    order = np.argsort(changes.tensor, kind="stable")  # each row's changes together, in time order
+    by_row = changes.tensor[order]
+    first, last = _first_changes(memory), _last_changes(memory)
+    for index in zeroed.tolist():
+        row = int(changes.tensor[index])
+        deltas[index + 1] = 0  # freed at zero_grad: the zeroed version is never made
+        start, end = np.searchsorted(by_row, [row, row + 1])
+        position = int(start + np.searchsorted(order[start:end], index + 1, side="right"))
+        span_end = zero_grads[int(in_zero_grad[index])].end_ns
+        while position < end:
+            later = int(order[position])
+            if not pairs[later]:  # freed for good (or a change torch pairs with none): it already was
+                if changes.bytes[later] < 0:
+                    deltas[later] = 0
+                break
+            if in_zero_grad[later] >= 0:  # zeroed again before any backward: still None
+                deltas[later] = deltas[later + 1] = 0
+                position += 2
+                continue
+            # Its accumulation: made again here, from the temporary it would have consumed.
+            temporary = _consumed_temporary(memory, later, row, span_end, first, last)
+            deltas[later] = 0
+            if temporary >= 0:
+                deltas[later + 1] = 0
+                deltas[temporary] = 0
+            break
+    return deltas, len(zeroed)
+
+
+def _consumed_temporary(
+    memory: CategorisedMemory, accumulated: int, row: int, after_ns: int, first: np.ndarray, last: np.ndarray
+) -> int:
+    """The change freeing the tensor AccumulateGrad added into gradient ``row`` at change
+    ``accumulated``: the first one freed after it, of the gradient's bytes, made after
+    ``after_ns`` (the zero_grad) and before the accumulation; -1 when there is none."""
+    changes = memory.changes
+    size = -int(changes.bytes[accumulated])
+    end = min(len(changes.bytes), accumulated + 2 + TEMPORARY_WINDOW)
+    for index in range(accumulated + 2, end):
+        other = int(changes.tensor[index])
+        if other == row or changes.bytes[index] != -size or last[other] != index:
+            continue
+        made = int(first[other])
+        if made < accumulated and changes.time_ns[made] > after_ns:
+            return index
+    return -1
+
+
+def without_optimizer_state(memory: CategorisedMemory, steps: list[Span]) -> np.ndarray:
+    """The changes of the run without optimizer state: every tensor torch ever called optimizer
+    state left out and, in a step of an optimizer other than SGD (replaced by a stateless one),
+    every tensor made there."""
+    changes = memory.changes
+    state = memory.categories.index("optimizer_state")
+    dropped = np.zeros(len(changes.tensor_owned), dtype=bool)
+    dropped[changes.tensor[changes.category == state]] = True
+    replaced = [span for span in steps if span.optimizer not in STATE_FREE_OPTIMIZERS]
+    if replaced:
+        first = _first_changes(memory)
+        made_in_step = _inside(changes.time_ns[first], replaced) >= 0
+        dropped |= made_in_step & (changes.bytes[first] > 0)
+    return np.where(dropped[changes.tensor], 0, changes.bytes)
+
+
+def batch_sized(memory: CategorisedMemory) -> np.ndarray:
+    """Per tensor row: whether it grows with the batch (see the module docstring)."""
+    changes = memory.changes
+    categories = memory.categories
+    scaled = np.isin(changes.category, [categories.index(c) for c in BATCH_CATEGORIES])
+    parameter = changes.category == categories.index("parameter")
+    guessed = parameter & ~changes.tensor_owned[changes.tensor]  # torch's "parameter" that no module holds
+    rows = len(changes.tensor_owned)
+    other = np.zeros(rows, dtype=bool)
+    other[changes.tensor[~(scaled | guessed)]] = True
+    first = _first_changes(memory)
+    sizes = np.abs(changes.bytes[first])
+    parameter_sizes = np.unique(np.abs(changes.bytes[parameter & ~guessed]))
+    return ~other & ~np.isin(sizes, parameter_sizes) & (first >= 0)
+
+
+def batch_scaled(memory: CategorisedMemory, numerator: int, denominator: int) -> np.ndarray:
+    """The changes of the run at ``numerator / denominator`` of the batch."""
+    changes = memory.changes
+    scaled = batch_sized(memory)[changes.tensor]
+    resized = np.sign(changes.bytes) * (np.abs(changes.bytes) * numerator // denominator)
+    return np.where(scaled, resized, changes.bytes)
