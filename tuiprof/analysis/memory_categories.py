@@ -47,8 +47,9 @@ class MemoryChanges:
     category: np.ndarray  # int64 per change: index into CategorisedMemory.categories
     tensor: np.ndarray  # int64 per change: the tensor's row
     last_of_point: np.ndarray  # int64 per point of the curve: its last change
-    # bool per tensor row: a module is named for it (for a parameter: a module holds it; torch's guesses have none)
-    tensor_owned: np.ndarray
+    # per tensor row: the trace's name of its module ("" none): a parameter's owner (torch's guesses
+    # have none), else the module whose forward made it (capture/memory_categories.py)
+    tensor_module: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def _replay(saved: DeviceMemoryCategories, base_time_ns: int) -> CategorisedMemo
             category=codes,
             tensor=np.array(saved.tensor, dtype=np.int64),
             last_of_point=last_of_point,
-            tensor_owned=np.array(saved.tensor_module, dtype=np.int64) >= 0,
+            tensor_module=tuple(saved.modules[m] if m >= 0 else "" for m in saved.tensor_module),
         ),
     )
 

@@ -290,9 +290,12 @@ def _what_ifs(
         activations = most.bytes.get("activation", 0)
         why = "not replayed: which of its activations the layers after it keep is not known"
         found.append(WhatIf("checkpoint", peak, None, activations, why, module=most.label, recompute_us=forward_us))
-    sized = batch_sized(memory)
+    parents = {}
+    for node in model.modules.walk():
+        parents.setdefault(node.name, node.parent.name if node.parent is not None else "")
+    sized = batch_sized(memory, parents)
     basis = sum(t.bytes for t in memory.live_at_peak if sized[t.row])
-    found.append(replayed("half-batch", batch_scaled(memory, 1, 2), basis))
+    found.append(replayed("half-batch", batch_scaled(memory, sized, 1, 2), basis))
     return found
 
 

@@ -21,11 +21,14 @@ run made with the remedy:
   temporaries) is left out too;
 - **a smaller batch**: a tensor scales with the batch when every version of it is an
   input, activation, temporary, autograd detail, memory torch tied to no tensor, or a
-  "parameter" no module holds (torch's data-flow guess), and its bytes are not those
-  of a parameter: copies of a weight (Inductor's weight buffers, oneDNN's reordered
-  weights), a weight's gradient before it is accumulated and the optimizer's
-  temporaries have a parameter's size.  An activation exactly the size of a parameter
-  is taken for such a copy and not scaled.
+  "parameter" made during the capture that no module holds (torch's data-flow guess),
+  and it does not have the size of a parameter: copies of a weight (Inductor's weight
+  buffers, oneDNN's reordered weights), a weight's gradient before it is accumulated
+  and the optimizer's temporaries do.  A tensor made in a module's forward is compared
+  with the parameters of that module and those inside it (layer1's activations are not
+  taken for copies of layer4's weights); one made outside every forward (backward, the
+  optimizer) with every parameter, so an activation gradient exactly the size of some
+  weight is not scaled (the prediction errs high, never low, by its bytes).
 
 Where a remedy cannot be placed in the timeline (no ``zero_grad`` span), the caller
 abstains.  docs/memory.md, "The what-ifs", has the measured errors.
@@ -33,6 +36,7 @@ abstains.  docs/memory.md, "The what-ifs", has the measured errors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,14 +113,14 @@ def _new_versions(memory: CategorisedMemory) -> np.ndarray:
 def _first_changes(memory: CategorisedMemory) -> np.ndarray:
     """Per tensor row: the index of its first change."""
     tensor = memory.changes.tensor
-    first = np.full(len(memory.changes.tensor_owned), -1, dtype=np.int64)
+    first = np.full(len(memory.changes.tensor_module), -1, dtype=np.int64)
     first[tensor[::-1]] = np.arange(len(tensor))[::-1]
     return first
 
 
 def _last_changes(memory: CategorisedMemory) -> np.ndarray:
     """Per tensor row: the index of its last change."""
-    last = np.full(len(memory.changes.tensor_owned), -1, dtype=np.int64)
+    last = np.full(len(memory.changes.tensor_module), -1, dtype=np.int64)
     last[memory.changes.tensor] = np.arange(len(memory.changes.tensor))
     return last
 
@@ -186,7 +190,7 @@ def without_optimizer_state(memory: CategorisedMemory, steps: list[Span]) -> np.
     every tensor made there."""
     changes = memory.changes
     state = memory.categories.index("optimizer_state")
-    dropped = np.zeros(len(changes.tensor_owned), dtype=bool)
+    dropped = np.zeros(len(changes.tensor_module), dtype=bool)
     dropped[changes.tensor[changes.category == state]] = True
     replaced = [span for span in steps if span.optimizer not in STATE_FREE_OPTIMIZERS]
     if replaced:
@@ -196,25 +200,47 @@ def without_optimizer_state(memory: CategorisedMemory, steps: list[Span]) -> np.
     return np.where(dropped[changes.tensor], 0, changes.bytes)
 
 
-def batch_sized(memory: CategorisedMemory) -> np.ndarray:
-    """Per tensor row: whether it grows with the batch (see the module docstring)."""
+def batch_sized(memory: CategorisedMemory, parents: Mapping[str, str]) -> np.ndarray:
+    """Per tensor row: whether it grows with the batch (see the module docstring).  ``parents``:
+    each module's name -> its parent's ("" at the top), so a tensor made in a module's forward is
+    a weight copy only when it has the size of a parameter of that module or one inside it."""
     changes = memory.changes
     categories = memory.categories
-    scaled = np.isin(changes.category, [categories.index(c) for c in BATCH_CATEGORIES])
-    parameter = changes.category == categories.index("parameter")
-    guessed = parameter & ~changes.tensor_owned[changes.tensor]  # torch's "parameter" that no module holds
-    rows = len(changes.tensor_owned)
-    other = np.zeros(rows, dtype=bool)
-    other[changes.tensor[~(scaled | guessed)]] = True
+    rows = len(changes.tensor_module)
     first = _first_changes(memory)
+    parameter = changes.category == categories.index("parameter")
+    owned = np.array([bool(name) for name in changes.tensor_module], dtype=bool)
+    before = np.zeros(rows, dtype=bool)
+    before[first >= 0] = changes.time_ns[first[first >= 0]] < 0
+    real = np.zeros(rows, dtype=bool)
+    real[changes.tensor[parameter]] = True
+    real &= owned | before  # torch's "parameter" made during the capture that no module holds: its guess
+    scaled = np.isin(changes.category, [categories.index(c) for c in BATCH_CATEGORIES])
+    other = np.zeros(rows, dtype=bool)
+    other[changes.tensor[~(scaled | (parameter & ~real[changes.tensor]))]] = True
     sizes = np.abs(changes.bytes[first])
-    parameter_sizes = np.unique(np.abs(changes.bytes[parameter & ~guessed]))
-    return ~other & ~np.isin(sizes, parameter_sizes) & (first >= 0)
+    anywhere: set[int] = set()  # sizes of parameters no module holds (a compiled model's, captured without it)
+    scoped: set[tuple[str, int]] = set()  # (module or "" for the whole model, a size of a parameter inside it)
+    for row in np.flatnonzero(real).tolist():
+        size, module = int(sizes[row]), changes.tensor_module[row]
+        if not module:
+            anywhere.add(size)
+        scoped.add(("", size))
+        while module:
+            scoped.add((module, size))
+            module = parents.get(module, "")
+    found = ~other & (first >= 0)
+    for row in np.flatnonzero(found).tolist():
+        size, module = int(sizes[row]), changes.tensor_module[row]
+        scope = module if module in parents else ""
+        if size in anywhere or (scope, size) in scoped:
+            found[row] = False
+    return found
 
 
-def batch_scaled(memory: CategorisedMemory, numerator: int, denominator: int) -> np.ndarray:
-    """The changes of the run at ``numerator / denominator`` of the batch."""
+def batch_scaled(memory: CategorisedMemory, sized: np.ndarray, numerator: int, denominator: int) -> np.ndarray:
+    """The changes of the run at ``numerator / denominator`` of the batch; ``sized``: :func:`batch_sized`."""
     changes = memory.changes
-    scaled = batch_sized(memory)[changes.tensor]
+    scaled = sized[changes.tensor]
     resized = np.sign(changes.bytes) * (np.abs(changes.bytes) * numerator // denominator)
     return np.where(scaled, resized, changes.bytes)
