@@ -293,7 +293,7 @@ def _what_ifs(
     parents = {}
     for node in model.modules.walk():
         parents.setdefault(node.name, node.parent.name if node.parent is not None else "")
-    sized = batch_sized(memory, parents)
+    sized = batch_sized(memory, parents, steps, named_spans(model.calls, ZERO_GRAD_PREFIX))
     basis = sum(t.bytes for t in memory.live_at_peak if sized[t.row])
     found.append(replayed("half-batch", batch_scaled(memory, sized, 1, 2), basis))
     return found

@@ -22,13 +22,17 @@ run made with the remedy:
 - **a smaller batch**: a tensor scales with the batch when every version of it is an
   input, activation, temporary, autograd detail, memory torch tied to no tensor, or a
   "parameter" made during the capture that no module holds (torch's data-flow guess),
-  and it does not have the size of a parameter: copies of a weight (Inductor's weight
-  buffers, oneDNN's reordered weights), a weight's gradient before it is accumulated
-  and the optimizer's temporaries do.  A tensor made in a module's forward is compared
-  with the parameters of that module and those inside it (layer1's activations are not
-  taken for copies of layer4's weights); one made outside every forward (backward, the
-  optimizer) with every parameter, so an activation gradient exactly the size of some
-  weight is not scaled (the prediction errs high, never low, by its bytes).
+  unless it is one of the tensors a weight makes, which have a parameter's size:
+  anything the optimizer's step makes; a weight's gradient before AccumulateGrad adds
+  it into the kept one; in a module's forward, an input, temporary or untied block the
+  size of a parameter of that module or one inside it (Inductor's channels-last weight
+  buffers, oneDNN's reordered weights; layer1's activations are not taken for copies
+  of layer4's weights); outside every forward (backward), an untied block or an input
+  made during the capture the size of any parameter.  What a module's forward saves
+  for backward (torch's activations) always scales: BatchNorm's per-channel statistics
+  do not, a few bytes per channel taken for the batch's.  Sizes are all the saved
+  timeline has (no shapes), so an activation's gradient in backward exactly the size
+  of some weight's reordered copy is still taken for one.
 
 Where a remedy cannot be placed in the timeline (no ``zero_grad`` span), the caller
 abstains.  docs/memory.md, "The what-ifs", has the measured errors.
@@ -200,27 +204,29 @@ def without_optimizer_state(memory: CategorisedMemory, steps: list[Span]) -> np.
     return np.where(dropped[changes.tensor], 0, changes.bytes)
 
 
-def batch_sized(memory: CategorisedMemory, parents: Mapping[str, str]) -> np.ndarray:
-    """Per tensor row: whether it grows with the batch (see the module docstring).  ``parents``:
-    each module's name -> its parent's ("" at the top), so a tensor made in a module's forward is
-    a weight copy only when it has the size of a parameter of that module or one inside it."""
+def batch_sized(
+    memory: CategorisedMemory, parents: Mapping[str, str], steps: list[Span], zero_grads: list[Span]
+) -> np.ndarray:
+    """Per tensor row: whether it grows with the batch (the rules: the module docstring).
+    ``parents``: each module's name -> its parent's ("" at the top); ``steps`` and
+    ``zero_grads``: the optimizer's spans."""
     changes = memory.changes
     categories = memory.categories
     rows = len(changes.tensor_module)
     first = _first_changes(memory)
+    made_ns = np.where(first >= 0, changes.time_ns[first], -1)
+    made_as = changes.category[first]
     parameter = changes.category == categories.index("parameter")
     owned = np.array([bool(name) for name in changes.tensor_module], dtype=bool)
-    before = np.zeros(rows, dtype=bool)
-    before[first >= 0] = changes.time_ns[first[first >= 0]] < 0
     real = np.zeros(rows, dtype=bool)
     real[changes.tensor[parameter]] = True
-    real &= owned | before  # torch's "parameter" made during the capture that no module holds: its guess
-    scaled = np.isin(changes.category, [categories.index(c) for c in BATCH_CATEGORIES])
+    real &= owned | (made_ns < 0)  # torch's "parameter" made during the capture that no module holds: its guess
+    candidate = np.isin(changes.category, [categories.index(c) for c in BATCH_CATEGORIES])
     other = np.zeros(rows, dtype=bool)
-    other[changes.tensor[~(scaled | (parameter & ~real[changes.tensor]))]] = True
+    other[changes.tensor[~(candidate | (parameter & ~real[changes.tensor]))]] = True
     sizes = np.abs(changes.bytes[first])
     anywhere: set[int] = set()  # sizes of parameters no module holds (a compiled model's, captured without it)
-    scoped: set[tuple[str, int]] = set()  # (module or "" for the whole model, a size of a parameter inside it)
+    scoped: set[tuple[str, int]] = set()  # (module, or "" for the whole model; a size of a parameter inside it)
     for row in np.flatnonzero(real).tolist():
         size, module = int(sizes[row]), changes.tensor_module[row]
         if not module:
@@ -229,12 +235,32 @@ def batch_sized(memory: CategorisedMemory, parents: Mapping[str, str]) -> np.nda
         while module:
             scoped.add((module, size))
             module = parents.get(module, "")
-    found = ~other & (first >= 0)
+    found = ~other & (first >= 0) & (_inside(made_ns, steps) < 0)  # the optimizer works on parameters
+    found[_consumed_temporaries(memory, zero_grads)] = False  # weights' gradients before they are accumulated
+    unknown, activation, given = (categories.index(c) for c in ("unknown", "activation", "input"))
     for row in np.flatnonzero(found).tolist():
-        size, module = int(sizes[row]), changes.tensor_module[row]
-        scope = module if module in parents else ""
-        if size in anywhere or (scope, size) in scoped:
-            found[row] = False
+        size, module, made_as_code = int(sizes[row]), changes.tensor_module[row], int(made_as[row])
+        if module:  # made in that module's forward
+            if made_as_code == activation:  # saved for backward: the batch's (BatchNorm's few bytes of statistics too)
+                continue
+            scope = module if module in parents else ""
+            found[row] = not (size in anywhere or (scope, size) in scoped)
+        elif made_as_code == unknown or (made_as_code == given and made_ns[row] >= 0):  # a reordered or copied weight
+            found[row] = ("", size) not in scoped
+    return found
+
+
+def _consumed_temporaries(memory: CategorisedMemory, zero_grads: list[Span]) -> list[int]:
+    """The rows of the tensors AccumulateGrad added into a gradient kept between steps."""
+    changes = memory.changes
+    gradient = memory.categories.index("gradient")
+    accumulated = _new_versions(memory) & (changes.category == gradient) & (_inside(changes.time_ns, zero_grads) < 0)
+    first, last = _first_changes(memory), _last_changes(memory)
+    found = []
+    for index in np.flatnonzero(accumulated).tolist():
+        temporary = _consumed_temporary(memory, index, int(changes.tensor[index]), -1, first, last)
+        if temporary >= 0:
+            found.append(int(changes.tensor[temporary]))
     return found
 
 

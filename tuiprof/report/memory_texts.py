@@ -200,8 +200,8 @@ def what_if_text(what_if: WhatIf) -> str:
         )
     return (
         f"Half the batch: the tensors that grow with it halve ({format_bytes(basis)} at the peak: inputs, "
-        f"activations, temporaries and autograd detail, except those the size of a parameter, such as weight "
-        f"copies); {after}."
+        f"activations, temporaries, autograd detail and untied blocks, but not what the weights make: their "
+        f"copies, their gradients, the optimizer's tensors); {after}."
     )
 
 
@@ -217,7 +217,7 @@ def module_memory_detail(breakdown: MemoryBreakdown, module: ModuleMemory) -> Te
         text.append("\nHolds the most activations at the peak: ", style="bold")
         text.append(
             f"checkpointing it saves at most {format_bytes(checkpoint.basis_bytes)} "
-            f"({share(checkpoint.basis_bytes, checkpoint.peak_bytes)} of the peak; not predicted) and costs "
+            f"({share(checkpoint.basis_bytes, checkpoint.peak_bytes)} of the peak) and costs "
             f"+{format_us(checkpoint.recompute_us)} per step (m: what-ifs)."
         )
     return text
