@@ -193,7 +193,11 @@ def main() -> int:
             print(f"{case.name}: {'ok' if ok else 'OFF BY MORE THAN 10 %'}", file=sys.stderr, flush=True)
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        print("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in enumerate(zip(row, widths))))
+        print(
+            "  ".join(
+                cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in enumerate(zip(row, widths))
+            )
+        )
     print("peak now: the injected run's peak; predicted: its peak after the remedy, replayed")
     print("from its capture; measured: the remedied run's peak as tuiprof measures it;")
     print("torch: MemoryProfileTimeline's peak of the same profile.")

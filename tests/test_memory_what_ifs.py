@@ -33,7 +33,9 @@ def _trace(tmp_path, changes, modules: dict[int, str], preexisting: int, spans=(
         trace.op(name, 10_000 + 1000 * start, 1000 * (end - start))
     ids: list[int] = []
     for name, start, end, parent in frames:
-        ids.append(trace.module(name, 10_000 + 1000 * start, 1000 * (end - start), ids[parent] if parent >= 0 else None))
+        ids.append(
+            trace.module(name, 10_000 + 1000 * start, 1000 * (end - start), ids[parent] if parent >= 0 else None)
+        )
     absolute = [(-1 if t < 0 else 10_000_000 + round(t * MS), b, c, r) for t, b, c, r in changes]
     device = _device(absolute, preexisting)
     device.first_ns += EPOCH_US * 1000  # the profiler's clock: the trace's us x 1000

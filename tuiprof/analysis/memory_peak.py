@@ -290,7 +290,7 @@ def _what_ifs(
         activations = most.bytes.get("activation", 0)
         why = "not replayed: which of its activations the layers after it keep is not known"
         found.append(WhatIf("checkpoint", peak, None, activations, why, module=most.label, recompute_us=forward_us))
-    parents = {}
+    parents: dict[str, str] = {}
     for node in model.modules.walk():
         parents.setdefault(node.name, node.parent.name if node.parent is not None else "")
     sized = batch_sized(memory, parents, steps, named_spans(model.calls, ZERO_GRAD_PREFIX))
@@ -299,9 +299,7 @@ def _what_ifs(
     return found
 
 
-def _gradients_to_none(
-    model: TraceModel, memory: CategorisedMemory, replayed: Callable[..., WhatIf]
-) -> WhatIf:
+def _gradients_to_none(model: TraceModel, memory: CategorisedMemory, replayed: Callable[..., WhatIf]) -> WhatIf:
     """zero_grad(set_to_none=True): gradients zeroed in place freed there instead."""
     bound = _gradient_bound(memory)
     gradients = memory.peak_by_category.get("gradient", 0)

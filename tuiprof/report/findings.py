@@ -294,7 +294,9 @@ def memory_peak(model: TraceModel) -> Finding | None:
         what_ifs = model.memory_breakdown.what_ifs
         peak = model.memory_breakdown.peak_bytes
         claimed = sorted((w for w in what_ifs if w.saves_bytes), key=lambda w: -(w.saves_bytes or 0))
-        wasted = [w for w in claimed if w.remedy == "grads-to-none" and (w.saves_bytes or 0) >= WASTED_MEMORY_SHARE * peak]
+        wasted = [
+            w for w in claimed if w.remedy == "grads-to-none" and (w.saves_bytes or 0) >= WASTED_MEMORY_SHARE * peak
+        ]
         best = (wasted or claimed or [w for w in what_ifs if w.saves_bytes is None and w.basis_bytes] or [None])[0]
         if best is None:
             return Finding("memory-peak", "info", categorised, see="memory-categories")

@@ -149,7 +149,9 @@ def gradient_bound_sentence(what_if: WhatIf) -> str:
     bound = what_if.bound
     if bound is None or not bound.over_counted:
         return ""
-    modules = f", more than their own parameters in {plural(bound.modules_over, 'module')}" if bound.modules_over else ""
+    modules = (
+        f", more than their own parameters in {plural(bound.modules_over, 'module')}" if bound.modules_over else ""
+    )
     return (
         f" torch counts {format_bytes(bound.gradient_bytes)} of gradients at the peak for "
         f"{format_bytes(bound.parameter_bytes)} of parameters{modules}: gradients it saw made before the "
