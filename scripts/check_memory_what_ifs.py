@@ -61,7 +61,9 @@ CASES = (
 
 def train(arguments: list[str]) -> None:
     """One small training run under tuiprof.profile(): ``out=`` the trace, and beside it
-    (``.torch.json``) torch's own categorised peak of the same profile."""
+    (``.torch.json``) torch's own categorised peak of the same profile.  The other keys:
+    ``model=cnn|mlp|resnet18``, ``opt=sgdm|sgd|adam``, ``none=1|0`` (zero_grad's set_to_none),
+    ``batch=N``, ``compile=1``."""
     import torch
     from torch import nn
     from torch.profiler._memory_profiler import MemoryProfileTimeline
@@ -115,12 +117,15 @@ def train(arguments: list[str]) -> None:
 
     memory_categories.memory_categories_member = with_torch_peak  # tuiprof.profile() imports it when called
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=STEPS - 2)
-    with tuiprof.profile(out, schedule=schedule) as session:
-        for _ in range(STEPS):
-            optimizer.zero_grad(set_to_none=set_to_none)  # before the forward
-            nn.functional.cross_entropy(model(inputs), targets).backward()
-            optimizer.step()
-            session.step()
+    try:
+        with tuiprof.profile(out, schedule=schedule) as session:
+            for _ in range(STEPS):
+                optimizer.zero_grad(set_to_none=set_to_none)  # before the forward
+                nn.functional.cross_entropy(model(inputs), targets).backward()
+                optimizer.step()
+                session.step()
+    finally:
+        memory_categories.memory_categories_member = original
     out.with_suffix(".torch.json").write_text(json.dumps({"peak_bytes": torch_peak[0]}))
 
 

@@ -8,9 +8,15 @@ of a tiny model made again with the remedy, its peak measured.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
 import msgspec
 import pytest
 
+from tests.conftest import ROOT
 from tests.gpu_trace import EPOCH_US, GpuTrace
 from tests.test_memory_categories import _device
 from tuiprof.analysis import load_model
@@ -18,6 +24,11 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.report.findings import PEAK_MEMORY, findings
 from tuiprof.report.views import TRACE_VIEWS, ViewOptions
 from tuiprof.trace.live import LiveFacts, MemoryCategories, encode_memory_categories
+
+_spec = importlib.util.spec_from_file_location("check_memory_what_ifs", ROOT / "scripts" / "check_memory_what_ifs.py")
+check = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+sys.modules["check_memory_what_ifs"] = check  # dataclasses look their module up
+_spec.loader.exec_module(check)  # type: ignore[union-attr]
 
 MS = 1_000_000  # ns: the timelines below are written in milliseconds after 10 ms
 
@@ -255,39 +266,21 @@ def test_gradients_without_a_zero_grad_in_the_trace_are_not_predicted(tmp_path) 
 # ------------------------------------------------------------------ made again: one capture
 
 
-def _capture(path, batch: int) -> TraceModel:
-    """A tiny convolutional model trained on ``batch`` samples, two steps recorded
-    (tuiprof.profile(), torch's categories saved)."""
-    torch = pytest.importorskip("torch")
-    from torch import nn
-
-    import tuiprof
-
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(4),
-        nn.Flatten(),
-        nn.Linear(512, 10),
-    )
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    inputs, targets = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
-    with tuiprof.profile(path, schedule=torch.profiler.schedule(wait=1, warmup=1, active=2)) as session:
-        for _ in range(4):
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(inputs), targets).backward()
-            optimizer.step()
-            session.step()
-    return load_model(path)
+def _capture(path: Path, *arguments: str) -> TraceModel:
+    """One capture of scripts/check_memory_what_ifs.py's small convolutional model (``train``,
+    in this process); torch's own peak of the same profile must be the one tuiprof reads."""
+    pytest.importorskip("torch")
+    check.train([f"out={path}", *arguments])
+    model = load_model(path)
+    torch_peak = json.loads(path.with_suffix(".torch.json").read_text())["peak_bytes"]
+    assert model.categorised_peak.peak_bytes == torch_peak
+    return model
 
 
 def test_half_the_batch_made_again_measures_the_replayed_peak(tmp_path) -> None:
     """Batch 16, then 8: the convolutions' workspaces (memory torch ties to no tensor, a third
     of the peak) halve with the batch; the old subtraction left them whole and predicted about
     a third too much.  About 5 s of CPU (20 s on 2 shared, loaded cores)."""
-    predicted = _what_if(_capture(tmp_path / "16.json.gz", 16), "Half the batch")["peak_after_bytes"]
-    measured = _capture(tmp_path / "8.json.gz", 8).categorised_peak.peak_bytes
+    predicted = _what_if(_capture(tmp_path / "16.json.gz", "batch=16"), "Half the batch")["peak_after_bytes"]
+    measured = _capture(tmp_path / "8.json.gz", "batch=8").categorised_peak.peak_bytes
     assert abs(predicted - measured) <= 0.02 * measured
