@@ -121,6 +121,28 @@ def test_gradients_already_set_to_none_change_nothing(tmp_path) -> None:
     assert "no gradient is zeroed in place" in row["how"]
 
 
+def test_gradients_torch_counts_above_the_parameters_are_said_with_the_bound(tmp_path) -> None:
+    """G, made before the capture, is freed at zero_grad where torch does not see it (a tensor
+    from before the profiler): at the peak it counts G beside G2, this step's gradient of the
+    same parameter: 200 B of gradients for 100 B of parameters.  Said, with the bound."""
+    model = _trace(
+        tmp_path,
+        [
+            (-1, 100, "parameter", 0),
+            (-1, 100, "gradient", 1),  # never seen freed
+            (2, 300, "activation", 2),
+            (3, 100, "gradient", 3),
+            (6, -300, "activation", 2),
+        ],
+        {0: "Linear_0", 1: "Linear_0", 3: "Linear_0"},
+        2,
+        ZERO_GRAD,
+    )
+    how = _what_if(model, "Gradients to None")["how"]
+    assert "torch counts 200 B of gradients at the peak for 100 B of parameters" in how
+    assert "more than their own parameters in 1 module" in how and "gradients are at most 100 B" in how
+
+
 # ------------------------------------------------------------------ optimizer state
 
 # P a parameter, M1 and M2 Adam's state (100 B each, new versions in its step), A an activation

@@ -86,7 +86,7 @@ class GradientBound:
     (gradients it saw made before the capture and never saw freed)."""
 
     gradient_bytes: int
-    parameter_bytes: int  # of the parameters a module holds
+    parameter_bytes: int  # of the parameters (torch's guesses left out)
     modules_over: int  # modules holding more gradient bytes than parameter bytes
 
     @property
@@ -186,7 +186,7 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
         memory=memory,
         modules=modules,
         allocations=allocations,
-        what_ifs=_what_ifs(model, memory, step, most),
+        what_ifs=_what_ifs(model, memory, most),
         most_activations=most,
         phases=_phases(model),
         before_trace_bytes=memory.before_trace_bytes,
@@ -265,9 +265,7 @@ def _place(model: TraceModel, time_ns: int) -> tuple[StepStats | None, str]:
     return step, phase
 
 
-def _what_ifs(
-    model: TraceModel, memory: CategorisedMemory, step: StepStats | None, most: ModuleMemory | None
-) -> list[WhatIf]:
+def _what_ifs(model: TraceModel, memory: CategorisedMemory, most: ModuleMemory | None) -> list[WhatIf]:
     """Each remedy replayed on torch's timeline (analysis/memory_what_ifs.py)."""
     peak = memory.peak_bytes
     by_category = memory.peak_by_category
@@ -308,16 +306,19 @@ def _gradients_to_none(model: TraceModel, memory: CategorisedMemory, replayed: C
         why = "no optimizer.zero_grad() in the trace, so where gradients would be freed is not known"
         return WhatIf("grads-to-none", memory.peak_bytes, None, gradients, why, bound=bound)
     deltas, zeroed = gradients_set_to_none(memory, zero_grads)
-    return replayed("grads-to-none", deltas, gradients if zeroed else 0, bound=bound)
+    kept = sum(t.bytes for t in memory.live_at_peak if t.row in zeroed)
+    return replayed("grads-to-none", deltas, kept, bound=bound)
 
 
 def _gradient_bound(memory: CategorisedMemory) -> GradientBound:
+    """Gradients and parameters at the peak, by module; a parameter is one a module holds or one
+    from before the capture (a compiled model's, captured without it), never torch's guess."""
     gradients: dict[str, int] = defaultdict(int)
     parameters: dict[str, int] = defaultdict(int)
     for tensor in memory.live_at_peak:
         if tensor.category == "gradient":
             gradients[tensor.module] += tensor.bytes
-        elif tensor.category == "parameter" and tensor.module:
+        elif tensor.category == "parameter" and (tensor.module or tensor.made_ns < 0):
             parameters[tensor.module] += tensor.bytes
     over = sum(1 for module, size in gradients.items() if module and size > parameters.get(module, 0))
     return GradientBound(sum(gradients.values()), sum(parameters.values()), over)

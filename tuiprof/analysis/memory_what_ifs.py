@@ -129,9 +129,9 @@ def _last_changes(memory: CategorisedMemory) -> np.ndarray:
     return last
 
 
-def gradients_set_to_none(memory: CategorisedMemory, zero_grads: list[Span]) -> tuple[np.ndarray, int]:
-    """The changes of the run with ``zero_grad(set_to_none=True)``, and how many gradients
-    ``zero_grad`` zeroed in place (0: it already sets them to None, nothing changes)."""
+def gradients_set_to_none(memory: CategorisedMemory, zero_grads: list[Span]) -> tuple[np.ndarray, set[int]]:
+    """The changes of the run with ``zero_grad(set_to_none=True)``, and the rows of the gradients
+    ``zero_grad`` zeroed in place (none: it already sets them to None, nothing changes)."""
     changes = memory.changes
     deltas = changes.bytes.copy()
     pairs = _new_versions(memory)
@@ -139,7 +139,7 @@ def gradients_set_to_none(memory: CategorisedMemory, zero_grads: list[Span]) -> 
     in_zero_grad = _inside(changes.time_ns, zero_grads)
     zeroed = np.flatnonzero(pairs & (changes.category == gradient) & (in_zero_grad >= 0))
     if not len(zeroed):
-        return deltas, 0
+        return deltas, set()
     order = np.argsort(changes.tensor, kind="stable")  # each row's changes together, in time order
     by_row = changes.tensor[order]
     first, last = _first_changes(memory), _last_changes(memory)
@@ -166,7 +166,7 @@ def gradients_set_to_none(memory: CategorisedMemory, zero_grads: list[Span]) -> 
                 deltas[later + 1] = 0
                 deltas[temporary] = 0
             break
-    return deltas, len(zeroed)
+    return deltas, set(changes.tensor[zeroed].tolist())
 
 
 def _consumed_temporary(
