@@ -12,8 +12,8 @@ prediction is more than 10 % off (an abstention is not a claim).
     python scripts/check_memory_what_ifs.py [--keep DIR] [--only CASE ...]
     python scripts/check_memory_what_ifs.py train KEY=VALUE ...   # one capture (what the check runs)
 
-Each capture is its own process (a fresh allocator, a fresh torch.compile).  Costs about
-3 minutes on 2 CPU cores, most of it compiling the small model twice.
+Each capture is its own process (a fresh allocator, a fresh torch.compile).  Took 7.8 min
+on 2 shared CPU cores at load 8-12 (docs/bench-log/memory-what-ifs.md).
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def check(case: Case, folder: Path) -> tuple[list[str], bool]:
     torch_peak = json.loads(remedied.with_suffix(".torch.json").read_text())["peak_bytes"]
     peak = _measured(injected)
     predicted = what_if["peak_after_bytes"]
-    if predicted is None:
+    if predicted is None:  # not a claim: why, under the table
+        print(f"{case.name} abstains: {what_if['how']}", file=sys.stderr)
         return [case.name, format_bytes(peak), "abstains", format_bytes(measured), format_bytes(torch_peak), "--"], True
     error = (predicted - measured) / measured
     row = [case.name, format_bytes(peak), format_bytes(predicted), format_bytes(measured), format_bytes(torch_peak)]
