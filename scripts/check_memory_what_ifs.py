@@ -169,7 +169,7 @@ def check(case: Case, folder: Path) -> tuple[list[str], bool]:
     torch_peak = json.loads(remedied.with_suffix(".torch.json").read_text())["peak_bytes"]
     peak = _measured(injected)
     predicted = what_if["peak_after_bytes"]
-    if predicted is None:  # not a claim: why, under the table
+    if predicted is None:  # not a claim: why, on stderr
         print(f"{case.name} abstains: {what_if['how']}", file=sys.stderr)
         return [case.name, format_bytes(peak), "abstains", format_bytes(measured), format_bytes(torch_peak), "--"], True
     error = (predicted - measured) / measured
