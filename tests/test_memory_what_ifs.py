@@ -223,9 +223,9 @@ def test_a_parameter_no_module_holds_makes_every_block_of_its_size_a_copy(tmp_pa
 
 
 def _backward(weight: int, other: int) -> list[tuple[float, int, str, int]]:
-    """P (``weight`` B) and P2 (``other`` B) with G, P's gradient kept between steps; A an
-    activation (400 B, 12-16 ms); T, P's gradient backward computes (13-13.6 ms, added into G at
-    13.5), B an activation's gradient of P2's size (14-15 ms)."""
+    """P (``weight`` B) and P2 (``other`` B) with G, P's gradient kept between steps; A (400 B,
+    12-16 ms) and A2 (P2's size, 12.5-16 ms) activations; T, P's gradient backward computes
+    (13-13.6 ms, added into G at 13.5), B A2's gradient (14-15 ms)."""
     return [
         (-1, weight, "parameter", 0),
         (-1, other, "parameter", 1),
@@ -233,6 +233,7 @@ def _backward(weight: int, other: int) -> list[tuple[float, int, str, int]]:
         (1, -weight, "gradient", 2),
         (1, weight, "gradient", 2),
         (2, 400, "activation", 3),
+        (2.5, other, "activation", 6),
         (3, weight, "autograd_detail", 4),
         (3.5, -weight, "gradient", 2),
         (3.5, weight, "gradient", 2),
@@ -240,28 +241,38 @@ def _backward(weight: int, other: int) -> list[tuple[float, int, str, int]]:
         (4, other, "autograd_detail", 5),
         (5, -other, "autograd_detail", 5),
         (6, -400, "activation", 3),
+        (6, -other, "activation", 6),
     ]
 
 
 @pytest.mark.parametrize(
     ("weight", "other", "now", "after"),
     [
-        # 800, 1200 at 12, 1500 at 13 (the peak), 1200, 1400 at 14. Halved (A, B; not T, added
-        # into G): 1000 at 12, 1300 at 13.  The old subtraction halved T too: 1500 - 350 = 1150.
-        (300, 200, 1500, 1300),
-        # 400, 800 at 12, 900 at 13, 800, 1000 at 14 (the peak). Halved (A and B, although B has
-        # P2's size: outside every forward only untied blocks and inputs are taken for copies):
-        # 600 at 12, 700 at 13, 600, 700 at 14.
-        (100, 200, 1000, 700),
+        # 800, 1200 at 12, 1400, 1700 at 13 (the peak), 1400, 1600 at 14. Halved (A, A2, B; not T,
+        # added into G): 1000 at 12, 1100, 1400 at 13.  The old subtraction halved T too: 1700 - 450.
+        (300, 200, 1700, 1400),
+        # 400, 800 at 12, 1000, 1100 at 13, 1000, 1200 at 14 (the peak). Halved (A, A2 and B: B has
+        # P2's size, but A2's too: an activation's gradient): 600 at 12, 700, 800 at 13, 700, 800 at 14.
+        (100, 200, 1200, 800),
     ],
 )
 def test_in_backward_a_weights_gradient_stays_and_an_activations_gradient_halves(
     tmp_path, weight, other, now, after
 ) -> None:
-    modules = {0: "Linear_0", 1: "Linear_1", 2: "Linear_0"}
+    modules = {0: "Linear_0", 1: "Linear_1", 2: "Linear_0", 3: "Linear_0", 6: "Linear_1"}
     model = _trace(tmp_path, _backward(weight, other), modules, 3, ZERO_GRAD)
     assert model.categorised_peak.peak_bytes == now
     assert _what_if(model, "Half the batch")["peak_after_bytes"] == after
+
+
+def test_in_a_compiled_backward_a_tensor_of_a_weights_size_no_forward_tensor_has_stays(tmp_path) -> None:
+    """B of P2's size with no activation of that size (A2 gone): a weight's gradient a compiled
+    backward holds before returning it, not an activation's.  The first case without A2: 800,
+    1200 at 12, 1500 at 13, 1200, 1400 at 14; halved (A only): 1000 at 12, 1300 at 13, 1000, 1200."""
+    changes = [change for change in _backward(300, 200) if change[3] != 6]
+    model = _trace(tmp_path, changes, {0: "Linear_0", 1: "Linear_1", 2: "Linear_0", 3: "Linear_0"}, 3, ZERO_GRAD)
+    assert model.categorised_peak.peak_bytes == 1500
+    assert _what_if(model, "Half the batch")["peak_after_bytes"] == 1300
 
 
 # ------------------------------------------------------------------ through a trace: the table and the finding

@@ -28,11 +28,13 @@ run made with the remedy:
   size of a parameter of that module or one inside it (Inductor's channels-last weight
   buffers, oneDNN's reordered weights; layer1's activations are not taken for copies
   of layer4's weights); outside every forward (backward), an untied block or an input
-  made during the capture the size of any parameter.  What a module's forward saves
-  for backward (torch's activations) always scales: BatchNorm's per-channel statistics
-  do not, a few bytes per channel taken for the batch's.  Sizes are all the saved
-  timeline has (no shapes), so an activation's gradient in backward exactly the size
-  of some weight's reordered copy is still taken for one.
+  made during the capture the size of any parameter, or a tensor of a parameter's size
+  that nothing growing with the batch in a forward has (a compiled backward's weight
+  gradients; an activation's gradient has its activation's size).  What a module's
+  forward saves for backward (torch's activations) always scales: BatchNorm's
+  per-channel statistics do not, a few bytes per channel taken for the batch's.  Sizes
+  are all the saved timeline has (no shapes), so an activation's gradient in backward
+  exactly the size of some weight's reordered copy is still taken for one.
 
 Where a remedy cannot be placed in the timeline (no ``zero_grad`` span), the caller
 abstains.  docs/memory.md, "The what-ifs", has the measured errors.
@@ -238,15 +240,23 @@ def batch_sized(
     found = ~other & (first >= 0) & (_inside(made_ns, steps) < 0)  # the optimizer works on parameters
     found[_consumed_temporaries(memory, zero_grads)] = False  # weights' gradients before they are accumulated
     unknown, activation, given = (categories.index(c) for c in ("unknown", "activation", "input"))
-    for row in np.flatnonzero(found).tolist():
-        size, module, made_as_code = int(sizes[row]), changes.tensor_module[row], int(made_as[row])
-        if module:  # made in that module's forward
-            if made_as_code == activation:  # saved for backward: the batch's (BatchNorm's few bytes of statistics too)
-                continue
-            scope = module if module in parents else ""
-            found[row] = not (size in anywhere or (scope, size) in scoped)
-        elif made_as_code == unknown or (made_as_code == given and made_ns[row] >= 0):  # a reordered or copied weight
-            found[row] = ("", size) not in scoped
+    forward_sizes: set[int] = set()  # of what grows with the batch in the forwards: its gradients have them
+    for row in np.flatnonzero(found & owned).tolist():  # made in that module's forward
+        size, module = int(sizes[row]), changes.tensor_module[row]
+        if made_as[row] == activation:  # saved for backward: the batch's (BatchNorm's few bytes of statistics too)
+            forward_sizes.add(size)
+            continue
+        scope = module if module in parents else ""
+        found[row] = not (size in anywhere or (scope, size) in scoped)
+        if found[row]:
+            forward_sizes.add(size)
+    for row in np.flatnonzero(found & ~owned).tolist():  # outside every forward: backward, the loss
+        size, made_as_code = int(sizes[row]), int(made_as[row])
+        copied = made_as_code == unknown or (
+            made_as_code == given and made_ns[row] >= 0
+        )  # a reordered or copied weight
+        if ("", size) in scoped and (copied or size not in forward_sizes):  # else an activation's gradient
+            found[row] = False
     return found
 
 
