@@ -252,9 +252,9 @@ def batch_sized(
             forward_sizes.add(size)
     for row in np.flatnonzero(found & ~owned).tolist():  # outside every forward: backward, the loss
         size, made_as_code = int(sizes[row]), int(made_as[row])
-        copied = made_as_code == unknown or (
-            made_as_code == given and made_ns[row] >= 0
-        )  # a reordered or copied weight
+        if made_as_code == given and made_ns[row] < 0:  # the batch, loaded before the capture
+            continue
+        copied = made_as_code in (unknown, given)  # a reordered or copied weight
         if ("", size) in scoped and (copied or size not in forward_sizes):  # else an activation's gradient
             found[row] = False
     return found
