@@ -31,7 +31,25 @@ class LiveTensor:
     module: str  # the trace's module name ("Conv2d_1"), "" outside every module
     tensor_id: int  # torch's tensor id, -1 for memory with no tensor
     made_ns: int  # when it was allocated, on the trace's clock; -1: before the capture
+    row: int = -1  # its row in CategorisedMemory.changes (MemoryChanges.tensor)
     stack: Stack = ()  # the Python stack it was allocated in, outermost first (analysis/python_stack.py)
+
+
+@dataclass(frozen=True)
+class MemoryChanges:
+    """torch's timeline change by change, so a what-if can replay it with a remedy applied
+    (analysis/memory_what_ifs.py): the curve's point ``p`` is the state after change
+    ``last_of_point[p]``.  A new version of a tensor is two changes of its row at one time:
+    its bytes out of the old version's category, then into the new one's."""
+
+    time_ns: np.ndarray  # int64 per change, on the trace's clock; -1: a tensor from before the capture
+    bytes: np.ndarray  # int64 per change, signed
+    category: np.ndarray  # int64 per change: index into CategorisedMemory.categories
+    tensor: np.ndarray  # int64 per change: the tensor's row
+    last_of_point: np.ndarray  # int64 per point of the curve: its last change
+    # per tensor row: the trace's name of its module ("" none): a parameter's owner (torch's guesses
+    # have none), else the module whose forward made it (capture/memory_categories.py)
+    tensor_module: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,7 @@ class CategorisedMemory:
     bytes: np.ndarray  # int64 (points, categories): bytes live after each point
     peak_index: int
     live_at_peak: tuple[LiveTensor, ...]  # largest first
+    changes: MemoryChanges
 
     @property
     def is_cpu(self) -> bool:
@@ -127,6 +146,14 @@ def _replay(saved: DeviceMemoryCategories, base_time_ns: int) -> CategorisedMemo
         bytes=states,
         peak_index=peak,
         live_at_peak=_live_tensors(saved, codes, sizes, int(last_of_point[peak]) + 1, made),
+        changes=MemoryChanges(
+            time_ns=made,
+            bytes=sizes,
+            category=codes,
+            tensor=np.array(saved.tensor, dtype=np.int64),
+            last_of_point=last_of_point,
+            tensor_module=tuple(saved.modules[m] if m >= 0 else "" for m in saved.tensor_module),
+        ),
     )
 
 
@@ -157,6 +184,7 @@ def _live_tensors(
                 module=saved.modules[module] if module >= 0 else "",
                 tensor_id=saved.tensor_id[tensor],
                 made_ns=int(change_ns[first_change[tensor]]),
+                row=tensor,
             )
         )
     return tuple(tensors)

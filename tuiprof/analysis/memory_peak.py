@@ -23,20 +23,32 @@ made and that operator's module.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.analysis.memory import MAX_ATTRIBUTED, MemoryTimeline, innermost_calls_at
 from tuiprof.analysis.memory_categories import CategorisedMemory
+from tuiprof.analysis.memory_what_ifs import (
+    STATE_FREE_OPTIMIZERS,
+    STEP_PREFIX,
+    ZERO_GRAD_PREFIX,
+    batch_scaled,
+    batch_sized,
+    gradients_set_to_none,
+    named_spans,
+    replay,
+    without_optimizer_state,
+)
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.python_stack import Stack
 from tuiprof.analysis.steps import StepStats
 from tuiprof.analysis.timeline import PHASES, profiler_step_rows, step_phases
 
-# Categories that grow with the batch: halving it halves them (parameters, gradients
-# and optimizer state are per parameter; torch's "unknown" is left as it is).
-BATCH_CATEGORIES = ("input", "activation", "temporary", "autograd_detail")
 UNNAMED = "(smaller allocations, not named)"
 
 
@@ -68,19 +80,40 @@ class ModuleMemory:
 
 
 @dataclass(frozen=True)
-class WhatIf:
-    """One remedy's arithmetic: ``saves_bytes`` off a peak of ``peak_bytes``."""
+class GradientBound:
+    """torch's gradients at the peak against the parameters they are for: a parameter has
+    one gradient of its own size, so gradients above the parameters are torch over-counting
+    (gradients it saw made before the capture and never saw freed)."""
 
-    remedy: str  # grads-to-none | no-momentum | checkpoint | half-batch
-    saves_bytes: int
-    peak_bytes: int
-    basis_bytes: int  # the bytes the saving is taken from (the category or module total)
-    module: str = ""  # checkpoint: the module
-    recompute_us: float = 0.0  # checkpoint: its forward time per step, run again in backward
+    gradient_bytes: int
+    parameter_bytes: int  # of the parameters (torch's guesses left out)
+    modules_over: int  # modules holding more gradient bytes than parameter bytes
 
     @property
-    def peak_after(self) -> int:
-        return self.peak_bytes - self.saves_bytes
+    def over_counted(self) -> int:
+        return max(0, self.gradient_bytes - self.parameter_bytes)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One remedy replayed on torch's timeline (analysis/memory_what_ifs.py): the peak of the
+    run with the remedy applied, or ``peak_after`` None and ``why_not`` where tuiprof abstains."""
+
+    remedy: str  # grads-to-none | no-momentum | stateless-optimizer | checkpoint | half-batch
+    peak_bytes: int
+    peak_after: int | None  # the replayed peak; None: not predicted
+    basis_bytes: int  # what the remedy changes, at the peak: gradients zeroed in place, optimizer state, batch-sized bytes, activations
+    why_not: str = ""  # why the saving is not predicted (peak_after None)
+    step: StepStats | None = None  # where the replayed peak falls: its step...
+    phase: str = ""  # ...and phase ("backward"; "" outside them)
+    module: str = ""  # checkpoint: the module
+    recompute_us: float = 0.0  # checkpoint: its forward time per step, run again in backward
+    optimizer: str = ""  # the optimizer's class, as its step's span names it ("SGD", "Adam")
+    bound: GradientBound | None = None  # grads-to-none: torch's gradients against the parameters
+
+    @property
+    def saves_bytes(self) -> int | None:
+        return None if self.peak_after is None else self.peak_bytes - self.peak_after
 
 
 @dataclass(frozen=True)
@@ -153,7 +186,7 @@ def _categorised(model: TraceModel, memory: CategorisedMemory) -> MemoryBreakdow
         memory=memory,
         modules=modules,
         allocations=allocations,
-        what_ifs=_what_ifs(model, memory, step, most),
+        what_ifs=_what_ifs(model, memory, most),
         most_activations=most,
         phases=_phases(model),
         before_trace_bytes=memory.before_trace_bytes,
@@ -232,29 +265,63 @@ def _place(model: TraceModel, time_ns: int) -> tuple[StepStats | None, str]:
     return step, phase
 
 
-def _what_ifs(
-    model: TraceModel, memory: CategorisedMemory, step: StepStats | None, most: ModuleMemory | None
-) -> list[WhatIf]:
+def _what_ifs(model: TraceModel, memory: CategorisedMemory, most: ModuleMemory | None) -> list[WhatIf]:
+    """Each remedy replayed on torch's timeline (analysis/memory_what_ifs.py)."""
     peak = memory.peak_bytes
     by_category = memory.peak_by_category
-    found = []
-    # Gradients live at the peak that were made before its step began: kept from the last step.
-    kept = 0
-    if step is not None:
-        kept = sum(t.bytes for t in memory.live_at_peak if t.category == "gradient" and t.made_ns < step.start_ns)
-    found.append(WhatIf("grads-to-none", kept, peak, by_category.get("gradient", 0)))
-    found.append(
-        WhatIf("no-momentum", by_category.get("optimizer_state", 0), peak, by_category.get("optimizer_state", 0))
-    )
+
+    def replayed(remedy: str, deltas: np.ndarray, basis: int, **facts: Any) -> WhatIf:
+        after = replay(memory, deltas)
+        place = _place(model, after.peak_ns)
+        return WhatIf(remedy, peak, after.peak_bytes, basis, step=place[0], phase=place[1], **facts)
+
+    found = [_gradients_to_none(model, memory, replayed)]
+    steps = named_spans(model.calls, STEP_PREFIX)
+    optimizer = steps[0].optimizer if steps else ""
+    state = by_category.get("optimizer_state", 0)
+    stateless = optimizer and optimizer not in STATE_FREE_OPTIMIZERS
+    remedy = "stateless-optimizer" if stateless else "no-momentum"
+    found.append(replayed(remedy, without_optimizer_state(memory, steps), state, optimizer=optimizer))
     if most is not None:
         node = most.node
-        steps = max(1, len(model.steps))
-        forward_us = node.cost_parts_us[0] / steps if node is not None else 0.0
+        forward_us = node.cost_parts_us[0] / max(1, len(model.steps)) if node is not None else 0.0
         activations = most.bytes.get("activation", 0)
-        found.append(WhatIf("checkpoint", activations, peak, activations, most.label, forward_us))
-    batch = sum(by_category.get(c, 0) for c in BATCH_CATEGORIES)
-    found.append(WhatIf("half-batch", batch // 2, peak, batch))
+        why = "not replayed: which of its activations the layers after it keep is not known"
+        found.append(WhatIf("checkpoint", peak, None, activations, why, module=most.label, recompute_us=forward_us))
+    parents: dict[str, str] = {}
+    for node in model.modules.walk():
+        parents.setdefault(node.name, node.parent.name if node.parent is not None else "")
+    sized = batch_sized(memory, parents, steps, named_spans(model.calls, ZERO_GRAD_PREFIX))
+    basis = sum(t.bytes for t in memory.live_at_peak if sized[t.row])
+    found.append(replayed("half-batch", batch_scaled(memory, sized, 1, 2), basis))
     return found
+
+
+def _gradients_to_none(model: TraceModel, memory: CategorisedMemory, replayed: Callable[..., WhatIf]) -> WhatIf:
+    """zero_grad(set_to_none=True): gradients zeroed in place freed there instead."""
+    bound = _gradient_bound(memory)
+    gradients = memory.peak_by_category.get("gradient", 0)
+    zero_grads = named_spans(model.calls, ZERO_GRAD_PREFIX)
+    if not zero_grads and (memory.changes.category == memory.categories.index("gradient")).any():
+        why = "no optimizer.zero_grad() in the trace, so where gradients would be freed is not known"
+        return WhatIf("grads-to-none", memory.peak_bytes, None, gradients, why, bound=bound)
+    deltas, zeroed = gradients_set_to_none(memory, zero_grads)
+    kept = sum(t.bytes for t in memory.live_at_peak if t.row in zeroed)
+    return replayed("grads-to-none", deltas, kept, bound=bound)
+
+
+def _gradient_bound(memory: CategorisedMemory) -> GradientBound:
+    """Gradients and parameters at the peak, by module; a parameter is one a module holds or one
+    from before the capture (a compiled model's, captured without it), never torch's guess."""
+    gradients: dict[str, int] = defaultdict(int)
+    parameters: dict[str, int] = defaultdict(int)
+    for tensor in memory.live_at_peak:
+        if tensor.category == "gradient":
+            gradients[tensor.module] += tensor.bytes
+        elif tensor.category == "parameter" and (tensor.module or tensor.made_ns < 0):
+            parameters[tensor.module] += tensor.bytes
+    over = sum(1 for module, size in gradients.items() if module and size > parameters.get(module, 0))
+    return GradientBound(sum(gradients.values()), sum(parameters.values()), over)
 
 
 # ------------------------------------------------------------------ JSON only

@@ -25,7 +25,7 @@ from tuiprof.analysis.ranking import (
 from tuiprof.analysis.ranks import RunSummary, run_step_us
 from tuiprof.analysis.steps import idle_share
 from tuiprof.report.catalog import FINDINGS
-from tuiprof.report.memory_texts import before_trace_sentence, memory_peak_sentence
+from tuiprof.report.memory_texts import before_trace_sentence, memory_peak_sentence, remedy_line
 from tuiprof.report.stragglers import saving_doubt, straggler_cause, straggler_chain, straggler_remedy
 from tuiprof.report.units import format_bytes, format_count, format_us, plural
 from tuiprof.report.views import Column, Row, View, ViewOptions
@@ -38,6 +38,10 @@ COPY_SHARE = 0.10  # host-device copies above this are usually avoidable (pinned
 LAUNCH_SHARE = 0.20  # CPU time in launch calls above this means the GPU waits for launches
 TINY_KERNEL_US = 10.0  # kernels shorter than this cost less than their launch
 TOP_MODULE_PART_SHARE = 0.10  # a part of the top modules named beside them: smaller ones are noise
+# Gradients kept between steps are memory spent for nothing (set_to_none=True changes no result):
+# a tenth of the peak so spent is a warning.  Other what-ifs trade something (the optimizer, the
+# batch) and a peak is only a problem near the device's limit, which a trace does not say: info.
+WASTED_MEMORY_SHARE = 0.10
 
 COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "cudaMemcpyAsync", "hipMemcpyWithStream", "cudaMemcpy")
 LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
@@ -493,7 +497,27 @@ def memory_not_recorded(model: TraceModel) -> Finding | None:
 def memory_peak(model: TraceModel) -> Finding | None:
     categorised = memory_peak_sentence(model)  # what the peak is made of, when a capture saved torch's categories
     if categorised is not None:
-        return Finding("memory-peak", "info", categorised, see="memory-categories")
+        # The remedy: gradients set to None when they waste enough, else the what-if that saves the most;
+        # where none is predicted, the first that could save something, with why tuiprof abstains.
+        what_ifs = model.memory_breakdown.what_ifs
+        peak = model.memory_breakdown.peak_bytes
+        claimed = sorted((w for w in what_ifs if w.saves_bytes), key=lambda w: -(w.saves_bytes or 0))
+        wasted = [
+            w for w in claimed if w.remedy == "grads-to-none" and (w.saves_bytes or 0) >= WASTED_MEMORY_SHARE * peak
+        ]
+        best = (wasted or claimed or [w for w in what_ifs if w.saves_bytes is None and w.basis_bytes] or [None])[0]
+        if best is None:
+            return Finding("memory-peak", "info", categorised, see="memory-categories")
+        saving = Saving(PEAK_MEMORY, peak, best.saves_bytes, "" if best.saves_bytes is not None else best.why_not)
+        return Finding(
+            "memory-peak",
+            "warning" if wasted else "info",
+            categorised,
+            see="memory-categories",
+            remedy=remedy_line(best),
+            saving=saving,
+            weight=(best.saves_bytes or 0) / peak if peak else 0.0,
+        )
     peak = model.peak_memory
     if peak is None or peak.peak_operator_row < 0:
         return None

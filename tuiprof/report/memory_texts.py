@@ -10,7 +10,7 @@ from tuiprof.analysis.memory_peak import MemoryBreakdown, ModuleMemory, PeakAllo
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.python_stack import user_frame
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.units import format_bytes, format_us
+from tuiprof.report.units import format_bytes, format_us, plural
 
 CATEGORY_WORDS = {
     "parameter": "parameters",
@@ -33,6 +33,7 @@ STACK_JOINER = " > "  # a stack on one line (data formats), outermost frame firs
 REMEDIES = {
     "grads-to-none": "Gradients to None",
     "no-momentum": "SGD without momentum",
+    "stateless-optimizer": "A stateless optimizer",
     "checkpoint": "Activation checkpointing",
     "half-batch": "Half the batch",
 }
@@ -100,8 +101,9 @@ def memory_peak_lines(model: TraceModel, view: str) -> list[str]:
     return lines
 
 
-def peak_place(breakdown: MemoryBreakdown) -> str:
-    """``in backward of step 3``, ``in step 3``, or '' outside every step."""
+def peak_place(breakdown: MemoryBreakdown | WhatIf) -> str:
+    """``in backward of step 3``, ``in step 3``, or '' outside every step: where the peak
+    falls, or the peak a what-if replayed."""
     if breakdown.step is None:
         return ""
     if breakdown.phase:
@@ -129,33 +131,79 @@ def memory_peak_sentence(model: TraceModel) -> str | None:
     return text + "."
 
 
-def what_if_text(what_if: WhatIf) -> str:
-    """One remedy in plain words, with the arithmetic behind its saving."""
-    saves, peak, basis = what_if.saves_bytes, what_if.peak_bytes, what_if.basis_bytes
-    after = f"saves {format_bytes(saves)} ({share(saves, peak)} of the peak), peak {format_bytes(what_if.peak_after)}"
+def remedy_line(what_if: WhatIf) -> str:
+    """What to change, in one line (a finding's ``remedy``)."""
     if what_if.remedy == "grads-to-none":
-        if not saves:
-            return (
-                "Gradients set to None between steps: saves nothing here; no gradient live at the peak "
-                f"is left from an earlier step ({format_bytes(basis)} of gradients are this step's)."
-            )
-        return (
-            f"Gradients set to None between steps (optimizer.zero_grad() before the forward): {after}; "
-            f"{format_bytes(saves)} of the {format_bytes(basis)} of gradients at the peak were made before its step began."
-        )
+        return "optimizer.zero_grad(set_to_none=True)"
     if what_if.remedy == "no-momentum":
-        if not saves:
-            return "SGD without momentum: saves nothing here; there is no optimizer state at the peak."
-        return f"SGD without momentum (an optimizer without state): {after}; that is the optimizer state at the peak."
+        return "SGD(momentum=0)"
+    if what_if.remedy == "stateless-optimizer":
+        return f"a stateless optimizer (SGD without momentum) instead of {what_if.optimizer}"
     if what_if.remedy == "checkpoint":
+        return f"torch.utils.checkpoint around {what_if.module}"
+    return "half the batch size"
+
+
+def gradient_bound_sentence(what_if: WhatIf) -> str:
+    """Where torch counts more gradient bytes than there are parameters: said, with the bound."""
+    bound = what_if.bound
+    if bound is None or not bound.over_counted:
+        return ""
+    modules = (
+        f", more than their own parameters in {plural(bound.modules_over, 'module')}" if bound.modules_over else ""
+    )
+    return (
+        f" torch counts {format_bytes(bound.gradient_bytes)} of gradients at the peak for "
+        f"{format_bytes(bound.parameter_bytes)} of parameters{modules}: gradients it saw made before the "
+        f"capture and never saw freed. A parameter has one gradient its size: gradients are at most "
+        f"{format_bytes(bound.parameter_bytes)}."
+    )
+
+
+def what_if_text(what_if: WhatIf) -> str:
+    """One remedy in plain words: the peak of the timeline replayed with it, or why tuiprof
+    does not predict it."""
+    saves, peak, basis = what_if.saves_bytes, what_if.peak_bytes, what_if.basis_bytes
+    name = REMEDIES[what_if.remedy]
+    if saves is None:
+        text = f"{name}: tuiprof does not predict the saving ({what_if.why_not})."
+        if what_if.remedy == "checkpoint":
+            text = (
+                f"Activation checkpointing of {what_if.module}: tuiprof does not predict the saving "
+                f"({what_if.why_not}); at most its {format_bytes(basis)} of activations at the peak "
+                f"({share(basis, peak)}). Costs its forward again in backward: +{format_us(what_if.recompute_us)} per step."
+            )
+        return text + (gradient_bound_sentence(what_if) if what_if.remedy == "grads-to-none" else "")
+    place = peak_place(what_if)
+    after = (
+        f"replayed, the peak is {format_bytes(what_if.peak_after or 0)}{' ' + place if place else ''}: "
+        f"saves {format_bytes(saves)} ({share(saves, peak)} of the peak)"
+    )
+    if what_if.remedy == "grads-to-none":
+        if not basis:
+            text = (
+                "Gradients set to None: saves nothing here; no gradient is zeroed in place at zero_grad "
+                "(set_to_none=True, torch's default, frees them)."
+            )
+        else:
+            text = (
+                f"optimizer.zero_grad(set_to_none=True): gradients zeroed in place ({format_bytes(basis)} at the peak) "
+                f"freed at zero_grad instead and made again in backward; {after}."
+            )
+        return text + gradient_bound_sentence(what_if)
+    if what_if.remedy in ("no-momentum", "stateless-optimizer"):
+        if not saves:
+            return f"{name}: saves nothing here; there is no optimizer state at the peak."
+        if what_if.remedy == "no-momentum":
+            return f"SGD(momentum=0): without its momentum buffers ({format_bytes(basis)} at the peak); {after}."
         return (
-            f"Activation checkpointing of {what_if.module}: {after.replace('saves', 'saves up to', 1)}; "
-            f"that is its activations at the peak, minus what the next layer keeps of its output. "
-            f"Costs its forward again in backward: +{format_us(what_if.recompute_us)} per step."
+            f"A stateless optimizer (SGD without momentum or weight decay) instead of {what_if.optimizer}: "
+            f"without its state ({format_bytes(basis)} at the peak) and what its step allocates; {after}."
         )
     return (
-        f"Half the batch: {after}; inputs, activations, temporaries and autograd detail "
-        f"({format_bytes(basis)} at the peak) halve, parameters, gradients and optimizer state do not."
+        f"Half the batch: the tensors that grow with it halve ({format_bytes(basis)} at the peak: inputs, "
+        f"activations, temporaries, autograd detail and untied blocks, but not what the weights make: their "
+        f"copies, their gradients, the optimizer's tensors); {after}."
     )
 
 
@@ -170,8 +218,8 @@ def module_memory_detail(breakdown: MemoryBreakdown, module: ModuleMemory) -> Te
     if module is breakdown.most_activations and checkpoint is not None:
         text.append("\nHolds the most activations at the peak: ", style="bold")
         text.append(
-            f"checkpointing it saves up to {format_bytes(checkpoint.saves_bytes)} "
-            f"({share(checkpoint.saves_bytes, checkpoint.peak_bytes)} of the peak) and costs "
+            f"checkpointing it saves at most {format_bytes(checkpoint.basis_bytes)} "
+            f"({share(checkpoint.basis_bytes, checkpoint.peak_bytes)} of the peak) and costs "
             f"+{format_us(checkpoint.recompute_us)} per step (m: what-ifs)."
         )
     return text
