@@ -425,23 +425,152 @@ def test_captures_stay_within_the_limit_oldest_slow_first_healthy_kept(tmp_path)
 
 
 def test_the_slow_rule_matches_a_plain_recomputation() -> None:
+    """The detector against the rule's words, recomputed with plain lists: the baseline is the median
+    of the last N normal steps (at least 5 before judging); K slow steps in a row, then the median
+    of the next 2 steps over the threshold too; a slow step never enters the baseline."""
     import random
 
     from tuiprof.analysis.watch import SlowDetector, SlowRule
 
     rule = SlowRule(ratio=1.2, window=7, held=2, warmup=4)
     generator = random.Random(3)
-    times = [generator.choice([1.0, 1.1, 1.3, 2.0, 0.9]) for _ in range(300)]
+    times = [generator.choice([1.0, 1.1, 1.3, 2.0, 2.5, 0.9]) for _ in range(400)]
     detector = SlowDetector(rule)
-    fired = [index for index, t in enumerate(times) if detector.observe(t)]
-    expected, run, judged = [], 0, times[rule.warmup :]
-    for index in range(rule.window, len(judged)):
-        over = judged[index] > rule.ratio * statistics.median(judged[index - rule.window : index])
-        run = run + 1 if over else 0
-        if run == rule.held:
-            expected.append(index + rule.warmup)
-            run = 0
-    assert fired == expected and fired
+    fired = [step for step, t in enumerate(times, 1) if detector.observe(step, t)]
+    expected: list[int] = []
+    normal: list[float] = []
+    run: list[float] = []
+    for step, t in enumerate(times, 1):
+        if step <= rule.warmup:
+            continue
+        if len(normal) < 5:
+            normal.append(t)
+            continue
+        threshold = rule.ratio * statistics.median(normal[-rule.window :])
+        if len(run) < rule.held and t <= threshold:
+            run, normal = [], normal + [t]
+            continue
+        run.append(t)
+        if len(run) == rule.held + 2:
+            if statistics.median(run[rule.held :]) > threshold:
+                expected.append(step)
+            run = []
+    assert fired == expected and len(fired) > 3
+
+
+# ------------------------------------------------------------------ the slow rule on a synthetic clock
+
+
+class _Clock:
+    """Stands in for ``time`` in tuiprof.capture.watch: each step takes what the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+def _synthetic_watch(tmp_path, monkeypatch, step_ms, steps: int, wait_ms=lambda step: 0.0) -> Path:
+    """A job watched in this process whose step N takes ``step_ms(N)`` ms (``wait_ms(N)`` of it
+    waiting for a CPU); the captures are real profiler sessions (recording nothing optional: a
+    few seconds less each).  The default settings: warm-up 10, 1.2:50:3, cooldown 100, profiler
+    warmup 1 and 3 active steps."""
+    import torch
+
+    import tuiprof.capture.watch as watch_module
+    from tuiprof.capture.config import CaptureConfig
+
+    clock = _Clock()
+    monkeypatch.setattr(watch_module, "time", clock)
+    waits: list[float] = []
+    monkeypatch.setattr(watch_module.Watcher, "_cpu_wait_s", lambda self: waits[-1] if waits else 0.0, raising=False)
+    directory = tmp_path / "w"
+    weight = torch.ones(4, requires_grad=True)
+    light = CaptureConfig(record_shapes=False, profile_memory=False, with_stack=False, with_flops=False)
+    with watch_module.Watcher(directory, watch_module.WatchSettings(), light, "synthetic.py", "manual") as watcher:
+        for step in range(1, steps + 1):
+            (weight * 2).sum().backward()  # something for the profiler to record
+            clock.now += step_ms(step) / 1000
+            waits.append(wait_ms(step) / 1000)
+            watcher.step()
+    return directory
+
+
+def _slow_triggers(directory: Path) -> list[dict]:
+    return [line for line in _lines(directory) if line.get("e") == "trigger" and line["trigger"] == "slow"]
+
+
+def _rows(directory: Path) -> list[dict]:
+    from tuiprof.analysis.watch import summarise_watch
+    from tuiprof.report.watch import watch_rows
+    from tuiprof.trace.watch import read_history
+
+    return watch_rows(summarise_watch(read_history(directory)), with_dropped=True)
+
+
+def test_a_slowdown_from_step_30_is_caught_within_5_steps_and_its_first_step_named(tmp_path, monkeypatch) -> None:
+    # The old rule judged nothing before its 50-step window was full (step 65) and by then the
+    # slowdown was the median: never caught.
+    slow = {step: (3, 4, 5, 6)[step % 4] for step in range(30, 61)}
+    directory = _synthetic_watch(tmp_path, monkeypatch, lambda step: slow.get(step, 1.0 + step % 3 * 0.05), 60)
+    triggers = _slow_triggers(directory)
+    assert triggers and 30 <= triggers[0]["step"] <= 35, triggers
+    assert triggers[0]["first_slow"] == 30 and "slow from step 30" in triggers[0]["why"]
+    slow_rows = [row for row in _rows(directory) if row["trigger"] == "slow"]
+    assert slow_rows and slow_rows[0]["verdict"] == "slower" and slow_rows[0]["slow_from"] == 30
+
+
+def test_noise_at_steps_70_to_72_is_not_confirmed_and_the_slowdown_at_80_is_caught(tmp_path, monkeypatch) -> None:
+    # The old rule fired on the three noisy steps and its 100-step cooldown then hid the slowdown.
+    def step_ms(step: int) -> float:
+        return 3.0 if 70 <= step <= 72 else 4.0 if step >= 80 else 1.0
+
+    triggers = _slow_triggers(_synthetic_watch(tmp_path, monkeypatch, step_ms, 95))
+    assert [t["step"] for t in triggers][:1] == [84] and triggers[0]["first_slow"] == 80, triggers
+
+
+def test_a_capture_that_was_not_slower_is_labelled_and_starts_no_cooldown(tmp_path, monkeypatch, capsys) -> None:
+    # Noise long enough to be confirmed (steps 70-75) is over when its capture records (76-78).
+    def step_ms(step: int) -> float:
+        return 3.0 if 70 <= step <= 75 else 4.0 if step >= 90 else 1.0
+
+    directory = _synthetic_watch(tmp_path, monkeypatch, step_ms, 110)
+    assert [(t["step"], t["first_slow"]) for t in _slow_triggers(directory)] == [(74, 70), (94, 90)]
+    rows = [(row["trigger"], row["first_step"], row["verdict"]) for row in _rows(directory)]
+    assert rows == [("healthy", 12, ""), ("slow", 76, "not slower"), ("slow", 96, "slower")]
+    result = _tuiprof("summary", str(directory), "--view", "watch")
+    assert result.returncode == 0 and "1 slow capture not slower than the healthy one (steps 76-78)" in result.stdout
+    assert "not slower" in next(line for line in result.stdout.splitlines() if "step000076-slow" in line)
+
+
+def test_an_outlier_healthy_window_is_taken_again(tmp_path, monkeypatch) -> None:
+    # Two of the healthy window's three steps (12-14) were slowed 5x by something that came and went.
+    directory = _synthetic_watch(tmp_path, monkeypatch, lambda step: 5.0 if step in (12, 13) else 1.0, 30)
+    lines = _lines(directory)
+    healthy = [line for line in lines if line.get("e") == "capture" and line["trigger"] == "healthy"]
+    assert [(c["first_step"], c["last_step"]) for c in healthy] == [(12, 14), (17, 19)]
+    dropped = [line for line in lines if line.get("e") == "dropped"]
+    assert [d["path"] for d in dropped] == [healthy[0]["path"]] and "outliers" in dropped[0]["why"]
+    retake = [line for line in lines if line.get("e") == "trigger" and line["trigger"] == "healthy"][1]
+    assert retake["step"] == 15 and "were outliers" in retake["why"]
+    assert sorted(p.name for p in directory.glob("*.gz")) == [healthy[1]["path"]]
+
+
+def test_a_step_slowed_only_by_waiting_for_a_cpu_is_not_slow(tmp_path, monkeypatch) -> None:
+    # Another process takes the CPU from step 30 on: every step waits 3 ms more for it.  The wait is
+    # recorded (q) and left out of what the rule judges; a real slowdown from step 70 is caught.
+    def step_ms(step: int) -> float:
+        return (4.0 if step >= 30 else 1.0) + (3.0 if step >= 70 else 0.0)
+
+    directory = _synthetic_watch(tmp_path, monkeypatch, step_ms, 90, wait_ms=lambda step: 3.0 if step >= 30 else 0.0)
+    assert [t["first_slow"] for t in _slow_triggers(directory)] == [70]
+    steps = {line["s"]: line for line in _lines(directory) if "s" in line}
+    assert steps[40]["q"] == pytest.approx(0.003) and steps[20]["q"] == 0
 
 
 # ------------------------------------------------------------------ the history as input
@@ -489,16 +618,19 @@ def test_a_newer_history_version_is_refused_in_one_line(tmp_path) -> None:
     directory = tmp_path / "w"
     directory.mkdir()
     (directory / "watch.jsonl").write_text(
-        '{"format":"tuiprof-watch","version":2,"pid":1,"started":0,"what":"x","settings":{}}\n'
+        '{"format":"tuiprof-watch","version":3,"pid":1,"started":0,"what":"x","settings":{}}\n'
     )
     result = _tuiprof("summary", str(directory), "--view", "watch")
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 2" in result.stderr
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 3" in result.stderr
 
 
 def test_run_help_states_the_slow_rule() -> None:
     result = _tuiprof("run", "--help")
     text = " ".join(result.stdout.split())
-    assert "K steps in a row over RATIO x the median of the last N unprofiled steps" in text
+    assert (
+        "K steps in a row over RATIO x the median of the last N normal (unprofiled, not slow) steps, held 2 steps more"
+        in text
+    )
 
 
 @pytest.mark.parametrize("width", [60, 80])
