@@ -75,7 +75,8 @@ class Outcome:
     noise_spent: int
     slow_missed: int
     healthy_takes: int
-    slowdown: float  # median unprofiled step from S over the median before S (the injected factor, measured)
+    slowdown: float  # median own time of the unprofiled steps from S over before S (the injected factor, measured)
+    triggers: str  # the slow triggers, "step(first slow step)=verdict", for --detail
 
 
 @dataclass
@@ -136,9 +137,14 @@ def judge(lines: list[dict], verdicts: dict[tuple[str, int], str], slow_from: in
             noise += verdict == "not slower"
         elif capture["first_step"] >= slow_from and verdict == "not slower":
             missed += 1
-    walls = {line["s"]: line["w"] for line in lines if "s" in line and not line.get("p")}
-    before = [w for s, w in walls.items() if 16 <= s < slow_from]
-    after = [w for s, w in walls.items() if s >= slow_from]
+    own = {line["s"]: line["w"] - line.get("q", 0.0) for line in lines if "s" in line and not line.get("p")}
+    before = [w for s, w in own.items() if 16 <= s < slow_from]
+    after = [w for s, w in own.items() if s >= slow_from]
+    described = []
+    for trigger in triggers:
+        capture = capture_of(trigger)
+        verdict = verdicts.get(("slow", capture["first_step"]), "") if capture else "no capture"
+        described.append(f"{trigger['step']}({trigger.get('first_slow')})={verdict or '?'}")
     return Outcome(
         caught,
         None if first is None else first["step"] - slow_from,
@@ -148,10 +154,11 @@ def judge(lines: list[dict], verdicts: dict[tuple[str, int], str], slow_from: in
         missed,
         sum(c["trigger"] == "healthy" for c in captures),
         statistics.median(after) / statistics.median(before) if before and after else float("nan"),
+        " ".join(described) or "none",
     )
 
 
-def run_scenario(scenario: Scenario, runs: int, base: Path) -> None:
+def run_scenario(scenario: Scenario, runs: int, base: Path, detail: bool) -> None:
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if scenario.hog else None
     try:
         if hog:
@@ -160,7 +167,10 @@ def run_scenario(scenario: Scenario, runs: int, base: Path) -> None:
         for index in range(runs):
             directory = base / f"s{scenario.slow_from}-{'hog' if scenario.hog else 'quiet'}-{index}"
             scenario.outcomes.append(watched_run(directory, scenario.slow_from, seed=index))
-            print(".", end="", file=sys.stderr, flush=True)
+            if detail:
+                print(f"{scenario.name}, run {index}: slow triggers {scenario.outcomes[-1].triggers}", file=sys.stderr)
+            else:
+                print(".", end="", file=sys.stderr, flush=True)
         scenario.load.append((load_before, os.getloadavg()[0]))
     finally:
         if hog:
@@ -192,6 +202,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="runs per scenario (default 10)")
     parser.add_argument("--from", dest="starts", default="30,60,80", help="slowdown starts S (default 30,60,80)")
     parser.add_argument("--no-hog", action="store_true", help="only the scenarios without a CPU hog")
+    parser.add_argument(
+        "--detail", action="store_true", help="each run's slow triggers on stderr: step(first slow step)=verdict"
+    )
+    parser.add_argument("--keep", metavar="DIR", help="keep the watch folders in DIR (default: deleted)")
     parser.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=MIN_STEPS, help=argparse.SUPPRESS)
     parser.add_argument("--slow-from", type=int, default=0, help=argparse.SUPPRESS)
@@ -207,9 +221,10 @@ def main() -> None:
         f"watch detection: {args.runs} runs per scenario, MLP 256-256-256-10 batch 64, 1 thread, steps 3-6x the "
         f"work from S; {os.cpu_count()} CPUs, torch {version('torch')}, load average {os.getloadavg()[0]:.2f}"
     )
-    with tempfile.TemporaryDirectory(prefix="tuiprof-watch-bench-") as base:
+    with tempfile.TemporaryDirectory(prefix="tuiprof-watch-bench-") as scratch:
+        base = Path(args.keep or scratch)
         for scenario in scenarios:
-            run_scenario(scenario, args.runs, Path(base))
+            run_scenario(scenario, args.runs, base, args.detail)
     print(file=sys.stderr)
     print(table(scenarios))
     for scenario in scenarios:
@@ -219,8 +234,9 @@ def main() -> None:
         f"caught: a slow trigger within {DEADLINE} steps of S whose capture tuiprof labels slower; delay: its step - S "
         "(of the first slow trigger at or after S; (-): none in some run); false slow: captures of healthy steps "
         "labelled slower; named S: the trigger names S as the first slow step; noise: slow captures of healthy "
-        "steps labelled not slower; missed: captures of slow steps labelled not slower; x slow: median "
-        f"unprofiled step from S over before S.  {time.perf_counter() - began:.0f} s in all."
+        "steps labelled not slower; missed: captures of slow steps labelled not slower; x slow: median own "
+        "time (wall less the wait for a CPU) of the unprofiled steps from S over before S (the injected "
+        f"slowdown, measured).  {time.perf_counter() - began:.0f} s in all."
     )
 
 

@@ -188,9 +188,9 @@ class Watcher:
         self._cooldown_before = 0  # the cooldown before the last slow capture's (a not-slower one gives it back)
         self._healthy_done = not settings.healthy
         self._healthy_takes = 0
-        self._healthy_median: float | None = None  # the healthy window's median step (profiled), once judged
+        self._healthy_median: float | None = None  # the healthy window's median own time (profiled), once judged
         self._retake_why = ""  # why the healthy window is taken again (empty: it is not)
-        self._walls: dict[int, float] = {}  # the own times of the last steps (a capture's are judged at its end)
+        self._own: dict[int, float] = {}  # the own times of the last steps (a capture's are judged at its end)
         self._schedstat: int | None = None  # SCHEDSTAT of the thread that started the watch (None: not on Linux)
         self._waited_ns = 0
         self._request = directory / REQUEST_NAME
@@ -303,8 +303,8 @@ class Watcher:
         self._profiled = False
         waited = self._cpu_wait_s()
         own = max(0.0, wall - (waited or 0.0))  # what the slow rule and the verdicts judge
-        self._walls[step] = own
-        self._walls.pop(step - self.settings.warmup - self.settings.active - 4, None)
+        self._own[step] = own
+        self._own.pop(step - self.settings.warmup - self.settings.active - 4, None)
         self._pending.append(
             step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled, waited)
         )
@@ -626,14 +626,14 @@ class Watcher:
         )
         self.kept.append(_Kept(trigger, path, size))
         if not self._follows_rank0():  # rank 0 (or a lone process) decides what comes next
-            self._judge(trigger, [self._walls[s] for s in window.steps if s in self._walls], len(self.kept) - 1)
+            self._judge(trigger, [self._own[s] for s in window.steps if s in self._own], path.name)
         self._keep_within_limits()
 
     def _start_cooldown(self, until: int) -> None:
         self._cooldown_before, self._cooldown_until = self._cooldown_until, until
 
-    def _judge(self, trigger: str, walls: list[float], index: int) -> None:
-        """A capture is written: its steps against the healthy window's.
+    def _judge(self, trigger: str, own: list[float], name: str) -> None:
+        """A capture is written: its steps' own times against the healthy window's.
 
         - the healthy window itself: when its own steps were outliers (its median over
           ``HEALTHY_SPREAD`` x its fastest) it is taken again, at the next normal step (at most
@@ -645,16 +645,15 @@ class Watcher:
         - a capture faster than the healthy window by more than ``HEALTHY_SPREAD``: the healthy
           window's steps were the outliers; it is taken again."""
         ratio = self.settings.rule.ratio
-        if not walls:
+        if not own:
             return
-        median = statistics.median(walls)
-        path = self.kept[index].path.name
+        median = statistics.median(own)
         if trigger == "healthy":
             self._healthy_takes += 1
-            if outlier_window(walls) and self._healthy_takes < MAX_HEALTHY_TAKES:
+            if outlier_window(own) and self._healthy_takes < MAX_HEALTHY_TAKES:
                 self._retake(
-                    f"taken again: the steps of {path} were outliers (median {median * 1000:.3g} ms, over "
-                    f"{HEALTHY_SPREAD:g}x its fastest {min(walls) * 1000:.3g} ms)"
+                    f"taken again: the steps of {name} were outliers (median {median * 1000:.3g} ms, over "
+                    f"{HEALTHY_SPREAD:g}x its fastest {min(own) * 1000:.3g} ms)"
                 )
             else:
                 self._healthy_median = median
@@ -671,7 +670,7 @@ class Watcher:
             self.detector.disarm()
         if is_slower(healthy, median, HEALTHY_SPREAD) and self._healthy_takes < MAX_HEALTHY_TAKES:
             self._retake(
-                f"taken again: {path} ran faster (median {median * 1000:.3g} ms) than the healthy window "
+                f"taken again: {name} ran faster (median {median * 1000:.3g} ms) than the healthy window "
                 f"({healthy * 1000:.3g} ms): its steps were outliers"
             )
 

@@ -117,21 +117,22 @@ def header_lines(summary: WatchSummary) -> list[str]:
             rule.describe()
             if history.version > 1
             else f"{rule.held} steps in a row over {rule.ratio:g}x the median of the last {rule.window}, "
-            f"after {rule.warmup} warm-up steps (version 1: every step in the median)"
+            f"after {rule.warmup} warm-up steps"  # version 1's rule, in its words
         )
         lines.append(f"slow rule: {words}")
     lines += [f"failure at step {f.step}: {plain(f.what)}" for f in history.failures]
     noise = summary.not_slower
     if noise:
-        steps = ", ".join(f"{c.capture.first_step}-{c.capture.last_step}" for c in noise)
+        spans = ", ".join(f"{c.capture.first_step}-{c.capture.last_step}" for c in noise)
         lines.append(
             f"{len(noise)} slow capture{'' if len(noise) == 1 else 's'} not slower than the healthy one "
-            f"(steps {steps}): noise that passed the rule, no cooldown after {'it' if len(noise) == 1 else 'them'}"
+            f"(steps {spans}): noise that passed the rule, no cooldown after {'it' if len(noise) == 1 else 'them'}"
         )
     dropped = sum(c.capture.dropped is not None for c in summary.captures)
     if dropped:
         lines.append(
-            f"{dropped} capture{'' if dropped == 1 else 's'} deleted to stay within the limits (--format json lists them)"
+            f"{dropped} capture{'' if dropped == 1 else 's'} deleted to stay within the limits or taken again "
+            "(--format json lists them)"
         )
     if not summary.captures:
         lines.append("no capture yet")
