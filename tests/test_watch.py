@@ -476,6 +476,33 @@ def test_the_slow_rule_matches_a_plain_recomputation() -> None:
     assert fired == expected and len(fired) > 3
 
 
+def test_noise_just_before_a_slowdown_is_not_named_its_first_step() -> None:
+    # Beside a CPU hog a step that lost its caches to it takes 1.5x: two of them right before the
+    # slowdown make five slow steps in a row from step 78, but the slowdown starts at 80.
+    from tuiprof.analysis.watch import SlowDetector, SlowRule
+
+    times = {78: 1.5, 79: 1.3, **{step: 4.0 for step in range(80, 90)}}
+    detector = SlowDetector(SlowRule())
+    fired = next(step for step in range(1, 90) if detector.observe(step, times.get(step, 1.0)))
+    assert fired == 82 and detector.first_slow == 80
+
+
+def test_the_wait_for_a_cpu_is_read_on_both_sides_of_the_clock(tmp_path, monkeypatch) -> None:
+    # Preempted between the clock and the wait: the wait would count in this step and the wall time
+    # in the next (seen: a step of 2.3 ms that "waited" 8.1 ms).  The pair is read again.
+    import types
+
+    import tuiprof.capture.watch as watch_module
+    from tuiprof.capture.config import CaptureConfig
+
+    watcher = watch_module.Watcher(tmp_path / "w", watch_module.WatchSettings(), CaptureConfig(), "x.py", "manual")
+    reads, clock = iter([0, 1_000_000, 9_000_000, 9_000_000]), iter([1.0, 1.01])
+    monkeypatch.setattr(watch_module, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(watcher, "_cpu_wait_ns", lambda: next(reads))
+    watcher._schedstat = 0
+    assert watcher._boundary() == (1.01, pytest.approx(0.009))
+
+
 # ------------------------------------------------------------------ the slow rule on a synthetic clock
 
 
@@ -506,7 +533,8 @@ def _synthetic_watch(tmp_path, monkeypatch, step_ms, steps: int, wait_ms=lambda 
     clock = _Clock()
     monkeypatch.setattr(watch_module, "time", clock)
     waits: list[float] = []
-    monkeypatch.setattr(watch_module.Watcher, "_cpu_wait_s", lambda self: waits[-1] if waits else 0.0, raising=False)
+    boundary = lambda self: (clock.now, waits[-1] if waits else 0.0)  # noqa: E731
+    monkeypatch.setattr(watch_module.Watcher, "_boundary", boundary, raising=False)
     directory = tmp_path / "w"
     weight = torch.ones(4, requires_grad=True)
     light = CaptureConfig(record_shapes=False, profile_memory=False, with_stack=False, with_flops=False)

@@ -188,10 +188,10 @@ class SlowDetector:
         steps, run[:] = list(run), []
         if not self._armed:
             return False
-        # Its first slow step: the first one nearer the slow level (the median of the K steps in a
-        # row) than the normal one (their geometric middle): a step of noise just over the
-        # threshold right before the slowdown is not named.
-        middle = (statistics.median(w for _, w in steps[: self.rule.held]) * (self.median_s or 0.0)) ** 0.5
+        # Its first slow step: the first one nearer the slow level (the run's median) than the
+        # normal one, so that a step or two of noise just over the threshold right before the
+        # slowdown are not named (seen beside a CPU hog: a step that lost its caches to it, 1.5x).
+        middle = (statistics.median(w for _, w in steps) + (self.median_s or 0.0)) / 2
         self.first_slow = next(s for s, w in steps if w > middle)
         return True
 
