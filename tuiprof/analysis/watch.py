@@ -188,10 +188,12 @@ class SlowDetector:
         steps, run[:] = list(run), []
         if not self._armed:
             return False
-        # Its first slow step: the first one nearer the slow level (the run's median) than the
-        # normal one, so that a step or two of noise just over the threshold right before the
-        # slowdown are not named (seen beside a CPU hog: a step that lost its caches to it, 1.5x).
-        middle = (statistics.median(w for _, w in steps) + (self.median_s or 0.0)) / 2
+        # Its first slow step: the first one nearer the level the slowdown held at (the median of
+        # its last CONFIRM_STEPS + 1 steps) than the baseline, so that steps of noise just over the
+        # threshold right before it are not named (seen: two steps that lost their caches to a CPU
+        # hog, 1.5x; three of another job's 1.3x, before a 4x slowdown).
+        level = statistics.median(w for _, w in steps[-CONFIRM_STEPS - 1 :])
+        middle = (level + (self.median_s or 0.0)) / 2
         self.first_slow = next(s for s, w in steps if w > middle)
         return True
 
