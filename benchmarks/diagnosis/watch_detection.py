@@ -106,7 +106,7 @@ def watched_run(directory: Path, slow_from: int, seed: int) -> Outcome:
     from tuiprof.trace.watch import read_history
 
     rows = watch_rows(summarise_watch(read_history(directory)), with_dropped=True)
-    verdicts = {(row["trigger"], row["first_step"]): row["verdict"] for row in rows}
+    verdicts = {(row["trigger"], row["first_step"]): row.get("verdict", "") for row in rows}  # none before history v2
     return judge(lines, verdicts, slow_from)
 
 
