@@ -6,11 +6,13 @@ import io
 import json
 import shutil
 
+import pytest
 from rich.console import Console
 
 from tests.conftest import SAMPLES
+from tuiprof.errors import TraceError
 from tuiprof.trace.watch import HistoryReader
-from tuiprof.tui.watch_app import CompareScreen, WatchApp
+from tuiprof.tui.watch_app import LIST_COLUMNS, CompareScreen, WatchApp
 
 HEALTHY = "step000007-healthy.pt.trace.json.gz"
 SLOW = "step000042-slow.pt.trace.json.gz"
@@ -22,8 +24,8 @@ def _text(renderable, width: int = 100) -> str:
     return console.file.getvalue()
 
 
-def _folder(tmp_path, steps: int = 60, ended: bool = True):
-    """A history by hand: 1 ms steps, 5 ms from step 40 on; healthy capture at 7-9, slow at 42-44."""
+def _folder(tmp_path, steps: int = 60, ended: bool = True, slow_ms: float = 5.0, settings: dict | None = None):
+    """A history by hand: 1 ms steps, ``slow_ms`` from step 40 on; healthy capture at 7-9, slow at 42-44."""
     directory = tmp_path / "w"
     directory.mkdir()
     shutil.copy(SAMPLES / "resnet18_b64_cpu.pt.trace.json.gz", directory / HEALTHY)
@@ -35,11 +37,11 @@ def _folder(tmp_path, steps: int = 60, ended: bool = True):
             "pid": 1,
             "started": 0,
             "what": "train.py",
-            "settings": {"ratio": 1.2, "window": 20, "held": 3, "warmup_steps": 5},
+            "settings": settings or {"ratio": 1.2, "window": 20, "held": 3, "warmup_steps": 5},
         }
     ]
     for step in range(1, steps + 1):
-        wall = 0.005 if step >= 40 else 0.001
+        wall = slow_ms / 1000 if step >= 40 else 0.001
         lines.append(
             {"s": step, "t": step * 0.01, "w": wall, **({"p": 1} if 6 <= step <= 10 or 41 <= step <= 45 else {})}
         )
@@ -114,3 +116,22 @@ async def test_a_running_job_is_followed(tmp_path) -> None:
         await pilot.pause(1.5)
         assert "45 steps, finished" in _text(app.query_one("#job").render())
         assert app.query_one("#captures").row_count == 3
+
+
+async def test_a_slow_capture_that_was_not_slower_is_labelled_so(tmp_path) -> None:
+    directory = _folder(tmp_path, slow_ms=1.1)  # "slow" at 42-44, but its steps are 1.1x the healthy ones
+    app = _app(directory)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#captures")
+        verdict = [c.key for c in LIST_COLUMNS].index("verdict")
+        assert [str(table.get_row_at(row)[verdict]) for row in range(2)] == ["", "not slower"]
+        assert "1 slow capture not slower than the healthy one (steps 42-44)" in _text(app.query_one("#job").render())
+
+
+@pytest.mark.parametrize("warmup", ["abc", "1e5", {"a": 1}])
+def test_a_setting_of_the_wrong_type_is_an_error_before_the_app_starts(tmp_path, warmup) -> None:
+    # Issue 42 item 4: the chart's int() of the setting raised inside the app (a Rich traceback, exit 0).
+    directory = _folder(tmp_path, settings={"ratio": 1.2, "warmup_steps": warmup})
+    with pytest.raises(TraceError, match="'warmup_steps' is not a whole number"):
+        _app(directory)

@@ -8,13 +8,17 @@ optimizer-step hook ``tuiprof run`` uses, or ``watcher.step()``) it
    ``DataLoader.__next__`` within it (a patched ``__next__``, two clock
    reads), and on a GPU a CUDA event pair per step, read once the events
    have completed (``query()``, never a sync);
-2. decides whether to capture: the healthy window once, right after the
-   warm-up; the slow rule (:mod:`tuiprof.analysis.watch`); a request file
-   ``DIR/capture.request`` from ``tuiprof capture DIR`` (owned by this user,
-   else ignored); every N steps;
+2. decides whether to capture: the healthy window right after the warm-up
+   (taken again when its own steps were outliers); the slow rule
+   (:mod:`tuiprof.analysis.watch`); a request file ``DIR/capture.request``
+   from ``tuiprof capture DIR`` (owned by this user, else ignored); every N
+   steps;
 3. runs ``torch.profiler`` over the next steps (wait 0, warmup W, active M),
    numbered with the job's step numbers, and writes each capture as a normal
-   trace file in DIR.
+   trace file in DIR;
+4. compares a capture's steps with the healthy window's (:meth:`Watcher._judge`):
+   a slow capture that was not slower starts no cooldown (it was noise; the
+   real slowdown may come next).
 
 Bounded: at most ``keep`` captures and ``disk_mb`` of them (the oldest slow
 ones go first, then every-N, then on-demand ones; the healthy one stays), a
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import sys
 import time
 from collections import deque
@@ -41,7 +46,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tuiprof.analysis.watch import SlowDetector, SlowRule
+from tuiprof.analysis.watch import HEALTHY_SPREAD, SlowDetector, SlowRule, is_slower, outlier_window
 from tuiprof.capture.config import CaptureConfig
 from tuiprof.capture.watch_ranks import lead_steps
 from tuiprof.errors import TraceError
@@ -67,6 +72,12 @@ FLUSH_SECONDS = 0.5
 # The capture request is looked for at most this often (a stat() per step would cost too much).
 REQUEST_CHECK_SECONDS = 0.2
 MAX_PENDING_DEVICE_STEPS = 256  # CUDA event pairs not yet complete; older ones are given up
+# Linux's scheduler statistics of the calling thread: ns on a CPU, ns waiting for one (runnable while
+# another process ran), time slices.  A step's wait is what another process's load added to it.
+SCHEDSTAT = "/proc/thread-self/schedstat"
+# The healthy window is taken at most this often (the first one and two more when the steps of
+# one before were outliers): a job too noisy for three tries keeps its last one.
+MAX_HEALTHY_TAKES = 3
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,14 @@ class Watcher:
         self._window_due = False  # --catch: a step ended; its window is closed at the next safe point
         self._cuda: Any = None  # torch.cuda, once started
         self._cooldown_until = 0
+        self._cooldown_before = 0  # the cooldown before the last slow capture's (a not-slower one gives it back)
         self._healthy_done = not settings.healthy
+        self._healthy_takes = 0
+        self._healthy_median: float | None = None  # the healthy window's median own time (profiled), once judged
+        self._retake_why = ""  # why the healthy window is taken again (empty: it is not)
+        self._own: dict[int, float] = {}  # the own times of the last steps (a capture's are judged at its end)
+        self._schedstat: int | None = None  # SCHEDSTAT of the thread that started the watch (None: not on Linux)
+        self._waited_ns = 0
         self._request = directory / REQUEST_NAME
         self._hooks: list[Any] = []
         self._device_events: deque = deque()
@@ -205,7 +223,8 @@ class Watcher:
                 self._fail(
                     f"tuiprof capture {os.getpid()} will not find this job (registry: {exc}); use tuiprof capture DIR"
                 )
-        self._started = self._last = time.perf_counter()
+        self._open_schedstat()
+        self._started = self._last = self._boundary()[0]
         original = _BaseDataLoaderIter.__next__
         watcher = self
 
@@ -258,6 +277,9 @@ class Watcher:
         self._write(event_line("end", step=self.step_number, status=status))
         os.close(self._fd)
         self._fd = None
+        if self._schedstat is not None:
+            os.close(self._schedstat)
+            self._schedstat = None
 
     def __enter__(self) -> Watcher:
         return self if self._fd is not None else self.start()
@@ -269,7 +291,7 @@ class Watcher:
 
     def step(self) -> None:
         """The end of a step: record it, then start, advance or finish a capture."""
-        now = time.perf_counter()
+        now, waited = self._boundary()
         wall = now - self._last
         self._last = now
         self.step_number += 1
@@ -279,8 +301,11 @@ class Watcher:
         # Judged by the slow rule: steps like the others -- unprofiled, or (--catch) all profiled alike.
         judged = not self._profiled and (self.settings.catch or not capturing)
         self._profiled = False
+        own = max(0.0, wall - (waited or 0.0))  # what the slow rule and the verdicts judge
+        self._own[step] = own
+        self._own.pop(step - self.settings.warmup - self.settings.active - 4, None)
         self._pending.append(
-            step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled)
+            step_line(step, now - self._started, wall, self._data_s if self._loader_seen else None, profiled, waited)
         )
         self._data_s = 0.0
         if now >= self._flush_at:
@@ -289,7 +314,7 @@ class Watcher:
         if self._cuda.is_initialized():
             self._time_device(step)
         try:
-            fires = judged and self.detector.observe(wall)
+            fires = judged and self.detector.observe(step, own)
             if self.settings.catch:
                 self._catch(step, judged and self.detector.last_over, now, capturing)
                 return
@@ -306,6 +331,41 @@ class Watcher:
             self._fail(f"watcher error: {type(exc).__name__}: {exc}")
             if self._profiler is not None:
                 self._stop_profiler()
+
+    def _open_schedstat(self) -> None:
+        try:
+            self._schedstat = os.open(SCHEDSTAT, os.O_RDONLY)
+        except OSError:  # not Linux, or no scheduler statistics: steps are judged on their wall time
+            return
+        self._waited_ns = self._cpu_wait_ns() or 0
+
+    def _cpu_wait_ns(self) -> int | None:
+        """The watching thread's time waiting for a CPU so far (ns; None: it cannot be read)."""
+        try:
+            return int(os.pread(self._schedstat, 128, 0).split()[1])  # type: ignore[arg-type]
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _boundary(self) -> tuple[float, float | None]:
+        """The step boundary: its time, and how long the step waited for a CPU (s; None: not known).
+
+        The wait is read on both sides of the clock, again when the two differ: a preemption
+        between two single reads would put its wait in one step's wall time and the other's wait
+        (seen here: a step of 2.3 ms that had "waited" 8.1 ms, the next one none in 10.6 ms)."""
+        if self._schedstat is None:
+            return time.perf_counter(), None
+        for _ in range(3):
+            before = self._cpu_wait_ns()
+            now = time.perf_counter()
+            after = self._cpu_wait_ns()
+            if after is None or before == after:
+                break
+        if after is None:  # it cannot be read any more: wall times from here on
+            os.close(self._schedstat)
+            self._schedstat = None
+            return now, None
+        waited, self._waited_ns = after - self._waited_ns, after
+        return now, waited / 1e9
 
     def _decide(self, step: int, slow: bool, now: float, wall: float) -> None:
         """Schedule a capture: now, or (torchrun) at the boundary rank 0 picked for every rank."""
@@ -331,24 +391,39 @@ class Watcher:
             if self._channel.announce(ahead, trigger):  # no process group yet: this rank alone, now
                 boundary = ahead
                 why += f"; every rank from step {boundary + 1}"
-        self._write(event_line("trigger", step=step, trigger=trigger, why=why))
+        self._write_trigger(step, trigger, why)
         self._scheduled = (boundary, trigger)
+
+    def _write_trigger(self, step: int, trigger: str, why: str) -> None:
+        slow = {"first_slow": self.detector.first_slow} if trigger == "slow" else {}
+        self._write(event_line("trigger", step=step, trigger=trigger, why=why, **slow))
 
     def _trigger(self, step: int, slow: bool, now: float) -> tuple[str | None, str]:
         if now >= self._next_request_check:
             self._next_request_check = now + REQUEST_CHECK_SECONDS
             if self._request_waiting():
                 return "demand", "tuiprof capture was run"
-        if not self._healthy_done and step >= self.settings.rule.warmup:
-            self._healthy_done = True
-            return "healthy", f"the healthy window, after {self.settings.rule.warmup} warm-up steps"
+        detector = self.detector
+        if not self._healthy_done and step >= self.settings.rule.warmup and not slow:
+            if not (detector.suspecting or detector.last_over):  # taken again: at a normal step
+                self._healthy_done = True
+                return (
+                    "healthy",
+                    self._retake_why or f"the healthy window, after {self.settings.rule.warmup} warm-up steps",
+                )
         if step < self._cooldown_until:
             return None, ""
-        median = self.detector.median_s or 0.0
+        median = detector.median_s or 0.0
         if slow:
             rule = self.settings.rule
-            held = "a step" if self.settings.catch else f"{rule.held} steps in a row"
-            return "slow", f"{held} over {rule.ratio:g}x the median {median * 1000:.3g} ms"
+            baseline = (
+                f"{rule.ratio:g}x the median {median * 1000:.3g} ms of {detector.baseline_steps} normal steps "
+                "(CPU wait left out)"
+            )
+            if self.settings.catch:
+                return "slow", f"step {step} over {baseline}"
+            first = detector.first_slow
+            return "slow", f"slow from step {first}: steps {first}-{step}, {rule.held} in a row over {baseline}"
         if self.settings.every and step % self.settings.every == 0:
             return "every", f"every {self.settings.every} steps"
         return None, ""
@@ -390,8 +465,13 @@ class Watcher:
         from tuiprof.capture.session import TraceWindows, make_profiler
 
         settings = self.settings
-        if trigger != "healthy":  # the healthy window is taken once, early: no cooldown after it
-            self._cooldown_until = step + settings.warmup + settings.active + settings.cooldown
+        if trigger != "healthy":  # the healthy window is taken early: no cooldown after it
+            self._start_cooldown(step + settings.warmup + settings.active + settings.cooldown)
+        else:  # taken again: the one before goes (its steps were outliers)
+            for index, kept in enumerate(self.kept):
+                if kept.trigger == "healthy":
+                    self._drop(index, self._retake_why or "rank 0 took the healthy window again")
+                    break
         free = shutil.disk_usage(self.directory).free
         if free < MIN_FREE_BYTES:
             self._fail(f"no capture at step {step}: {free // 2**20} MiB free on the disk of {self.directory}")
@@ -450,9 +530,11 @@ class Watcher:
         if not self._follows_rank0():
             trigger, why = self._trigger(step, over, now)
             if trigger:
-                self._write(event_line("trigger", step=step, trigger=trigger, why=why))
+                if trigger == "slow":
+                    self.detector.first_slow = step
+                self._write_trigger(step, trigger, why)
                 if trigger in ("slow", "every"):
-                    self._cooldown_until = step + self.settings.cooldown
+                    self._start_cooldown(step + self.settings.cooldown)
             if self._channel is not None:
                 self._channel.publish_verdict(step, trigger)
             self._caught = trigger
@@ -553,7 +635,59 @@ class Watcher:
             )
         )
         self.kept.append(_Kept(trigger, path, size))
+        if not self._follows_rank0():  # rank 0 (or a lone process) decides what comes next
+            self._judge(trigger, [self._own[s] for s in window.steps if s in self._own], path.name)
         self._keep_within_limits()
+
+    def _start_cooldown(self, until: int) -> None:
+        self._cooldown_before, self._cooldown_until = self._cooldown_until, until
+
+    def _judge(self, trigger: str, own: list[float], name: str) -> None:
+        """A capture is written: its steps' own times against the healthy window's.
+
+        - the healthy window itself: when its own steps were outliers (its median over
+          ``HEALTHY_SPREAD`` x its fastest) it is taken again, at the next normal step (at most
+          ``MAX_HEALTHY_TAKES`` times);
+        - a capture slower than the healthy window: a slow one starts the baseline again (the job's
+          new level);
+        - a slow capture that was not: noise that passed the rule.  It gives the cooldown back
+          and the rule waits for a normal step before it fires again;
+        - a capture faster than the healthy window by more than ``HEALTHY_SPREAD``: the healthy
+          window's steps were the outliers; it is taken again."""
+        ratio = self.settings.rule.ratio
+        if not own:
+            return
+        median = statistics.median(own)
+        if trigger == "healthy":
+            self._healthy_takes += 1
+            if outlier_window(own) and self._healthy_takes < MAX_HEALTHY_TAKES:
+                self._retake(
+                    f"taken again: the steps of {name} were outliers (median {median * 1000:.3g} ms, over "
+                    f"{HEALTHY_SPREAD:g}x its fastest {min(own) * 1000:.3g} ms)"
+                )
+            else:
+                self._healthy_median = median
+            return
+        healthy = self._healthy_median
+        if healthy is None:
+            return
+        if is_slower(median, healthy, ratio):
+            if trigger == "slow":
+                self.detector.rebase()
+            return
+        if trigger == "slow":
+            self._cooldown_until = self._cooldown_before
+            self.detector.disarm()
+        if is_slower(healthy, median, HEALTHY_SPREAD) and self._healthy_takes < MAX_HEALTHY_TAKES:
+            self._retake(
+                f"taken again: {name} ran faster (median {median * 1000:.3g} ms) than the healthy window "
+                f"({healthy * 1000:.3g} ms): its steps were outliers"
+            )
+
+    def _retake(self, why: str) -> None:
+        self._healthy_done = False
+        self._healthy_median = None
+        self._retake_why = why
 
     def _keep_within_limits(self) -> None:
         budget = self.settings.disk_mb * 2**20
@@ -564,19 +698,20 @@ class Watcher:
             if not droppable:
                 return
             index = droppable[0][1]
-            gone = self.kept.pop(index)
             why = (
-                f"over {self.settings.keep} captures"
-                if len(self.kept) >= self.settings.keep
-                else "over the disk budget"
+                f"over {self.settings.keep} captures" if len(self.kept) > self.settings.keep else "over the disk budget"
             )
-            gone.path.unlink(missing_ok=True)
-            if self.launch:
-                try:
-                    gone.path.parent.rmdir()  # the last rank to drop its file removes the capture's folder
-                except OSError:
-                    pass
-            self._write(event_line("dropped", path=self._entry(gone.path), why=why))
+            self._drop(index, why)
+
+    def _drop(self, index: int, why: str) -> None:
+        gone = self.kept.pop(index)
+        gone.path.unlink(missing_ok=True)
+        if self.launch:
+            try:
+                gone.path.parent.rmdir()  # the last rank to drop its file removes the capture's folder
+            except OSError:
+                pass
+        self._write(event_line("dropped", path=self._entry(gone.path), why=why))
 
     def _capture_path(self, first_step: int, trigger: str) -> Path:
         """Where a capture from ``first_step`` goes: a trace file in DIR, or (torchrun) this rank's file

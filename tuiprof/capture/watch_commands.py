@@ -191,7 +191,7 @@ def add_watch_arguments(parser) -> None:
         metavar="RATIO[:N[:K]]",
         default="1.2:50:3",
         help="the slow rule: after the warm-up, K steps in a row over RATIO x the median of the last N "
-        "unprofiled steps trigger a capture (default 1.2:50:3)",
+        "normal (unprofiled, not slow) steps, confirmed by 2 more, trigger a capture (default 1.2:50:3)",
     )
     group.add_argument(
         "--watch-warmup", type=int, default=10, metavar="W", help="first steps never judged slow (default 10)"

@@ -9,7 +9,7 @@ import textwrap
 
 from rich.text import Text
 
-from tuiprof.analysis.watch import CaptureComparison, WatchSummary, step_chart
+from tuiprof.analysis.watch import CaptureComparison, SlowRule, WatchSummary, step_chart
 from tuiprof.report.diff import WORSE, headline, overview_text
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
@@ -26,10 +26,35 @@ WATCH_COLUMNS = (
     Column("first_step", "First", "int", "Its first step (ProfilerStep#N in the trace)."),
     Column("last_step", "Last", "int", "Its last step."),
     Column(
+        "slow_from",
+        "Slow from",
+        "int",
+        "A slow capture: the first slow step of the slowdown it was triggered by (its trigger came later: "
+        "the rule waits until the slowdown holds).",
+        narrow=False,
+    ),
+    Column(
         "median_step_us", "Median step", "us", "Median wall time of its steps (profiled) in the history.", narrow=False
     ),
     Column(
-        "vs_healthy", "x healthy", "ratio", "That median over the healthy capture's (profiled too: like with like)."
+        "median_wait_us",
+        "CPU wait",
+        "us",
+        "Median time per step its thread waited for a CPU (another process ran; Linux only).",
+        narrow=False,
+    ),
+    Column(
+        "vs_healthy",
+        "x healthy",
+        "ratio",
+        "Its median step over the healthy capture's (profiled too: like with like), both without their CPU wait.",
+    ),
+    Column(
+        "verdict",
+        "Verdict",
+        "text",
+        "slower: over the slow rule's RATIO x the healthy capture's median; not slower: a slow one was noise "
+        "that had passed (it started no cooldown).",
     ),
     Column("median_data_us", "Data load", "us", "Median time in DataLoader.__next__ per step.", narrow=False),
     Column(
@@ -61,8 +86,11 @@ def watch_rows(summary: WatchSummary, with_dropped: bool, full_paths: bool = Tru
                 "trigger": capture.trigger,
                 "first_step": capture.first_step,
                 "last_step": capture.last_step,
+                "slow_from": item.first_slow,
                 "median_step_us": _us(item.median_step_s),
+                "median_wait_us": _us(item.median_wait_s),
                 "vs_healthy": item.ratio,
+                "verdict": item.verdict or "",
                 "median_data_us": _us(item.median_data_s),
                 "path": str(summary.history.directory / capture.path) if full_paths else capture_label(capture.path),
                 "dropped": capture.dropped or "",
@@ -80,18 +108,31 @@ def header_lines(summary: WatchSummary) -> list[str]:
     history = summary.history
     steps = len(history.steps)
     median = f"; median step {format_us(summary.median_step_s * 1e6)} unprofiled" if summary.median_step_s else ""
+    if median and summary.median_wait_s:
+        median += f", median wait for a CPU {format_us(summary.median_wait_s * 1e6)} (other processes' load)"
     lines = [f"{plain(history.what)}: {steps} step{'' if steps == 1 else 's'}, {status_words(history)}{median}"]
-    rule = history.settings
-    if rule:
-        lines.append(
-            f"slow rule: {rule.get('held')} steps in a row over {rule.get('ratio')}x the median of the last "
-            f"{rule.get('window')}, after {rule.get('warmup_steps')} warm-up steps"
+    if history.settings:  # checked numbers (trace/watch.py): nothing from the file reaches the terminal as is
+        rule = SlowRule.of_settings(history.settings)
+        words = (
+            rule.describe()
+            if history.version > 1
+            else f"{rule.held} steps in a row over {rule.ratio:g}x the median of the last {rule.window}, "
+            f"after {rule.warmup} warm-up steps"  # version 1's rule, in its words
         )
+        lines.append(f"slow rule: {words}")
     lines += [f"failure at step {f.step}: {plain(f.what)}" for f in history.failures]
+    noise = summary.not_slower
+    if noise:
+        spans = ", ".join(f"{c.capture.first_step}-{c.capture.last_step}" for c in noise)
+        lines.append(
+            f"{len(noise)} slow capture{'' if len(noise) == 1 else 's'} not slower than the healthy one "
+            f"(steps {spans}): noise that passed the rule, no cooldown after {'it' if len(noise) == 1 else 'them'}"
+        )
     dropped = sum(c.capture.dropped is not None for c in summary.captures)
     if dropped:
         lines.append(
-            f"{dropped} capture{'' if dropped == 1 else 's'} deleted to stay within the limits (--format json lists them)"
+            f"{dropped} capture{'' if dropped == 1 else 's'} deleted to stay within the limits or taken again "
+            "(--format json lists them)"
         )
     if not summary.captures:
         lines.append("no capture yet")
@@ -140,7 +181,7 @@ def chart_text(history: History, width: int, height: int = 8) -> Text:
         return Text("no steps yet")
     # The scale leaves out the warm-up (the first step holds imports and setup: seconds), whose
     # columns are drawn clipped at the top.
-    warmup = int(history.settings.get("warmup_steps", 0) or 0)
+    warmup = history.settings.get("warmup_steps", 0)  # a whole number: the reader checked it
     judged = [c.wall_s for c in columns if c.wall_s is not None and c.first_step > warmup]
     top = max(judged or [c.wall_s for c in columns if c.wall_s is not None] or [0.0]) or 1e-9
     cells = height * 8

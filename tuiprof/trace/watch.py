@@ -8,7 +8,7 @@ the last words of a crashed job, and is left out.  The format is versioned
 and every line is checked on read (the file is input: a line that does not
 fit is one clear error naming the line, never a traceback).
 
-Version 1, line by line (times in seconds; ``docs/watch.md`` is the reference):
+Version 2, line by line (times in seconds; ``docs/watch.md`` is the reference):
 
 - first line, the header:
   ``{"format": "tuiprof-watch", "version": 1, "pid": 123, "started": 1733350000.0, "what": "train.py", "settings": {...}}``
@@ -16,15 +16,26 @@ Version 1, line by line (times in seconds; ``docs/watch.md`` is the reference):
   ``{"s": 51, "t": 12.5, "w": 0.0213, "d": 0.0101}`` -- step number (1 = the
   first optimizer step), when it ended (since the watch started), its wall
   time, the time spent in ``DataLoader.__next__`` within it (absent: no
-  DataLoader), and ``"p": 1`` when the profiler ran (or wrote a trace) in
-  it -- such steps are slower by the profiler, and the slow rule skips them;
+  DataLoader), ``"q"`` the time its thread waited for a CPU (version 2, Linux:
+  the run delay of ``/proc/thread-self/schedstat``; absent: not known), and
+  ``"p": 1`` when the profiler ran (or wrote a trace) in it -- such steps are
+  slower by the profiler, and the slow rule skips them;
 - a step's device time, read later from a CUDA event pair without a sync:
   ``{"g": 51, "w": 0.0198}``;
-- an event: ``{"e": "trigger", "step": 62, "trigger": "slow", "why": "..."}``,
+- an event: ``{"e": "trigger", "step": 62, "trigger": "slow", "why": "...", "first_slow": 58}``
+  (``first_slow``: a slow trigger's first slow step),
   ``{"e": "capture", "trigger": "slow", "first_step": 64, "last_step": 66, "path": "step000064-slow.pt.trace.json.gz", "bytes": 81234}``
   (under torchrun ``path`` is the capture's run directory, ``step000064-slow``, one trace per rank),
   ``{"e": "dropped", "path": "...", "why": "..."}``, ``{"e": "failure", "step": 64, "what": "..."}``,
   ``{"e": "end", "step": 80, "status": "finished"}`` (status: finished, crashed, interrupted).
+
+Version 2 (issue 35): the slow rule judges a step's own time (its wall time less
+``q``) against a baseline of normal steps and names the first slow step, and the
+healthy window may be taken again (the earlier one is ``dropped``; the healthy
+window is the last one kept).  A version-1 reader would compare with the dropped
+one, so the version went up; version 1 is still read (its rule is the old one).
+The header's ``settings`` are checked like every field (a value of the wrong type
+is an error naming line 1): they are printed.
 
 Imports neither torch nor Textual: ``summary`` and ``open`` read it.
 """
@@ -43,9 +54,14 @@ from tuiprof.errors import TraceError
 HISTORY_NAME = "watch.jsonl"
 REQUEST_NAME = "capture.request"  # ``tuiprof capture DIR`` creates it; the watched process consumes it
 FORMAT = "tuiprof-watch"
-VERSION = 1
+VERSION = 2
 TRIGGERS = ("healthy", "slow", "demand", "every")
 END_STATUSES = ("finished", "crashed", "interrupted")
+# The header's settings and what each must be: a whole number >= 0, a number >= 0, or true/false.
+# Others are left out (a later tuiprof's); ``ratio`` must also be over 1 (a slow rule's RATIO).
+WHOLE_SETTINGS = ("window", "held", "warmup_steps", "every", "profiler_warmup", "active", "keep", "cooldown")
+NUMBER_SETTINGS = ("ratio", "disk_mb")
+FLAG_SETTINGS = ("catch",)
 MAX_LINE = 64 * 1024  # a longer line is not one tuiprof wrote
 
 
@@ -69,12 +85,15 @@ def header_line(pid: int, started: float, what: str, settings: dict[str, Any]) -
     )
 
 
-def step_line(step: int, ended_s: float, wall_s: float, data_s: float | None, profiled: bool) -> str:
+def step_line(
+    step: int, ended_s: float, wall_s: float, data_s: float | None, profiled: bool, wait_s: float | None = None
+) -> str:
     """One step's line (formatted by hand: it is written at every step, and a dict through
     a JSON encoder costs several microseconds more)."""
     data = "" if data_s is None else f',"d":{data_s:.7f}'
+    wait = "" if wait_s is None else f',"q":{wait_s:.7f}'
     mark = ',"p":1' if profiled else ""
-    return f'{{"s":{step},"t":{ended_s:.6f},"w":{wall_s:.7f}{data}{mark}}}\n'
+    return f'{{"s":{step},"t":{ended_s:.6f},"w":{wall_s:.7f}{data}{wait}{mark}}}\n'
 
 
 def device_line(step: int, device_s: float) -> str:
@@ -109,6 +128,7 @@ class Trigger:
     step: int
     trigger: str
     why: str
+    first_slow: int | None = None  # a slow trigger's first slow step (version 2)
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,7 @@ class History:
     """What a watch history holds so far (steps in order; device times by step)."""
 
     path: Path
+    version: int = VERSION
     pid: int = 0
     started: float = 0.0
     what: str = ""
@@ -130,6 +151,7 @@ class History:
     ended_s: list[float] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
     data_s: list[float | None] = field(default_factory=list)
+    wait_s: list[float | None] = field(default_factory=list)  # waiting for a CPU (None: not recorded)
     profiled: list[bool] = field(default_factory=list)
     device_s: dict[int, float] = field(default_factory=dict)
     triggers: list[Trigger] = field(default_factory=list)
@@ -221,11 +243,30 @@ class HistoryReader:
                 "upgrade tuiprof",
             )
         history = self.history
+        history.version = version
         history.pid = _int(record, "pid", self, 1)
         history.started = _seconds(record, "started", self, 1)
         history.what = _text(record, "what", self, 1)
         settings = record.get("settings")
-        history.settings = settings if isinstance(settings, dict) else {}
+        history.settings = self._settings(settings) if isinstance(settings, dict) else {}
+
+    def _settings(self, settings: dict) -> dict[str, Any]:
+        """The known settings, each checked (they reach the terminal: a text there could hold escapes)."""
+        checked: dict[str, Any] = {}
+        for key in WHOLE_SETTINGS:
+            if key in settings:
+                checked[key] = _int(settings, key, self, 1)
+        for key in NUMBER_SETTINGS:
+            if key in settings:
+                checked[key] = _number(settings, key, self, 1)
+        if "ratio" in checked and not checked["ratio"] > 1:
+            self.fail(1, "'ratio' is not a number over 1")
+        for key in FLAG_SETTINGS:
+            if key in settings:
+                if not isinstance(settings[key], bool):
+                    self.fail(1, f"{key!r} is not true or false")
+                checked[key] = settings[key]
+        return checked
 
     def _step(self, record: dict, number: int) -> None:
         history = self.history
@@ -236,6 +277,7 @@ class HistoryReader:
         history.ended_s.append(_seconds(record, "t", self, number))
         history.wall_s.append(_seconds(record, "w", self, number))
         history.data_s.append(_seconds(record, "d", self, number) if "d" in record else None)
+        history.wait_s.append(_seconds(record, "q", self, number) if "q" in record else None)
         history.profiled.append(bool(record.get("p")))
 
     def _event(self, record: dict, number: int) -> None:
@@ -243,8 +285,9 @@ class HistoryReader:
         kind = record["e"]
         if kind == "trigger":
             trigger = _choice(record, "trigger", TRIGGERS, self, number)
+            first_slow = _int(record, "first_slow", self, number) if "first_slow" in record else None
             history.triggers.append(
-                Trigger(_int(record, "step", self, number), trigger, _text(record, "why", self, number))
+                Trigger(_int(record, "step", self, number), trigger, _text(record, "why", self, number), first_slow)
             )
         elif kind == "capture":
             path = _text(record, "path", self, number)
@@ -288,9 +331,13 @@ def _int(record: dict, key: str, reader: HistoryReader, number: int) -> int:
 
 
 def _seconds(record: dict, key: str, reader: HistoryReader, number: int) -> float:
+    return _number(record, key, reader, number, "a time")
+
+
+def _number(record: dict, key: str, reader: HistoryReader, number: int, kind: str = "a number") -> float:
     value = record.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or value == float("inf"):
-        reader.fail(number, f"{key!r} is not a time >= 0")
+        reader.fail(number, f"{key!r} is not {kind} >= 0")
     return float(value)
 
 
