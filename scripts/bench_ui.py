@@ -17,7 +17,7 @@ Keys are posted to the app as a terminal's driver posts them, then the script wa
 widget has handled what is queued and draws the screen at once (:func:`drawn`).  Not
 ``pilot.press``: after each key it waits for the process to look idle, in sleeps of 20 ms
 (``textual._wait.wait_for_idle``, twice a key), so its times fall on steps of ~21 ms whatever the
-key costs (41-65 ms for keys of 10-28 ms of CPU, docs/big-traces.md); ``--via-pilot`` measures
+key costs (41-65 ms for keys of 10-28 ms of CPU, docs/bench-log/big-traces.md); ``--via-pilot`` measures
 that way again.  In a terminal, Textual draws a changed screen at its next refresh tick (60 a
 second): up to 17 ms on top of ``key ms``.
 
@@ -172,7 +172,7 @@ async def settled(app: ExplorerApp, pilot) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         # getattr: trees before the detail pane waited for the cursor to rest have no detail_pending,
-        # and the old tree is the baseline this script runs on (docs/big-traces.md).
+        # and the old tree is the baseline this script runs on (docs/bench-log/big-traces.md).
         if not any(getattr(view, "detail_pending", bool)() for view in app.query("#views > *").results()):
             return
         await asyncio.sleep(0.01)

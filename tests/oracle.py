@@ -299,7 +299,7 @@ STEP_PREFIX = "ProfilerStep#"
 
 
 def step_device_windows(path: Path) -> dict[str, tuple[int, int] | None]:
-    """Each ``ProfilerStep#N``'s device window, by the rule the README states: its
+    """Each ``ProfilerStep#N``'s device window, by the rule docs/columns.md states: its
     ``gpu_user_annotation`` span, else its CPU span, widened to the first start and the
     last end of the device work launched inside its CPU span (runtime launches joined to
     device events by ``correlation``).  None: no device work and no annotation."""

@@ -445,7 +445,7 @@ def _idle_shares(path, model, timeline) -> dict[str, str]:
 
 
 def _expected_idle(path) -> tuple[float, dict[str, float]]:
-    """Idle % by the README's definition in plain Python over the raw events: per step, its
+    """Idle % by docs/columns.md's definition in plain Python over the raw events: per step, its
     device window (tests/oracle.py) minus the union of all device activity, over the window;
     over all steps, the sum of their idle over the sum of their windows."""
     from tests.oracle import covered_ns, recompute, step_device_windows

@@ -615,7 +615,7 @@ def test_operator_detail_lists_its_costliest_modules_first(resnet_model) -> None
 
 
 async def test_q_during_a_load_quits_with_130_whatever_the_loader_does_next() -> None:
-    """Stopped by the user before there was anything to show: 130, as the README's exit codes say
+    """Stopped by the user before there was anything to show: 130, as the exit codes in docs/commands.md say
     (it exited 0; this test read ``return_code``, which is 0 whatever the result given to ``exit``,
     not the result that ``run_app`` returns)."""
     import time as clock

@@ -215,7 +215,7 @@ class TableApp(InternalErrorPolicy, App[int]):
 
     def quit_code(self) -> int:
         """The exit code of a quit now: before anything is shown, "stopped by the user"
-        (130, as the README's exit codes and a live capture's q say), else 0.  (A load error
+        (130, as the exit codes in docs/commands.md and a live capture's q say), else 0.  (A load error
         ends the app by itself, with that error's code.)"""
         return 0 if self.loaded else EXIT_INTERRUPTED
 
