@@ -60,7 +60,7 @@ def test_torchrun_tuiprof_run_writes_every_rank_and_rank_0_names_the_straggler(t
 
 @needs_torchrun
 def test_torchrun_run_without_save_keeps_the_run_in_tuiprof_runs(tmp_path):
-    """docs/capture.md's command (Under torchrun) leaves a run to open: ./tuiprof-runs/<when torchrun started>-<its pid>/."""
+    """docs/capture.md's torchrun command leaves a run to open: ./tuiprof-runs/<when torchrun started>-<its pid>/."""
     work = tmp_path / "work"
     work.mkdir()
     script = ROOT / "examples" / "train_ddp_gloo.py"
