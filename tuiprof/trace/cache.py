@@ -28,10 +28,8 @@ A cache file is input like any other (a damaged disk, a planted folder), so
 everything read back is checked (:func:`_validated`).  First its bytes: ``meta.json`` ends
 with the CRC-32 of its own bytes (:func:`seal`: its names and header are in no other file)
 and holds a CRC-32 of every other file of the entry, summed while the file is read and
-checked before its values are (zlib-ng, ~10 GB/s here: 33 ms for the 409 MB entry of the
-1 GB mi300 trace, in memory; ``load_trace`` from that entry took 0.286 s with it, 0.294 s
-without, best of 3: within the noise, since the pages it reads are the ones the analysis
-reads next).  Without it a bit flipped inside a column kept the file's size and,
+checked before its values are (zlib-ng, ~10 GB/s here: within the noise of a reopen, since
+the pages it reads are the ones the analysis reads next; measured in docs/hostile-input.md).  Without it a bit flipped inside a column kept the file's size and,
 in an id or a time, a value in range: it was believed (issue 30, fuzz seed 5).  A CRC,
 not a keyed hash: it catches damage, not a planter who recomputes it (HMAC-SHA256 runs at
 ~0.8 GB/s here, 0.5 s a reopen; the folder is this user's own, mode 0700, so whoever can

@@ -255,8 +255,8 @@ def max_inflate_ratio() -> float:
 
 
 # Where a big gzip trace is inflated when the machine has the memory to spare: tmpfs (RAM).
-# Inflating into a file on disk cost ~1 CPU s a GB more (1 GB mi300: 5.99-6.40 s in /tmp,
-# 5.27-5.36 s in /dev/shm; scripts/bench_load.py), the page cache's writing out included.
+# Inflating into a file on disk cost ~1 CPU s a GB more, the page cache's writing out included
+# (docs/big-traces.md, "What is left": gzip).
 MEMORY_DIRECTORY = "/dev/shm"
 
 
