@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from textual.app import App
-from textual.binding import Binding, BindingsMap
+from textual.binding import BindingsMap, BindingType
 from textual.keys import _normalize_key_list
 from textual.notifications import Notification
 
@@ -26,7 +26,7 @@ def normalize_key_list(keys: str) -> str:
     return _normalize_key_list(keys)
 
 
-def add_bindings(app: App, bindings: Iterable[Binding]) -> None:
+def add_bindings(app: App, bindings: Iterable[BindingType]) -> None:
     """Bind ``bindings`` on this app instance, not its class (``App._bindings``, 8.2.8): an
     explorer may be given its views, and a class-level BINDINGS is fixed at import."""
     app._bindings = BindingsMap.merge([app._bindings, BindingsMap(list(bindings))])
