@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from textual import on
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
@@ -72,7 +72,7 @@ class AbandonableExecutor(concurrent.futures.ThreadPoolExecutor):  # the kind as
         """Nothing to wait for: a worker still running is abandoned with the process."""
 
 
-class TableApp(InternalErrorPolicy, App[int]):
+class TableApp(InternalErrorPolicy):
     """An app of views, loaded in a worker: the one view host of the explorer and of diff mode.
     Subclasses call :meth:`host_views` (tui/views: ``view_keys``), set ``commands`` (their command
     table) and give ``keymap_commands()`` (every id their keymap may name), ``_load()`` (a worker
