@@ -222,7 +222,7 @@ def test_kernel_and_operator_rows_and_details_say_what_kernels_compute():
     rows = {row["name"]: row for row in view.build(model, ViewOptions())}
     assert rows["graph_0_cpp_fused_add_silu_1"]["computes"] == "C++ (CPU): add, silu"
     assert rows["aten::mm"]["computes"] == ""
-    text = operator_text(model, rows["graph_0_cpp_fused_add_silu_1"]["_stats"]).plain
+    text = operator_text(model, rows["graph_0_cpp_fused_add_silu_1"].item).plain
     assert "computes: C++ (CPU): add, silu" in text
 
 
@@ -244,7 +244,7 @@ def test_rocm_kernel_table_says_what_kernels_compute_at_80_columns():
     assert "computes" in narrow and "launcher" not in narrow  # the launcher repeats a Triton kernel's name
     rows = {row["name"]: row for row in view.build(model, ViewOptions())}
     assert {name: rows[name]["computes"] for name in ROCM_NAMES} == ROCM_NAMES
-    silu = rows["triton_poi_fused__unsafe_view_mul_silu_2"]["_stats"]
+    silu = rows["triton_poi_fused__unsafe_view_mul_silu_2"].item
     assert "computes: pointwise: _unsafe_view, mul, silu" in kernel_text(silu).plain
 
 

@@ -351,7 +351,7 @@ async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_ac
             app.query_one("#memory-chart")
         )
         table = app.query_one("#memory-ops", RowTable)
-        assert table.current_row["_stats"].label == "blocks.0 (Sequential)"
+        assert table.current_row.item.label == "blocks.0 (Sequential)"
         assert table.current_row["activation_bytes"] == 256 * 512 * 4
         assert table.scroll_offset.y <= table.cursor < table.scroll_offset.y + table.size.height - 1  # in view
         detail = _text(app.query_one("#memory-detail"))

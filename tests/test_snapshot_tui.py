@@ -89,7 +89,7 @@ async def test_segments_and_ooms_pages_match_the_raw_snapshot() -> None:
         assert sorted(r["requested"] for r in rows) == sorted(e["size"] for e in raw_ooms)
         assert [r["order"] for r in rows] == list(range(1, len(rows) + 1))  # in the order they happened
         await pilot.press("down")
-        chosen = app.query_one("#snap-ooms-table").current_row["_oom"]
+        chosen = app.query_one("#snap-ooms-table").current_row.item
         await pilot.press("enter")
         assert app.current_view == "snap-peak" and app.state.oom is chosen
         assert f"(entry {chosen.index:,})" in _text(app, "#snap-heading")

@@ -318,7 +318,7 @@ async def test_t_on_a_modules_operator_and_on_a_step_selects_them_in_the_timelin
     async with app.run_test(size=(120, 40)) as pilot:
         await _press(app, pilot, "2", "enter")  # Modules: into the top module's operators
         table = app.query_one("#module-ops", RowTable)
-        rows = table.current_row["_stats"].rows
+        rows = table.current_row.item.rows
         calls = app.model.calls
         longest = max(rows, key=lambda row: (calls.end_ns[row] - calls.start_ns[row], -row))
         await _press(app, pilot, "T")

@@ -375,7 +375,7 @@ async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
         await _loaded(app, pilot)
         await pilot.press("3", "slash", *"aten::conv2d", "enter")
         table = app.query_one("#operators-table", RowTable)
-        stats = table.current_row["_stats"]
+        stats = table.current_row.item
         await pilot.press("enter")
         await pilot.pause()
         calls = app.screen.query_one("#event-table", RowTable)
@@ -574,7 +574,7 @@ async def test_brackets_switch_rank_in_every_view() -> None:
         await pilot.pause()
         assert app.model.info.rank == 1 and "rank 1 of 2" in _text(app.query_one("#header"))
         assert app.current_view == "operators"
-        assert app.query_one("#operators-table", RowTable).rows[0]["_stats"] in app.model.operators()
+        assert app.query_one("#operators-table", RowTable).rows[0].item in app.model.operators()
         first = app.model
         await pilot.press("right_square_bracket")  # wraps to rank 0
         await app.workers.wait_for_complete()

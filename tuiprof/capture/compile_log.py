@@ -41,7 +41,7 @@ class CompileLogRecorder:
         self._metrics_before = {id(m) for m in _compilation_metrics()}
         original = GraphCompileReason.__post_init__
 
-        def post_init(reason: Any) -> None:
+        def post_init(reason: GraphCompileReason) -> None:
             original(reason)
             try:
                 graph_break = _graph_break(reason)
@@ -50,11 +50,13 @@ class CompileLogRecorder:
             if graph_break is not None:
                 self._breaks.append(graph_break)
 
-        GraphCompileReason.__post_init__ = post_init  # type: ignore[method-assign]
+        # The ignores: a method replaced at run time, and mypy's dataclass plugin gives torch's
+        # __post_init__ a second self in its type.
+        GraphCompileReason.__post_init__ = post_init  # type: ignore[method-assign, assignment]
         try:
             yield self
         finally:
-            GraphCompileReason.__post_init__ = original  # type: ignore[method-assign]
+            GraphCompileReason.__post_init__ = original  # type: ignore[method-assign]  # restored
 
     def taken(self) -> CompileLog | None:
         """What Dynamo reported since recording began, None when it compiled nothing."""

@@ -51,7 +51,7 @@ def warm_up_compiled(
     step: Callable[[Any], object],
     mode: str,
     dynamic: bool,
-    on_tick: Callable[[float], None],
+    on_tick: Callable[[float], object],
 ) -> tuple[Any, CompiledMap, float, CompileLog | None]:
     """Compile ``model`` and run one unprofiled ``step`` with it, taking the kernel map
     and Dynamo's graph breaks and compilations.
@@ -272,7 +272,7 @@ def _fused_work(node_schedule: Any) -> list[tuple[Any, int, int]]:
         runs_here = any(_call(snode, "is_template") for snode in node_schedule)
         return [(node, *_node_work(node, runs_here)) for node in work]
     # Made by Inductor for graph inputs only (a layout copy of the weights): the nodes that read them.
-    copied = []
+    copied: list[tuple[Any, int, int]] = []
     for origin in _unique(origin for origin in origins if origin.op == "placeholder"):
         readers = _computations(origin.users)
         size = _value_bytes(origin.meta.get("val"))

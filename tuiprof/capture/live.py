@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
@@ -19,6 +20,9 @@ from tuiprof.capture.config import ANALYSING, SAVING, CaptureConfig, CaptureProg
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
 from tuiprof.report.units import format_clock
 from tuiprof.trace import load_trace
+
+if TYPE_CHECKING:  # it imports torch
+    from tuiprof.capture.session import CaptureResult
 
 
 class NothingCaptured(TraceError):
@@ -64,7 +68,7 @@ class LiveCapture:
         self.title = f"live {config.model}"
         self.stop = threading.Event()
         self.started = time.perf_counter() if started is None else started  # progress counts from here
-        self.result = None  # CaptureResult once captured
+        self.result: CaptureResult | None = None  # once captured
         self.capture_s = 0.0  # seconds from the start to the trace written, once captured
 
     def capture(

@@ -117,11 +117,11 @@ class _Owners:
                     live_unknown[slot] = owner
                     self.unknown[(event.start_time_ns, size, True)].append(owner)
                 else:
-                    owner = live_unknown.pop(slot, None)
-                    if owner is None:  # freed without being allocated: torch adds a PREEXISTING twin
-                        owner = (next(serials), where)
-                        self.unknown[(-1, -size, True)].append(owner)
-                    self.unknown[(event.start_time_ns, -size, False)].append(owner)
+                    freed = live_unknown.pop(slot, None)
+                    if freed is None:  # freed without being allocated: torch adds a PREEXISTING twin
+                        freed = (next(serials), where)
+                        self.unknown[(-1, -size, True)].append(freed)
+                    self.unknown[(event.start_time_ns, -size, False)].append(freed)
 
     def _note_parameters(self, event: Any, fields: Any) -> None:
         if fields.module is not None:
@@ -136,16 +136,16 @@ class _Owners:
                 key = TensorKey.from_tensor(parameter)
                 if key is None:
                     continue
-                module = self.module_of_tensor.get(key.id)
-                if module is None and parameter.storage_data_ptr in self.fallback:
-                    module = self._index(self.modules, self.fallback[parameter.storage_data_ptr])
-                    self.module_of_tensor[key.id] = module
-                if module is None:
+                owner = self.module_of_tensor.get(key.id)
+                if owner is None and parameter.storage_data_ptr in self.fallback:
+                    owner = self._index(self.modules, self.fallback[parameter.storage_data_ptr])
+                    self.module_of_tensor[key.id] = owner
+                if owner is None:
                     continue
                 for tensor in (gradient, *(t for _, t in state)):
                     other = TensorKey.from_tensor(tensor)
                     if other is not None:
-                        self.module_of_tensor.setdefault(other.id, module)
+                        self.module_of_tensor.setdefault(other.id, owner)
 
     def _where(self, event: Any) -> tuple[int, int]:
         """(operator, module) indices of an allocation from its ancestors (-1: none)."""

@@ -285,7 +285,9 @@ def make_profiler(config: CaptureConfig, cuda: bool, windows: TraceWindows, firs
     )
     if first_step:  # torch numbers from 0; the schedule skips the steps before first_step
         prof.step_num = first_step
-        prof.current_action = prof._prev_schedule_action = prof.schedule(first_step)
+        # The ignore: torch leaves current_action unannotated, and mypy infers it from torch's
+        # __init__ narrower than the ProfilerAction its schedule returns.
+        prof.current_action = prof._prev_schedule_action = prof.schedule(first_step)  # type: ignore[assignment]
     return prof
 
 
@@ -452,7 +454,9 @@ def torch_flops(prof: profile) -> dict[int, int]:
     Read from the raw Kineto results: ``prof.events()`` would give the same
     numbers after a Python post-processing pass of seconds.
     """
-    return {e.correlation_id(): int(e.flops()) for e in prof.profiler.kineto_results.events() if e.flops()}
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    assert results is not None, "read once the profiler has stopped"
+    return {e.correlation_id(): int(e.flops()) for e in results.events() if e.flops()}
 
 
 def key_average_records(prof: profile) -> list[dict]:

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 def terminal_duplicate() -> TextIO:
     """A new file object on what fd 2 is now (the terminal), unaffected by a later ``dup2`` onto fd 2."""
     stream = sys.__stderr__
+    if stream is None:  # started without a stderr (pythonw): no terminal to draw on
+        raise OSError("no terminal: the process has no stderr")
     return open(  # noqa: SIM115 - the caller closes it
         os.dup(stream.fileno()), "w", encoding=stream.encoding or "utf-8", errors="replace", closefd=True
     )
@@ -31,10 +33,10 @@ def terminal_duplicate() -> TextIO:
 @contextmanager
 def drawing_on_terminal(app: App) -> Iterator[None]:
     """Run ``app`` inside this block: its driver writes to a private duplicate of the terminal."""
-    base = app.driver_class
+    base: Any = app.driver_class  # Any: a class chosen at run time (the platform's driver) is no static base
     terminal = terminal_duplicate()
 
-    class TerminalDriver(base):  # type: ignore[misc, valid-type]
+    class TerminalDriver(base):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             if hasattr(self, "_file"):  # textual's Linux driver: the stream its writer thread draws on

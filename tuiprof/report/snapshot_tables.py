@@ -3,8 +3,9 @@ and what ``?`` explains.
 
 Each table is a tuple of :class:`~tuiprof.report.views.Column` and rows (dicts) built from
 analysis/snapshot.py's model, like the trace views' tables, so the snapshot app uses the same
-table widget, filter, sort and export as the explorer.  A row's ``_``-prefixed members carry the
-model's object for the detail pane; they are never shown or exported.  The chart is text too:
+table widget, filter, sort and export as the explorer.  Each row holds the model's object it
+shows (``item``, typed by its class: :class:`StackRow`...) for the detail pane; it is never
+shown or exported.  The chart is text too:
 the TUI only asks for it at its width.
 """
 
@@ -27,7 +28,7 @@ from tuiprof.report.snapshot import (
     short_where,
 )
 from tuiprof.report.units import format_bytes, plural
-from tuiprof.report.views import Column, Row, View
+from tuiprof.report.views import Column, ItemRow, Row, View
 
 STACK_COLUMNS: tuple[Column, ...] = (
     Column("bytes", "Bytes", "bytes", "bytes the stack's live allocations held then"),
@@ -84,31 +85,54 @@ HELP_VIEWS: dict[str, View] = {
 }
 
 
+class StackRow(ItemRow[StackGroup]):
+    """A row of the Peak page: a stack holding memory."""
+
+    __slots__ = ()
+
+
+class ModuleGroupRow(ItemRow[ModuleGroup]):
+    """A row of the Modules page."""
+
+    __slots__ = ()
+
+
+class SegmentRow(ItemRow[SegmentUse]):
+    """A row of the Segments page."""
+
+    __slots__ = ()
+
+
+class OomRow(ItemRow[OutOfMemory]):
+    """A row of the OOMs page."""
+
+    __slots__ = ()
+
+
 def stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int) -> list[Row]:
     """One row per stack holding memory (at the peak, or at an OOM)."""
     return [
-        {
-            "bytes": g.bytes,
-            "share": _pct(g.bytes, whole),
-            "count": g.count,
-            "largest": g.largest,
-            "where": short_where(model, g.stack),
-            "module": module_where(model, g.stack),
-            "_group": g,
-        }
+        StackRow(
+            g,
+            {
+                "bytes": g.bytes,
+                "share": _pct(g.bytes, whole),
+                "count": g.count,
+                "largest": g.largest,
+                "where": short_where(model, g.stack),
+                "module": module_where(model, g.stack),
+            },
+        )
         for g in groups
     ]
 
 
 def module_rows(modules: list[ModuleGroup], whole: int) -> list[Row]:
     return [
-        {
-            "bytes": m.bytes,
-            "share": _pct(m.bytes, whole),
-            "count": m.count,
-            "module": plain(module_text(m.path)),
-            "_module": m,
-        }
+        ModuleGroupRow(
+            m,
+            {"bytes": m.bytes, "share": _pct(m.bytes, whole), "count": m.count, "module": plain(module_text(m.path))},
+        )
         for m in modules
     ]
 
@@ -121,17 +145,19 @@ def held_modules(model: SnapshotModel, groups: list[StackGroup]) -> list[ModuleG
 def segment_rows(model: SnapshotModel, device: int) -> list[Row]:
     """The device's segments when the snapshot was taken."""
     return [
-        {
-            "address": f"0x{use.address:x}",
-            "reserved": use.reserved,
-            "allocated": use.allocated,
-            "free": use.free,
-            "free_pct": _pct(use.free, use.reserved),
-            "largest_free": use.largest_free_block,
-            "stream": use.stream,
-            "pool": plain(use.segment_type),
-            "_segment": use,
-        }
+        SegmentRow(
+            use,
+            {
+                "address": f"0x{use.address:x}",
+                "reserved": use.reserved,
+                "allocated": use.allocated,
+                "free": use.free,
+                "free_pct": _pct(use.free, use.reserved),
+                "largest_free": use.largest_free_block,
+                "stream": use.stream,
+                "pool": plain(use.segment_type),
+            },
+        )
         for use in model.segment_use
         if use.device == device
     ]
@@ -142,19 +168,21 @@ def oom_rows(model: SnapshotModel) -> list[Row]:
     entries = model.snapshot.entries
     start = int(entries.time_us.min()) if entries.has_times and len(entries) else None
     return [
-        {
-            "order": order,
-            "device": f"cuda:{oom.device}",
-            "when": oom.time_us - start if start is not None else None,
-            "entry": oom.index,
-            "requested": oom.requested,
-            "gpu_free": oom.device_free,
-            "cached": oom.reserved - oom.allocated,
-            "largest_free": oom.largest_free_block,
-            "cause": "fragmented" if oom.fragmented else "full",
-            "where": short_where(model, oom.stack),
-            "_oom": oom,
-        }
+        OomRow(
+            oom,
+            {
+                "order": order,
+                "device": f"cuda:{oom.device}",
+                "when": oom.time_us - start if start is not None else None,
+                "entry": oom.index,
+                "requested": oom.requested,
+                "gpu_free": oom.device_free,
+                "cached": oom.reserved - oom.allocated,
+                "largest_free": oom.largest_free_block,
+                "cause": "fragmented" if oom.fragmented else "full",
+                "where": short_where(model, oom.stack),
+            },
+        )
         for order, oom in enumerate(model.ooms, 1)
     ]
 

@@ -29,6 +29,7 @@ from tuiprof.tui.commands import (
     TABLE_COMMANDS,
     TREE_COMMANDS,
     Command,
+    Viewable,
     bindings,
     pane_commands,
     shown_view_keys,
@@ -43,6 +44,7 @@ from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import EXPLORER_VIEWS, view_keys
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.overview import OVERVIEW_COMMANDS
+from tuiprof.tui.views.timeline import TimelineView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import ExplorerHeader
 from tuiprof.tui.widgets.key_bar import KeyBar
@@ -162,8 +164,13 @@ class ExplorerApp(TableApp):
 
     # ------------------------------------------------------------ views
 
-    def shows(self, view: type[ExplorerView]) -> bool:
-        return self.model is not None and view.available(self.model, self.log_lines)
+    def shows(self, view: Viewable) -> bool:
+        return (
+            self.model is not None
+            and isinstance(view, type)
+            and issubclass(view, ExplorerView)
+            and view.available(self.model, self.log_lines)
+        )
 
     def draw_tabs(self) -> None:
         self.query_one(ExplorerHeader).current = self.current_view
@@ -178,7 +185,9 @@ class ExplorerApp(TableApp):
     @on(ShowInTimeline)
     def _show_in_timeline(self, message: ShowInTimeline) -> None:
         self.action_show_view("timeline")
-        self.view("timeline").show_target(message.target)
+        timeline = self.view("timeline")
+        if isinstance(timeline, TimelineView):
+            timeline.show_target(message.target)
 
     @on(JumpTo)
     def _jump(self, message: JumpTo) -> None:
@@ -191,7 +200,7 @@ class ExplorerApp(TableApp):
     def loaded(self) -> bool:
         return self.model is not None
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         """esc: clear the filter if there is one, else back to the previous view."""
         if self.model is None or self.clear_filter():
             return

@@ -20,11 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
 
 from textual.app import SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.keys import format_key
 from textual.widget import Widget
+
+if TYPE_CHECKING:  # both import this module
+    from tuiprof.tui.table_app import TableApp
+    from tuiprof.tui.widgets.row_table import RowTable
 
 
 @dataclass(frozen=True)
@@ -236,16 +241,30 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
-def view_commands(views: Iterable[tuple[str, str, type]]) -> tuple[Command, ...]:
+class Viewable(Protocol):
+    """What a view key names: an explorer view class (tui/views) or a page of diff mode or of
+    the snapshot app (a ``DiffPage``, a ``SnapshotPage``)."""
+
+    @property
+    def view_id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+
+ViewKey = tuple[str, str, Viewable]  # (key or "", view id, the view): tui/views' view_keys
+
+
+def view_commands(views: Iterable[ViewKey]) -> tuple[Command, ...]:
     """The view keys (``1`` Overview...) as commands: ids ``view.<title>``, remappable like the others."""
     return tuple(_view_command(key, view_id, view) for key, view_id, view in views if key)
 
 
-def _view_command(key: str, view_id: str, view: type) -> Command:
+def _view_command(key: str, view_id: str, view: Viewable) -> Command:
     return Command(key, f"show_view('{view_id}')", view.title, f"the {view.title} view", scope="view", palette=False)
 
 
-def shown_view_keys(views: Iterable[tuple[str, str, type]], keymap: Mapping[str, str]) -> list[tuple[str, str, type]]:
+def shown_view_keys(views: Iterable[ViewKey], keymap: Mapping[str, str]) -> list[ViewKey]:
     """``views`` (key, view id, view) with each key as the header and palette show it: the keymap's."""
     return [
         (_view_command(key, view_id, view).shown_keys(keymap) if key else "", view_id, view)
@@ -253,9 +272,10 @@ def shown_view_keys(views: Iterable[tuple[str, str, type]], keymap: Mapping[str,
     ]
 
 
-def bindings(commands: Iterable[Command], namespace: str = "") -> list[Binding]:
+def bindings(commands: Iterable[Command], namespace: str = "") -> list[BindingType]:
     """Textual bindings of ``commands``, each with its :attr:`Command.id`; ``namespace``
-    prefixes the actions (``app``: a screen's key that runs the app's action)."""
+    prefixes the actions (``app``: a screen's key that runs the app's action).  Typed as
+    Textual types ``BINDINGS``, which a list of ``Binding`` is not (lists are invariant)."""
     prefix = f"{namespace}." if namespace else ""
     return [
         Binding(
@@ -338,9 +358,9 @@ def help_rows(
 
 
 def palette_commands(
-    app,
-    views: list[tuple[str, str, type]],
-    table,
+    app: TableApp,
+    views: list[ViewKey],
+    table: RowTable | None,
     app_commands: Iterable[Command] = APP_COMMANDS,
     keymap: Mapping[str, str] | None = None,
 ) -> Iterator[SystemCommand]:

@@ -139,7 +139,7 @@ class DiffApp(TableApp):
 
     def draw_tabs(self) -> None:
         """The header: the verdict's headline, the page tabs, the grouping shown when not the first."""
-        if self.diff is None or not self.is_mounted:
+        if self.diff is None:
             return
         header = self.query_one("#header", Static)
         line = headline(self.diff, max(20, header.size.width or 78))
@@ -187,7 +187,7 @@ class DiffApp(TableApp):
     def loaded(self) -> bool:
         return self.diff is not None
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         """esc: clear the filter if there is one, else back to the Diff overview."""
         if self.diff is not None and not self.clear_filter():
             self.action_show_view(DIFF_PAGES[0].view_id)
@@ -203,7 +203,7 @@ class DiffApp(TableApp):
         keys = self.help_keys(pane_commands(view))
         self.push_screen(HelpScreen(f"diff: {view.page.title}", keys, view.help_columns()))
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         self.exit(self.quit_code())
 
 

@@ -17,7 +17,7 @@ from tuiprof.analysis.timeline import TimelineTarget
 
 if TYPE_CHECKING:  # the diff engine loads with diff mode only, the snapshot's with snapshots
     from tuiprof.analysis.diff import TraceDiff
-    from tuiprof.analysis.snapshot import SnapshotModel
+    from tuiprof.analysis.snapshot import OutOfMemory, SnapshotModel
     from tuiprof.analysis.snapshot_trace import PeakPlace
 
 
@@ -78,3 +78,10 @@ class SnapshotReady(Message):
 
     model: SnapshotModel
     place: PeakPlace | None
+
+
+@dataclass
+class ShowOom(Message):
+    """Enter on the snapshot's OOMs page: show what held memory at ``oom``."""
+
+    oom: OutOfMemory

@@ -34,7 +34,7 @@ from tuiprof.tui.commands import (
     shown_view_keys,
     view_commands,
 )
-from tuiprof.tui.messages import SnapshotReady
+from tuiprof.tui.messages import ShowOom, SnapshotReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import view_keys
@@ -114,7 +114,7 @@ class SnapshotApp(TableApp):
     def draw_tabs(self) -> None:
         """The header: the file, the GPU and moment shown, then the page tabs."""
         state = self.state
-        if state is None or not self.is_mounted:
+        if state is None:
             return
         header = self.query_one("#header", Static)
         width = max(20, header.size.width or 78)
@@ -154,15 +154,15 @@ class SnapshotApp(TableApp):
         self.state = replace(state, oom=first)
         self.action_show_view(SNAPSHOT_PAGES[0].view_id)
 
-    def show_oom(self, oom: OutOfMemory) -> None:
+    def on_show_oom(self, message: ShowOom) -> None:
         """Enter on the OOMs page: what held memory at that OOM, on the Peak page."""
         if self.state is not None:
-            self.state = replace(self.state, device=oom.device, oom=oom)
+            self.state = replace(self.state, device=message.oom.device, oom=message.oom)
             self.action_show_view(SNAPSHOT_PAGES[0].view_id)
 
     # ------------------------------------------------------------ back, export, help, quit
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         """esc: clear the filter; else back to the Peak page; there, from an OOM to the peak."""
         state = self.state
         if state is None or self.clear_filter():
@@ -189,7 +189,7 @@ class SnapshotApp(TableApp):
         keys = self.help_keys(panes)
         self.push_screen(HelpScreen(f"snapshot: {view.page.title}", keys, view.help_columns()))
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         self.exit(self.quit_code())
 
 

@@ -13,10 +13,10 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from textual import on
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher
 
@@ -26,13 +26,12 @@ from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import ExportOrigin, render_export
 from tuiprof.report.views import Column, Row
-from tuiprof.tui.commands import Command, bindings, help_rows, palette_commands, view_commands
+from tuiprof.tui.commands import Command, Viewable, ViewKey, bindings, help_rows, palette_commands, view_commands
 from tuiprof.tui.keymap import load_keymap
 from tuiprof.tui.messages import LoadAdvanced, LoadFailed
 from tuiprof.tui.screens.views_palette import views_palette
 from tuiprof.tui.sources import LoadCancelled
 from tuiprof.tui.textual_internals import InternalErrorPolicy, add_bindings
-from tuiprof.tui.views import ViewKey
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.loading import LoadingPanel
@@ -73,7 +72,7 @@ class AbandonableExecutor(concurrent.futures.ThreadPoolExecutor):  # the kind as
         """Nothing to wait for: a worker still running is abandoned with the process."""
 
 
-class TableApp(InternalErrorPolicy, App[int]):
+class TableApp(InternalErrorPolicy):
     """An app of views, loaded in a worker: the one view host of the explorer and of diff mode.
     Subclasses call :meth:`host_views` (tui/views: ``view_keys``), set ``commands`` (their command
     table) and give ``keymap_commands()`` (every id their keymap may name), ``_load()`` (a worker
@@ -116,7 +115,7 @@ class TableApp(InternalErrorPolicy, App[int]):
         if action in self.ACTIONS_ON_LOADED and not self.loaded:
             return False
         if action in self.ACTIONS_ON_ROWS and not self.toggled_on(action) and self.views_switcher is not None:
-            return not self.view().is_empty()
+            return not self.view().has_no_rows()
         return True
 
     def toggled_on(self, action: str) -> bool:
@@ -152,7 +151,7 @@ class TableApp(InternalErrorPolicy, App[int]):
         assert switcher is not None, "the views are composed before anything asks for one"
         return switcher.get_child_by_id(view_id or self.current_view, ExplorerView)
 
-    def shows(self, view: Any) -> bool:
+    def shows(self, view: Viewable) -> bool:
         """Whether the header lists ``view`` (the explorer leaves out views with nothing for
         the trace; their key and the palette still reach them)."""
         return True
@@ -194,7 +193,8 @@ class TableApp(InternalErrorPolicy, App[int]):
         unkeyed = [view.title for key, _, view in self.view_keys if not key]
         return help_rows(view_commands(self.view_keys), self.commands, panes, self.keymap, unkeyed)
 
-    def _load(self) -> None:
+    def _load(self) -> object:
+        """Start loading (a ``@work`` method in each app: it returns its Worker)."""
         raise NotImplementedError
 
     def on_mount(self) -> None:

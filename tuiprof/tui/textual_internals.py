@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from textual.app import App
-from textual.binding import Binding, BindingsMap
+from textual.binding import BindingsMap, BindingType
 from textual.keys import _normalize_key_list
 from textual.notifications import Notification
 
@@ -26,7 +26,7 @@ def normalize_key_list(keys: str) -> str:
     return _normalize_key_list(keys)
 
 
-def add_bindings(app: App, bindings: Iterable[Binding]) -> None:
+def add_bindings(app: App, bindings: Iterable[BindingType]) -> None:
     """Bind ``bindings`` on this app instance, not its class (``App._bindings``, 8.2.8): an
     explorer may be given its views, and a class-level BINDINGS is fixed at import."""
     app._bindings = BindingsMap.merge([app._bindings, BindingsMap(list(bindings))])
@@ -39,8 +39,8 @@ def withdraw_notification(app: App, toast: Notification) -> None:
         app._unnotify(toast)
 
 
-class InternalErrorPolicy:
-    """An App mixin: an unhandled exception in the UI ends the app with one line on stderr
+class InternalErrorPolicy(App[int]):
+    """An App base: an unhandled exception in the UI ends the app with one line on stderr
     (``internal error: ...``, as the command line gives), never Rich's traceback with the
     locals of every frame (trace contents included).  With TUIPROF_DEBUG=1 the traceback is
     written to a file, whose name the line gives.  Textual's own bookkeeping (the exception
@@ -57,7 +57,7 @@ class InternalErrorPolicy:
             self.internal_error = f"internal error: {text} (traceback in {where})"
         else:
             self.internal_error = f"internal error: {text} (set {DEBUG_ENV}=1 for a traceback)"
-        self._close_messages_no_wait()  # type: ignore[attr-defined]  # what Textual's own _fatal_error ends with
+        self._close_messages_no_wait()  # what Textual's own _fatal_error ends with
 
 
 def write_traceback(error: BaseException | None) -> Path:

@@ -3,6 +3,7 @@ every column of the focused table means."""
 
 from __future__ import annotations
 
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -34,7 +35,7 @@ class HelpScreen(ModalScreen[None]):
         keys.add_column()
         for key, what in self.keys:
             keys.add_row(key, what)
-        parts = [Text(f"Help - {self.view_title} (esc to close)", style="bold"), keys]
+        parts: list[RenderableType] = [Text(f"Help - {self.view_title} (esc to close)", style="bold"), keys]
         if self.columns is not None:
             columns = Table(
                 box=None, show_header=False, pad_edge=False, title=f"{self.columns.title} columns", title_justify="left"

@@ -10,8 +10,8 @@ The names are report/catalog.py's: a view named like a summary view shows that v
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from tuiprof.tui.commands import Viewable, ViewKey
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.views.collectives import CollectivesView
 from tuiprof.tui.views.kernels import KernelsView
@@ -37,10 +37,9 @@ EXPLORER_VIEWS: tuple[type[ExplorerView], ...] = (
     LogView,
 )
 VIEW_KEYS = "1234567890"  # the n-th view's key; views past the tenth have none
-ViewKey = tuple[str, str, Any]  # (key or "", view id, the view: an ExplorerView class or a DiffPage)
 
 
-def view_keys(views: Sequence[Any] = EXPLORER_VIEWS) -> list[ViewKey]:
+def view_keys(views: Sequence[Viewable] = EXPLORER_VIEWS) -> list[ViewKey]:
     """(key, view id, view) for every view (anything with ``view_id`` and ``title``), in
     order; a view past the tenth has key "" (it is reached with < and >, and from the views
     palette, V)."""

@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import longest_call
 from tuiprof.analysis.timeline import CallTarget, TimelineTarget
-from tuiprof.report.views import TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
+from tuiprof.report.views import TRACE_VIEWS, Column, OperatorRow, Row, View, ViewOptions, sort_rows
 from tuiprof.tui.widgets.row_table import RowTable
 
 ASYNC_CALLS = 50_000  # operator calls above which a table's rows are built off the UI thread
@@ -66,7 +66,7 @@ class ExplorerView(Vertical):
             return focused
         return next(iter(self.query(RowTable)), None)
 
-    def is_empty(self) -> bool:
+    def has_no_rows(self) -> bool:
         """Whether the view has no rows at all (not: none left by the filter): then the keys
         that act on rows (filter, export, by shape, top-level, sort) are off the key bar."""
         table = self.active_table()
@@ -87,7 +87,7 @@ class ExplorerView(Vertical):
 
     def longest_call_of(self, row: Row | None) -> CallTarget | None:
         """``T`` on an operator row: its longest call."""
-        call = longest_call(self.model, row["_stats"].rows) if row and "_stats" in row and self.model else None
+        call = longest_call(self.model, row.item.rows) if isinstance(row, OperatorRow) and self.model else None
         return CallTarget(call) if call is not None else None
 
     def help_columns(self) -> View | None:
@@ -106,8 +106,15 @@ class ExplorerView(Vertical):
         # Not while the app quits: a view mounted then (app._mount_other_views) is torn down
         # before its panes are composed, and drawing into it raised NoMatches (a SIGHUP right
         # after the first frame hung in Textual's rendering of that error).
-        if model is not None and not self.app.quitting:
+        if model is not None and not self.app_quitting():
             self.show_model(model)
+
+    def app_quitting(self) -> bool:
+        """Whether the app hosting the view quits (``TableApp.quitting``)."""
+        from tuiprof.tui.table_app import TableApp  # here: the host imports the views
+
+        app = self.app
+        return isinstance(app, TableApp) and app.quitting
 
     def watch_options(self, old: ViewOptions, new: ViewOptions) -> None:
         """The i/t toggles: the view shown refills now, a hidden one when next shown

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.text import Text
 from textual import on
 
 from tuiprof.analysis.ranking import longest_launch
 from tuiprof.analysis.timeline import DeviceTarget
 from tuiprof.report.details import CappedHead, kernel_text
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.views import LAUNCH_COLUMNS, Row, build_launch_rows
+from tuiprof.report.views import LAUNCH_COLUMNS, KernelRow, Row, build_launch_rows
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.views.base import TraceTableView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -24,18 +25,20 @@ class KernelsView(TraceTableView):
 
     def timeline_target(self) -> DeviceTarget | None:
         row = self.query_one(RowTable).current_row
-        launch = longest_launch(self.model, row["_stats"].rows) if row and self.model else None
+        launch = longest_launch(self.model, row.item.rows) if isinstance(row, KernelRow) and self.model else None
         return DeviceTarget(launch) if launch is not None else None
 
     def detail_text(self, row: Row) -> RenderableType:
-        return CappedHead(kernel_text(row["_stats"]))  # the signature in 2 lines at most: the times stay in view
+        if not isinstance(row, KernelRow):
+            return Text()
+        return CappedHead(kernel_text(row.item))  # the signature in 2 lines at most: the times stay in view
 
     @on(RowTable.Selected, "#kernels-table")
     def _list_launches(self, event: RowTable.Selected) -> None:
         model = self.model
-        if event.row is None or model is None:
+        if model is None or not isinstance(event.row, KernelRow):
             return
-        stats = event.row["_stats"]
+        stats = event.row.item
         title = f"{plain(stats.name, DISPLAY_CHARS)}: {stats.calls:,} launches (esc: back)"
         self.app.push_screen(
             EventListScreen(

@@ -29,7 +29,7 @@ class LogView(ExplorerView):
     def focus_target(self):
         return self.query_one(RichLog)
 
-    def is_empty(self) -> bool:
+    def has_no_rows(self) -> bool:
         return not self.log_lines
 
     def export_rows(self):

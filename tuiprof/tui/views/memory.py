@@ -15,11 +15,19 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from tuiprof.analysis.memory_peak import ModuleMemory, PeakAllocation, WhatIf
 from tuiprof.analysis.model import TraceModel
+from tuiprof.analysis.timeline import CallTarget
 from tuiprof.report.memory_chart import memory_view_chart
 from tuiprof.report.memory_texts import allocation_detail, module_memory_detail, what_if_text
-from tuiprof.report.views import TRACE_VIEWS, Row, View, memory_operator_columns
+from tuiprof.report.views import (
+    TRACE_VIEWS,
+    AllocationRow,
+    ModuleMemoryRow,
+    Row,
+    View,
+    WhatIfRow,
+    memory_operator_columns,
+)
 from tuiprof.tui.commands import MEMORY_COMMANDS, bindings
 from tuiprof.tui.views.base import ExplorerView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -65,7 +73,7 @@ class MemoryView(ExplorerView):
         yield RowTable(id="memory-ops")
         yield Static(id="memory-detail", classes="detail")
 
-    def timeline_target(self) -> tuple | None:
+    def timeline_target(self) -> CallTarget | None:
         return self.longest_call_of(self.query_one(RowTable).current_row) if self._table == "operators" else None
 
     def help_columns(self) -> View:
@@ -86,7 +94,7 @@ class MemoryView(ExplorerView):
             return
         most = self.model.memory_breakdown.most_activations  # the module a user checkpoints first
         if most is not None:
-            self.query_one(RowTable).select_where(lambda row: row.get("_stats") is most)
+            self.query_one(RowTable).select_where(lambda row: isinstance(row, ModuleMemoryRow) and row.item is most)
 
     def on_resize(self) -> None:
         if self.model is not None:
@@ -145,12 +153,11 @@ class MemoryView(ExplorerView):
         self.fill_table(table, TRACE_VIEWS["operators"], self.options, columns=columns, default_sort=sort)
 
     def show_detail(self, table: RowTable, row: Row | None) -> None:
-        item = row.get("_stats") if row is not None else None
         text = Text()
-        if isinstance(item, ModuleMemory) and self.model is not None and self.model.memory_breakdown is not None:
-            text = module_memory_detail(self.model.memory_breakdown, item)
-        elif isinstance(item, PeakAllocation):
-            text = allocation_detail(item)
-        elif isinstance(item, WhatIf):
-            text = Text(what_if_text(item))
+        if isinstance(row, ModuleMemoryRow) and self.model is not None and self.model.memory_breakdown is not None:
+            text = module_memory_detail(self.model.memory_breakdown, row.item)
+        elif isinstance(row, AllocationRow):
+            text = allocation_detail(row.item)
+        elif isinstance(row, WhatIfRow):
+            text = Text(what_if_text(row.item))
         self.query_one("#memory-detail", Static).update(text)

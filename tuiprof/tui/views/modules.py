@@ -15,7 +15,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.timeline import CallTarget
 from tuiprof.report.details import module_text, operator_text
-from tuiprof.report.views import MODULE_TREE_LEGEND, TRACE_VIEWS, Row, View, ViewOptions
+from tuiprof.report.views import MODULE_TREE_LEGEND, TRACE_VIEWS, OperatorRow, Row, View, ViewOptions
 from tuiprof.tui.messages import JumpTo
 from tuiprof.tui.views.base import ASYNC_CALLS, ExplorerView
 from tuiprof.tui.widgets.module_tree import ModuleTreeView
@@ -129,7 +129,7 @@ class ModulesView(ExplorerView):
             self.query_one("#module-detail", Static),
             table,
             row,
-            lambda row: operator_text(model, row["_stats"]) if "_stats" in row else Text(),
+            lambda row: operator_text(model, row.item) if isinstance(row, OperatorRow) else Text(),
         )
 
     @on(RowTable.Selected, "#module-ops")

@@ -12,7 +12,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.timeline import CallTarget
 from tuiprof.report.details import operator_text
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.views import CALL_COLUMNS, Row, build_call_rows
+from tuiprof.report.views import CALL_COLUMNS, OperatorRow, Row, build_call_rows
 from tuiprof.tui.screens.events import EventListScreen
 from tuiprof.tui.views.base import ASYNC_CALLS, TraceTableView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -43,15 +43,17 @@ class OperatorsView(TraceTableView):
             model.operators(group_by_shape=shapes, top_level_only=top)
 
     def detail_text(self, row: Row) -> RenderableType:
-        return operator_text(self.model, row["_stats"]) if self.model is not None and "_stats" in row else Text()
+        return (
+            operator_text(self.model, row.item) if self.model is not None and isinstance(row, OperatorRow) else Text()
+        )
 
     @on(RowTable.Selected, "#operators-table")
     def _list_calls(self, event: RowTable.Selected) -> None:
         """Enter on an operator: every one of its calls (rows built off the UI thread)."""
         model = self.model
-        if event.row is None or model is None or "_stats" not in event.row:
+        if model is None or not isinstance(event.row, OperatorRow):
             return
-        stats = event.row["_stats"]
+        stats = event.row.item
         title = f"{plain(stats.name, DISPLAY_CHARS)}: {stats.calls:,} calls (esc: back)"
         self.app.push_screen(
             EventListScreen(title, "calls", CALL_COLUMNS, lambda: build_call_rows(model, stats.rows), "cpu_total_us")

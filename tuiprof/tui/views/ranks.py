@@ -74,7 +74,7 @@ class RunView(TableDetailView):
             table.set_data(view.columns, [])
             return
         self.run = run
-        table.set_data(view.visible_columns(ViewOptions(), run), view.build(run), view.default_sort)
+        table.set_data(view.visible_columns(ViewOptions(), run), view.build(run, ViewOptions()), view.default_sort)
         self.select_shown_rank()
 
     def select_shown_rank(self) -> None:

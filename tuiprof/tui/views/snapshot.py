@@ -23,6 +23,10 @@ from tuiprof.analysis.snapshot_trace import PeakPlace
 from tuiprof.report.snapshot import headline, peak_heading, placement_line, stack_detail
 from tuiprof.report.snapshot_tables import (
     HELP_VIEWS,
+    ModuleGroupRow,
+    OomRow,
+    SegmentRow,
+    StackRow,
     held_modules,
     memory_chart,
     module_detail,
@@ -35,6 +39,7 @@ from tuiprof.report.snapshot_tables import (
     stack_rows,
 )
 from tuiprof.report.views import Column, Row, View
+from tuiprof.tui.messages import ShowOom
 from tuiprof.tui.views.base import TableDetailView
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -86,7 +91,7 @@ class SnapshotView(TableDetailView):
         self.page = page
 
     def watch_state(self, state: SnapshotState | None) -> None:
-        if state is not None and not self.app.quitting:
+        if state is not None and not self.app_quitting():
             table = self.query_one(RowTable)
             table.empty_message = self.empty_message(state)
             view = HELP_VIEWS[self.page.table]
@@ -120,7 +125,7 @@ class PeakPage(SnapshotView):
         yield from super().compose()
 
     def watch_state(self, state: SnapshotState | None) -> None:
-        if state is None or self.app.quitting:
+        if state is None or self.app_quitting():
             return
         first = headline(state.model) + (f"\n{placement_line(state.place)}" if state.place else "")
         self.query_one("#snap-headline", Static).update(Text(first))
@@ -151,7 +156,9 @@ class PeakPage(SnapshotView):
 
     def detail_text(self, row: Row) -> RenderableType:
         assert self.state is not None
-        return Text(stack_detail(self.state.model, row["_group"], self.state.held()[1]))
+        if not isinstance(row, StackRow):
+            return Text()
+        return Text(stack_detail(self.state.model, row.item, self.state.held()[1]))
 
 
 class ModulesPage(SnapshotView):
@@ -165,7 +172,9 @@ class ModulesPage(SnapshotView):
 
     def detail_text(self, row: Row) -> RenderableType:
         assert self.state is not None
-        return Text(module_detail(row["_module"], self.state.held()[1]))
+        if not isinstance(row, ModuleGroupRow):
+            return Text()
+        return Text(module_detail(row.item, self.state.held()[1]))
 
 
 class SegmentsPage(SnapshotView):
@@ -176,7 +185,7 @@ class SegmentsPage(SnapshotView):
         return f"no segment on cuda:{state.device} when the snapshot was taken"
 
     def detail_text(self, row: Row) -> RenderableType:
-        return Text(segment_detail(row["_segment"]))
+        return Text(segment_detail(row.item)) if isinstance(row, SegmentRow) else Text()
 
 
 class OomsPage(SnapshotView):
@@ -190,12 +199,14 @@ class OomsPage(SnapshotView):
 
     def detail_text(self, row: Row) -> RenderableType:
         assert self.state is not None
-        return Text(oom_detail(self.state.model, row["_oom"]) + "\n\nenter: every stack that held memory then")
+        if not isinstance(row, OomRow):
+            return Text()
+        return Text(oom_detail(self.state.model, row.item) + "\n\nenter: every stack that held memory then")
 
     @on(RowTable.Selected)
     def _show_held(self, event: RowTable.Selected) -> None:
-        if event.row is not None:
-            self.app.show_oom(event.row["_oom"])  # type: ignore[attr-defined]
+        if isinstance(event.row, OomRow):
+            self.post_message(ShowOom(event.row.item))
 
 
 def snapshot_page(page: SnapshotPage) -> SnapshotView:

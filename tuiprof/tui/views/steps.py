@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.text import Text
 from textual import on
 
 from tuiprof.analysis.timeline import WindowTarget
 from tuiprof.report.details import step_text
-from tuiprof.report.views import Row
+from tuiprof.report.views import Row, StepRow
 from tuiprof.tui.messages import ShowInTimeline
 from tuiprof.tui.views.base import TraceTableView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -22,8 +23,7 @@ class StepsView(TraceTableView):
 
     def timeline_target(self) -> WindowTarget | None:
         row = self.query_one(RowTable).current_row
-        step = row["_stats"] if row else None
-        return WindowTarget(step.start_ns, step.end_ns) if step else None
+        return WindowTarget(row.item.start_ns, row.item.end_ns) if isinstance(row, StepRow) else None
 
     @on(RowTable.Selected, "#steps-table")
     def _step_selected(self, event: RowTable.Selected) -> None:
@@ -33,4 +33,4 @@ class StepsView(TraceTableView):
             self.post_message(ShowInTimeline(target))
 
     def detail_text(self, row: Row) -> RenderableType:
-        return step_text(row["_stats"])
+        return step_text(row.item) if isinstance(row, StepRow) else Text()

@@ -151,8 +151,7 @@ class ModuleTreeView(Tree[ModuleNode]):
             lines = self._tree_lines  # the rows shown (expanded nodes), each with its depth
             self._too_wide = any(
                 line.node.data is not None
-                and cell_len(self.ICON_NODE) + (len(line.path) - 2) * self.guide_depth + line.node.label.cell_len
-                > width
+                and cell_len(self.ICON_NODE) + (len(line.path) - 2) * self.guide_depth + _cells(line.node.label) > width
                 for line in lines
             )
             self._too_wide_at = key
@@ -179,3 +178,8 @@ class ModuleTreeView(Tree[ModuleNode]):
             node.collapse()
         elif node.parent is not None and node.parent is not self.root:
             self.move_cursor(node.parent)
+
+
+def _cells(label: str | Text) -> int:
+    """A node's label's width (Textual keeps it as Text; ``TreeNode.label`` is typed either)."""
+    return label.cell_len if isinstance(label, Text) else cell_len(label)

@@ -472,14 +472,14 @@ class TimelineCanvas(Widget, can_focus=True):
         """Cells in runs of one style: colour from the event kind, the cursor reversed,
         the selected and linked slices underlined, a selected range on a grey background."""
         group = line.lane.group
-        palette = KIND_STYLES.get(group)
+        by_kind = group == "gpu" or line.lane.key == "phase"  # the lanes coloured by event kind
+        palette = KIND_STYLES.get(group, ()) if by_kind else ()
         base = GROUP_STYLES.get(group, "white")
         run_style: Style | None = None
         run = ""
         for column, char in enumerate(line.cells):
             kind = line.kinds[column]
-            coloured = palette is not None and 0 <= kind < len(palette) and (group == "gpu" or line.lane.key == "phase")
-            colour = palette[kind] if coloured else base  # type: ignore[index]
+            colour = palette[kind] if 0 <= kind < len(palette) else base
             style = _style(colour, column == cursor, column in chosen, line.boxed[column], column in in_range)
             if style is not run_style and run:
                 text.append(run, style=run_style)
