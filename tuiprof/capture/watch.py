@@ -238,7 +238,8 @@ class Watcher:
                 watcher._data_s += time.perf_counter() - begin
                 watcher._loader_seen = True
 
-        _BaseDataLoaderIter.__next__ = timed_next
+        # Wrapped for the job's life (put back by the hook below): a monkeypatch mypy cannot type.
+        _BaseDataLoaderIter.__next__ = timed_next  # type: ignore[method-assign,assignment]
         self._hooks.append(lambda: setattr(_BaseDataLoaderIter, "__next__", original))
         if self.on == "optimizer":
             from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -382,10 +383,10 @@ class Watcher:
                 self._write(event_line("trigger", step=step, trigger=trigger, why=f"rank 0: from step {boundary + 1}"))
                 self._scheduled = (boundary, trigger)
             return
-        trigger, why = self._trigger(step, slow, now)
-        if not trigger:
+        found, why = self._trigger(step, slow, now)
+        if not found:
             return
-        boundary = step
+        trigger, boundary = found, step
         if self._channel is not None:
             ahead = step + lead_steps(self.detector.median_s or wall)
             if self._channel.announce(ahead, trigger):  # no process group yet: this rank alone, now
@@ -553,6 +554,7 @@ class Watcher:
         """A rank other than 0, ``--catch``: whether (and for what) rank 0 kept the step whose window
         closes now; False when rank 0 gave no verdict in time (this rank then stops profiling)."""
         step = self.step_number
+        assert self._channel is not None  # only ranks that follow rank 0 take verdicts
         try:
             self._caught = self._channel.verdict(step)
         except Exception as exc:  # rank 0 silent (TimeoutError) or the store gone: keep nothing more
