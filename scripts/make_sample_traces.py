@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import msgspec  # noqa: E402
 import torch  # noqa: E402
 
 from tuiprof.capture.config import CaptureConfig  # noqa: E402
@@ -28,6 +29,9 @@ from tuiprof.capture.session import native_stderr_to, profile_training  # noqa: 
 
 # The seed's setting: CIFAR-10 shapes, 10 classes, SGD(0.01, 0.9), CrossEntropyLoss.
 SAMPLES = {
+    # What `tuiprof open` shows with no argument: a capture with every view filled (qualified
+    # module names, torch's memory categories, FLOPs), small enough to ship.
+    "resnet18_train_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=32, wait=1, warmup=1, active=3),
     "resnet18_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=128, wait=1, warmup=1, active=2),
     # The diff pair's second half: resnet18_cpu at half the batch (tests/test_diff_samples.py).
     "resnet18_b64_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=64, wait=1, warmup=1, active=2),
@@ -109,7 +113,7 @@ def main() -> int:
             "config": vars(config),
             "device": torch.cuda.get_device_name() if config.device == "cuda" else "cpu",
             "live_flops_by_external_id": result.facts.flops_by_external_id,
-            "modules": {k: vars(v) for k, v in result.facts.modules.items()},
+            "modules": {k: msgspec.to_builtins(v) for k, v in result.facts.modules.items()},
             "key_averages": result.key_averages,
         }
         (args.out / f"{name}.key_averages.json").write_text(json.dumps(sidecar, indent=1, default=str) + "\n")

@@ -366,7 +366,8 @@ async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_ac
 
 async def test_memory_view_with_categories_leaves_rows_for_its_table_at_60x20() -> None:
     """The stacked curve, its phases and legend, the table's title and the detail pane would
-    take every row of a 60x20 terminal: the detail pane gives its rows to the table there."""
+    take every row of a 60x20 terminal, and all but one of 80x24: the detail pane gives its rows
+    to the table there (at least 5 rows of it, issue 38), and is back from 30 lines."""
     from tests.test_tui import _loaded
     from tuiprof.tui.app import ExplorerApp
     from tuiprof.tui.sources import FileSource
@@ -381,7 +382,11 @@ async def test_memory_view_with_categories_leaves_rows_for_its_table_at_60x20() 
         assert not app.query_one("#memory-detail").display
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
+        assert app.query_one("#memory-ops", RowTable).size.height >= 5 + 1  # the header and 5 rows
+        await pilot.resize_terminal(80, 30)
+        await pilot.pause()
         assert app.query_one("#memory-detail").display
+        assert app.query_one("#memory-ops", RowTable).size.height >= 5 + 1
 
 
 def test_innermost_calls_at_many_times_equals_the_definition() -> None:

@@ -314,3 +314,17 @@ def test_a_qualified_name_is_cut_once() -> None:
             shown = fit_name(name, width)
             assert shown.count("…") <= 1 and len(shown) <= width, (name, width, shown)
     assert fit_name("aten::native_batch_norm_backward", 26) == "native_batch…orm_backward"  # never shown as if whole
+
+
+@pytest.mark.parametrize(
+    ("label", "width", "shown"),
+    [
+        ("layer3.1.bn1 (BatchNorm2d)", 26, "layer3.1.bn1 (BatchNorm2d)"),
+        ("layer3.1.bn1 (BatchNorm2d)", 20, "layer3.1.bn1"),  # the class goes first, never "bn1 (Ba…Norm2d)"
+        ("layer3.1.bn1 (BatchNorm2d)", 9, "…1.bn1"),  # then the path's head, up to a level
+        ("    layer3.0.downsample.0 (Conv2d)", 26, "    layer3.0.downsample.0"),  # a tree table's indent stays
+        ("[compiled_0] (compiled, distributed)", 14, "[compiled_0]"),  # never "(compil…ibuted)"
+    ],
+)
+def test_a_module_label_keeps_its_name_and_drops_its_bracket_first(label, width, shown) -> None:
+    assert fit_name(label, width) == shown

@@ -19,7 +19,7 @@ from tuiprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TraceError
 from tuiprof.kinds import DIFF, EXPLORER, SUMMARY, TIMELINE, Option
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
-DEFAULT_SAMPLE = "resnet18_cpu.pt.trace.json.gz"
+DEFAULT_SAMPLE = "resnet18_train_cpu.pt.trace.json.gz"  # a capture with every view filled
 WIDE_HELP = (
     "tables on a terminal keep every column, however wide (default: fit the terminal, leaving out "
     "the least useful columns and saying which; a pipe always gets every column)"

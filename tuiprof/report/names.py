@@ -37,6 +37,9 @@ GENERIC = frozenset(
 
 
 MODULE_INDEX = re.compile(r"_\d+$")  # torch's module names end in their index: Sequential_5
+# A module as the tables label it: its qualified name and, in brackets, its class (or what it is:
+# "[compiled 0:0] (compiled, distributed)").  Cut, the bracket goes first: the name tells rows apart.
+MODULE_LABEL = re.compile(r"(?P<indent> *)(?P<name>[^\s()]+) \((?P<what>[^()]+)\)")  # indented in a tree table
 # Where a qualified name may be cut, keeping what follows: a path's levels, a namespace, a label.
 QUALIFIER = re.compile(r"/|::|: ")
 TEMPLATE = re.compile(r"(?P<base>[^<]+)<(?P<argument>.+)>")  # a short kernel name: base<argument>
@@ -60,12 +63,18 @@ def fit_name(name: str, width: int) -> str:
       :func:`short_kernel_name`, applied before the name is cut) outlasts its base name:
       ``vectoriz…<CUDAFunctor_add>``, ``vectori…<GeluCU…lImpl>``;
     - a diff row aligned across a rename keeps both sides: ``…/Conv2d_3 → …/Conv2d_4``;
+    - a module label ``layer3.1.bn1 (BatchNorm2d)`` drops its bracket first, then keeps the
+      tail of its qualified name from a level on: ``layer3.1.bn1``, ``…1.bn1``;
     - any other name keeps its head and its tail: ``cutlass_80…_tn_align1``.
     """
     if cell_len(name) <= width:
         return name
     if width < 2:
         return "…"[: max(0, width)]
+    label = MODULE_LABEL.fullmatch(name)
+    if label is not None:  # "layer3.1.bn1 (BatchNorm2d)": the class goes first, then the head of the path
+        indent = label.group("indent")
+        return indent + _fit_dotted(label.group("name"), width - len(indent))
     if ALIGNED in name and width >= 2 * 4 + len(ALIGNED):
         left, right = name.split(ALIGNED, 1)
         room = width - len(ALIGNED)
@@ -87,6 +96,18 @@ def fit_name(name: str, width: int) -> str:
             level, min(width, cell_len(level) - 1)
         )  # cut even where it would just fit: the namespace is gone
     return _cut_part(name, width)
+
+
+def _fit_dotted(qualified: str, width: int) -> str:
+    """A module's qualified name (``layer3.1.bn1``) in ``width`` cells: whole, else its longest
+    tail that starts at a level (``…1.bn1``, ``…bn1``): the last levels tell modules apart."""
+    if cell_len(qualified) <= width:
+        return qualified
+    for dot in (m.start() for m in re.finditer(r"\.", qualified)):
+        tail = qualified[dot + 1 :]
+        if cell_len(tail) + 1 <= width:
+            return "…" + tail
+    return _cut_part(qualified, width)
 
 
 def fit_names(names: Iterable[str], width: int) -> dict[str, str]:

@@ -36,7 +36,7 @@ CHARTS = 2  # devices charted (the first when the terminal is short); the table 
 TWO_CHARTS_ROWS = 32  # a chart takes ~8 rows: below this many, two left the table no row at 60x20
 TALL_CURVE_ROWS = 36  # from this terminal height the categorised curve gets 6 lines, not 4
 CHART_PADDING = 2  # cells of #memory-chart's padding (explorer.tcss): its content is this much narrower
-DETAIL_ROWS = 24  # below this terminal height the detail pane leaves its rows to the table
+DETAIL_ROWS = 30  # below this terminal height the detail pane leaves its rows to the table (80x24: 5 rows)
 # The tables ``m`` cycles through: with torch's categories, and without (a file from elsewhere).
 CATEGORISED_TABLES = ("memory-modules", "memory-allocations", "memory-what-ifs", "operators")
 ALLOCATOR_TABLES = ("operators", "memory-allocations", "memory-modules")
