@@ -402,7 +402,8 @@ def table(results: Sequence[Result], width: int) -> str:
         for note in notes:
             lines.extend(textwrap.wrap(note, width, subsequent_indent="  "))
     lines.append("")
-    lines.extend(textwrap.wrap(line, width, subsequent_indent="  ")[0] for line in target_lines(results))
+    for line in target_lines(results):
+        lines.extend(textwrap.wrap(line, width, subsequent_indent="  "))
     return "\n".join(lines)
 
 
@@ -458,9 +459,7 @@ def select(only: str | None, quick: bool) -> list[Scenario]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", metavar="NAME[,NAME]", help="these scenarios only")
     parser.add_argument("--quick", action="store_true", help="the CI subset")
     parser.add_argument("--json", metavar="OUT", help="also write every row, with its details, here")

@@ -5,7 +5,7 @@ buffers (twice the parameters) are live at the peak.  Remedy: an optimizer witho
 from __future__ import annotations
 
 import torch
-from common import Net, arguments, batch, quiet_torch, train_step
+from common import Net, arguments, quiet_torch, train
 
 
 def main() -> None:
@@ -16,9 +16,7 @@ def main() -> None:
         optimizer: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     else:
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    inputs, targets = batch(8)
-    for _ in range(args.steps):
-        train_step(model, optimizer, inputs, targets)
+    train(model, optimizer, 8, args.steps)
 
 
 if __name__ == "__main__":

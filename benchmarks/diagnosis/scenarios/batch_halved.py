@@ -4,7 +4,7 @@ activations).  Remedy: half the batch (512)."""
 from __future__ import annotations
 
 import torch
-from common import Net, arguments, batch, quiet_torch, train_step
+from common import Net, arguments, quiet_torch, train
 
 BATCH = 1024
 
@@ -13,10 +13,7 @@ def main() -> None:
     args = arguments(__doc__).parse_args()
     quiet_torch()
     model = Net(width=512, depth=4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs, targets = batch(BATCH // 2 if args.remedy else BATCH)
-    for _ in range(args.steps):
-        train_step(model, optimizer, inputs, targets)
+    train(model, torch.optim.SGD(model.parameters(), lr=0.01), BATCH // 2 if args.remedy else BATCH, args.steps)
 
 
 if __name__ == "__main__":

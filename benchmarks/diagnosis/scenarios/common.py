@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -71,9 +72,38 @@ def batch(size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(size, FEATURES), torch.randint(0, CLASSES, (size,))
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor, targets: torch.Tensor) -> None:
-    """zero_grad (to None), forward, backward, step: the loop every scenario starts from."""
-    optimizer.zero_grad()
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    set_to_none: bool = True,
+    after_backward: Callable[[nn.Module], object] | None = None,
+) -> None:
+    """zero_grad, forward, backward, (``after_backward``), step: the loop every scenario starts from."""
+    optimizer.zero_grad(set_to_none=set_to_none)
     loss = nn.functional.cross_entropy(model(inputs), targets)
     loss.backward()
+    if after_backward is not None:
+        after_backward(model)
     optimizer.step()
+
+
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch_size: int,
+    steps: int,
+    *,
+    fixed_cost_s: float = 0.0,
+    set_to_none: bool = True,
+    after_backward: Callable[[nn.Module], object] | None = None,
+) -> None:
+    """``steps`` steps on one batch of ``batch_size``; ``fixed_cost_s``: host time each step
+    spends before it that does not grow with the batch (logging, a checkpoint check)."""
+    inputs, targets = batch(batch_size)
+    for _ in range(steps):
+        if fixed_cost_s:
+            time.sleep(fixed_cost_s)
+        train_step(model, optimizer, inputs, targets, set_to_none=set_to_none, after_backward=after_backward)

@@ -5,10 +5,8 @@ less.  The diff of the two captures must say so."""
 
 from __future__ import annotations
 
-import time
-
 import torch
-from common import Net, arguments, batch, quiet_torch, train_step
+from common import Net, arguments, quiet_torch, train
 
 BATCH = 64
 PER_STEP_S = 0.015
@@ -19,10 +17,7 @@ def main() -> None:
     quiet_torch()
     model = Net(width=512, depth=4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs, targets = batch(2 * BATCH if args.remedy else BATCH)
-    for _ in range(args.steps):
-        time.sleep(PER_STEP_S)
-        train_step(model, optimizer, inputs, targets)
+    train(model, optimizer, 2 * BATCH if args.remedy else BATCH, args.steps, fixed_cost_s=PER_STEP_S)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,14 @@ without momentum (an optimizer without state)."""
 from __future__ import annotations
 
 import torch
-from common import Net, arguments, batch, quiet_torch, train_step
+from common import Net, arguments, quiet_torch, train
 
 
 def main() -> None:
     args = arguments(__doc__).parse_args()
     quiet_torch()
     model = Net(width=1024, depth=4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0 if args.remedy else 0.9)
-    inputs, targets = batch(8)
-    for _ in range(args.steps):
-        train_step(model, optimizer, inputs, targets)
+    train(model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0 if args.remedy else 0.9), 8, args.steps)
 
 
 if __name__ == "__main__":

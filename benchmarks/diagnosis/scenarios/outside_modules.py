@@ -1,11 +1,11 @@
 """Injected: between loss.backward() and optimizer.step(), outside every module and under
 no_grad, a loop of small tensor ops (per-parameter gradient statistics, 4 passes): about
-half of a ~40 ms step.  Remedy: the loop is gone."""
+two thirds of a ~30 ms step.  Remedy: the loop is gone."""
 
 from __future__ import annotations
 
 import torch
-from common import Net, arguments, batch, quiet_torch
+from common import Net, arguments, quiet_torch, train
 from torch import nn
 
 PASSES = 4
@@ -24,16 +24,9 @@ def gradient_statistics(model: nn.Module) -> torch.Tensor:
 def main() -> None:
     args = arguments(__doc__).parse_args()
     quiet_torch()
-    model = Net(width=1024, depth=4)
+    model = Net(width=512, depth=4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs, targets = batch(16)
-    for _ in range(args.steps):
-        optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(model(inputs), targets)
-        loss.backward()
-        if not args.remedy:
-            gradient_statistics(model)
-        optimizer.step()
+    train(model, optimizer, 16, args.steps, after_backward=None if args.remedy else gradient_statistics)
 
 
 if __name__ == "__main__":
