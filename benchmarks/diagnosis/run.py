@@ -274,7 +274,13 @@ def run_measured(scenario: Scenario, folder: Path, repeat: int) -> Result:
         details["noise_us"] = _standard_error(steps)
     current, after = (statistics.fmean(side) for side in zip(*values))
     result = judge(scenario, findings, current, after)
-    details.update({"current": current, "remedied": after, "savings": [a - b for a, b in values]})
+    savings = [a - b for a, b in values]
+    details.update({"current": current, "remedied": after, "savings": savings})
+    if max(savings) - min(savings) > TOLERANCE_PCT / 100 * abs(current - after):
+        result.note += (
+            f"{'; ' if result.note else ''}the pairs' savings disagree by more than {TOLERANCE_PCT:.0f} %: "
+            + ", ".join(_amount(scenario.metric, saving) for saving in savings)
+        )
     if scenario.what_if:
         details["what_if"] = _what_if(pairs[0][0], scenario.what_if, current - after)
     result.details.update(details)
