@@ -277,9 +277,9 @@ def run_measured(scenario: Scenario, folder: Path, repeat: int) -> Result:
     savings = [a - b for a, b in values]
     details.update({"current": current, "remedied": after, "savings": savings})
     if max(savings) - min(savings) > TOLERANCE_PCT / 100 * abs(current - after):
-        result.note += (
-            f"{'; ' if result.note else ''}the pairs' savings disagree by more than {TOLERANCE_PCT:.0f} %: "
-            + ", ".join(_amount(scenario.metric, saving) for saving in savings)
+        result.note = f"{result.note.rstrip('.')}; " if result.note else ""
+        result.note += f"the pairs' savings disagree by more than {TOLERANCE_PCT:.0f} %: " + ", ".join(
+            _amount(scenario.metric, saving) for saving in savings
         )
     if scenario.what_if:
         details["what_if"] = _what_if(pairs[0][0], scenario.what_if, current - after)
