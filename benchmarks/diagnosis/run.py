@@ -183,8 +183,9 @@ def _amount(metric: str, value: float) -> str:
 
 
 def _env() -> dict[str, str]:
-    """The child's environment: this checkout's tuiprof first (PYTHONPATH wins where set), no
-    decoded-trace cache (every capture is read once)."""
+    """The child's environment: the tuiprof PYTHONPATH names, else this checkout's (children run
+    outside the repository, so that it is the one imported), and no decoded-trace cache (every
+    capture is read once)."""
     path = os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": path or str(ROOT), "TUIPROF_NO_CACHE": "1"}
 
@@ -197,8 +198,10 @@ def _run(command: list[str], cwd: Path, timeout: float = CAPTURE_TIMEOUT_S) -> s
     return done
 
 
-def tuiprof_json(*args: str, cwd: Path = ROOT) -> object:
-    done = _run([sys.executable, "-m", "tuiprof", *args, "--format", "json"], cwd, timeout=300)
+def tuiprof_json(*args: str) -> object:
+    """``python -m tuiprof ARGS --format json``, run in the folder of the file it reads (never the
+    repository: ``-m`` puts the working folder first on sys.path, ahead of PYTHONPATH)."""
+    done = _run([sys.executable, "-m", "tuiprof", *args, "--format", "json"], Path(args[1]).parent, timeout=300)
     return json.loads(done.stdout)
 
 
