@@ -80,6 +80,12 @@ def test_a_wrong_remedy_is_wrong_with_the_cause_right() -> None:
     assert not judge(DATA, [loading(remedy="")], 100_000.0, 40_000.0).remedy_ok
 
 
+def test_the_findings_current_is_checked_against_the_capture_it_is_of() -> None:
+    assert judge(DATA, [loading()], 100_000.0, 40_000.0).note == ""
+    assert judge(DATA, [loading()], 104_000.0, 44_000.0).note == "its current 100.000ms, measured 104.000ms"
+    assert judge(DATA, [loading()], 104_000.0, 44_000.0, judged=100_000.0).note == ""  # two pairs, the first's
+
+
 def test_a_prediction_11_percent_off_misses_and_9_percent_off_passes() -> None:
     over = judge(DATA, [loading(saving=66_600.0)], 100_000.0, 40_000.0)
     assert over.error_pct == pytest.approx(11.0) and not over.saving_ok

@@ -104,9 +104,13 @@ def right_remedy(scenario: Scenario, finding: dict) -> bool:
     return bool(remedy) and any(all(mentions(remedy, word) for word in group) for group in scenario.remedy)
 
 
-def judge(scenario: Scenario, findings: Sequence[dict], current: float, remedied: float) -> Result:
+def judge(
+    scenario: Scenario, findings: Sequence[dict], current: float, remedied: float, judged: float | None = None
+) -> Result:
     """Score tuiprof's findings on the injected capture against the re-measured metric:
-    ``current`` (the injected capture's) and ``remedied`` (the remedied capture's)."""
+    ``current`` (the injected captures') and ``remedied`` (the remedied captures'); ``judged``:
+    the metric of the capture the findings are of (``current`` with one pair), which the
+    finding's own ``current`` should equal."""
     measured = current - remedied
     result = Result(scenario.name, metric=scenario.metric, measured=measured)
     if measured < MIN_EFFECT * current:
@@ -136,10 +140,10 @@ def judge(scenario: Scenario, findings: Sequence[dict], current: float, remedied
     result.predicted = float(predicted)
     result.error_pct = 100 * (result.predicted - measured) / measured if measured else None
     result.saving_ok = result.error_pct is not None and abs(result.error_pct) <= TOLERANCE_PCT
-    reported = finding.get("current")
-    if reported is not None and current and abs(float(reported) - current) > 0.01 * current:
+    reported, judged = finding.get("current"), current if judged is None else judged
+    if reported is not None and judged and abs(float(reported) - judged) > 0.01 * judged:
         result.note = (
-            f"its current {_amount(scenario.metric, float(reported))}, measured {_amount(scenario.metric, current)}"
+            f"its current {_amount(scenario.metric, float(reported))}, measured {_amount(scenario.metric, judged)}"
         )
     return result
 
@@ -276,7 +280,7 @@ def run_measured(scenario: Scenario, folder: Path, repeat: int) -> Result:
         values = [(statistics.fmean(before), statistics.fmean(after)) for before, after in steps]
         details["noise_us"] = _standard_error(steps)
     current, after = (statistics.fmean(side) for side in zip(*values))
-    result = judge(scenario, findings, current, after)
+    result = judge(scenario, findings, current, after, judged=values[0][0])
     savings = [a - b for a, b in values]
     details.update({"current": current, "remedied": after, "savings": savings})
     if max(savings) - min(savings) > TOLERANCE_PCT / 100 * abs(current - after):
@@ -402,7 +406,7 @@ def table(results: Sequence[Result], width: int) -> str:
             ).rstrip()
         )
     notes = [
-        f"{r.scenario}: {r.harness_error or r.note}{_what_if_note(r)}"
+        f"{r.scenario}: " + "; ".join(part for part in (r.harness_error or r.note, _what_if_note(r)) if part)
         for r in results
         if r.harness_error or r.note or _what_if_note(r)
     ]
@@ -422,7 +426,7 @@ def _what_if_note(result: Result) -> str:
         return ""
     error = what_if.get("error_pct")
     off = f", {error:+.1f}% off" if error is not None else ""
-    return f" (what-if '{what_if['remedy']}': {format_bytes(int(what_if['saves_bytes']))}{off})"
+    return f"what-if '{what_if['remedy']}': {format_bytes(int(what_if['saves_bytes']))}{off}"
 
 
 def rates(results: Sequence[Result]) -> dict[str, float]:
