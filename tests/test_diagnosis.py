@@ -2,8 +2,8 @@
 findings whose right answer is known, then its quick subset run for real.
 
 The scoring tests take well under a second.  The real run captures two scripts twice each
-(tuiprof run) and writes two synthetic GPU trace pairs: about 60 s on 2 quiet cores, 110 s
-at a load average of 8.
+(tuiprof run) and writes two synthetic GPU trace pairs: 25 s on 2 free cores, 90 s at a load
+average of 8.
 """
 
 from __future__ import annotations
