@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiprof.analysis.arrays import group_rows, nearest_ancestor
+from tuiprof.analysis.arrays import group_rows
 from tuiprof.analysis.calls import OperatorCalls, is_step_name
 from tuiprof.analysis.modules import ModuleTree, outside_tops
+from tuiprof.analysis.steps import step_of_calls
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def outside_modules(calls: OperatorCalls, tree: ModuleTree) -> OutsideModules:
     tops = outside_tops(calls, node.operator_rows)
     cpu = calls.column("total_ns")[tops]
     device = calls.column("device_total_ns")[tops]
-    step_of = nearest_ancestor(calls.column("parent"), is_step)[tops]  # a step call's row, -1: in none
+    step_of = step_of_calls(calls, np.flatnonzero(is_step))[tops]  # a step call's row, -1: in none
     index = np.cumsum(is_step) - 1  # step call row -> its position among the steps
     in_step = step_of >= 0
     position = index[step_of[in_step]]

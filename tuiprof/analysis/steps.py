@@ -99,7 +99,7 @@ def build_steps(calls: OperatorCalls, activity: DeviceActivity, gpu_annotations:
     if not len(step_rows):
         return []
     step_annotations = {e.name: (e.start_ns, e.start_ns + e.dur_ns) for e in gpu_annotations if is_step_name(e.name)}
-    step_of = _step_of_calls(calls, step_rows)
+    step_of = step_of_calls(calls, step_rows)
     launcher = activity.launchers
     activity_step = np.where(launcher >= 0, step_of[np.maximum(launcher, 0)], -1)
     loading_rows = np.flatnonzero(np.isin(name_id, calls.name_codes(_is_loading)) & (step_of >= 0))
@@ -245,8 +245,10 @@ def _activity_kinds(activity: DeviceActivity) -> np.ndarray:
     return kinds
 
 
-def _step_of_calls(calls: OperatorCalls, step_rows: np.ndarray) -> np.ndarray:
-    """Call row -> the step row enclosing it (by nesting, else by time; -1 none)."""
+def step_of_calls(calls: OperatorCalls, step_rows: np.ndarray) -> np.ndarray:
+    """Call row -> the step row enclosing it (by nesting, else by time; -1 none).  By time too:
+    a step span that an optimizer's span straddles (``tuiprof run`` steps at the optimizer's
+    post hook) nests nothing, and other threads' calls are never nested in it."""
     is_step = np.zeros(len(calls), dtype=bool)
     is_step[step_rows] = True
     result = nearest_ancestor(calls.column("parent"), is_step)
