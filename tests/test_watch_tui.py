@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
+import signal
+import subprocess
+import sys
 import threading
 
 import pytest
 from rich.console import Console
 from textual.worker import WorkerFailed
 
-from tests.conftest import WATCH_HEALTHY, WATCH_SLOW, make_watch_folder
+from tests.conftest import ROOT, WATCH_HEALTHY, WATCH_SLOW, make_watch_folder
+from tests.test_terminal import LEAVE_ALT_SCREEN, SHOW_CURSOR, _drain_until_exit, _read_until
 from tuiprof.errors import TraceError
 from tuiprof.trace.watch import HistoryReader
 from tuiprof.tui.screens.help import HelpScreen
@@ -25,10 +31,10 @@ def _text(renderable, width: int = 100) -> str:
     return console.file.getvalue()
 
 
-def _app(directory, export_dir=None) -> WatchApp:
+def _app(directory, **options) -> WatchApp:
     reader = HistoryReader(directory)
     reader.read_new()
-    return WatchApp(reader, export_dir=export_dir)
+    return WatchApp(reader, **options)
 
 
 async def _loaded(pilot) -> None:
@@ -142,7 +148,7 @@ async def test_the_cursor_stays_on_its_capture_as_the_list_changes(tmp_path) -> 
         )
         await pilot.pause(1.5)
         await _loaded(pilot)
-        assert len(_lines(app)) == 3
+        assert "45 steps, running" in _text(app.query_one("#job").render())
         await pilot.press("enter")
     assert app.next_action == ("open", str(directory / WATCH_SLOW))
 
@@ -209,12 +215,11 @@ async def test_a_remapped_key_of_the_watch_app_works(tmp_path, monkeypatch) -> N
 async def test_a_bug_while_following_is_one_line_not_a_traceback(tmp_path, monkeypatch) -> None:
     directory = make_watch_folder(tmp_path, steps=44, ended=False)
     app = _app(directory)
-    calls = []
+    armed = threading.Event()
     read_new = HistoryReader.read_new
 
     def broken(reader: HistoryReader) -> bool:
-        calls.append(1)
-        if len(calls) > 2:
+        if armed.is_set():
             raise RuntimeError("a bug in reading")
         return read_new(reader)
 
@@ -222,6 +227,7 @@ async def test_a_bug_while_following_is_one_line_not_a_traceback(tmp_path, monke
     with pytest.raises(WorkerFailed):  # Pilot re-raises what ended the app
         async with app.run_test(size=(80, 30)) as pilot:
             await _loaded(pilot)
+            armed.set()
             await pilot.pause(2.5)
     assert app._exit_renderables == []  # nothing for Textual to print: no traceback, no locals
     assert app.internal_error.startswith("internal error: WorkerFailed: ") and "a bug in reading" in app.internal_error
@@ -246,3 +252,32 @@ def test_a_setting_of_the_wrong_type_is_an_error_before_the_app_starts(tmp_path,
     directory = make_watch_folder(tmp_path, settings={"ratio": 1.2, "warmup_steps": warmup})
     with pytest.raises(TraceError, match="'warmup_steps' is not a whole number"):
         _app(directory)
+
+
+def test_sigterm_quits_the_watch_app_with_the_terminal_restored(tmp_path) -> None:
+    """``tuiprof open DIR`` in a real terminal: SIGTERM ends it as q would, the terminal restored
+    (a bare App died in the alternate screen with the signal's default action)."""
+    directory = make_watch_folder(tmp_path, steps=44, ended=False)
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuiprof", "open", str(directory)],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=ROOT,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
+        start_new_session=True,
+    )
+    os.close(follower)
+    try:
+        screen = _read_until(leader, b"train.py", 60)
+        assert b"train.py" in screen, screen[-400:]
+        process.send_signal(signal.SIGTERM)
+        rest = _drain_until_exit(leader, process, 30)
+        code = process.wait(timeout=1)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)
+    assert code == 128 + signal.SIGTERM
+    assert LEAVE_ALT_SCREEN in rest and SHOW_CURSOR in rest

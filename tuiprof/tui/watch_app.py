@@ -88,10 +88,11 @@ class CompareScreen(Screen):
     def __init__(self, healthy: str, other: str) -> None:
         super().__init__()
         self.paths = (healthy, other)
+        self.label = plain(capture_label(other))  # a file name: its control characters shown, not sent
         self.comparison: CaptureComparison | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"comparing {capture_label(self.paths[1])} with the healthy capture..."), id="compare-title")
+        yield Static(Text(f"comparing {self.label} with the healthy capture..."), id="compare-title")
         with VerticalScroll():
             yield Static(id="comparison")
         yield KeyBar()
@@ -110,9 +111,7 @@ class CompareScreen(Screen):
         self.app.call_from_thread(self._show, comparison_text(comparison))
 
     def _show(self, text: Text) -> None:
-        self.query_one("#compare-title", Static).update(
-            Text(f"{capture_label(self.paths[1])} against the healthy capture")
-        )
+        self.query_one("#compare-title", Static).update(Text(f"{self.label} against the healthy capture"))
         self.query_one("#comparison", Static).update(text)
 
     def action_back(self) -> None:
