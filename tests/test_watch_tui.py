@@ -71,6 +71,20 @@ async def test_the_chart_marks_the_triggers_and_enter_opens_the_capture(tmp_path
     assert app.next_action == ("open", str(directory / WATCH_SLOW)) and app.return_code == 0
 
 
+async def test_the_chart_is_drawn_again_for_a_new_width(tmp_path) -> None:
+    directory = make_watch_folder(tmp_path, steps=200)
+    app = _app(directory)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await _loaded(pilot)
+        steps_line = _text(app.query_one("#chart").render(), 200).splitlines()[-2]
+        assert steps_line.rstrip().endswith("step 200") and len(steps_line.rstrip()) <= 80
+        await pilot.resize_terminal(120, 30)
+        await pilot.pause(0.5)
+        await _loaded(pilot)
+        steps_line = _text(app.query_one("#chart").render(), 200).splitlines()[-2]
+        assert steps_line.rstrip().endswith("step 200") and 100 < len(steps_line.rstrip()) <= 120
+
+
 async def test_d_compares_with_the_healthy_capture_verdict_first(tmp_path) -> None:
     directory = make_watch_folder(tmp_path)
     app = _app(directory)

@@ -136,7 +136,7 @@ class WatchApp(TableApp):
         self.reader = reader  # read by one worker at a time: the load, then each follow
         self.next_action: tuple[str, ...] | None = None  # what run_watch_explorer runs once this app has exited
         self._reading: Worker | None = None  # the worker reading the history now, if any
-        self._follow_timer: Timer | None = None
+        self._follow_timer: Timer | None = None  # while following a running job
         self.host_views(WATCH_PAGE_KEYS)
 
     @classmethod
@@ -167,17 +167,16 @@ class WatchApp(TableApp):
         return watch_state(self.reader.history, width)
 
     def _follow_tick(self) -> None:
-        """Every second while the job runs, and on a resize: read and build the page in a worker,
+        """Every second while the job runs, and when the page's width changes: read and build the page in a worker,
         unless one is still at it (one reader, one worker at a time)."""
-        if self._reading is None or self._reading.is_finished:
-            self._reading = self._follow(self.size.width)
+        if self.state is not None and (self._reading is None or self._reading.is_finished):
+            self._reading = self._follow(self.size.width, self.state.width, self._follow_timer is not None)
 
     @work(thread=True, group="follow")
-    def _follow(self, width: int) -> None:
-        shown = self.state
+    def _follow(self, width: int, drawn_width: int, read: bool) -> None:
+        """``read``: the job runs (else only a new width is drawn)."""
         try:
-            appended = self.reader.read_new()
-            if appended or shown is None or shown.width != width:
+            if (read and self.reader.read_new()) or width != drawn_width:
                 self.post_message(WatchRead(watch_state(self.reader.history, width)))
         except TraceError as exc:  # damage written after the start: said once, the list stays as it was
             self.call_from_thread(self._stop_following, str(exc))
@@ -205,9 +204,8 @@ class WatchApp(TableApp):
         if message.state.width != self.size.width:  # resized while it was built
             self._follow_tick()
 
-    def on_resize(self) -> None:
-        if self.state is not None:
-            self._follow_tick()
+    def on_watch_view_resized(self) -> None:
+        self._follow_tick()
 
     # ------------------------------------------------------------ the list's keys
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
@@ -80,6 +82,9 @@ class WatchView(ExplorerView):
     """
     state: reactive[WatchState | None] = reactive(None, init=False)
 
+    class Resized(Message):
+        """The page's width changed: the app builds the chart again (in its worker)."""
+
     def __init__(self, page: WatchPage, **kwargs) -> None:
         super().__init__(id=page.view_id, **kwargs)
         self.page = page
@@ -100,6 +105,10 @@ class WatchView(ExplorerView):
         table.set_data(WATCH_LIST.columns, state.rows, table.sort_key, table.descending)
         if kept is not None:  # new rows: the cursor goes back to the capture it was on
             table.select_where(lambda row: row.get("path") == kept.get("path"))
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.state is not None and event.size.width != self.state.width:
+            self.post_message(self.Resized())
 
     def selected_path(self) -> str | None:
         """The highlighted capture's path (None: no capture)."""
