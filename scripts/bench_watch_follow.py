@@ -5,7 +5,10 @@ job runs): the longest the event loop is held during one follow tick, with a lon
 A watch folder of ``--steps`` steps (two captures, no end line) is opened headless at 120x40;
 then, ``--ticks`` times, one step is appended to ``watch.jsonl`` and the event loop's longest
 stall is measured (a 1 ms sleep timed in a loop) until the job line shows the new step count.
-A key pressed meanwhile waits that long.  Printed: each tick's stall, and the median.
+A key pressed meanwhile waits that long.  Also timed: the UI thread's own follow work per tick,
+the method it runs for a tick: ``WatchApp.on_watch_read`` (drawing what a worker read and built)
+where it exists, else ``WatchApp._follow`` (the app before it joined TableApp, commit f53b6a1:
+reading, summarising and drawing on the UI thread).  Printed: each tick's stall and the medians.
 
     python scripts/bench_watch_follow.py [--steps 10000] [--ticks 5]
 
@@ -80,7 +83,19 @@ def job_line(app: WatchApp) -> str:
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-async def measure(directory: Path, steps: int, ticks: int) -> list[float]:
+def timed(method_name: str, spent: list[float]) -> None:
+    """Wrap ``WatchApp.<method_name>`` so that each call's time is appended to ``spent``."""
+    method = getattr(WatchApp, method_name)
+
+    def run(self, *args):
+        start = time.perf_counter()
+        method(self, *args)
+        spent.append(time.perf_counter() - start)
+
+    setattr(WatchApp, method_name, run)
+
+
+async def measure(directory: Path, steps: int, ticks: int, spent: list[float]) -> list[float]:
     reader = HistoryReader(directory)
     reader.read_new()
     app = WatchApp(reader)
@@ -88,6 +103,7 @@ async def measure(directory: Path, steps: int, ticks: int) -> list[float]:
     async with app.run_test(size=(120, 40)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause(0.5)
+        spent.clear()
         for tick in range(1, ticks + 1):
             with open(directory / "watch.jsonl", "a") as history:
                 history.write(json.dumps({"s": steps + tick, "t": 1e3 + tick, "w": 0.0015}) + "\n")
@@ -119,10 +135,16 @@ def main() -> None:
         directory = Path(folder) / "w"
         directory.mkdir()
         make_history(directory, args.steps)
-        stalls = asyncio.run(measure(directory, args.steps, args.ticks))
+        ui_method = "on_watch_read" if hasattr(WatchApp, "on_watch_read") else "_follow"
+        spent: list[float] = []
+        timed(ui_method, spent)
+        stalls = asyncio.run(measure(directory, args.steps, args.ticks, spent))
     print(f"watch app, {args.steps:,}-step history, {args.ticks} follow ticks, load average {os.getloadavg()[0]:.2f}")
     print("longest event-loop stall per tick: " + " ".join(f"{s * 1e3:.1f}" for s in stalls) + " ms")
-    print(f"median {statistics.median(stalls) * 1e3:.1f} ms")
+    print(f"median stall {statistics.median(stalls) * 1e3:.1f} ms")
+    print(
+        f"UI thread's follow work (WatchApp.{ui_method}), median of {len(spent)} calls: {statistics.median(spent) * 1e3:.1f} ms"
+    )
 
 
 if __name__ == "__main__":
