@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import pty
-import signal
-import subprocess
-import sys
 import threading
 
 import pytest
 from rich.console import Console
 from textual.worker import WorkerFailed
 
-from tests.conftest import ROOT, WATCH_HEALTHY, WATCH_SLOW, make_watch_folder
-from tests.test_terminal import LEAVE_ALT_SCREEN, SHOW_CURSOR, _drain_until_exit, _read_until
+from tests.conftest import WATCH_HEALTHY, WATCH_SLOW, make_watch_folder
 from tuiprof.errors import TraceError
 from tuiprof.trace.watch import HistoryReader
 from tuiprof.tui.screens.help import HelpScreen
@@ -266,32 +260,3 @@ def test_a_setting_of_the_wrong_type_is_an_error_before_the_app_starts(tmp_path,
     directory = make_watch_folder(tmp_path, settings={"ratio": 1.2, "warmup_steps": warmup})
     with pytest.raises(TraceError, match="'warmup_steps' is not a whole number"):
         _app(directory)
-
-
-def test_sigterm_quits_the_watch_app_with_the_terminal_restored(tmp_path) -> None:
-    """``tuiprof open DIR`` in a real terminal: SIGTERM ends it as q would, the terminal restored
-    (a bare App died in the alternate screen with the signal's default action)."""
-    directory = make_watch_folder(tmp_path, steps=44, ended=False)
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuiprof", "open", str(directory)],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        cwd=ROOT,
-        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
-        start_new_session=True,
-    )
-    os.close(follower)
-    try:
-        screen = _read_until(leader, b"train.py", 60)
-        assert b"train.py" in screen, screen[-400:]
-        process.send_signal(signal.SIGTERM)
-        rest = _drain_until_exit(leader, process, 30)
-        code = process.wait(timeout=1)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(leader)
-    assert code == 128 + signal.SIGTERM
-    assert LEAVE_ALT_SCREEN in rest and SHOW_CURSOR in rest
