@@ -167,8 +167,8 @@ class WatchApp(TableApp):
         return watch_state(self.reader.history, width)
 
     def _follow_tick(self) -> None:
-        """Every second while the job runs, and when the page's width changes: read and build the page in a worker,
-        unless one is still at it (one reader, one worker at a time)."""
+        """Every second while the job runs, and when the page's width changes: read and build the
+        page in a worker, unless one is still at it (one reader, one worker at a time)."""
         if self.state is not None and (self._reading is None or self._reading.is_finished):
             self._reading = self._follow(self.size.width, self.state.width, self._follow_timer is not None)
 
