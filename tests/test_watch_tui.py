@@ -18,6 +18,15 @@ from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.watch_app import CompareScreen, WatchApp
 from tuiprof.tui.widgets.row_table import RowTable
 
+FOLLOW_S = 0.2  # the follow's period in these tests (a second in the app)
+
+
+@pytest.fixture(autouse=True)
+def _fast_follow(monkeypatch) -> None:
+    from tuiprof.tui import watch_app
+
+    monkeypatch.setattr(watch_app, "FOLLOW_SECONDS", FOLLOW_S)
+
 
 def _text(renderable, width: int = 100) -> str:
     console = Console(width=width, color_system=None, file=io.StringIO())
@@ -114,7 +123,7 @@ async def test_a_running_job_is_followed(tmp_path) -> None:
             {"e": "capture", "trigger": "demand", "first_step": 45, "last_step": 45, "path": WATCH_SLOW, "bytes": 1},
             {"e": "end", "step": 45, "status": "finished"},
         )
-        await pilot.pause(1.5)
+        await pilot.pause(3 * FOLLOW_S)
         await _loaded(pilot)
         assert "45 steps, finished" in _text(app.query_one("#job").render())
         assert len(_lines(app)) == 4 and _lines(app)[3].startswith("demand")
@@ -136,7 +145,7 @@ async def test_the_follow_reads_the_history_off_the_ui_thread(tmp_path, monkeypa
     async with app.run_test(size=(80, 30)) as pilot:
         await _loaded(pilot)
         _append(directory, {"s": 45, "t": 1, "w": 0.005})
-        await pilot.pause(1.5)
+        await pilot.pause(3 * FOLLOW_S)
         await _loaded(pilot)
         assert "45 steps, running" in _text(app.query_one("#job").render())
     assert readers and threading.main_thread().name not in readers
@@ -154,7 +163,7 @@ async def test_the_cursor_stays_on_its_capture_as_the_list_changes(tmp_path) -> 
             {"e": "capture", "trigger": "healthy", "first_step": 45, "last_step": 45, "path": "h2", "bytes": 1},
             {"e": "dropped", "path": WATCH_HEALTHY, "why": "taken again"},
         )
-        await pilot.pause(1.5)
+        await pilot.pause(3 * FOLLOW_S)
         await _loaded(pilot)
         assert "45 steps, running" in _text(app.query_one("#job").render())
         await pilot.press("enter")
@@ -236,7 +245,7 @@ async def test_a_bug_while_following_is_one_line_not_a_traceback(tmp_path, monke
         async with app.run_test(size=(80, 30)) as pilot:
             await _loaded(pilot)
             armed.set()
-            await pilot.pause(2.5)
+            await pilot.pause(5 * FOLLOW_S)
     assert app._exit_renderables == []  # nothing for Textual to print: no traceback, no locals
     assert app.internal_error.startswith("internal error: WorkerFailed: ") and "a bug in reading" in app.internal_error
 
@@ -248,7 +257,7 @@ async def test_damage_appended_later_is_said_once_and_the_list_stays(tmp_path) -
         await _loaded(pilot)
         with open(directory / "watch.jsonl", "a") as history:
             history.write("not json\n")
-        await pilot.pause(2.5)
+        await pilot.pause(5 * FOLLOW_S)
         shown = [n.message for n in app._notifications]
         assert len(shown) == 1 and "the line is not JSON" in shown[0] and "no longer following" in shown[0]
         assert len(_lines(app)) == 3
