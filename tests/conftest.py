@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,59 @@ def shared_trace_paths() -> list[Path]:
 
 
 needs_shared = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces not present")
+
+WATCH_HEALTHY = "step000007-healthy.pt.trace.json.gz"
+WATCH_SLOW = "step000042-slow.pt.trace.json.gz"
+
+
+def make_watch_folder(
+    tmp_path: Path, steps: int = 60, ended: bool = True, slow_ms: float = 5.0, settings: dict | None = None
+) -> Path:
+    """A watch folder's history by hand (tests/test_watch_tui.py, the watch app's snapshots): 1 ms
+    steps, ``slow_ms`` from step 40 on; the healthy capture at 7-9 (resnet18 at batch 64), the
+    slow one at 42-44 (batch 32)."""
+    directory = tmp_path / "w"
+    directory.mkdir()
+    shutil.copy(SAMPLES / "resnet18_b64_cpu.pt.trace.json.gz", directory / WATCH_HEALTHY)
+    shutil.copy(SAMPLES / "resnet18_cpu.pt.trace.json.gz", directory / WATCH_SLOW)
+    lines: list[dict] = [
+        {
+            "format": "tuiprof-watch",
+            "version": 1,
+            "pid": 1,
+            "started": 0,
+            "what": "train.py",
+            "settings": settings or {"ratio": 1.2, "window": 20, "held": 3, "warmup_steps": 5},
+        }
+    ]
+    for step in range(1, steps + 1):
+        wall = slow_ms / 1000 if step >= 40 else 0.001
+        lines.append(
+            {"s": step, "t": step * 0.01, "w": wall, **({"p": 1} if 6 <= step <= 10 or 41 <= step <= 45 else {})}
+        )
+        if step == 5:
+            lines.append({"e": "trigger", "step": 5, "trigger": "healthy", "why": "after the warm-up"})
+        if step == 9:
+            lines.append(
+                {
+                    "e": "capture",
+                    "trigger": "healthy",
+                    "first_step": 7,
+                    "last_step": 9,
+                    "path": WATCH_HEALTHY,
+                    "bytes": 1,
+                }
+            )
+        if step == 40:
+            lines.append({"e": "trigger", "step": 40, "trigger": "slow", "why": "3 steps over"})
+        if step == 44:
+            lines.append(
+                {"e": "capture", "trigger": "slow", "first_step": 42, "last_step": 44, "path": WATCH_SLOW, "bytes": 1}
+            )
+    if ended:
+        lines.append({"e": "end", "step": steps, "status": "finished"})
+    (directory / "watch.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return directory
 
 
 @pytest.fixture(autouse=True)

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, make_watch_folder
 from tests.snapshot_views import SNAPSHOT_VIEWS
+from tuiprof.trace.watch import HistoryReader
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
+from tuiprof.tui.watch_app import WatchApp
 
 RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
 H100 = str(Path(__file__).parent / "data" / "h100_vit_inference.json.gz")  # a real GPU trace (tests/data/README.md)
@@ -103,3 +105,11 @@ MLP_CATEGORIES = str(
 def test_memory_category_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(MLP_CATEGORIES))
     assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_watch_screens(snap_compare, tmp_path, size) -> None:
+    """The watch app on a finished job: the job's lines, the chart, the captures (its one page is
+    fixed in tui/views/watch.py: no registry of views to pin)."""
+    app = WatchApp(HistoryReader(make_watch_folder(tmp_path)))
+    assert snap_compare(app, terminal_size=size, run_before=_wait_for_load)

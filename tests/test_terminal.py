@@ -1,4 +1,4 @@
-"""The explorer in a real pseudo-terminal: a signal quits it with the terminal restored."""
+"""The apps in a real pseudo-terminal: a signal quits them with the terminal restored."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, make_watch_folder
 
 LEAVE_ALT_SCREEN = b"\x1b[?1049l"
 SHOW_CURSOR = b"\x1b[?25h"
@@ -51,11 +51,18 @@ def _drain_until_exit(fd: int, process: subprocess.Popen, timeout: float) -> byt
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_signal_restores_the_terminal(signum: int) -> None:
+@pytest.mark.parametrize("app", ["explorer", "watch"])
+def test_signal_restores_the_terminal(tmp_path, app: str, signum: int) -> None:
+    """Every app quits on a signal as q would (a bare App, the watch app once, died in the
+    alternate screen with the signal's default action)."""
+    if app == "explorer":
+        path, ready = SAMPLES / "resnet18_cpu.pt.trace.json.gz", b"Top module"
+    else:  # a running job's watch folder: the app is following it
+        path, ready = make_watch_folder(tmp_path, steps=44, ended=False), b"train.py"
     leader, follower = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tuiprof", "open", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")],
+        [sys.executable, "-m", "tuiprof", "open", str(path)],
         stdin=follower,
         stdout=follower,
         stderr=follower,
@@ -65,8 +72,8 @@ def test_signal_restores_the_terminal(signum: int) -> None:
     )
     os.close(follower)
     try:
-        screen = _read_until(leader, b"Top module", 60)
-        assert b"Top module" in screen, screen[-400:]
+        screen = _read_until(leader, ready, 60)
+        assert ready in screen, screen[-400:]
         process.send_signal(signum)
         rest = _drain_until_exit(
             leader, process, 30

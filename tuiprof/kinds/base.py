@@ -14,8 +14,12 @@ from __future__ import annotations
 from argparse import Namespace
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tuiprof.errors import TraceError
+
+if TYPE_CHECKING:  # the apps load with the explorer, never with --help or summary
+    from tuiprof.tui.table_app import TableApp
 
 # The commands a kind runs (the explorer is ``open`` on a terminal; off one, ``open`` is summary).
 SUMMARY, EXPLORER, DIFF, TIMELINE = "summary", "explorer", "diff", "timeline"
@@ -28,11 +32,16 @@ NOUN = {SUMMARY: "summary", EXPLORER: "explorer", DIFF: "diff", TIMELINE: "timel
 READING = ("max_inflate_ratio", "no_sidecars", "no_cache", "cache_size")
 
 Views = Callable[[], tuple[str, ...]]  # read at call time: a view added to a registry is offered at once
+Apps = Callable[[], tuple["type[TableApp]", ...]]  # imported at call time
 OnePath = Callable[[str, Namespace], int]
 TwoPaths = Callable[[str, str, Namespace], int]
 
 
 def no_views() -> tuple[str, ...]:
+    return ()
+
+
+def no_apps() -> tuple[type[TableApp], ...]:
     return ()
 
 
@@ -43,7 +52,9 @@ class Kind:
     is limited to (any command); ``view_options``: an option that only some of its views use
     (``summary``), to those views; ``without``: command -> what to do instead, for a command the
     kind has no function for (``{path}`` is the path given); ``hints``: option -> what to do
-    instead when it is refused."""
+    instead when it is refused.  ``apps``: the apps of views its ``explorer`` and ``diff`` run
+    (tui/): every id of each is one a keymap may name (tui/keymap.py ``every_app``, held equal to
+    these by tests/test_keymap.py, which also checks docs/views.md's id table against them)."""
 
     name: str
     title: str  # "a trace file": in refusals
@@ -56,6 +67,7 @@ class Kind:
     timeline: OnePath | None = None
     views: Views = no_views  # summary --view, catalog names; the first is the default
     diff_views: Views = no_views  # diff --view (report/catalog.py DIFF_VIEWS); the first is the default
+    apps: Apps = no_apps
     values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     view_options: Mapping[str, Views] = field(default_factory=dict)
     without: Mapping[str, str] = field(default_factory=dict)

@@ -52,6 +52,7 @@ KIND = Kind(
     timeline=trace.timeline,
     views=views,
     diff_views=lambda: tuple(DIFF_VIEWS),
+    apps=trace.apps,  # a trace's: one of its traces, or the run views of every rank
     view_options={**trace.OPERATOR_OPTIONS, "trace": trace_view_names, "cluster": lambda: tuple(RUN_VIEWS)},
     hints={"window_from": trace.WINDOW_HINT, "window_to": trace.WINDOW_HINT},
 )

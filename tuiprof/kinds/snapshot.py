@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tuiprof.analysis.snapshot import SnapshotModel, Window
     from tuiprof.analysis.snapshot_trace import PeakPlace
     from tuiprof.trace.snapshot import Snapshot
+    from tuiprof.tui.table_app import TableApp
 
 WINDOW = ("window_from", "window_to", "trace")
 
@@ -118,6 +119,13 @@ def _read_showing_progress(path: str) -> Snapshot:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)
 
 
+def apps() -> tuple[type[TableApp], ...]:
+    """The snapshot app (its diff prints: no app)."""
+    from tuiprof.tui.snapshot_app import SnapshotApp
+
+    return (SnapshotApp,)
+
+
 def _is_snapshot(path: str) -> bool:
     from tuiprof.trace.snapshot import is_snapshot
 
@@ -138,6 +146,7 @@ KIND = Kind(
     explorer=explorer,
     diff=diff,
     views=lambda: (SNAPSHOT,),
+    apps=apps,
     values={"format": ("table", "json")},
     without={
         TIMELINE: "tuiprof summary {path} --trace TRACE says where its peak fell in a trace of the same run, "

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tuiprof.report.findings import Finding
     from tuiprof.report.summary import SummaryRequest
     from tuiprof.trace.source import TraceFile
+    from tuiprof.tui.table_app import TableApp
 
 # What summary takes for the tables of a trace; the operators view alone groups and filters calls.
 TABLE_OPTIONS = ("sort", "limit", "group_by_shape", "top_level_only", "format", "wide")
@@ -152,6 +153,14 @@ def timeline(path: str, args: Namespace) -> int:
     return status
 
 
+def apps() -> tuple[type[TableApp], ...]:
+    """The explorer (``open``) and diff mode (``diff`` on a terminal)."""
+    from tuiprof.tui.app import ExplorerApp
+    from tuiprof.tui.diff_app import DiffApp
+
+    return (ExplorerApp, DiffApp)
+
+
 def _any_path(path: str) -> bool:
     return True
 
@@ -173,6 +182,7 @@ KIND = Kind(
     timeline=timeline,
     views=trace_view_names,
     diff_views=lambda: tuple(DIFF_VIEWS),
+    apps=apps,
     view_options=OPERATOR_OPTIONS,
     hints={"window_from": WINDOW_HINT, "window_to": WINDOW_HINT},
 )

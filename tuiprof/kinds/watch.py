@@ -9,9 +9,13 @@ the list; ``summary --view watch`` names their paths).
 from __future__ import annotations
 
 from argparse import Namespace
+from typing import TYPE_CHECKING
 
 from tuiprof.kinds.base import DIFF, EXPLORER, READING, SUMMARY, TIMELINE, Kind
 from tuiprof.report.catalog import WATCH
+
+if TYPE_CHECKING:
+    from tuiprof.tui.table_app import TableApp
 
 
 def summary(path: str, args: Namespace) -> int:
@@ -27,6 +31,13 @@ def explorer(path: str, args: Namespace) -> int:
     from tuiprof.tui.watch_app import run_watch_explorer
 
     return run_watch_explorer(path)
+
+
+def apps() -> tuple[type[TableApp], ...]:
+    """Its own (the captures it opens are traces: the trace kind's apps)."""
+    from tuiprof.tui.watch_app import WatchApp
+
+    return (WatchApp,)
 
 
 def _is_watch_directory(path: str) -> bool:
@@ -47,6 +58,7 @@ KIND = Kind(
     summary=summary,
     explorer=explorer,
     views=lambda: (WATCH,),
+    apps=apps,
     without={
         DIFF: "its captures are traces: tuiprof diff {path}/A {path}/B (summary --view watch lists them; "
         "d in tuiprof open {path} compares one with the healthy capture)",

@@ -6,16 +6,18 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
+from dataclasses import replace
 
 from rich.text import Text
 
 from tuiprof.analysis.watch import CaptureComparison, SlowRule, WatchSummary, step_chart
+from tuiprof.report.catalog import WATCH
 from tuiprof.report.diff import WORSE, headline, overview_text
 from tuiprof.report.plain import plain
 from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.units import format_us
-from tuiprof.report.views import Column, Row
+from tuiprof.report.views import Column, Row, View, ViewOptions
 from tuiprof.trace.watch import History
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
@@ -165,6 +167,20 @@ def capture_label(path: str) -> str:
     """A capture's file name without the common trace suffix (what fits a list's cell)."""
     name = path.rsplit("/", 1)[-1]
     return name.removesuffix(TRACE_SUFFIX)
+
+
+def _kept_rows(summary: WatchSummary, options: ViewOptions) -> list[Row]:
+    return watch_rows(summary, with_dropped=False)
+
+
+# The watch app's list: the kept captures, each path shown as its name (exported whole).
+WATCH_LIST: View[WatchSummary] = View(
+    WATCH,
+    "Captures",
+    tuple(replace(c, spoken=capture_label) if c.key == "path" else c for c in WATCH_COLUMNS if c.key != "dropped"),
+    "",  # in the order they were taken
+    _kept_rows,
+)
 
 
 # ------------------------------------------------------------------ the chart

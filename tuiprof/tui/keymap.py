@@ -7,8 +7,9 @@ by default) maps binding ids (tui/commands.py: ``app.filter``, ``table.down``) t
     down = "down,n"         # several keys: comma-separated, as Textual writes them
     "view.operators" = "o"  # or the whole id, quoted
 
-The app hands it to Textual's ``App.set_keymap``; ``?``, the key bar, the palette and the
-header show the remapped keys.  The file is input like a trace: a file that is not TOML,
+One file serves every app (the explorer, diff mode, the snapshot and watch apps): an id of any
+of them is known to all.  The app hands it to Textual's ``App.set_keymap``; ``?``, the key bar,
+the palette and the header show the remapped keys.  The file is input like a trace: a file that is not TOML,
 names an id no binding has, a key Textual has no name for, or a key another command of the
 same place already answers, is not applied.  One line on stderr says why and the default
 keys stay (a half-applied keymap would surprise more than none).
@@ -20,12 +21,16 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
 from tuiprof.report.plain import plain
 from tuiprof.tui.commands import Command
 from tuiprof.tui.textual_internals import normalize_key_list
+
+if TYPE_CHECKING:  # the apps import this module
+    from tuiprof.tui.table_app import TableApp
 
 MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
 NAMED_KEYS = frozenset(k.value for k in Keys if "+" not in k.value and not k.value.startswith("<"))
@@ -97,13 +102,24 @@ def is_key(key: str) -> bool:
     return len(name) == 1 or name in NAMED_KEYS or key_to_character(REPLACED_KEYS.get(name, name)) is not None
 
 
-def known_ids() -> set[str]:
-    """Every id of every app (one file serves the explorer and diff mode): read only
-    when a keymap names an id the running app lacks, so neither app loads the other."""
+def every_app() -> tuple[type[TableApp], ...]:
+    """Every app of views: the apps the kinds of input declare (tuiprof/kinds: each ``Kind``'s
+    ``apps``).  Listed here again because the tui layer never imports the kinds (the layer
+    contract in pyproject.toml); tests/test_keymap.py holds the two lists equal, so a kind that
+    brings a new app fails it until the app is added here.  Imported on demand: no app loads
+    the others to start."""
     from tuiprof.tui.app import ExplorerApp
     from tuiprof.tui.diff_app import DiffApp
+    from tuiprof.tui.snapshot_app import SnapshotApp
+    from tuiprof.tui.watch_app import WatchApp
 
-    return {command.id for app in (ExplorerApp, DiffApp) for command in app.keymap_commands()}
+    return (ExplorerApp, DiffApp, SnapshotApp, WatchApp)
+
+
+def known_ids() -> set[str]:
+    """Every id of every app (one file serves them all): read only when a keymap names an
+    id the running app lacks."""
+    return {command.id for app in every_app() for command in app.keymap_commands()}
 
 
 def _flatten(data: Mapping[str, object], prefix: str = "") -> Iterable[tuple[str, object]]:

@@ -1,9 +1,9 @@
-"""What the explorer and its diff mode share: the view host (the views in key
-order, switching between them by key, by < and >, and from the views palette),
-quitting cleanly on signals, a load worker whose progress shows in the loading
-panel and whose error ends the app (one line on stderr once the terminal is
-restored, as every other bad input gives), the filter bar, esc clearing it, and
-writing an export of whatever view is current."""
+"""What every app of views shares (the explorer, diff mode, the snapshot and watch apps):
+the view host (the views in key order, switching between them by key, by < and >, and from
+the views palette), the keymap, ``?`` and the palette, quitting cleanly on signals, a load
+worker whose progress shows in the loading panel and whose error ends the app (one line on
+stderr once the terminal is restored, as every other bad input gives), the filter bar, esc
+clearing it, and writing an export of whatever view is current."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class AbandonableExecutor(concurrent.futures.ThreadPoolExecutor):  # the kind as
 
 
 class TableApp(InternalErrorPolicy):
-    """An app of views, loaded in a worker: the one view host of the explorer and of diff mode.
+    """An app of views, loaded in a worker: the one view host of every app (tui/keymap.py ``every_app``).
     Subclasses call :meth:`host_views` (tui/views: ``view_keys``), set ``commands`` (their command
     table) and give ``keymap_commands()`` (every id their keymap may name), ``_load()`` (a worker
     that calls :meth:`load_or_fail`), ``loaded`` and ``draw_tabs()``, and compose ``#views`` (a ContentSwitcher of ``ExplorerView`` widgets), a ``LoadingPanel`` and
