@@ -14,9 +14,11 @@ from statistics import median
 
 import numpy as np
 
+from tuiprof.analysis.calls import is_step_name
 from tuiprof.analysis.model import TraceModel
-from tuiprof.analysis.modules import ModuleNode
+from tuiprof.analysis.modules import ModuleNode, outside_tops
 from tuiprof.analysis.operators import shape_codes
+from tuiprof.analysis.steps import Coverage, idle_share
 from tuiprof.trace.columns import DEVICE_KINDS
 
 SINGLE_PROCESS_LOADER = "_SingleProcessDataLoaderIter"
@@ -243,15 +245,22 @@ SYNC_NAMES = frozenset(
 class HostSyncs:
     """The CPU's waits for the device in the steps, and the device idle each one leaves: once a
     sync returns the device has nothing queued, so it idles until the CPU launches again.
-    Without the sync the CPU would have queued that work ahead: the idle is what it saves,
-    while the device (not the CPU) is what the step waits on."""
+    Without the waits the CPU queues its work ahead: the step becomes the larger of the device's
+    busy time and the CPU's own work (``saving_us``)."""
 
     per_step: float  # syncs a step
-    wait_us: float  # the CPU's time blocked in them, a step
+    wait_us: float  # the CPU's time blocked in their callers (aten::item around its copy and sync), a step
     idle_after_us: float  # device idle after them until the next device work, a step
     step_us: float
+    busy_us: float  # the device's busy time, a step
     caller: str  # the outermost operator above the commonest sync (aten::item), or the sync's own name
     module: str  # the module that caller ran in ('' outside modules or without a module tree)
+
+    @property
+    def saving_us(self) -> float:
+        """Without the waits the CPU runs ahead and the step is the larger of the device's busy
+        time and the CPU's own work (the step less the waits)."""
+        return max(self.step_us - max(self.busy_us, self.step_us - self.wait_us), 0.0)
 
 
 def host_syncs(model: TraceModel) -> HostSyncs | None:
@@ -265,19 +274,55 @@ def host_syncs(model: TraceModel) -> HostSyncs | None:
     return _waits(model, np.flatnonzero(np.isin(calls.column("name_id"), codes)))
 
 
-def pageable_copies(model: TraceModel) -> HostSyncs | None:
-    """Host-device copies from pageable memory inside the steps: their runtime call returns
-    once the copy is done (staged through a pinned buffer), so each is a sync; pinned memory
-    and ``non_blocking=True`` let the CPU run ahead (None without such copies)."""
+@dataclass(frozen=True)
+class PageableCopies:
+    """Host-to-device copies from pageable memory in the steps: the copy time no kernel runs
+    beside (exposed: the step's compute waits for it) and the device idle after each (its call
+    returns only once the copy is done, like a sync).  Pinned memory, ``non_blocking=True`` and
+    the next batch copied ahead overlap both with compute: they are the saving."""
+
+    per_step: float
+    exposed_us: float  # a step: copy time with no kernel running
+    idle_after_us: float  # a step: device idle after the copies' calls return, until the next work
+    step_us: float
+    caller: str
+    module: str
+
+    @property
+    def saving_us(self) -> float:
+        return self.exposed_us + self.idle_after_us
+
+
+def pageable_copies(model: TraceModel) -> PageableCopies | None:
+    """The pageable host-to-device copies inside the steps (None without any)."""
     activity = model.activity
     if not len(activity) or not model.steps:
         return None
-    pageable = [code for code, name in enumerate(activity.names) if "Pageable" in name]
+    pageable = [code for code, name in enumerate(activity.names) if "Pageable" in name and "HtoD" in name]
     if not pageable:
         return None
-    is_copy = activity.events.kind == DEVICE_KINDS.index("memcpy")
-    launchers = activity.launchers[np.isin(activity.events.name, pageable) & is_copy]
-    return _waits(model, np.unique(launchers[launchers >= 0]))
+    events = activity.events
+    copies = np.isin(events.name, pageable) & (events.kind == DEVICE_KINDS.index("memcpy"))
+    launchers = activity.launchers[copies]
+    waits = _waits(model, np.unique(launchers[launchers >= 0]))
+    if waits is None:
+        return None
+    kernels = events.kind == DEVICE_KINDS.index("kernel")
+    begins, ends = events.start_ns[copies], events.start_ns[copies] + events.dur_ns[copies]
+    overlapped = Coverage(events.start_ns[kernels], events.start_ns[kernels] + events.dur_ns[kernels]).within(
+        begins, ends
+    )
+    inside = _in_steps(model, begins)
+    exposed = int(((ends - begins) - overlapped)[inside].sum()) / 1000 / len(model.steps)
+    return PageableCopies(waits.per_step, exposed, waits.idle_after_us, waits.step_us, waits.caller, waits.module)
+
+
+def _in_steps(model: TraceModel, times: np.ndarray) -> np.ndarray:
+    """Whether each of ``times`` falls in a step's span."""
+    step_starts = np.array([s.start_ns for s in model.steps], dtype=np.int64)
+    step_ends = np.array([s.end_ns for s in model.steps], dtype=np.int64)
+    at = np.searchsorted(step_starts, times, side="right") - 1
+    return (at >= 0) & (times < step_ends[np.maximum(at, 0)])
 
 
 def _waits(model: TraceModel, rows: np.ndarray) -> HostSyncs | None:
@@ -308,11 +353,14 @@ def _waits(model: TraceModel, rows: np.ndarray) -> HostSyncs | None:
     caller_row = int(caller_rows[names == common][0])
     owner = model.modules.charged_module(caller_row) if model.modules.roots else None
     module = (owner[0].qualified_name or owner[0].path) if owner is not None else ""
+    callers = np.unique(caller_rows)
+    steps = model.steps
     return HostSyncs(
         per_step=len(rows) / count,
-        wait_us=int((ends[rows] - starts[rows]).sum()) / 1000 / count,
+        wait_us=int((ends[callers] - starts[callers]).sum()) / 1000 / count,
         idle_after_us=int(gaps.sum()) / 1000 / count,
         step_us=model.step_time_us,
+        busy_us=sum(s.device_window_us - s.device_idle_us for s in steps) / len(steps),
         caller=calls.names[common],
         module=module,
     )
@@ -339,3 +387,98 @@ def _outermost(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
             break
         result = np.where(climb, up, result)
     return result
+
+
+@dataclass(frozen=True)
+class IdleSplit:
+    """The device's idle in the steps' device windows, a step, by what the CPU did meanwhile:
+    loading data, waiting in a sync (each a cause of its own), or the rest: Python and launches,
+    the host too slow to keep the device fed."""
+
+    share: float  # idle over the windows (the Steps view's and the Timeline's)
+    loading_us: float
+    sync_us: float
+    host_us: float
+
+
+def idle_split(model: TraceModel) -> IdleSplit | None:
+    steps = model.steps
+    idle_us = sum(s.device_idle_us for s in steps)
+    share = idle_share(idle_us, sum(s.device_window_us for s in steps))
+    if share is None:
+        return None
+    count = len(steps)
+    loading = max(idle_us - sum(s.cpu_bound_us for s in steps), 0.0) / count
+    syncs = host_syncs(model)
+    sync = min(syncs.idle_after_us if syncs else 0.0, max(idle_us / count - loading, 0.0))
+    return IdleSplit(share, loading, sync, max(idle_us / count - loading - sync, 0.0))
+
+
+LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
+
+
+def launch_held_us(model: TraceModel) -> float:
+    """The part of the mean step the launch calls hold: the step less the larger of the device's
+    busy time and the CPU's other work (what replaying the launches as a CUDA graph would leave,
+    counting only the launch calls' own time)."""
+    steps, step = model.steps, model.step_time_us
+    if not steps or not step or not model.kernels:
+        return 0.0
+    launches = sum(s.self_cpu_us for s in model.operators() if s.name in LAUNCH_NAMES) / len(steps)
+    busy = sum(s.device_window_us - s.device_idle_us for s in steps) / len(steps)
+    return max(step - max(busy, step - launches), 0.0)
+
+
+# Outside modules but not extra work: the optimizer, the data loader, what backward() and DDP
+# start with; each is a part of a training step of its own (data loading has its own finding).
+EXPECTED_OUTSIDE = ("Optimizer.", "enumerate(DataLoader)", "aten::ones_like", "reducer::", "autograd::")
+
+
+@dataclass(frozen=True)
+class OutsideWork:
+    """Work in the steps outside every module that no optimizer, loader or backward did (metrics,
+    norms, logging between backward and step): its calls' time and, what removing it saves, the
+    spans of its runs (calls one after the other with no other call between: the Python that
+    loops over them is in the span, not in any call)."""
+
+    calls_us: float  # a step: the extra calls' own time
+    span_us: float  # a step: the spans of their runs
+    operators: tuple[tuple[str, float, float], ...]  # (name, calls a step, time a step), costliest first
+
+
+def outside_work(model: TraceModel) -> OutsideWork | None:
+    outside = model.modules.outside
+    if outside is None or not model.steps:
+        return None
+    calls = model.calls
+    name_id, starts, ends = calls.column("name_id"), calls.column("start_ns"), calls.column("end_ns")
+    tops = outside_tops(calls, outside.operator_rows)
+    expected = calls.name_codes(lambda name: name.startswith(EXPECTED_OUTSIDE))
+    extra = tops[~np.isin(name_id[tops], expected) & _in_steps(model, starts[tops])]
+    if not len(extra):
+        return None
+    # Runs: the top-level calls of each thread in time order (steps aside); extra calls one
+    # after the other make a run, which any other top-level call (a module's work, the backward,
+    # the optimizer) ends.  A run's span holds the Python that loops over its calls.
+    parent = calls.column("parent")
+    is_step = np.isin(name_id, calls.name_codes(is_step_name))
+    level = np.flatnonzero(~is_step & ((parent < 0) | is_step[np.maximum(parent, 0)]))
+    level = np.union1d(level, extra)
+    level = level[np.lexsort((starts[level], calls.column("thread")[level]))]
+    is_extra = np.isin(level, extra)
+    thread = calls.column("thread")[level]
+    new_run = is_extra & ~np.concatenate(([False], is_extra[:-1] & (thread[1:] == thread[:-1])))
+    run = np.cumsum(new_run)[is_extra] - 1
+    members = level[is_extra]
+    run_start = np.full(int(run.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    run_end = np.zeros(int(run.max()) + 1, dtype=np.int64)
+    np.minimum.at(run_start, run, starts[members])
+    np.maximum.at(run_end, run, ends[members])
+    count = len(model.steps)
+    codes, inverse = np.unique(name_id[extra], return_inverse=True)
+    times = np.bincount(inverse, weights=calls.column("total_ns")[extra]) / 1000 / count
+    numbers = np.bincount(inverse) / count
+    operators = sorted(
+        ((calls.names[int(c)], float(n), float(t)) for c, n, t in zip(codes, numbers, times)), key=lambda op: -op[2]
+    )
+    return OutsideWork(float(times.sum()), int((run_end - run_start).sum()) / 1000 / count, tuple(operators))

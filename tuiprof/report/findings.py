@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuiprof.analysis.advice import host_syncs, loading_advice, pageable_copies
+from tuiprof.analysis.advice import (
+    LAUNCH_NAMES,
+    host_syncs,
+    idle_split,
+    launch_held_us,
+    loading_advice,
+    outside_work,
+    pageable_copies,
+)
 from tuiprof.analysis.advice import slow_module as advice_slow_module
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.ranking import (
@@ -23,7 +31,6 @@ from tuiprof.analysis.ranking import (
     top_operators,
 )
 from tuiprof.analysis.ranks import RunSummary, run_step_us
-from tuiprof.analysis.steps import idle_share
 from tuiprof.report.catalog import FINDINGS
 from tuiprof.report.memory_texts import before_trace_sentence, memory_peak_sentence, remedy_line
 from tuiprof.report.stragglers import saving_doubt, straggler_cause, straggler_chain, straggler_remedy
@@ -44,7 +51,6 @@ TOP_MODULE_PART_SHARE = 0.10  # a part of the top modules named beside them: sma
 WASTED_MEMORY_SHARE = 0.10
 
 COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "cudaMemcpyAsync", "hipMemcpyWithStream", "cudaMemcpy")
-LAUNCH_NAMES = ("cudaLaunchKernel", "hipLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
 
 
 # What a saving is measured in again once the remedy is applied (docs/advice.md).
@@ -206,7 +212,7 @@ def host_sync(model: TraceModel) -> Finding | None:
     and the device idle each wait leaves until the next launch: what removing them saves
     (analysis/advice.py ``host_syncs``)."""
     found = host_syncs(model)
-    if found is None or found.idle_after_us < HOST_SYNC_SHARE * found.step_us:
+    if found is None or found.saving_us < HOST_SYNC_SHARE * found.step_us:
         return None
     where = f" in {found.module}" if found.module else ""
     text = (
@@ -220,79 +226,71 @@ def host_sync(model: TraceModel) -> Finding | None:
         text,
         see="timeline",
         remedy=f"keep the value on the GPU: no {found.caller} (.item(), .cpu(), print of a tensor) in the step, or only every N steps",
-        saving=step_saving(model, found.idle_after_us),
-        weight=found.idle_after_us / found.step_us,
+        saving=step_saving(model, found.saving_us),
+        weight=found.saving_us / found.step_us,
     )
 
 
 OUTSIDE_SHARE = 0.10  # a tenth of the step in work no module, optimizer or loader did
-# Outside modules but not extra work: the optimizer, the data loader, what backward() and DDP
-# start with; each is a part of a training step of its own (data loading has its own finding).
-EXPECTED_OUTSIDE = ("Optimizer.", "enumerate(DataLoader)", "aten::ones_like", "reducer::", "autograd::")
 
 
 def outside_modules(model: TraceModel) -> Finding | None:
     """Work in the step that no module did and that is not the optimizer, the loader or what
     backward() starts with (metrics, gradient norms, logging between backward and step):
-    ``TraceModel.outside_modules`` (analysis/outside.py), its top calls named."""
-    outside = model.outside_modules
+    analysis/advice.py ``outside_work``, its top calls named; removing it saves the spans of
+    its runs (its calls and the Python looping over them)."""
+    work = outside_work(model)
     step = model.step_time_us
-    if not model.steps or not step:
+    if work is None or not step or work.span_us < OUTSIDE_SHARE * step:
         return None
-    extra = [op for op in outside.operators if op.step_cpu_us and not op.name.startswith(EXPECTED_OUTSIDE)]
-    spent = sum(op.step_cpu_us or 0.0 for op in extra)
-    if spent < OUTSIDE_SHARE * step:
-        return None
-    extra.sort(key=lambda op: op.step_cpu_us or 0.0, reverse=True)
-    steps = len(model.steps)
-    top = ", ".join(f"{op.name} x{op.calls / steps:.0f} ({format_us(op.step_cpu_us or 0.0)})" for op in extra[:3])
+    top = ", ".join(f"{name} x{calls:.0f} ({format_us(spent)})" for name, calls, spent in work.operators[:3])
     return Finding(
         "outside-modules",
         "warning",
-        f"Outside every module (not the optimizer or the loader), {format_us(spent)} a step "
-        f"({100 * spent / step:.0f} % of the step): {top}.",
+        f"Outside every module (not the optimizer or the loader), {format_us(work.span_us)} a step "
+        f"({100 * work.span_us / step:.0f} % of the step), {format_us(work.calls_us)} of it in calls: {top}.",
         see="modules",
-        remedy=f"take this work out of the step, or do it every N steps (metrics, norms, logging): {extra[0].name}",
-        saving=step_saving(model, spent)
+        remedy=f"take this work out of the step, or do it every N steps (metrics, norms, logging): {work.operators[0][0]}",
+        saving=step_saving(model, work.span_us)
         if not model.kernels
         else step_saving(model, None, "on a GPU the host's work costs the step only where the device waits"),
-        weight=spent / step,
+        weight=work.span_us / step if not model.kernels else min(work.span_us, _host_idle_us(model)) / step,
     )
+
+
+def _host_idle_us(model: TraceModel) -> float:
+    """On a GPU, host work costs the step only as device idle while the CPU ran Python."""
+    split = idle_split(model)
+    return split.host_us if split is not None else 0.0
 
 
 def gpu_idle(model: TraceModel) -> Finding | None:
     """Device idle over the steps' device windows, summed as the Steps rows add up: the share
     the Steps view and the Timeline show (``steps.idle_share``), split by what the CPU did
-    meanwhile: loading data, waiting in a sync (each its own finding, with its remedy), or
-    the rest (Python and launches: the host is too slow to keep the device fed).  Its weight
-    is that rest, so the causes with their own finding come first."""
-    steps = model.steps
-    idle_us = sum(s.device_idle_us for s in steps)
-    idle = idle_share(idle_us, sum(s.device_window_us for s in steps))
-    if idle is None or idle < GPU_IDLE_SHARE:
+    meanwhile (analysis/advice.py ``idle_split``): loading data, waiting in a sync (each its own
+    finding, with its remedy), or the rest (Python and launches: the host is too slow to keep the
+    device fed).  Its weight is that rest less what the launch calls hold (launch-bound's), so
+    the causes with their own finding come first."""
+    split = idle_split(model)
+    if split is None or split.share < GPU_IDLE_SHARE:
         return None
-    count = len(steps)
-    loading_us = max(idle_us - sum(s.cpu_bound_us for s in steps), 0.0) / count
-    syncs = host_syncs(model)
-    sync_us = min(syncs.idle_after_us if syncs else 0.0, idle_us / count - loading_us)
-    host_us = max(idle_us / count - loading_us - sync_us, 0.0)
     parts = [
-        f"{format_us(loading_us)} while data loaded" if loading_us >= 1 else "",
-        f"{format_us(sync_us)} after syncs" if sync_us >= 1 else "",
-        f"{format_us(host_us)} while the CPU ran Python and launched kernels" if host_us >= 1 else "",
+        f"{format_us(split.loading_us)} while data loaded" if split.loading_us >= 1 else "",
+        f"{format_us(split.sync_us)} after syncs" if split.sync_us >= 1 else "",
+        f"{format_us(split.host_us)} while the CPU ran Python and launched kernels" if split.host_us >= 1 else "",
     ]
-    split = ", ".join(part for part in parts if part)
     step = model.step_time_us
     return Finding(
         "gpu-idle",
         "warning",
-        f"GPU idle {100 * idle:.0f} % of the steps' device windows, a step: {split}.",
+        f"GPU idle {100 * split.share:.0f} % of the steps' device windows, a step: "
+        f"{', '.join(part for part in parts if part)}.",
         remedy="less host work per step: torch.compile (mode='reduce-overhead' for CUDA graphs), a larger batch, "
         "no Python loops over tensors"
-        if host_us >= max(loading_us, sync_us)
+        if split.host_us >= max(split.loading_us, split.sync_us)
         else "",
         saving=step_saving(model, None, "the trace does not show how much host work a change removes"),
-        weight=host_us / step if step else 0.0,
+        weight=max(split.host_us - launch_held_us(model), 0.0) / step if step else 0.0,
     )
 
 
@@ -355,18 +353,19 @@ def copies(model: TraceModel) -> Finding | None:
     analysis/advice.py ``pageable_copies``), else their share of CPU time; named host-device
     copies only where the trace has a device."""
     blocking = pageable_copies(model)
-    if blocking is not None and blocking.idle_after_us >= HOST_SYNC_SHARE * blocking.step_us:
+    if blocking is not None and blocking.saving_us >= HOST_SYNC_SHARE * blocking.step_us:
         where = f" in {blocking.module}" if blocking.module else ""
         return Finding(
             "copies",
             "warning",
-            f"{blocking.per_step:.0f} host-device copies a step from pageable memory ({blocking.caller}{where}) "
-            f"block the CPU until done; the GPU then idles {format_us(blocking.idle_after_us)} a step until the next "
-            f"launch ({100 * blocking.idle_after_us / blocking.step_us:.0f} % of the step).",
+            f"{blocking.per_step:.0f} host-to-device copies a step from pageable memory ({blocking.caller}{where}) "
+            f"block the CPU until done: {format_us(blocking.exposed_us)} a step with no kernel beside them and "
+            f"{format_us(blocking.idle_after_us)} of device idle after them "
+            f"({100 * blocking.saving_us / blocking.step_us:.0f} % of the step).",
             see="timeline",
             remedy=PINNED_COPIES,
-            saving=step_saving(model, blocking.idle_after_us),
-            weight=blocking.idle_after_us / blocking.step_us,
+            saving=step_saving(model, blocking.saving_us),
+            weight=blocking.saving_us / blocking.step_us,
         )
     total_self = model.total_self_cpu_us
     spent = sum(s.self_cpu_us for s in model.operators() if s.name in COPY_OPS)
@@ -390,31 +389,29 @@ def copies(model: TraceModel) -> Finding | None:
     )
 
 
-PINNED_COPIES = "DataLoader(pin_memory=True) and .to(device, non_blocking=True), once per batch"
+PINNED_COPIES = (
+    "DataLoader(pin_memory=True) and .to(device, non_blocking=True), the next batch copied while this one computes"
+)
 
 
 def launch_bound(model: TraceModel) -> Finding | None:
-    """Launch calls' share of CPU time; weighed by the part of the step they hold: the step
-    less the larger of the device's busy time and the CPU's other work (what CUDA graphs would
-    leave).  That saving is not claimed: no GPU run has checked it (docs/advice.md)."""
+    """Launch calls' share of CPU time; weighed by the part of the step they hold
+    (analysis/advice.py ``launch_held_us``).  That saving is not claimed: CUDA graphs or fusing
+    also remove the Python around each launch, which the trace cannot separate (docs/advice.md)."""
     total_self = model.total_self_cpu_us
     launches = sum(s.self_cpu_us for s in model.operators() if s.name in LAUNCH_NAMES)
     if not model.kernels or not total_self or launches / total_self < LAUNCH_SHARE:
         return None
     tiny = sum(k.calls for k in model.kernels if k.avg_us < TINY_KERNEL_US)
-    steps, step = model.steps, model.step_time_us
-    held = 0.0
-    if steps and step:
-        busy = sum(s.device_window_us - s.device_idle_us for s in steps) / len(steps)
-        held = max(step - max(busy, step - launches / len(steps)), 0.0) / step
+    step = model.step_time_us
     return Finding(
         "launch-bound",
         "warning",
         f"Kernel launches take {100 * launches / total_self:.0f} % of CPU time ({plural(tiny, 'launch', 'launches')} under "
         f"{TINY_KERNEL_US:.0f} us): launch-bound.",
         remedy="fewer, larger kernels: torch.compile (mode='reduce-overhead' adds CUDA graphs), or CUDA graphs by hand",
-        saving=step_saving(model, None, "what fusing leaves of the launches depends on the compiler"),
-        weight=held,
+        saving=step_saving(model, None, "fusing or graphs also remove the Python around each launch, unseen here"),
+        weight=launch_held_us(model) / step if step else 0.0,
     )
 
 
