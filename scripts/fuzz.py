@@ -100,8 +100,20 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "traces"
 SEED_EVENTS = 1500  # big traces are cut to this many events
 SEED_BYTES = 2 << 20  # smaller documents are used byte for byte
-VIEWS = ("operators", "modules", "kernels", "steps", "memory")
-RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types")
+# Every view of one trace, the findings (the advice: analysis/advice.py) and the memory tables too.
+VIEWS = (
+    "operators",
+    "modules",
+    "kernels",
+    "steps",
+    "memory",
+    "findings",
+    "memory-categories",
+    "memory-modules",
+    "memory-allocations",
+    "memory-what-ifs",
+)
+RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types", "findings")
 RUN_SEED_RANKS = 4  # ranks kept of a bigger run: a case analyses each of them
 FORMATS = ("table", "csv", "json", "markdown")
 SURFACES = ("summary", "diff", "timeline", "run", "snapshot", "watch", "sidecar", "cache")
