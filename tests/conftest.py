@@ -77,6 +77,21 @@ def make_watch_folder(
 
 
 @pytest.fixture(autouse=True)
+def _environment_restored():
+    """``cli.main([...])`` run in-process sets tuiprof's options as environment variables for the
+    process and its workers (``--no-sidecars``, ``--no-cache``, ``--cache-size``,
+    ``--max-inflate-ratio``): put back after each test, so no test inherits another's options
+    (``--no-sidecars`` in the kind matrix made the sidecar tests of test_ranks.py fail after it)."""
+    import os
+
+    saved = dict(os.environ)
+    yield
+    for name in set(os.environ) - set(saved):
+        del os.environ[name]
+    os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _no_user_keymap(monkeypatch, tmp_path_factory):
     """The explorer reads $XDG_CONFIG_HOME/tuiprof/keymap.toml: no test sees the developer's."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))

@@ -45,11 +45,9 @@ def summary(path: str, args: Namespace) -> int:
     """The ``--view`` table of the trace (of a run directory: of its chosen trace)."""
     from tuiprof.analysis import analyze
     from tuiprof.report.summary import print_summary
-    from tuiprof.trace import load_trace
     from tuiprof.trace.cache import save_in_background
 
-    trace = choose_trace(path, args.trace)
-    store = load_trace(path if trace.stream else trace.path)
+    store = _load_chosen(path, args.trace)
     model = analyze(store)
     status = print_summary(model, request(args), run_findings(model) if args.view == FINDINGS else ())
     save_in_background(store)  # after the output: the first open is no slower
@@ -76,18 +74,40 @@ def run_findings(model: TraceModel) -> tuple[Finding, ...]:
 def choose_trace(path: str, select: str | None) -> TraceFile:
     """The trace to open: ``path`` itself, or the chosen trace of a run directory
     (saying which one is shown and how to pick another).  Bad paths fail here."""
-    from tuiprof.report.plain import plain
     from tuiprof.report.render import print_notice
+
+    chosen, notice = which_trace(path, select)
+    if notice:
+        print_notice(notice)
+    return chosen
+
+
+def which_trace(path: str, select: str | None) -> tuple[TraceFile, str]:
+    """The trace to open and, for a run directory, the line that says which one (printed once
+    it has loaded: a rank that fails to load is then one line, its own error)."""
+    from tuiprof.report.plain import plain
     from tuiprof.trace import resolve_trace
 
     chosen, traces = resolve_trace(path, select)
-    if len(traces) > 1:
-        rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print_notice(
-            f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
-            " (pick another with --trace RANK|NAME)"
-        )
-    return chosen
+    if len(traces) < 2:
+        return chosen, ""
+    rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
+    return chosen, (
+        f"tuiprof: {plain(path)} holds {len(traces)} traces; showing {rank}{plain(chosen.name)}"
+        " (pick another with --trace RANK|NAME)"
+    )
+
+
+def _load_chosen(path: str, select: str | None):
+    """The chosen trace loaded, then the line saying which it is."""
+    from tuiprof.report.render import print_notice
+    from tuiprof.trace import load_trace
+
+    trace, notice = which_trace(path, select)
+    store = load_trace(path if trace.stream else trace.path)
+    if notice:
+        print_notice(notice)
+    return store
 
 
 def explorer(path: str, args: Namespace) -> int:
@@ -143,11 +163,9 @@ def diff(a: str, b: str, args: Namespace) -> int:
 def timeline(path: str, args: Namespace) -> int:
     from tuiprof.analysis import analyze
     from tuiprof.report.timeline import print_timeline
-    from tuiprof.trace import load_trace
     from tuiprof.trace.cache import save_in_background
 
-    trace = choose_trace(path, args.trace)
-    store = load_trace(path if trace.stream else trace.path)
+    store = _load_chosen(path, args.trace)
     status = print_timeline(analyze(store), store, args)
     save_in_background(store)
     return status
