@@ -155,3 +155,19 @@ def test_a_run_of_unreadable_files_names_what_is_wrong_in_its_one_line(tmp_path)
     assert len(lines) == 1, lines
     assert "see the lines above" not in lines[0]
     assert ".pt.trace.json: the file is empty" in lines[0] and "and 1 more" in lines[0]
+
+
+@pytest.mark.parametrize("view", ["operators", "findings"])
+def test_a_chosen_rank_that_fails_to_load_is_one_line(tmp_path, view: str) -> None:
+    """``summary RUN_DIR --view V`` shows the run's lowest rank and says so; when that rank is
+    bad, its error is the one line (the "holds 2 traces; showing rank 0" line came first: two)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for source in sorted(GLOO.glob("*.pt.trace.json.gz")):
+        data = source.read_bytes()
+        (run / source.name).write_bytes(data[: len(data) // 2] if ".rank0." in source.name else data)
+    result = _summary(str(run), "--view", view)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1 and "rank0" in result.stderr and "truncated" in result.stderr
+    intact = _summary(str(GLOO), "--view", view, "--no-sidecars")
+    assert intact.returncode == 0 and "holds 2 traces; showing rank 0" in intact.stderr
