@@ -195,3 +195,32 @@ def test_profile_block_with_two_models_names_each_by_its_variable(tmp_path) -> N
             loss(student(torch.randn(2, 4)), target).backward()
     expected = {"teacher", "student", "loss", *net_names("teacher.", False), *net_names("student.", False)}
     check_names(trace, expected, linear_names(20, "teacher.") | linear_names(10, "student."))
+
+
+def test_two_classes_with_one_name_keep_their_trace_names_and_say_why(tmp_path, capsys) -> None:
+    """torch numbers instances per class object: one ``Block`` of each class is ``Block_0`` twice
+    in the trace, a name no module can be proven to own."""
+    import torch
+    from torch import nn
+
+    import tuiprof
+
+    def block_class(width: int) -> type[nn.Module]:
+        class Block(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = nn.Linear(width, width)
+
+            def forward(self, x):
+                return self.linear(x)
+
+        return Block
+
+    model = nn.Sequential(block_class(4)(), block_class(4)())
+    trace = tmp_path / "twins.pt.trace.json.gz"
+    with tuiprof.profile(trace):
+        model(torch.randn(2, 4))
+    nodes = [node for root in load_model(trace).modules.roots for node in root.walk()]
+    assert {node.name: node.qualified_name for node in nodes if node.name.startswith("Block_")} == {"Block_0": None}
+    assert {node.qualified_name for node in nodes} >= {"model", "0.linear", "1.linear"}
+    assert "1 of 4 module names in the trace keep no qualified name (Block_0)" in capsys.readouterr().err
