@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,10 +35,17 @@ from tuiprof.capture.module_names import ModuleNames  # noqa: E402
 Step = Callable[[], None]
 
 
+class Round(NamedTuple):
+    unprofiled: list[float]  # step times, s
+    profiled: list[float]
+    naming_s: float  # ModuleNames.facts on the window
+    export_s: float  # torch's export_chrome_trace of it
+
+
 def diagnosis_net() -> tuple[nn.Module, torch.Tensor]:
     """The diagnosis benchmark's model (stem -> 4 blocks -> head, width 256, batch 16): 10 module calls."""
     sys.path.insert(0, str(ROOT / "benchmarks" / "diagnosis" / "scenarios"))
-    from common import Net
+    from common import Net  # type: ignore[import-not-found]
 
     return Net(width=256, depth=4), torch.randn(16, 128)
 
@@ -76,8 +84,7 @@ def timed(step: Step, steps: int, after: Callable[[], None] = lambda: None) -> l
     return times
 
 
-def one_round(step: Step, steps: int, hooks: bool, scratch: str) -> tuple[list[float], list[float], float, float]:
-    """Unprofiled step times, profiled (active) step times, the naming's and the export's seconds."""
+def one_round(step: Step, steps: int, hooks: bool, scratch: str) -> Round:
     names = ModuleNames()
     costs = {"names": 0.0, "export": 0.0}
 
@@ -103,7 +110,7 @@ def one_round(step: Step, steps: int, hooks: bool, scratch: str) -> tuple[list[f
         )
         with prof:
             times = timed(step, steps + 2, prof.step)[2:]
-    return eager, times, costs["names"], costs["export"]
+    return Round(eager, times, costs["names"], costs["export"])
 
 
 def main() -> int:
@@ -119,19 +126,18 @@ def main() -> int:
             model, inputs = build()
             step = train_step(model, inputs)
             timed(step, 3)  # warm caches
-            runs: dict[bool, list[tuple[list[float], list[float], float, float]]] = {False: [], True: []}
+            runs: dict[bool, list[Round]] = {False: [], True: []}
             for index in range(args.rounds):
                 for hooks in (False, True) if index % 2 == 0 else (True, False):
                     runs[hooks].append(one_round(step, args.steps, hooks, scratch))
 
-            def median(hooks: bool, part: int) -> float:
-                return statistics.median(t for run in runs[hooks] for t in run[part])  # type: ignore[union-attr]
-
-            naming = statistics.median(run[2] for run in runs[True])
-            export = statistics.median(run[3] for run in runs[True])
+            naming = statistics.median(run.naming_s for run in runs[True])
+            export = statistics.median(run.export_s for run in runs[True])
             print(f"{build.__name__}:")
-            for part, what in ((0, "unprofiled"), (1, "profiled")):
-                off, on = median(False, part), median(True, part)
+            for what in ("unprofiled", "profiled"):
+                off, on = (
+                    statistics.median(t for run in runs[hooks] for t in getattr(run, what)) for hooks in (False, True)
+                )
                 print(f"  {what:10} step {off * 1e3:8.3f} ms without hooks, {on * 1e3:8.3f} ms with: x{on / off:.3f}")
             print(f"  naming the window {naming * 1e3:.1f} ms; torch's export of it {export * 1e3:.1f} ms")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
