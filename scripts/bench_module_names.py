@@ -3,7 +3,7 @@
 (tuiprof/capture/module_names.py): the same loop with and without them, in one process.
 
 For each model, rounds alternate hooks off and on (which goes first alternates too); each round
-times unprofiled steps (the hooks are in place from the script's start, so its wait steps pay
+times (thread CPU time, torch on one thread) unprofiled steps (the hooks are in place from the script's start, so its wait steps pay
 them too) and steps profiled with tuiprof run's switches (shapes, memory, stacks, FLOPs).
 Printed: the median step of each, the ratio on/off, and what naming the window cost after it
 (the event-tree walk of ``ModuleNames.facts``) beside torch's export of the same window.
@@ -75,11 +75,13 @@ def train_step(model: nn.Module, inputs: torch.Tensor) -> Step:
 
 
 def timed(step: Step, steps: int, after: Callable[[], None] = lambda: None) -> list[float]:
+    """Each step's CPU time on this thread (torch runs on one): what the hooks add is work, and
+    a shared machine's other processes take wall time, not this thread's CPU time."""
     times = []
     for _ in range(steps):
-        started = time.perf_counter()
+        started = time.thread_time()
         step()
-        times.append(time.perf_counter() - started)
+        times.append(time.thread_time() - started)
         after()
     return times
 
@@ -89,13 +91,13 @@ def one_round(step: Step, steps: int, hooks: bool, scratch: str) -> Round:
     costs = {"names": 0.0, "export": 0.0}
 
     def ready(prof: profile) -> None:
-        started = time.perf_counter()
+        started = time.thread_time()
         if hooks:
             names.facts(prof)
-        costs["names"] = time.perf_counter() - started
-        started = time.perf_counter()
+        costs["names"] = time.thread_time() - started
+        started = time.thread_time()
         prof.export_chrome_trace(os.path.join(scratch, "trace.json"))
-        costs["export"] = time.perf_counter() - started
+        costs["export"] = time.thread_time() - started
 
     with names.hooked(hooks):
         eager = timed(step, steps)
