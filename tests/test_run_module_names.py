@@ -3,8 +3,8 @@ under torchrun, DDP) and ``tuiprof.profile()`` (two models in one block).
 
 The oracle is torch's own trace, not tuiprof's naming: every Linear of these models has a
 weight shape no other has, so the ``aten::linear`` calls inside an ``nn.Module: Linear_k`` frame
-say which Linear that frame is.  Cost: about 25 s on 2 busy cores (one ``tuiprof run``, one
-2-rank torchrun, one in-process block).
+say which Linear that frame is.  Cost: about 35 s on 2 cores at load average 4 (the torchrun
+17 s, the ``tuiprof run`` 9 s, the two in-process blocks 4 s).
 """
 
 from __future__ import annotations
