@@ -187,9 +187,15 @@ def test_a_slower_kernel_on_a_gpu_rank_is_named_with_its_device(tmp_path):
     assert finding.remedy.startswith("rank 1's device: kernel void gemm_kernel<float> takes 5.0 ms a step more")
 
 
-def test_the_cause_chain_names_the_module_of_the_extra_work(tmp_path):
+# A capture's module facts (tuiprofLive, as tuiprof run saves them): the module by its qualified name.
+NAMED = {"Sequential_0": ["model", 0, ""], "Extra_0": ["1", 0, ""]}
+
+
+@pytest.mark.parametrize(("facts", "shown"), [(None, "Sequential_0/Extra_0"), (NAMED, "1 (Extra)")])
+def test_the_cause_chain_names_the_module_of_the_extra_work(tmp_path, facts, shown):
     """Both ranks call Sequential_0 > Extra_0 each step; on rank 1 Extra_0 runs aten::mm for 20 ms
-    more.  The chain names the deepest module holding the excess (Extra_0, not its parent)."""
+    more.  The chain names the deepest module holding the excess (Extra_0, not its parent), by its
+    qualified name where the capture saved one."""
     for rank in (0, 1):
         events, ids = [], iter(range(1, 10_000))
         for step in range(5):
@@ -207,7 +213,10 @@ def test_the_cause_chain_names_the_module_of_the_extra_work(tmp_path):
                 event("gloo:all_reduce", "user_annotation", 2, at + BASE_MS + mine + 1, 20.0 - mine + TRANSFER_MS),
             ]  # fmt: skip
         document = {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}
+        if facts is not None:
+            modules = {key: dict(zip(("qualified_name", "parameters", "output_shape"), v)) for key, v in facts.items()}
+            document["tuiprofLive"] = {"version": 1, "modules": modules}
         (tmp_path / f"r{rank}.pt.trace.json").write_text(json.dumps(document))
     finding = straggler(summarise_run(open_run(tmp_path), workers=1, use_sidecars=False))
-    assert "module Sequential_0/Extra_0 +20.0 ms, aten::mm +20.0 ms" in finding.text
-    assert finding.remedy.startswith("rank 1: module Sequential_0/Extra_0 takes 20.0 ms a step more than on the others")
+    assert f"module {shown} +20.0 ms, aten::mm +20.0 ms" in finding.text
+    assert finding.remedy.startswith(f"rank 1: module {shown} takes 20.0 ms a step more than on the others")

@@ -13,7 +13,7 @@ median of the same items on the other ranks:
 - ``kernel``: a compute kernel's device time (GPU ranks), kernels that start in a step's
   device window;
 - ``module``: a module instance's cost (forward + backward, ``ModuleNode.cost_us``, by its
-  path), over the trace divided by its steps;
+  path; shown by its qualified name where the capture knew it), over the trace divided by its steps;
 - ``python``: the step's thread running no call and not waiting in a collective: Python
   between operators, or a ``time.sleep``.  Each stretch of at least PYTHON_STRETCH_NS is
   named after the innermost Python frame in its middle (``<built-in function sleep>``, with
@@ -49,6 +49,8 @@ class WorkItem(msgspec.Struct, frozen=True, array_like=True):
     kind: str  # OPERATOR, KERNEL, MODULE or PYTHON
     label: str  # an operator or kernel name, a module path, a Python frame
     us: float  # mean per step
+    name: str = ""  # a module's qualified name and class (``blocks.1 (Block)``) where the capture knew it: shown
+    # (ranks compare by label)
 
 
 def communication_calls(model: TraceModel) -> np.ndarray:
@@ -76,8 +78,9 @@ def rank_work(
         return ()
     count = len(steps)
     items = _operators(model, steps) + _kernels(model, steps) + _modules(model) + _python(store, model, steps, waits)
+    named = {node.path: node.label for node in model.modules.walk() if node.qualified_name}
     return tuple(
-        WorkItem(kind, label, total_ns / 1000 / count)
+        WorkItem(kind, label, total_ns / 1000 / count, named.get(label, "") if kind == MODULE else "")
         for kind, label, total_ns in items
         if total_ns / 1000 / count >= MIN_ITEM_US
     )

@@ -63,8 +63,9 @@ from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.run import RankFile, RunDirectory, read_sidecar, write_sidecar
 from tuiprof.trace.store import TraceEvents
 
-# 2: LoadDamage (a summary of version 1 cannot say its file was damaged); 3: work (rank_work.py)
-SUMMARY_VERSION = 3
+# 2: LoadDamage (a summary of version 1 cannot say its file was damaged); 3: work (rank_work.py);
+# 4: a module item's qualified name (WorkItem.name), so a run's ranks all show one kind of name
+SUMMARY_VERSION = 4
 STEP_COLUMNS = (
     "step_us",
     "compute_us",
@@ -504,6 +505,7 @@ class WorkExcess(NamedTuple):
     label: str
     own_us: float
     others_us: float
+    name: str = ""  # a module's qualified name and class, where known (WorkItem.name)
 
     @property
     def excess_us(self) -> float:
@@ -641,7 +643,9 @@ def _where(rank: int, ranks: tuple[RankSummary, ...], floor_us: float) -> tuple[
     module's time holds its submodules')."""
     others = [{(i.kind, i.label): i.us for i in r.work} for r in ranks if r.rank != rank]
     own = next(r for r in ranks if r.rank == rank).work
-    found = [WorkExcess(i.kind, i.label, i.us, median(o.get((i.kind, i.label), 0.0) for o in others)) for i in own]
+    found = [
+        WorkExcess(i.kind, i.label, i.us, median(o.get((i.kind, i.label), 0.0) for o in others), i.name) for i in own
+    ]
     found = [f for f in found if f.excess_us >= floor_us]
     modules = [f for f in found if f.kind == MODULE]
     if modules:

@@ -58,7 +58,9 @@ def profile(
     from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import gather_run, rank_trace_path, torchrun_launch, write_rank_trace
     from tuiprof.capture.memory_categories import memory_categories_member
+    from tuiprof.capture.module_names import ModuleNames
     from tuiprof.capture.session import SavedWindow, TraceWindows, write_trace
+    from tuiprof.report.render import print_notice
     from tuiprof.trace.live import LiveFacts
 
     if keep not in ("first", "last"):
@@ -71,11 +73,17 @@ def profile(
     session: ProfileSession
 
     compiled_graphs = KernelMapRecorder()  # graphs the block compiles (torch.compile) map their kernels here
+    names = ModuleNames()  # the modules the block calls, for the trace's qualified names
 
     def facts(prof: Any, unfinished_step: int | None = None) -> LiveFacts:
-        """What only this process knows: the compiled graphs' kernel map, torch's memory categories."""
+        """What only this process knows: the modules' qualified names, the compiled graphs'
+        kernel map, torch's memory categories."""
         compiled, compile_s = compiled_graphs.taken()
+        modules, note = names.facts(prof) if with_stack else ({}, "")
+        if note:
+            print_notice(f"tuiprof.profile: {note}")
         return LiveFacts(
+            modules=modules,
             compiled=compiled,
             compile_s=compile_s,
             compile_log=compiled_graphs.compile_log.taken(),
@@ -84,6 +92,8 @@ def profile(
 
     def save(prof: Any, window: SavedWindow) -> None:
         write(prof, target, facts(prof, window.unfinished_step), window.unfinished_step)
+        if not windows.keep_last:
+            names.unhook()  # nothing more is recorded: the rest of the block runs without them
         session.written = True
         session.steps = window.steps
 
@@ -99,7 +109,7 @@ def profile(
         **profiler_kwargs,
     )
     session = ProfileSession(profiler, target)
-    with compiled_graphs.recording(), windows.recording(profiler):
+    with compiled_graphs.recording(), names.hooked(with_stack), windows.recording(profiler):
         yield session
     if schedule is None:
         write(profiler, target, facts(profiler))

@@ -7,7 +7,8 @@ steps are recorded the trace is written and, by default, the script is
 stopped there (a training run may last hours; ``keep_running`` lets it run
 to its end unprofiled).  Ctrl-C stops the script where it is: the step it
 was in did not finish and is left out of the trace
-(:mod:`tuiprof.capture.unfinished_step`).
+(:mod:`tuiprof.capture.unfinished_step`).  With stacks recorded, global module hooks
+give the trace's modules their qualified names (:mod:`tuiprof.capture.module_names`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def profile_script(
     from tuiprof.capture.compiled import KernelMapRecorder
     from tuiprof.capture.distributed import ensure_distributed_info, torchrun_launch, write_rank_trace
     from tuiprof.capture.memory_categories import memory_categories_member
+    from tuiprof.capture.module_names import ModuleNames
     from tuiprof.capture.session import SavedWindow, TraceWindows, make_profiler, torch_flops, write_trace
+    from tuiprof.report.render import print_notice
 
     result = ScriptResult(0, False, False)
     launch = torchrun_launch()  # under torchrun: each rank's file written whole, with distributedInfo
@@ -73,6 +76,10 @@ def profile_script(
         result.facts.compiled, result.facts.compile_s = compiled_graphs.taken()
         result.facts.compile_log = compiled_graphs.compile_log.taken()
         result.facts.memory_categories = memory_categories_member(prof, unfinished_step=window.unfinished_step)
+        if config.with_stack:
+            result.facts.modules, note = names.facts(prof)
+            if note:
+                print_notice(f"tuiprof: {note}")
         (write_rank_trace if launch else write_trace)(prof, trace_path, result.facts, window.unfinished_step)
         result.written = True
         result.trace_steps, result.dropped_step = window.steps, window.unfinished_step
@@ -80,6 +87,7 @@ def profile_script(
     windows = TraceWindows(save, keep_last=config.repeat != 1)
     prof = make_profiler(config, torch.cuda.is_available(), windows)
     compiled_graphs = KernelMapRecorder()  # graphs the script compiles (torch.compile) map their kernels here
+    names = ModuleNames()  # the modules the script calls, for the trace's qualified names
 
     def after_step(optimizer, args, kwargs) -> None:
         if result.steps >= config.total_steps:
@@ -89,6 +97,7 @@ def profile_script(
         result.steps += 1  # before prof.step(): the trace it may write holds this finished step
         prof.step()
         if result.steps >= config.total_steps:
+            names.unhook()  # the capture ended: a script that goes on runs without them
             progress("done")
             if not keep_running:
                 raise _CaptureDone
@@ -100,7 +109,7 @@ def profile_script(
     sys.argv = [str(script), *script_args]
     progress("setup", f"running {script.name}; profiling starts at its first optimizer.step()")
     try:
-        with compiled_graphs.recording(), windows.recording(prof):
+        with compiled_graphs.recording(), names.hooked(config.with_stack), windows.recording(prof):
             try:
                 runpy.run_path(str(script), run_name="__main__")
             except _CaptureDone:

@@ -27,6 +27,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_fun
 from tuiprof.capture.config import SAVING, CaptureConfig, CaptureError, CaptureProgress, parse_shape
 from tuiprof.capture.memory_categories import memory_categories_member
 from tuiprof.capture.models import build_model, cifar10_batches, resolve_device, synthetic_batches
+from tuiprof.capture.module_names import shape_text
 from tuiprof.capture.unfinished_step import drop_unfinished_step
 from tuiprof.trace.live import MEMBER, LiveFacts, ModuleFacts, encode_live_facts
 
@@ -372,7 +373,7 @@ def describe_modules(
     def after(module: nn.Module, args, output) -> None:
         key = seen.get(id(module))
         if key is not None and not facts[key].output_shape:
-            facts[key].output_shape = _shape_text(output)
+            facts[key].output_shape = shape_text(output)
 
     pre = nn.modules.module.register_module_forward_pre_hook(before)
     post = nn.modules.module.register_module_forward_hook(after)
@@ -383,14 +384,6 @@ def describe_modules(
         pre.remove()
         post.remove()
     return facts
-
-
-def _shape_text(output) -> str:
-    if isinstance(output, torch.Tensor):
-        return "x".join(str(d) for d in output.shape)
-    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
-        return _shape_text(output[0])
-    return ""
 
 
 def write_trace(prof: profile, path: Path, facts: LiveFacts | None = None, unfinished_step: int | None = None) -> None:

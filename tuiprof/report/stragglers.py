@@ -70,14 +70,14 @@ SAVING_TOLERANCE = 0.10
 
 def straggler_items(straggler: Straggler) -> str:
     """Where its extra time went, like with like against the other ranks' median, e.g.
-    ``module DistributedDataParallel_0/Sequential_0/Extra_0 +50.4 ms, aten::mm +47.3 ms``;
+    ``module 1 (Extra) +50.4 ms, aten::mm +47.3 ms`` (a module by its path where the capture knew no name);
     '' when no item holds 10 % of it."""
     return ", ".join(f"{_item_name(item)} +{ms(item.excess_us)}" for item in straggler.items[:SHOWN_ITEMS])
 
 
 def _item_name(item: WorkExcess) -> str:
     if item.kind == MODULE:
-        return f"module {item.label}"
+        return f"module {item.name or item.label}"
     if item.kind == KERNEL:
         return f"kernel {item.label.split('(', 1)[0]}"  # the name without its argument list
     if item.kind == PYTHON:
