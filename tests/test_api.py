@@ -44,7 +44,7 @@ def run_cli(*argvs: list[str]) -> list[tuple[int, str, str]]:
 
 
 def test_load_gives_the_rows_summary_prints_as_json_for_every_shipped_sample() -> None:
-    assert len(SHIPPED) == 4  # three traces and the two-rank run directory
+    assert len(SHIPPED) == 5  # four traces and the two-rank run directory
     argvs = [["summary", str(path), "--view", view, "--format", "json", *extra] for path, view, extra in CASES]
     answers = run_cli(*argvs)
     loaded = {path: tuiprof.load(path) for path in SHIPPED}
