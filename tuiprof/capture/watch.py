@@ -50,6 +50,7 @@ from tuiprof.analysis.watch import HEALTHY_SPREAD, SlowDetector, SlowRule, is_sl
 from tuiprof.capture.config import CaptureConfig
 from tuiprof.capture.watch_ranks import lead_steps
 from tuiprof.errors import TraceError
+from tuiprof.report.plain import print_notice
 from tuiprof.trace.watch import (
     REQUEST_NAME,
     TRIGGERS,
@@ -756,14 +757,13 @@ class Watcher:
         except OSError as exc:
             if not self._write_failed:
                 self._write_failed = True
-                print(
+                print_notice(
                     f"tuiprof: --watch: the history in {self.directory} cannot be written ({exc.strerror}); "
-                    "the job goes on",
-                    file=sys.stderr,
+                    "the job goes on"
                 )
 
     def _fail(self, what: str) -> None:
-        print(f"tuiprof: --watch: {what}; the job goes on", file=sys.stderr)
+        print_notice(f"tuiprof: --watch: {what}; the job goes on")
         self._write(event_line("failure", step=self.step_number, what=what))
 
 

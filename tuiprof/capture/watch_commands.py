@@ -25,6 +25,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
+from tuiprof.report.plain import print_notice
 
 EXIT_NO_CAPTURE = 1  # capture DIR: the job did not write the capture in time
 
@@ -97,7 +98,7 @@ def run_watched(args: Namespace) -> int:
         if settings.catch
         else f"{rule.describe()} -> capture"
     )
-    print(f"tuiprof: watching {script.name} into {directory}/ ({what})", file=sys.stderr)
+    print_notice(f"tuiprof: watching {script.name} into {directory}/ ({what})")
     watcher.start()
     status, code = "finished", 0
     try:
@@ -114,10 +115,9 @@ def run_watched(args: Namespace) -> int:
         watcher.close(status)
         sys.argv = saved_argv
     kept = len(watcher.kept)
-    print(
+    print_notice(
         f"tuiprof: {watcher.step_number} steps watched ({status}); {kept} capture{'' if kept == 1 else 's'} "
-        f"in {directory}/ (look: tuiprof open {directory})",
-        file=sys.stderr,
+        f"in {directory}/ (look: tuiprof open {directory})"
     )
     return code
 
@@ -147,7 +147,7 @@ def request_capture(args: Namespace) -> int:
     demands_before = sum(t.trigger == "demand" for t in history.triggers)
     fd = os.open(directory / REQUEST_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
     os.close(fd)
-    print(f"tuiprof: capture requested (the job was at step {asked_at}); waiting for it", file=sys.stderr)
+    print_notice(f"tuiprof: capture requested (the job was at step {asked_at}); waiting for it")
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -155,20 +155,18 @@ def request_capture(args: Namespace) -> int:
         if sum(t.trigger == "demand" for t in history.triggers) > demands_before:
             for capture in history.captures[captures_before:]:
                 if capture.trigger == "demand":
-                    print(
-                        f"tuiprof: steps {capture.first_step}-{capture.last_step} captured: {directory / capture.path}",
-                        file=sys.stderr,
+                    print_notice(
+                        f"tuiprof: steps {capture.first_step}-{capture.last_step} captured: {directory / capture.path}"
                     )
                     return 0
             if history.failures and history.failures[-1].step >= asked_at:
-                print(f"tuiprof: the job could not capture: {history.failures[-1].what}", file=sys.stderr)
+                print_notice(f"tuiprof: the job could not capture: {history.failures[-1].what}")
                 return EXIT_NO_CAPTURE
         if history.end_status is not None:
             break
-    print(
+    print_notice(
         f"tuiprof: no capture written within {args.timeout:g} s (the job is between steps, or has ended); "
-        f"the request stays in {directory}/ and is taken at its next step",
-        file=sys.stderr,
+        f"the request stays in {directory}/ and is taken at its next step"
     )
     return EXIT_NO_CAPTURE
 

@@ -76,8 +76,7 @@ def run_findings(model: TraceModel) -> tuple[Finding, ...]:
 def choose_trace(path: str, select: str | None) -> TraceFile:
     """The trace to open: ``path`` itself, or the chosen trace of a run directory
     (saying which one is shown and how to pick another).  Bad paths fail here."""
-    from tuiprof.report.plain import plain
-    from tuiprof.report.render import print_notice
+    from tuiprof.report.plain import plain, print_notice
     from tuiprof.trace import resolve_trace
 
     chosen, traces = resolve_trace(path, select)
@@ -97,9 +96,6 @@ def explorer(path: str, args: Namespace) -> int:
     from tuiprof.trace.source import check_trace_start
 
     check_trace_start(trace)  # not a trace at all: one line here, not an error page
-    from tuiprof.trace.cache import usable_directory
-
-    usable_directory(create=False)  # a read-only cache is said here, before the explorer owns the terminal
     from tuiprof.tui.app import run_explorer
 
     return run_explorer(str(trace.path))

@@ -28,7 +28,7 @@ from tuiprof.analysis.diff import (
 from tuiprof.errors import TraceError
 from tuiprof.report.catalog import DIFF_ALL, DIFF_VERDICT, DIFF_VIEWS
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.plain import DISPLAY_CHARS, plain
+from tuiprof.report.plain import DISPLAY_CHARS, plain, print_notice
 from tuiprof.report.render import (
     CELL_CHARS,
     build_rich_table,
@@ -576,10 +576,9 @@ def say_which_trace(path: str, select: str | None) -> None:
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print(
+        print_notice(
             f"tuiprof: {plain(path)} holds {len(traces)} traces; comparing {rank}{plain(chosen.name)} "
-            "(--trace RANK|NAME for another, --ranks to average them)",
-            file=sys.stderr,
+            "(--trace RANK|NAME for another, --ranks to average them)"
         )
 
 
@@ -622,9 +621,9 @@ def print_diff(args: Namespace) -> int:
         sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))
     refusal = gate_refusal(diff, slower, memory)
     if refusal:
-        print(f"tuiprof: {refusal}", file=sys.stderr)
+        print_notice(f"tuiprof: {refusal}")
         return 2
     failures = gate_failures(diff, slower, memory)
     for failure in failures:
-        print(f"tuiprof: {failure}", file=sys.stderr)
+        print_notice(f"tuiprof: {failure}")
     return 1 if failures else 0

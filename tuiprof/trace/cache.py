@@ -63,7 +63,6 @@ import mmap
 import os
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -165,8 +164,11 @@ class _Meta(msgspec.Struct):
 
 
 def cache_root() -> Path:
-    """``$XDG_CACHE_HOME/tuiprof`` (default ``~/.cache/tuiprof``): stores here, run sidecars too."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof"
+    """``$XDG_CACHE_HOME/tuiprof`` (default ``~/.cache/tuiprof``): stores here, run sidecars and
+    the watch registry too.  A relative ``XDG_CACHE_HOME`` is ignored, as the XDG base directory
+    spec says (it wrote the cache under whatever the current folder was)."""
+    configured = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(configured) if os.path.isabs(configured) else Path.home() / ".cache") / "tuiprof"
 
 
 def stores_directory() -> Path:
@@ -188,13 +190,19 @@ def set_cache(enabled: bool | None = None, size: int | None = None) -> None:
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
+MAX_SIZE = 1 << 62  # 4 EiB: past any disk; a float of 309 digits is inf, and int(inf) raises
+
+
 def parse_size(text: str) -> int:
-    """``4G``, ``500M``, ``1.5GB``, ``123456`` -> bytes (powers of 1024)."""
+    """``4G``, ``500M``, ``1.5GB``, ``123456`` -> bytes (powers of 1024); ValueError past :data:`MAX_SIZE`."""
     match = _SIZE.match(text)
     if not match:
-        raise ValueError(f"not a size: {text!r} (write e.g. 4G, 500M or a number of bytes)")
+        raise ValueError(f"not a size: {text[:40]!r} (write e.g. 4G, 500M or a number of bytes)")
     number, unit = match.groups()
-    return int(float(number) * 1024 ** " kmgt".index(unit.lower() or " "))
+    size = float(number) * 1024 ** " kmgt".index(unit.lower() or " ")
+    if not size <= MAX_SIZE:
+        raise ValueError(f"not a size: {text[:40]!r} is more than 4 EiB (write e.g. 4G or 500M)")
+    return int(size)
 
 
 def size_limit(directory: Path) -> int:
@@ -212,43 +220,81 @@ def size_limit(directory: Path) -> int:
     return min(DEFAULT_MAX_BYTES, free // 4)
 
 
-_warned = False
-_warn_lock = threading.Lock()
+_refusal: str | None = None  # why the cache is off, once the folder was found unusable
+_said = False
+_refusal_lock = threading.Lock()
+_REMEDY = "fix it, set XDG_CACHE_HOME to a folder of your own, or pass --no-cache"
 
 
 def usable_directory(create: bool) -> Path | None:
-    """The stores' folder if the cache is on and the folder is this user's and writable;
-    else None, said once per process on stderr when the folder is the reason."""
+    """The stores' folder if the cache is on and the folder can be trusted (:func:`folder_problem`);
+    else None, and when the folder is the reason, :func:`refusal` says why.
+
+    Only the user could have written what is read from it: the stores and the folder above
+    them must be this user's and writable by nobody else (a world-writable folder held a
+    planted entry, resealed, and it was believed: issue 42).  A refused folder is not read."""
     if not cache_enabled():
         return None
     directory = stores_directory()
     try:
         if create:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        status = directory.stat()
+            directory.parent.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (directory.parent, directory):  # private from the start, parents included
+                folder.mkdir(mode=0o700, exist_ok=True)
+        problem = folder_problem(directory)
     except FileNotFoundError:
         return None  # nothing cached yet
     except OSError as exc:
-        _warn_once(
-            f"tuiprof: cache {directory} cannot be used ({exc.strerror}); opening without it (--no-cache hides this)"
-        )
-        return None
-    if status.st_uid != os.geteuid() or not status.st_mode & 0o200 or not os.access(directory, os.W_OK):
-        _warn_once(
-            f"tuiprof: cache {directory} is read-only or not yours; opening without it "
-            "(fix its permissions, set XDG_CACHE_HOME, or pass --no-cache)"
-        )
+        problem = f"cannot be used ({exc.strerror})"
+    if problem is not None:
+        _refuse(f"cache {directory} {problem}; opening without it ({_REMEDY})")
         return None
     return directory
 
 
-def _warn_once(line: str) -> None:
-    global _warned
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
-    print(line, file=sys.stderr)
+def folder_problem(stores: Path) -> str | None:
+    """What makes ``stores`` untrustworthy, or None.  It and ``tuiprof/`` above it must be folders
+    of this user's that nobody else may write into; ``stores`` private (700) and writable (on the
+    mode bits: root may write anywhere, and must still leave a read-only folder alone).  Links
+    are followed (a ``~/.cache`` on another disk is common): only a writer of the folder above
+    could have made one.  Raises FileNotFoundError when a folder does not exist yet."""
+    above = stores.parent
+    for folder in (above, stores):
+        status = folder.stat()
+        mode = status.st_mode & 0o777
+        where = "" if folder == stores else f" ({folder})"
+        if not S_ISDIR(status.st_mode):
+            return "is not a folder" if folder == stores else f"is not in a folder{where}"
+        if status.st_uid != os.geteuid():
+            return "belongs to another user" if folder == stores else f"is in another user's folder{where}"
+        if mode & 0o022 and folder == stores:
+            return f"is writable by other users (mode {mode:o}: they could plant entries)"
+        if mode & 0o022:
+            return f"is in a folder other users may write into ({folder}, mode {mode:o}: they could replace it)"
+    mode = stores.stat().st_mode & 0o777
+    if not mode & 0o200 or not os.access(stores, os.W_OK):
+        return "is read-only"
+    if mode & 0o077:
+        return f"is open to other users (mode {mode:o}; tuiprof makes it 700)"
+    return None
+
+
+def _refuse(line: str) -> None:
+    global _refusal
+    with _refusal_lock:
+        _refusal = _refusal or line
+
+
+def refusal() -> str | None:
+    """Why the cache is off (the folder; without the ``tuiprof:`` prefix), the first time it is
+    asked after the folder was refused; then None.  The caller prints it through ``plain`` (the
+    path is the user's environment: it may hold escapes), before the explorer takes the terminal."""
+    global _said
+    with _refusal_lock:
+        if _refusal is None or _said:
+            return None
+        _said = True
+        return _refusal
 
 
 # ------------------------------------------------------------------ keys

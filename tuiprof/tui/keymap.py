@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
-from tuiprof.report.plain import plain
+from tuiprof.report.plain import plain, print_notice
 from tuiprof.tui.commands import Command
 from tuiprof.tui.textual_internals import normalize_key_list
 
@@ -57,7 +57,7 @@ def load_keymap(commands: Iterable[Command]) -> tuple[dict[str, str], str | None
         return read_keymap(path, tuple(commands)), None
     except KeymapProblem as problem:
         line = f"{plain(str(path))}: {problem}; using the default keys"
-        print(f"tuiprof: {line}", file=sys.stderr)
+        print_notice(f"tuiprof: {line}")
         return {}, line
 
 
