@@ -213,3 +213,30 @@ def test_a_cache_size_of_309_digits_is_one_line_or_the_default(cache_on, tmp_pat
     else:  # a size that cannot be is not one: the default bound, and the entry is written
         assert result.returncode == 0 and result.stderr == "", result.stderr
         assert len(entries(cache_on)) == 1
+
+
+def _bytes_read() -> int:
+    """This process's bytes read through read() so far (Linux's rchar)."""
+    with open("/proc/self/io") as io:
+        return int(next(line for line in io if line.startswith("rchar:")).split()[1])
+
+
+def test_a_huge_meta_json_is_not_read(cache_on, tmp_path) -> None:  # noqa: F811
+    """Issue 42, item 10: a 3 GB sparse meta.json was read whole (10-13 s, 3.2 GB of memory)
+    before its seal was checked.  meta.json may hold at most 8 bytes per byte of the trace's
+    text (JSON-escaped names) and 1 MB; a 512 MB one is refused by its size, unread."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    meta = entry / "meta.json"
+    with open(meta, "r+b") as file:
+        file.truncate(512 << 20)  # sparse: no disk, but a read gives 512 MB
+    before = _bytes_read()
+    store = load_trace(path)
+    read = _bytes_read() - before
+    assert store.cache_key is not None, "the planted entry was used"
+    assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected
+    assert read < 3 * path.stat().st_size, (
+        f"{read / 2**20:.0f} MB read for a {path.stat().st_size / 2**20:.0f} MB trace"
+    )

@@ -91,7 +91,7 @@ from tuiprof.trace.columns import (
 )
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
-from tuiprof.trace.source import TraceFile, inflate_lib, inflated_size, is_gzip
+from tuiprof.trace.source import TraceFile, inflate_lib, inflated_size, is_gzip, read_regular_file
 from tuiprof.trace.store import TraceEvents
 
 FORMAT = 3  # 2: a CRC-32 per file; what the analysis derived (analysis/reuse.py) beside the columns;
@@ -388,9 +388,9 @@ def keyed_by_content(copy: Path, key: str | None) -> Iterator[None]:
 # ------------------------------------------------------------------ reading
 
 
-def read_store(key: str | None, source: str) -> TraceEvents | None:
-    """The store cached under ``key``, validated; None when there is none or it fails a check
-    (then the entry is removed, and the caller decodes the trace again)."""
+def read_store(key: str | None, source: str, trace: TraceFile) -> TraceEvents | None:
+    """The store cached under ``key`` (of ``trace``), validated; None when there is none or it fails
+    a check (then the entry is removed, and the caller decodes the trace again)."""
     if key is None:
         return None
     directory = usable_directory(create=False)
@@ -400,7 +400,7 @@ def read_store(key: str | None, source: str) -> TraceEvents | None:
     if not entry.is_dir():
         return None
     try:
-        store = _validated(entry, key, source)
+        store = _validated(entry, key, source, meta_limit(trace))
     except Exception:  # noqa: BLE001 -- whatever a damaged file raises (np.load: EOFError too), it is not used
         store = None
     if store is None:
@@ -433,10 +433,24 @@ def _column_files() -> list[str]:
     return [f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)]
 
 
-def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
+# meta.json holds texts of the trace (names, threads, the header, GPU annotations, collective
+# records), JSON-encoded: at most 6 bytes for one of the trace's (a control character as \u0001),
+# and a struct's member names no longer than the trace's own.  A bigger file is not one tuiprof
+# wrote for this trace: a planted 3 GB one was read whole (10-13 s, 3.2 GB of memory; issue 42).
+META_BYTES_PER_TRACE_BYTE = 8
+META_SLACK_BYTES = 1 << 20
+
+
+def meta_limit(trace: TraceFile) -> int:
+    """The most ``meta.json`` may hold for ``trace`` (its text: a gzip's inflated size, from its trailer)."""
+    text = max(trace.size_bytes, inflated_size(trace)) if is_gzip(trace) else trace.size_bytes
+    return META_BYTES_PER_TRACE_BYTE * text + META_SLACK_BYTES
+
+
+def _validated(entry: Path, key: str, source: str, meta_bytes: int) -> TraceEvents | None:
     if not _regular_files(entry, ["meta.json"]):
         return None
-    sealed = (entry / "meta.json").read_bytes()
+    sealed = read_regular_file(entry / "meta.json", meta_bytes)
     if unsealed(sealed) is None:
         return None
     meta = msgspec.json.decode(sealed, type=_Meta)
