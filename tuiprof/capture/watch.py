@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import statistics
 import sys
 import time
@@ -431,16 +432,14 @@ class Watcher:
         return None, ""
 
     def _request_waiting(self) -> bool:
-        """A ``tuiprof capture DIR`` request: taken (removed) only when this user made it."""
+        """A ``tuiprof capture DIR`` request: removed, and taken when this user made it (a regular
+        file of this user's: a link is not followed to its target's owner)."""
         try:
-            owner = os.stat(self._request).st_uid
-        except OSError:
-            return False
-        try:
+            status = os.lstat(self._request)
             os.unlink(self._request)
         except OSError:
             return False
-        return owner == os.getuid()
+        return stat.S_ISREG(status.st_mode) and status.st_uid == os.getuid()
 
     # ------------------------------------------------------------ device time
 

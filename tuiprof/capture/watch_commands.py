@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import stat
 import sys
 import time
 import traceback
@@ -124,15 +125,20 @@ def run_watched(args: Namespace) -> int:
 
 def request_capture(args: Namespace) -> int:
     """``tuiprof capture DIR|PID``: ask the watched job for a capture, wait until it is written."""
-    from tuiprof.trace.watch import REQUEST_NAME, HistoryReader
+    from tuiprof.trace.watch import HistoryReader
 
-    directory = Path(args.directory)
-    if args.directory.isdigit() and not directory.exists():  # a PID: its DIR from the registry, checked
-        from tuiprof.capture.watch_registry import watched_directory
+    text = args.directory
+    directory = Path(text)
+    try:
+        if text.isascii() and text.isdigit() and not directory.exists():  # a PID: its DIR from the registry
+            from tuiprof.capture.watch_registry import pid_from, watched_directory
 
-        directory = watched_directory(int(args.directory))
-    reader = HistoryReader(directory)
-    if directory.stat().st_uid != os.getuid():
+            directory = watched_directory(pid_from(text))
+        reader = HistoryReader(directory)
+        owner = directory.stat().st_uid
+    except OSError as exc:  # a name too long, a folder that went away
+        raise TraceError(text, f"cannot be used ({exc.strerror})", "pass your watch folder or its job's pid") from None
+    if owner != os.getuid():
         raise TraceError(str(directory), "belongs to another user", "ask for captures only in your own watch folders")
     reader.read_new()
     history = reader.history
@@ -145,8 +151,7 @@ def request_capture(args: Namespace) -> int:
     asked_at = history.steps[-1] if history.steps else 0
     captures_before = len(history.captures)
     demands_before = sum(t.trigger == "demand" for t in history.triggers)
-    fd = os.open(directory / REQUEST_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.close(fd)
+    _ask(directory)
     print_notice(f"tuiprof: capture requested (the job was at step {asked_at}); waiting for it")
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
@@ -169,6 +174,28 @@ def request_capture(args: Namespace) -> int:
         f"the request stays in {directory}/ and is taken at its next step"
     )
     return EXIT_NO_CAPTURE
+
+
+def _ask(directory: Path) -> None:
+    """Create ``DIR/capture.request``: never through a symbolic link (a planted one made its target
+    outside the folder: issue 42), never over a file that is not this user's.  A request of ours
+    already there, not taken yet, is the one this call waits for."""
+    from tuiprof.trace.watch import REQUEST_NAME
+
+    request = directory / REQUEST_NAME
+    try:
+        os.close(os.open(request, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        return
+    except FileExistsError:
+        status = os.lstat(request)
+    except OSError as exc:
+        raise TraceError(str(directory), f"cannot ask for a capture ({exc.strerror})", "check the folder") from None
+    if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
+        raise TraceError(
+            str(request),
+            "is not a request of yours (a link, or another user's file); not followed",
+            "remove it, then ask again",
+        )
 
 
 def add_watch_arguments(parser) -> None:

@@ -1,0 +1,117 @@
+"""What ``tuiprof capture`` and the watcher read and write in a watch folder and the registry of
+watched jobs (issue 42): files tuiprof wrote itself, which a stranger could have planted or
+damaged, are checked like a trace -- no link followed, no number past its type, one line and
+exit 2 for what cannot be used.  The oracles are the files on disk and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _tuiprof(*argv: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env=env or dict(os.environ),
+    )
+
+
+def _watch_folder(path: Path, pid: int) -> Path:
+    """A folder as a running watched job leaves it: the history's header, no end line."""
+    path.mkdir(mode=0o700)
+    header = {"format": "tuiprof-watch", "version": 2, "pid": pid, "started": 1.0, "what": "x.py", "settings": {}}
+    (path / "watch.jsonl").write_text(json.dumps(header) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("target", ["nowhere", "a file of mine"])
+def test_capture_never_follows_a_planted_request_link(tmp_path, target: str) -> None:
+    """Issue 42, item 6: ``capture DIR`` opened ``DIR/capture.request`` with O_CREAT alone, so a
+    planted link made its target outside the folder (or opened a file of the user's)."""
+    directory = _watch_folder(tmp_path / "w", os.getpid())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    aim = outside / "created"
+    if target == "a file of mine":
+        aim.write_text("mine\n")
+    (directory / "capture.request").symlink_to(aim)
+    result = _tuiprof("capture", str(directory), "--timeout", "0.3")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "capture.request: is not a request of yours" in result.stderr
+    assert list(outside.iterdir()) == ([aim] if target == "a file of mine" else [])
+    if target == "a file of mine":
+        assert aim.read_text() == "mine\n"
+
+
+def test_the_watcher_does_not_take_a_planted_request_link(tmp_path) -> None:
+    """A link named capture.request to a file of the user's looked like the user's request
+    (``stat`` follows the link to its target's owner); it is removed, not taken."""
+    from tuiprof.capture.config import CaptureConfig
+    from tuiprof.capture.watch import Watcher, WatchSettings
+
+    directory = tmp_path / "w"
+    directory.mkdir(mode=0o700)
+    (tmp_path / "mine").write_text("")
+    watcher = Watcher(directory, WatchSettings(), CaptureConfig(), "x.py", on="manual")
+    (directory / "capture.request").symlink_to(tmp_path / "mine")
+    assert not watcher._request_waiting()
+    assert not (directory / "capture.request").is_symlink()
+    (directory / "capture.request").write_text("")  # the user's own request is taken
+    assert watcher._request_waiting()
+
+
+def _registry_entry(runtime: Path, name: str, content: bytes) -> Path:
+    folder = runtime / "tuiprof" / "watching"
+    folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+    entry = folder / name
+    entry.write_bytes(content)
+    entry.chmod(0o600)
+    return entry
+
+
+@pytest.mark.parametrize(
+    "case, problem",
+    [
+        ("a NUL in the path", "is not trusted (not one absolute path)"),
+        ("a relative path", "is not trusted (not one absolute path)"),
+        ("a pid past 32 bits", "not a process id"),
+        ("a pid past a C long", "not a process id"),
+        ("a pid of 0", "not a process id"),
+        ("5,000 digits", "cannot be used (File name too long)"),
+        ("an entry of 100 kB", "is not trusted"),
+    ],
+)
+def test_capture_pid_with_a_malformed_registry_entry_is_one_line(tmp_path, case: str, problem: str) -> None:
+    """Issue 42, item 9: a NUL in the stored path raised ValueError, a pid past 32 bits or a C long
+    OverflowError (exit 1).  Each is one line and exit 2 now, and nothing is requested."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    directory = _watch_folder(tmp_path / "w", os.getpid())
+    pid = {
+        "a pid past 32 bits": str(2**32 + os.getpid()),
+        "a pid past a C long": str(2**64),
+        "a pid of 0": "0",
+        "5,000 digits": "9" * 5000,
+    }.get(case, str(os.getpid()))
+    content = {
+        "a NUL in the path": bytes(directory) + b"\0/etc",
+        "a relative path": b"w",
+        "an entry of 100 kB": bytes(directory) + b"/" * 100_000,
+    }.get(case, bytes(directory))
+    if len(pid) < 200:
+        _registry_entry(runtime, pid, content)
+    result = _tuiprof("capture", pid, "--timeout", "0.3", env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert problem in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert not (directory / "capture.request").exists()
