@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,84 @@ def test_capture_pid_with_a_malformed_registry_entry_is_one_line(tmp_path, case:
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert problem in result.stderr and "internal error" not in result.stderr, result.stderr
     assert not (directory / "capture.request").exists()
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for line in (directory / "watch.jsonl").read_text().splitlines()]
+
+
+def _paused_job(tmp_path: Path, runtime: Path) -> tuple[subprocess.Popen, Path, Path]:
+    """``run --watch`` of the watch tests' tiny MLP, paused 60 s after step 5 (its marker says so)."""
+    directory, marker = tmp_path / "w", tmp_path / "paused"
+    script = str(ROOT / "tests" / "watch_script.py")
+    job = subprocess.Popen(
+        [sys.executable, "-m", "tuiprof", "run", "--watch", str(directory), script, "20"]
+        + ["--pause-at", "5", "--pause-s", "60", "--marker", str(marker)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)),
+    )
+    deadline = time.monotonic() + 90
+    while not marker.exists() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), job.communicate(timeout=30)
+    time.sleep(0.6)  # the step lines are written every 0.5 s
+    return job, directory, runtime / "tuiprof" / "watching" / str(job.pid)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_a_watched_job_ended_by_a_signal_leaves_a_history_with_an_end_line(tmp_path, signum: int) -> None:
+    """Issue 42, item 13: SIGTERM to ``run --watch`` left no end line and its registry entry
+    behind.  Now SIGTERM and SIGHUP end the script like Ctrl-C (its ``finally`` clauses run), the
+    history ends ``terminated``, the entry goes, and the process dies of the signal.  SIGKILL
+    cannot be caught: the next reader writes the ``killed`` end line once the job's lock on the
+    history is gone -- and not while the job runs."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    job, directory, entry = _paused_job(tmp_path, runtime)
+    try:
+        assert entry.exists()
+        running = _tuiprof("summary", str(directory), "--view", "watch", "--format", "json")
+        assert running.returncode == 0, running.stderr
+        assert not [line for line in _lines(directory) if line.get("e") == "end"]  # alive: no reader ends it
+        started = time.monotonic()
+        job.send_signal(signum)
+        _, stderr = job.communicate(timeout=30)
+        ended_in = time.monotonic() - started
+    finally:
+        job.kill()
+    assert job.returncode == -signum, stderr
+    assert ended_in < 5, ended_in
+    lines = _lines(directory)
+    steps = [line["s"] for line in lines if "s" in line]
+    if signum == signal.SIGKILL:
+        assert "e" not in lines[-1] and steps == list(range(1, len(steps) + 1))  # no word from the job
+        read = _tuiprof("summary", str(directory), "--view", "watch", "--format", "json")
+        assert read.returncode == 0, read.stderr
+        lines = _lines(directory)
+        assert lines[-1] == {"e": "end", "step": steps[-1], "status": "killed"}
+        again = _tuiprof("summary", str(directory), "--view", "watch", "--format", "json")
+        assert _lines(directory) == lines and again.stdout == read.stdout  # written once
+    else:
+        assert lines[-1] == {"e": "end", "step": 5, "status": "terminated"}, lines[-3:]
+        assert "5 steps watched (terminated)" in stderr
+        assert not entry.exists()
+        assert steps == list(range(1, 6))
+
+
+def test_a_history_is_read_in_pieces_and_a_planted_huge_one_costs_no_memory(tmp_path) -> None:
+    """A 3 GB sparse watch.jsonl after a valid header was read whole (``file.read()``) before
+    its first line was checked: now in pieces of 16 MB, and a line past 64 kB is refused."""
+    from tests.test_hostile_cache import _bytes_read
+    from tuiprof.errors import TraceError
+    from tuiprof.trace.watch import read_history
+
+    directory = _watch_folder(tmp_path / "w", 1)
+    with open(directory / "watch.jsonl", "r+b") as file:
+        file.truncate(3 << 30)  # NULs after the header: no disk
+    before = _bytes_read()
+    with pytest.raises(TraceError, match="watch.jsonl:2: the line is too long"):
+        read_history(directory)
+    assert _bytes_read() - before < 64 << 20

@@ -59,6 +59,7 @@ from tuiprof.trace.watch import (
     event_line,
     header_line,
     history_path,
+    lock_history,
     step_line,
 )
 
@@ -215,7 +216,8 @@ class Watcher:
         self._fd = os.open(
             history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
         )
-        self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict()))
+        locked = lock_history(self._fd)  # for its life: a reader ends the history of a killed job
+        self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict(), flock=locked))
         if self.rank == 0:  # ``tuiprof capture PID`` finds DIR here (rank 0 alone takes requests)
             from tuiprof.capture.watch_registry import register
 

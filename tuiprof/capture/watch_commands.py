@@ -25,6 +25,7 @@ import traceback
 from argparse import Namespace
 from pathlib import Path
 
+from tuiprof.cleanup import Terminated, die_of, terminations_raise
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
 from tuiprof.report.plain import print_notice
 
@@ -102,24 +103,33 @@ def run_watched(args: Namespace) -> int:
     print_notice(f"tuiprof: watching {script.name} into {directory}/ ({what})")
     watcher.start()
     status, code = "finished", 0
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        status = "finished" if code == 0 else "crashed"
-    except KeyboardInterrupt:
-        status, code = "interrupted", EXIT_INTERRUPTED
-    except Exception:  # the script's own error: its traceback, as python would show it
-        traceback.print_exc()
-        status, code = "crashed", 1
-    finally:
-        watcher.close(status)
-        sys.argv = saved_argv
+    with terminations_raise() as terminations:  # SIGTERM/SIGHUP: the history still gets its end line
+        try:
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                status = "finished" if code == 0 else "crashed"
+            except KeyboardInterrupt:
+                status, code = "interrupted", EXIT_INTERRUPTED
+            except Terminated:
+                status = "terminated"
+            except Exception:  # the script's own error: its traceback, as python would show it
+                traceback.print_exc()
+                status, code = "crashed", 1
+        except Terminated:  # while the script's own error was printed
+            status = "terminated"
+        finally:
+            terminations.raising = False
+            watcher.close(status)
+            sys.argv = saved_argv
     kept = len(watcher.kept)
     print_notice(
         f"tuiprof: {watcher.step_number} steps watched ({status}); {kept} capture{'' if kept == 1 else 's'} "
         f"in {directory}/ (look: tuiprof open {directory})"
     )
+    if terminations.received:  # as the signal would have ended it: exit status 128+N
+        die_of(terminations.received[0])
     return code
 
 
