@@ -240,3 +240,23 @@ def test_a_huge_meta_json_is_not_read(cache_on, tmp_path) -> None:  # noqa: F811
     assert read < 3 * path.stat().st_size, (
         f"{read / 2**20:.0f} MB read for a {path.stat().st_size / 2**20:.0f} MB trace"
     )
+
+
+def test_a_planted_note_of_100_kb_is_not_printed(cache_on, tmp_path, capsys) -> None:  # noqa: F811
+    """The decoder's notes are printed on stderr; a planter's (resealed) meta.json held one of
+    100 kB, printed whole.  A note is at most 1,000 characters (the decoder cuts longer ones, a
+    60 MB device name in one): an entry with a longer one is not a tuiprof entry."""
+    from tuiprof.cli import main
+
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    meta = json.loads(cache.unsealed((entry / "meta.json").read_bytes()))
+    meta["report"]["problems"] = ["x" * 100_000]
+    (entry / "meta.json").write_bytes(cache.seal(json.dumps(meta, separators=(",", ":")).encode()))
+    assert main(["summary", str(path), "--format", "json"]) == 0
+    cache.wait_for_writes()
+    out, err = capsys.readouterr()
+    assert {row["name"]: row["calls"] for row in json.loads(out)} == expected
+    assert err == ""

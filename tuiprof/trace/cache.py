@@ -89,7 +89,7 @@ from tuiprof.trace.columns import (
     DeviceEvents,
     FrameColumns,
 )
-from tuiprof.trace.decode import DecodeReport
+from tuiprof.trace.decode import MAX_NOTES, NOTE_CHARS, DecodeReport
 from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
 from tuiprof.trace.source import TraceFile, inflate_lib, inflated_size, is_gzip, read_regular_file
 from tuiprof.trace.store import TraceEvents
@@ -480,7 +480,7 @@ def _validated(entry: Path, key: str, source: str, meta_bytes: int) -> TraceEven
     inputs = _mapped(entry / "inputs.bin", meta.inputs_bytes, meta.checksums["inputs.bin"])
     if inputs is None or not _consistent(meta, tables):
         return None
-    report = DecodeReport(meta.report.repaired, meta.report.skipped, meta.report.damaged, meta.report.problems[:20])
+    report = DecodeReport(meta.report.repaired, meta.report.skipped, meta.report.damaged, meta.report.problems)
     header = msgspec.structs.replace(meta.header, live_facts=msgspec.Raw(meta.live_facts), traceEvents=[])
     return TraceEvents(
         source=source,
@@ -633,6 +633,7 @@ def _consistent(meta: _Meta, tables: dict[str, Columns]) -> bool:
         meta.event_count >= sum(meta.rows.values()) + len(meta.gpu_annotations),
         min(meta.other_events, meta.uncompressed_bytes, meta.report.repaired, meta.report.skipped, meta.report.damaged)
         >= 0,
+        len(meta.report.problems) <= MAX_NOTES and all(len(p) <= NOTE_CHARS for p in meta.report.problems),
         all(isinstance(t, (int, str)) for t in meta.threads),
     ]
     for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len)):

@@ -42,8 +42,8 @@ class KeymapProblem(Exception):
 
 
 def keymap_path() -> Path:
-    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "tuiprof" / "keymap.toml"
+    config = os.environ.get("XDG_CONFIG_HOME", "")  # relative: ignored, as the XDG spec says
+    return (Path(config) if os.path.isabs(config) else Path.home() / ".config") / "tuiprof" / "keymap.toml"
 
 
 def load_keymap(commands: Iterable[Command]) -> tuple[dict[str, str], str | None]:
