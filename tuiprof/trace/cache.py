@@ -40,8 +40,12 @@ tables, categories and kinds in range and in the store's order, times below
 2**62 ns and durations not negative, input texts inside the blob, the counts in
 ``meta.json`` consistent with the columns.  An entry that fails any check is
 removed and the trace decoded again; the store it would have given is never
-used.  The cache folder must belong to this user and be writable (mode bits:
-root may write anywhere); otherwise the cache is off, said once on stderr.
+used.  ``meta.json`` is read only when a regular file of at most 8 bytes per byte of the
+trace's text (:func:`meta_limit`).  The cache folder must belong to this user, be writable
+(mode bits: root may write anywhere) and private, under a ``tuiprof/`` folder nobody else may
+write into (:func:`folder_problem`); otherwise the cache is off and nothing in it is read or
+removed, and :func:`refusal` gives the line the CLI says once on stderr (through the
+plain-text filter: this layer prints nothing).
 
 Writing never delays a first open: callers hand the store to
 :func:`save_in_background` once it is shown (the explorer, after its first frame
