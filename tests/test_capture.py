@@ -737,7 +737,7 @@ def test_capture_lines_on_a_terminal_fit_80_columns_between_words(monkeypatch) -
 
     from tuiprof.capture.config import CaptureProgress
     from tuiprof.capture.live import NothingCaptured, describe_progress
-    from tuiprof.report.plain import print_notice
+    from tuiprof.report.render import print_notice
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -88,7 +88,7 @@ def test_every_line_on_stderr_goes_through_the_plain_text_filter() -> None:
 
 
 def test_print_notice_escapes_what_it_prints(capsys) -> None:
-    from tuiprof.report.plain import print_notice
+    from tuiprof.report.render import print_notice
 
     print_notice(f"tuiprof: {HOSTILE}")
     err = capsys.readouterr().err

@@ -28,7 +28,7 @@ WIDE_HELP = (
 
 def main(argv: list[str] | None = None) -> int:
     from tuiprof.cleanup import install_signal_handlers
-    from tuiprof.report.plain import plain, print_notice
+    from tuiprof.report.plain import plain
 
     install_signal_handlers()  # temporary files and decode workers go with us
     parser = build_parser()
@@ -43,17 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TraceError as exc:
-        print_notice(f"tuiprof: {exc}")  # on a terminal, wrapped between words
+        say(f"tuiprof: {exc}")  # on a terminal, wrapped between words
         return exc.exit_code
     except KeyboardInterrupt:
-        print_notice("tuiprof: interrupted")
+        say("tuiprof: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: still one line, the traceback on request
         if os.environ.get("TUIPROF_DEBUG"):
             raise
-        print_notice(
+        say(
             f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)"
         )
         return EXIT_INTERNAL
@@ -201,13 +201,20 @@ def configure_cache(args: argparse.Namespace) -> None:
 
 
 def say_cache_refusal() -> None:
-    """Why the cache is off, once (the folder's path goes through the plain-text filter)."""
-    from tuiprof.report.plain import print_notice
+    """Why the cache is off, once."""
     from tuiprof.trace.cache import refusal
 
     line = refusal()
     if line is not None:
-        print_notice(f"tuiprof: {line}")
+        say(f"tuiprof: {line}")
+
+
+def say(line: str) -> None:
+    """One notice on stderr, through the plain-text filter (imported when there is one: rich
+    would cost ``--help`` 40 ms)."""
+    from tuiprof.report.render import print_notice
+
+    print_notice(line)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,7 +33,7 @@ from tuiprof.capture.options import (
     require_packages,
 )
 from tuiprof.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, TraceError
-from tuiprof.report.plain import print_notice
+from tuiprof.report.render import print_notice
 
 
 def run_live(args: Namespace) -> int:

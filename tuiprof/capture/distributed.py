@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuiprof.report.plain import print_notice
+from tuiprof.report.render import print_notice
 
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 WAIT_FOR_RANKS_S = 600.0  # a rank that crashed must not hold rank 0 forever

@@ -51,7 +51,7 @@ from tuiprof.analysis.watch import HEALTHY_SPREAD, SlowDetector, SlowRule, is_sl
 from tuiprof.capture.config import CaptureConfig
 from tuiprof.capture.watch_ranks import lead_steps
 from tuiprof.errors import TraceError
-from tuiprof.report.plain import print_notice
+from tuiprof.report.render import print_notice
 from tuiprof.trace.watch import (
     REQUEST_NAME,
     TRIGGERS,

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from tuiprof.cleanup import Terminated, die_of, terminations_raise
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
-from tuiprof.report.plain import print_notice
 
 EXIT_NO_CAPTURE = 1  # capture DIR: the job did not write the capture in time
 
@@ -80,6 +79,7 @@ def run_watched(args: Namespace) -> int:
     from tuiprof.capture.distributed import torchrun_launch
     from tuiprof.capture.options import config_from_args
     from tuiprof.capture.watch import prepare_directory
+    from tuiprof.report.render import print_notice
 
     script = Path(args.script)
     directory = Path(args.watch)
@@ -135,6 +135,7 @@ def run_watched(args: Namespace) -> int:
 
 def request_capture(args: Namespace) -> int:
     """``tuiprof capture DIR|PID``: ask the watched job for a capture, wait until it is written."""
+    from tuiprof.report.render import print_notice
     from tuiprof.trace.watch import HistoryReader
 
     text = args.directory

@@ -76,7 +76,8 @@ def run_findings(model: TraceModel) -> tuple[Finding, ...]:
 def choose_trace(path: str, select: str | None) -> TraceFile:
     """The trace to open: ``path`` itself, or the chosen trace of a run directory
     (saying which one is shown and how to pick another).  Bad paths fail here."""
-    from tuiprof.report.plain import plain, print_notice
+    from tuiprof.report.plain import plain
+    from tuiprof.report.render import print_notice
     from tuiprof.trace import resolve_trace
 
     chosen, traces = resolve_trace(path, select)

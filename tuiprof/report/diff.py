@@ -28,7 +28,7 @@ from tuiprof.analysis.diff import (
 from tuiprof.errors import TraceError
 from tuiprof.report.catalog import DIFF_ALL, DIFF_VERDICT, DIFF_VIEWS
 from tuiprof.report.names import short_kernel_name
-from tuiprof.report.plain import DISPLAY_CHARS, plain, print_notice
+from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.render import (
     CELL_CHARS,
     build_rich_table,
@@ -36,6 +36,7 @@ from tuiprof.report.render import (
     json_text,
     layout_table,
     print_layout,
+    print_notice,
     render_rows,
     stdout_is_terminal,
 )

@@ -9,19 +9,15 @@ absurdly long names (a 60 MB event name) with an ellipsis.  Markup is a
 separate matter: show the result as plain text (``rich.text.Text``), never
 as markup.
 
-Lines on stderr go through :func:`print_notice`, which makes the whole line plain: a path,
-an exception's message or a text read from a watch history in it cannot escape the filter
-however the line was put together (``tests/test_hostile_messages.py`` prints every such
-message with an escape-laden path).
+Lines on stderr go through :func:`tuiprof.report.render.print_notice`, which makes the whole
+line plain: a path, an exception's message or a text read from a watch history in it cannot
+escape the filter however the line was put together (``tests/test_hostile_messages.py`` prints
+every such message with an escape-laden path).
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import sys
-import textwrap
-from typing import TextIO
 
 # C0 controls, DEL, C1 controls, the Unicode line/paragraph separators and bidirectional
 # overrides that can reorder or hide what the terminal shows, and lone surrogates: a path's
@@ -49,15 +45,3 @@ def plain(text: str, limit: int | None = None) -> str:
         keep = max(0, limit - 1)
         return _UNSAFE.sub(_escape, text[:keep])[:keep] + ELLIPSIS
     return _UNSAFE.sub(_escape, text)
-
-
-def print_notice(text: str, file: TextIO | None = None) -> None:
-    """A notice on stderr (or ``file``, a capture's copy of the terminal), made :func:`plain`:
-    on a terminal, wrapped between words at its width (a path longer than a line is folded,
-    nothing else is cut mid-word); on a pipe, one line for grep."""
-    stream = file or sys.stderr
-    text = plain(text)
-    if stream.isatty():
-        width = shutil.get_terminal_size().columns
-        text = textwrap.fill(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
-    print(text, file=stream, flush=True)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TextIO
 
 import orjson
 from rich import box
@@ -300,3 +303,15 @@ def build_rich_table(rows: list[Row], layout: TableLayout, title: str, ascii_rul
 
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def print_notice(text: str, file: TextIO | None = None) -> None:
+    """A notice on stderr (or ``file``, a capture's copy of the terminal), made :func:`plain`:
+    on a terminal, wrapped between words at its width (a path longer than a line is folded,
+    nothing else is cut mid-word); on a pipe, one line for grep."""
+    stream = file or sys.stderr
+    text = plain(text)
+    if stream.isatty():
+        width = shutil.get_terminal_size().columns
+        text = textwrap.fill(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)
+    print(text, file=stream, flush=True)

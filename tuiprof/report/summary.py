@@ -16,8 +16,8 @@ from tuiprof.analysis.ranks import RunSummary
 from tuiprof.errors import TraceError
 from tuiprof.report.findings import FINDINGS_VIEW, Finding, build_finding_rows
 from tuiprof.report.memory_texts import NEEDS_CAPTURE, memory_peak_lines
-from tuiprof.report.plain import plain, print_notice
-from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
+from tuiprof.report.plain import plain
+from tuiprof.report.render import print_notice, print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 

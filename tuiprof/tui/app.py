@@ -21,7 +21,8 @@ from textual.widgets import ContentSwitcher
 from tuiprof.analysis.model import TraceModel
 from tuiprof.errors import EXIT_INTERNAL
 from tuiprof.report.header import trace_title
-from tuiprof.report.plain import plain, print_notice
+from tuiprof.report.plain import plain
+from tuiprof.report.render import print_notice
 from tuiprof.report.views import ViewOptions
 from tuiprof.tui.commands import (
     APP_COMMANDS,

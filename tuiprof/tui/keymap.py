@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
-from tuiprof.report.plain import plain, print_notice
+from tuiprof.report.plain import plain
+from tuiprof.report.render import print_notice
 from tuiprof.tui.commands import Command
 from tuiprof.tui.textual_internals import normalize_key_list
 
