@@ -1,7 +1,7 @@
 """Every line tuiprof prints on stderr is plain text, whatever path or file text it names (issue 42).
 
 Two halves.  The source: every write to stderr outside the UI goes through
-``report.plain.print_notice``, which makes its whole line plain -- a ``print(..., file=sys.stderr)``
+``report.render.print_notice``, which makes its whole line plain -- a ``print(..., file=sys.stderr)``
 or ``sys.stderr.write`` of anything but a constant is a failure here, unless listed below with the
 reason.  The behaviour: every message template, each run with a path (a folder, a registry, a cache
 folder, a run directory, a watch folder) and a file's texts (a watch history's capture path and
@@ -83,7 +83,7 @@ def test_every_line_on_stderr_goes_through_the_plain_text_filter() -> None:
                 values = [v.value for v in ast.walk(node.args[0]) if isinstance(v, ast.FormattedValue)]
                 if any(not (isinstance(v, ast.Call) and ast.unparse(v.func) == "plain") for v in values):
                     unfiltered.append(f"{module}:{node.lineno}: warnings.warn of a value not made plain")
-    assert unfiltered == [], "write these through print_notice (report/plain.py):\n" + "\n".join(unfiltered)
+    assert unfiltered == [], "write these through print_notice (report/render.py):\n" + "\n".join(unfiltered)
     assert allowed_seen == set(ALLOWED), set(ALLOWED) - allowed_seen  # no stale exception
 
 
