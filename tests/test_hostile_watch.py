@@ -123,18 +123,22 @@ def _lines(directory: Path) -> list[dict]:
     return [json.loads(line) for line in (directory / "watch.jsonl").read_text().splitlines()]
 
 
-def _paused_job(tmp_path: Path, runtime: Path) -> tuple[subprocess.Popen, Path, Path]:
-    """``run --watch`` of the watch tests' tiny MLP, paused 60 s after step 5 (its marker says so)."""
+def _paused_job(
+    tmp_path: Path, runtime: Path, pause_s: float = 60, nohup: bool = False
+) -> tuple[subprocess.Popen, Path, Path]:
+    """``run --watch`` of the watch tests' tiny MLP (20 steps), paused after step 5 (its marker says
+    so); ``nohup``: started with SIGHUP ignored, as ``nohup`` starts it."""
     directory, marker = tmp_path / "w", tmp_path / "paused"
     script = str(ROOT / "tests" / "watch_script.py")
     job = subprocess.Popen(
         [sys.executable, "-m", "tuiprof", "run", "--watch", str(directory), script, "20"]
-        + ["--pause-at", "5", "--pause-s", "60", "--marker", str(marker)],
+        + ["--pause-at", "5", "--pause-s", str(pause_s), "--marker", str(marker)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)),
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
     )
     deadline = time.monotonic() + 90
     while not marker.exists() and time.monotonic() < deadline and job.poll() is None:
@@ -198,3 +202,18 @@ def test_a_history_is_read_in_pieces_and_a_planted_huge_one_costs_no_memory(tmp_
     with pytest.raises(TraceError, match="watch.jsonl:2: the line is too long"):
         read_history(directory)
     assert _bytes_read() - before < 64 << 20
+
+
+def test_a_watched_job_under_nohup_goes_on_after_sighup(tmp_path) -> None:
+    """``nohup tuiprof run --watch``: SIGHUP is ignored, and stays ignored while the script runs
+    (the handler that writes the end line on SIGHUP is only for a signal the job would die of)."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    job, directory, _ = _paused_job(tmp_path, runtime, pause_s=2, nohup=True)
+    try:
+        job.send_signal(signal.SIGHUP)
+        _, stderr = job.communicate(timeout=60)
+    finally:
+        job.kill()
+    assert job.returncode == 0, stderr
+    assert _lines(directory)[-1] == {"e": "end", "step": 20, "status": "finished"}

@@ -29,6 +29,7 @@ _lock = threading.Lock()
 _files: set[str] = set()
 _processes: set[subprocess.Popen] = set()
 _installed = False
+_ignored: set[int] = set()  # signals ignored when the handlers were installed (nohup: SIGHUP)
 CAUGHT = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
@@ -120,9 +121,14 @@ class Terminations:
 @contextlib.contextmanager
 def terminations_raise() -> Iterator[Terminations]:
     """SIGTERM and SIGHUP raise :class:`Terminated` while the block runs (main thread only); the
-    handlers before are put back after it, and the caller ends with :func:`die_of` if any came."""
+    handlers before are put back after it, and the caller ends with :func:`die_of` if any came.
+    A signal the process ignores stays ignored (``nohup tuiprof run --watch``: SIGHUP)."""
     terminations = Terminations()
-    previous = {signum: signal.signal(signum, terminations.handler) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {
+        signum: signal.signal(signum, terminations.handler)
+        for signum in (signal.SIGTERM, signal.SIGHUP)
+        if signum not in _ignored and signal.getsignal(signum) != signal.SIG_IGN
+    }
     try:
         yield terminations
     finally:
@@ -146,6 +152,8 @@ def install_signal_handlers() -> None:
     atexit.register(clean_up)
     for signum in CAUGHT:
         previous = signal.getsignal(signum)
+        if previous == signal.SIG_IGN:
+            _ignored.add(signum)
 
         def handler(number, frame, previous=previous):
             if callable(previous):
