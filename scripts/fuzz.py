@@ -335,7 +335,8 @@ def watch_seeds(traces: list[bytes]) -> list[tuple[str, list[tuple[str, bytes]]]
     capture, a failure and an end; ``watch.jsonl`` first (the file mutated and minimised)."""
     from tuiprof.trace import watch
 
-    lines = [watch.header_line(4242, 1733350000.0, "train.py", {"slow": 2.0, "captures": 4})]
+    # flock: a history whose end line a mutation removes is ended ``killed`` by the reader (no job holds it)
+    lines = [watch.header_line(4242, 1733350000.0, "train.py", {"slow": 2.0, "captures": 4}, flock=True)]
     for step in range(1, 13):
         wall = 0.02 if step < 8 else 0.09
         lines.append(watch.step_line(step, step * 0.1, wall, 0.004 if step % 3 else None, step in (3, 9)).encode())

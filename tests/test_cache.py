@@ -54,7 +54,8 @@ def cache_on(monkeypatch, tmp_path) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv(cache.NO_CACHE_ENV, "0")
     monkeypatch.delenv(cache.CACHE_SIZE_ENV, raising=False)
-    monkeypatch.setattr(cache, "_warned", False)
+    monkeypatch.setattr(cache, "_refusal", None)
+    monkeypatch.setattr(cache, "_said", False)
     return tmp_path / "xdg" / "tuiprof" / "stores"
 
 

@@ -110,3 +110,153 @@ def test_a_sealed_meta_json_reads_back_and_a_cut_seal_does_not() -> None:
     assert cache.unsealed(document) is None  # no seal
     assert cache.unsealed(sealed[:-2] + b"0}") is None  # a seal that does not match
     assert cache.unsealed(sealed.replace(b'"a"', b'"c"')) is None
+
+
+def _plant_resealed(entry, old: bytes, new: bytes) -> None:
+    """A planter who knows the format: a name changed in meta.json (same length), sealed again."""
+    meta = entry / "meta.json"
+    document = cache.unsealed(meta.read_bytes())
+    assert document is not None and document.count(old) == 1
+    meta.write_bytes(cache.seal(document.replace(old, new)))
+
+
+def _summary(path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    "case, problem",
+    [
+        ("stores 777", "is writable by other users (mode 777"),
+        ("tuiprof/ 777", "is in a folder other users may write into"),
+        ("stores 755", "is open to other users (mode 755"),
+        ("stores another user's", "belongs to another user"),
+    ],
+)
+def test_a_cache_folder_others_could_write_is_refused_in_one_line_and_not_read(
+    cache_on,  # noqa: F811
+    tmp_path,
+    case: str,
+    problem: str,
+) -> None:
+    """Issue 42, item 7: a world-writable stores folder was used without a word, and an entry
+    planted there (resealed) was believed.  Now the folder is refused before anything in it is
+    read or removed, with one line naming the folder and why."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    _plant_resealed(entry, b'"aten::last"', b'"aten::pwnd"')
+    planted = (entry / "meta.json").read_bytes()
+    if case == "stores another user's":
+        if os.geteuid() != 0:
+            pytest.skip("giving a folder to another user needs root")
+        os.chown(cache_on, 65534, 65534)
+    else:
+        folder = cache_on.parent if case.startswith("tuiprof/") else cache_on
+        folder.chmod(int(case.split()[-1], 8))
+    result = _summary(path, dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert {row["name"]: row["calls"] for row in json.loads(result.stdout)} == expected  # not the planted name
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tuiprof: cache {cache_on} ") and problem in lines[0], lines
+    assert (entry / "meta.json").read_bytes() == planted  # not read, not removed, not rewritten
+    assert entries(cache_on) == [entry]
+
+
+def test_a_relative_xdg_cache_home_is_ignored(cache_on, tmp_path) -> None:  # noqa: F811
+    """Issue 42, item 12: ``XDG_CACHE_HOME=rel`` wrote the cache under the current folder; the
+    XDG spec says a relative path is ignored (then ``~/.cache``)."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    env = dict(os.environ, XDG_CACHE_HOME="rel", HOME=str(home))
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=work,
+    )
+    assert result.returncode == 0, result.stderr
+    assert {row["name"]: row["calls"] for row in json.loads(result.stdout)} == expected
+    assert list(work.iterdir()) == []
+    assert len(entries(home / ".cache" / "tuiprof" / "stores")) == 1
+
+
+@pytest.mark.parametrize("where", ["--cache-size", "TUIPROF_CACHE_SIZE"])
+def test_a_cache_size_of_309_digits_is_one_line_or_the_default(cache_on, tmp_path, where: str) -> None:  # noqa: F811
+    """Issue 42, item 8: 309 digits overflow a float to inf, and ``int(inf)`` raised: a traceback
+    and exit 1 from the option; from the variable, in the cache writer's thread (no entry)."""
+    path = tmp_path / "trace.json"
+    write_trace(path)
+    huge = "9" * 309
+    env = dict(os.environ)
+    argv = [sys.executable, "-m", "tuiprof", "summary", str(path), "--limit", "1"]
+    if where == "--cache-size":
+        argv += ["--cache-size", huge]
+    else:
+        env[cache.CACHE_SIZE_ENV] = huge
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert "Traceback" not in result.stderr and "Error" not in result.stderr, result.stderr
+    if where == "--cache-size":
+        assert result.returncode == 2 and "more than 4 EiB" in result.stderr, result.stderr
+    else:  # a size that cannot be is not one: the default bound, and the entry is written
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        assert len(entries(cache_on)) == 1
+
+
+def _bytes_read() -> int:
+    """This process's bytes read through read() so far (Linux's rchar)."""
+    with open("/proc/self/io") as io:
+        return int(next(line for line in io if line.startswith("rchar:")).split()[1])
+
+
+def test_a_huge_meta_json_is_not_read(cache_on, tmp_path) -> None:  # noqa: F811
+    """Issue 42, item 10: a 3 GB sparse meta.json was read whole (10-13 s, 3.2 GB of memory)
+    before its seal was checked.  meta.json may hold at most 8 bytes per byte of the trace's
+    text (JSON-escaped names) and 1 MB; a 512 MB one is refused by its size, unread."""
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    meta = entry / "meta.json"
+    with open(meta, "r+b") as file:
+        file.truncate(512 << 20)  # sparse: no disk, but a read gives 512 MB
+    before = _bytes_read()
+    store = load_trace(path)
+    read = _bytes_read() - before
+    assert store.cache_key is not None, "the planted entry was used"
+    assert Counter(store.names[code] for code in store.cpu.name.tolist()) == expected
+    assert read < 3 * path.stat().st_size, (
+        f"{read / 2**20:.0f} MB read for a {path.stat().st_size / 2**20:.0f} MB trace"
+    )
+
+
+def test_a_planted_note_of_100_kb_is_not_printed(cache_on, tmp_path, capsys) -> None:  # noqa: F811
+    """The decoder's notes are printed on stderr; a planter's (resealed) meta.json held one of
+    100 kB, printed whole.  A note is at most 1,000 characters (the decoder cuts longer ones, a
+    60 MB device name in one): an entry with a longer one is not a tuiprof entry."""
+    from tuiprof.cli import main
+
+    path = tmp_path / "trace.json"
+    expected = write_trace(path)
+    assert cache.save(load_trace(path))
+    [entry] = entries(cache_on)
+    meta = json.loads(cache.unsealed((entry / "meta.json").read_bytes()))
+    meta["report"]["problems"] = ["x" * 100_000]
+    (entry / "meta.json").write_bytes(cache.seal(json.dumps(meta, separators=(",", ":")).encode()))
+    assert main(["summary", str(path), "--format", "json"]) == 0
+    cache.wait_for_writes()
+    out, err = capsys.readouterr()
+    assert {row["name"]: row["calls"] for row in json.loads(out)} == expected
+    assert err == ""

@@ -108,6 +108,11 @@ def test_replay_takes_the_state_after_each_microsecond_and_the_first_highest_poi
         (lambda d: d.update(tensor=[10**6] * len(d["tensor"])), "tensor index out of range"),
         (lambda d: d.update(categories=["parameter", "weights"]), "unknown category name"),
         (lambda d: d.update(delta_ns=[-5] * len(d["delta_ns"])), "time going backwards"),
+        # found by scripts/fuzz.py --surface diff (issue 42): OverflowError in the replay, exit 1
+        (lambda d: d.update(bytes=[2**64] * len(d["bytes"])), "bytes past 2**52"),
+        (lambda d: d.update(bytes=[-(2**60)] * len(d["bytes"])), "bytes past 2**52"),
+        (lambda d: d.update(delta_ns=[2**63] * len(d["delta_ns"])), "a time past 2**62 ns"),
+        (lambda d: d.update(first_ns=-(2**70)), "a time past 2**62 ns"),
     ],
 )
 def test_damaged_categories_are_noted_and_ignored(damage, says) -> None:

@@ -81,6 +81,8 @@ def test_a_window_that_cannot_be_is_one_line(tmp_path: Path) -> None:
     for window in (("--from", "nan"), ("--from", "500", "--to", "100"), ("--to", "inf")):
         result = tuiprof("summary", str(path), *window)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (window, result.stderr)
+        assert "None" not in result.stderr, result.stderr  # only the options given are named (was: --to None)
+        assert result.stderr.startswith(f"tuiprof: {window[0]} "), result.stderr
     result = tuiprof("summary", str(SAMPLE), "--from", "5")
     assert result.returncode == 2 and "timeline" in result.stderr
 

@@ -704,10 +704,10 @@ def test_a_newer_history_version_is_refused_in_one_line(tmp_path) -> None:
     directory = tmp_path / "w"
     directory.mkdir()
     (directory / "watch.jsonl").write_text(
-        '{"format":"tuiprof-watch","version":3,"pid":1,"started":0,"what":"x","settings":{}}\n'
+        '{"format":"tuiprof-watch","version":4,"pid":1,"started":0,"what":"x","settings":{}}\n'
     )
     result = _tuiprof("summary", str(directory), "--view", "watch")
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 3" in result.stderr
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 4" in result.stderr
 
 
 def test_run_help_states_the_slow_rule() -> None:

@@ -29,6 +29,7 @@ _lock = threading.Lock()
 _files: set[str] = set()
 _processes: set[subprocess.Popen] = set()
 _installed = False
+_ignored: set[int] = set()  # signals ignored when the handlers were installed (nohup: SIGHUP)
 CAUGHT = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
@@ -92,6 +93,56 @@ def clean_up() -> None:
         _remove(name)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where a caller asked for it (``run --watch``: the job's history
+    gets its end line), like KeyboardInterrupt for SIGINT; then :func:`die_of` the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Terminations:
+    """SIGTERM and SIGHUP while a block runs (:func:`terminations_raise`): the first raises
+    :class:`Terminated` in the main thread (the block's ``finally`` clauses run), later ones are
+    only recorded, and none once ``raising`` is cleared (what must finish, finishes)."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.raising = True
+
+    def handler(self, number: int, frame) -> None:
+        self.received.append(number)
+        if self.raising:
+            self.raising = False
+            raise Terminated(number)
+
+
+@contextlib.contextmanager
+def terminations_raise() -> Iterator[Terminations]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` while the block runs (main thread only); the
+    handlers before are put back after it, and the caller ends with :func:`die_of` if any came.
+    A signal the process ignores stays ignored (``nohup tuiprof run --watch``: SIGHUP)."""
+    terminations = Terminations()
+    previous = {
+        signum: signal.signal(signum, terminations.handler)
+        for signum in (signal.SIGTERM, signal.SIGHUP)
+        if signum not in _ignored and signal.getsignal(signum) != signal.SIG_IGN
+    }
+    try:
+        yield terminations
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def die_of(signum: int) -> None:
+    """Clean up, then end this process by the signal's default action (exit status 128+N)."""
+    clean_up()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
 def install_signal_handlers() -> None:
     """Clean up on SIGTERM, SIGHUP and SIGINT, then behave as before.  Main thread only."""
     global _installed
@@ -101,15 +152,17 @@ def install_signal_handlers() -> None:
     atexit.register(clean_up)
     for signum in CAUGHT:
         previous = signal.getsignal(signum)
+        if previous == signal.SIG_IGN:
+            _ignored.add(signum)
 
         def handler(number, frame, previous=previous):
-            clean_up()
             if callable(previous):
+                clean_up()
                 return previous(number, frame)  # SIGINT: KeyboardInterrupt, as before
             if previous == signal.SIG_IGN:
+                clean_up()
                 return None
-            signal.signal(number, signal.SIG_DFL)
-            os.kill(os.getpid(), number)  # die of the signal: exit status 128+N
+            die_of(number)
             return None
 
         signal.signal(signum, handler)

@@ -43,23 +43,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TraceError as exc:
-        from tuiprof.report.render import print_notice
-
-        print_notice(f"tuiprof: {plain(str(exc))}")  # on a terminal, wrapped between words
+        say(f"tuiprof: {exc}")  # on a terminal, wrapped between words
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tuiprof: interrupted", file=sys.stderr)
+        say("tuiprof: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: still one line, the traceback on request
         if os.environ.get("TUIPROF_DEBUG"):
             raise
-        print(
-            f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)",
-            file=sys.stderr,
+        say(
+            f"tuiprof: internal error: {type(exc).__name__}: {plain(str(exc), 500)} (set TUIPROF_DEBUG=1 for a traceback)"
         )
         return EXIT_INTERNAL
+    finally:
+        if "tuiprof.trace.cache" in sys.modules:  # a cache folder refused only when an entry was written
+            sys.modules["tuiprof.trace.cache"].wait_for_writes()
+            say_cache_refusal()
 
 
 # Options whose value may be written negative by mistake (-5%): argparse would read it as an
@@ -189,11 +190,31 @@ def _cache_size(text: str) -> int:
 
 
 def configure_cache(args: argparse.Namespace) -> None:
-    """--no-cache / --cache-size for this process and the workers it starts."""
-    if args.no_cache or args.cache_size is not None:
-        from tuiprof.trace.cache import set_cache
+    """--no-cache / --cache-size for this process and the workers it starts; a cache folder that
+    cannot be trusted is said now, before anything is read or the explorer takes the terminal."""
+    from tuiprof.trace.cache import set_cache, usable_directory
 
+    if args.no_cache or args.cache_size is not None:
         set_cache(False if args.no_cache else None, args.cache_size)
+    usable_directory(create=False)
+    say_cache_refusal()
+
+
+def say_cache_refusal() -> None:
+    """Why the cache is off, once."""
+    from tuiprof.trace.cache import refusal
+
+    line = refusal()
+    if line is not None:
+        say(f"tuiprof: {line}")
+
+
+def say(line: str) -> None:
+    """One notice on stderr, through the plain-text filter (imported when there is one: rich
+    would cost ``--help`` 40 ms)."""
+    from tuiprof.report.render import print_notice
+
+    print_notice(line)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

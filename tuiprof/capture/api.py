@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from tuiprof.report.plain import plain
+
 
 class ProfileSession:
     """What ``tuiprof.profile()`` yields: ``step()`` like torch's, and the trace path."""
@@ -116,7 +118,8 @@ def profile(
         session.written = True
     elif not session.written:
         warnings.warn(
-            f"tuiprof.profile: the block ended before an active step of the schedule finished; nothing was written to {target}",
+            "tuiprof.profile: the block ended before an active step of the schedule finished; "
+            f"nothing was written to {plain(str(target))}",
             stacklevel=3,
         )
     if open_explorer and session.written and (launch is None or launch.rank == 0):

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuiprof.report.render import print_notice
+
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 WAIT_FOR_RANKS_S = 600.0  # a rank that crashed must not hold rank 0 forever
 
@@ -150,10 +152,7 @@ def rank_paths(own: Path, launch: Launch) -> list[Path]:
 def gather_run(own: Path, launch: Launch) -> Path:
     """On rank 0: the run directory once every rank wrote (missing ranks are named, not waited for forever)."""
     for path in wait_for_ranks(rank_paths(own, launch)):
-        print(
-            f"tuiprof: {path}: not written within {WAIT_FOR_RANKS_S:.0f} s; the run is shown without it",
-            file=sys.stderr,
-        )
+        print_notice(f"tuiprof: {path}: not written within {WAIT_FOR_RANKS_S:.0f} s; the run is shown without it")
     return own.parent
 
 
@@ -161,7 +160,7 @@ def finish_rank(trace: Path, launch: Launch, no_tui: bool) -> int:
     """After this rank's capture: rank 0 shows the run once every rank wrote (the ranks and
     collectives tables with ``no_tui``, else the explorer), then says where it is kept."""
     if launch.rank > 0:
-        print(f"tuiprof: rank {launch.rank}: trace written: {trace}; rank 0 shows the run", file=sys.stderr)
+        print_notice(f"tuiprof: rank {launch.rank}: trace written: {trace}; rank 0 shows the run")
         return 0
     run_dir = gather_run(trace, launch)
     if no_tui or not sys.stdout.isatty():
@@ -171,7 +170,7 @@ def finish_rank(trace: Path, launch: Launch, no_tui: bool) -> int:
         from tuiprof.tui.app import run_explorer
 
         code = run_explorer(str(run_dir))
-    print(f"tuiprof: run saved: {run_dir}/ (reopen: tuiprof open {run_dir})", file=sys.stderr)
+    print_notice(f"tuiprof: run saved: {run_dir}/ (reopen: tuiprof open {run_dir})")
     return code
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import statistics
 import sys
 import time
@@ -50,6 +51,7 @@ from tuiprof.analysis.watch import HEALTHY_SPREAD, SlowDetector, SlowRule, is_sl
 from tuiprof.capture.config import CaptureConfig
 from tuiprof.capture.watch_ranks import lead_steps
 from tuiprof.errors import TraceError
+from tuiprof.report.render import print_notice
 from tuiprof.trace.watch import (
     REQUEST_NAME,
     TRIGGERS,
@@ -57,6 +59,7 @@ from tuiprof.trace.watch import (
     event_line,
     header_line,
     history_path,
+    lock_history,
     step_line,
 )
 
@@ -213,7 +216,8 @@ class Watcher:
         self._fd = os.open(
             history_path(self.directory, self.rank), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
         )
-        self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict()))
+        locked = lock_history(self._fd)  # for its life: a reader ends the history of a killed job
+        self._write(header_line(os.getpid(), time.time(), self.what, self.settings.as_dict(), flock=locked))
         if self.rank == 0:  # ``tuiprof capture PID`` finds DIR here (rank 0 alone takes requests)
             from tuiprof.capture.watch_registry import register
 
@@ -430,16 +434,14 @@ class Watcher:
         return None, ""
 
     def _request_waiting(self) -> bool:
-        """A ``tuiprof capture DIR`` request: taken (removed) only when this user made it."""
+        """A ``tuiprof capture DIR`` request: removed, and taken when this user made it (a regular
+        file of this user's: a link is not followed to its target's owner)."""
         try:
-            owner = os.stat(self._request).st_uid
-        except OSError:
-            return False
-        try:
+            status = os.lstat(self._request)
             os.unlink(self._request)
         except OSError:
             return False
-        return owner == os.getuid()
+        return stat.S_ISREG(status.st_mode) and status.st_uid == os.getuid()
 
     # ------------------------------------------------------------ device time
 
@@ -756,14 +758,13 @@ class Watcher:
         except OSError as exc:
             if not self._write_failed:
                 self._write_failed = True
-                print(
+                print_notice(
                     f"tuiprof: --watch: the history in {self.directory} cannot be written ({exc.strerror}); "
-                    "the job goes on",
-                    file=sys.stderr,
+                    "the job goes on"
                 )
 
     def _fail(self, what: str) -> None:
-        print(f"tuiprof: --watch: {what}; the job goes on", file=sys.stderr)
+        print_notice(f"tuiprof: --watch: {what}; the job goes on")
         self._write(event_line("failure", step=self.step_number, what=what))
 
 

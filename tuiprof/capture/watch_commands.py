@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import runpy
+import stat
 import sys
 import time
 import traceback
 from argparse import Namespace
 from pathlib import Path
 
+from tuiprof.cleanup import Terminated, die_of, terminations_raise
 from tuiprof.errors import EXIT_INTERRUPTED, TraceError
 
 EXIT_NO_CAPTURE = 1  # capture DIR: the job did not write the capture in time
@@ -77,6 +79,7 @@ def run_watched(args: Namespace) -> int:
     from tuiprof.capture.distributed import torchrun_launch
     from tuiprof.capture.options import config_from_args
     from tuiprof.capture.watch import prepare_directory
+    from tuiprof.report.render import print_notice
 
     script = Path(args.script)
     directory = Path(args.watch)
@@ -97,42 +100,56 @@ def run_watched(args: Namespace) -> int:
         if settings.catch
         else f"{rule.describe()} -> capture"
     )
-    print(f"tuiprof: watching {script.name} into {directory}/ ({what})", file=sys.stderr)
+    print_notice(f"tuiprof: watching {script.name} into {directory}/ ({what})")
     watcher.start()
     status, code = "finished", 0
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        status = "finished" if code == 0 else "crashed"
-    except KeyboardInterrupt:
-        status, code = "interrupted", EXIT_INTERRUPTED
-    except Exception:  # the script's own error: its traceback, as python would show it
-        traceback.print_exc()
-        status, code = "crashed", 1
-    finally:
-        watcher.close(status)
-        sys.argv = saved_argv
+    with terminations_raise() as terminations:  # SIGTERM/SIGHUP: the history still gets its end line
+        try:
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                status = "finished" if code == 0 else "crashed"
+            except KeyboardInterrupt:
+                status, code = "interrupted", EXIT_INTERRUPTED
+            except Terminated:
+                status = "terminated"
+            except Exception:  # the script's own error: its traceback, as python would show it
+                traceback.print_exc()
+                status, code = "crashed", 1
+        except Terminated:  # while the script's own error was printed
+            status = "terminated"
+        finally:
+            terminations.raising = False
+            watcher.close(status)
+            sys.argv = saved_argv
     kept = len(watcher.kept)
-    print(
+    print_notice(
         f"tuiprof: {watcher.step_number} steps watched ({status}); {kept} capture{'' if kept == 1 else 's'} "
-        f"in {directory}/ (look: tuiprof open {directory})",
-        file=sys.stderr,
+        f"in {directory}/ (look: tuiprof open {directory})"
     )
+    if terminations.received:  # as the signal would have ended it: exit status 128+N
+        die_of(terminations.received[0])
     return code
 
 
 def request_capture(args: Namespace) -> int:
     """``tuiprof capture DIR|PID``: ask the watched job for a capture, wait until it is written."""
-    from tuiprof.trace.watch import REQUEST_NAME, HistoryReader
+    from tuiprof.report.render import print_notice
+    from tuiprof.trace.watch import HistoryReader
 
-    directory = Path(args.directory)
-    if args.directory.isdigit() and not directory.exists():  # a PID: its DIR from the registry, checked
-        from tuiprof.capture.watch_registry import watched_directory
+    text = args.directory
+    directory = Path(text)
+    try:
+        if text.isascii() and text.isdigit() and not directory.exists():  # a PID: its DIR from the registry
+            from tuiprof.capture.watch_registry import pid_from, watched_directory
 
-        directory = watched_directory(int(args.directory))
-    reader = HistoryReader(directory)
-    if directory.stat().st_uid != os.getuid():
+            directory = watched_directory(pid_from(text))
+        reader = HistoryReader(directory)
+        owner = directory.stat().st_uid
+    except OSError as exc:  # a name too long, a folder that went away
+        raise TraceError(text, f"cannot be used ({exc.strerror})", "pass your watch folder or its job's pid") from None
+    if owner != os.getuid():
         raise TraceError(str(directory), "belongs to another user", "ask for captures only in your own watch folders")
     reader.read_new()
     history = reader.history
@@ -145,9 +162,8 @@ def request_capture(args: Namespace) -> int:
     asked_at = history.steps[-1] if history.steps else 0
     captures_before = len(history.captures)
     demands_before = sum(t.trigger == "demand" for t in history.triggers)
-    fd = os.open(directory / REQUEST_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.close(fd)
-    print(f"tuiprof: capture requested (the job was at step {asked_at}); waiting for it", file=sys.stderr)
+    _ask(directory)
+    print_notice(f"tuiprof: capture requested (the job was at step {asked_at}); waiting for it")
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -155,22 +171,42 @@ def request_capture(args: Namespace) -> int:
         if sum(t.trigger == "demand" for t in history.triggers) > demands_before:
             for capture in history.captures[captures_before:]:
                 if capture.trigger == "demand":
-                    print(
-                        f"tuiprof: steps {capture.first_step}-{capture.last_step} captured: {directory / capture.path}",
-                        file=sys.stderr,
+                    print_notice(
+                        f"tuiprof: steps {capture.first_step}-{capture.last_step} captured: {directory / capture.path}"
                     )
                     return 0
             if history.failures and history.failures[-1].step >= asked_at:
-                print(f"tuiprof: the job could not capture: {history.failures[-1].what}", file=sys.stderr)
+                print_notice(f"tuiprof: the job could not capture: {history.failures[-1].what}")
                 return EXIT_NO_CAPTURE
         if history.end_status is not None:
             break
-    print(
+    print_notice(
         f"tuiprof: no capture written within {args.timeout:g} s (the job is between steps, or has ended); "
-        f"the request stays in {directory}/ and is taken at its next step",
-        file=sys.stderr,
+        f"the request stays in {directory}/ and is taken at its next step"
     )
     return EXIT_NO_CAPTURE
+
+
+def _ask(directory: Path) -> None:
+    """Create ``DIR/capture.request``: never through a symbolic link (a planted one made its target
+    outside the folder: issue 42), never over a file that is not this user's.  A request of ours
+    already there, not taken yet, is the one this call waits for."""
+    from tuiprof.trace.watch import REQUEST_NAME
+
+    request = directory / REQUEST_NAME
+    try:
+        os.close(os.open(request, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        return
+    except FileExistsError:
+        status = os.lstat(request)
+    except OSError as exc:
+        raise TraceError(str(directory), f"cannot ask for a capture ({exc.strerror})", "check the folder") from None
+    if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
+        raise TraceError(
+            str(request),
+            "is not a request of yours (a link, or another user's file); not followed",
+            "remove it, then ask again",
+        )
 
 
 def add_watch_arguments(parser) -> None:

@@ -27,16 +27,30 @@ import stat
 from pathlib import Path
 
 from tuiprof.errors import TraceError
+from tuiprof.trace.cache import cache_root
+from tuiprof.trace.source import read_regular_file
 from tuiprof.trace.watch import HistoryReader, history_path
+
+MAX_PID = 2**31 - 1  # a pid_t: kill() of a larger number raised OverflowError (issue 42)
+ENTRY_BYTES = 4096  # PATH_MAX: an entry holds one absolute path
 
 
 def registry_folder() -> Path:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         return Path(runtime) / "tuiprof" / "watching"
-    cache = os.environ.get("XDG_CACHE_HOME")
-    base = Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache"
-    return base / "tuiprof" / "watching"
+    return cache_root() / "watching"
+
+
+def pid_from(text: str) -> int:
+    """``capture PID``'s number, if a process could have it; one TraceError (exit 2) otherwise."""
+    if len(text) > len(str(MAX_PID)) or not 0 < int(text) <= MAX_PID:
+        raise TraceError(
+            f"capture {text[:24]}",
+            f"not a process id (1 to {MAX_PID})",
+            "pass the pid of a job started with run --watch, or its watch folder",
+        )
+    return int(text)
 
 
 def register(pid: int, directory: Path) -> Path:
@@ -68,11 +82,7 @@ def watched_directory(pid: int) -> Path:
     try:
         _check_private(folder, stat.S_ISDIR)
         _check_private(entry, stat.S_ISREG)
-        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
-        try:
-            directory = Path(os.fsdecode(os.read(fd, 4096)))
-        finally:
-            os.close(fd)
+        directory = _named_folder(read_regular_file(entry, ENTRY_BYTES))
     except FileNotFoundError:
         raise TraceError(
             source,
@@ -93,14 +103,21 @@ def watched_directory(pid: int) -> Path:
         raise TraceError(
             source, "the process belongs to another user", "ask for captures only of your own jobs"
         ) from None
-    header_pid = _header_pid(directory) if directory.is_absolute() else None
-    if header_pid != pid:
+    if _header_pid(directory) != pid:
         raise TraceError(
             source,
             f"stale entry {entry}: {directory} is not this process's watch folder",
             "remove the entry; pass the watch folder instead",
         )
     return directory
+
+
+def _named_folder(data: bytes) -> Path:
+    """The folder an entry names: one absolute path, as :func:`register` writes it (ValueError otherwise:
+    a NUL in it raised from ``stat``, exit 1)."""
+    if not data.startswith(b"/") or b"\0" in data:
+        raise ValueError("not one absolute path")
+    return Path(os.fsdecode(data))
 
 
 def _check_private(path: Path, kind) -> None:

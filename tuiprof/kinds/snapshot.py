@@ -86,8 +86,9 @@ def _window(args: Namespace) -> Window:
     from tuiprof.errors import TraceError
 
     start, end = args.window_from, args.window_to
-    if any(value is not None and not math.isfinite(value) for value in (start, end)):
-        raise TraceError(f"--from {start} --to {end}", "must be numbers of microseconds", "e.g. --from 0 --to 2e6")
+    for flag, value in (("--from", start), ("--to", end)):
+        if value is not None and not math.isfinite(value):
+            raise TraceError(f"{flag} {value}", "must be a number of microseconds", "e.g. --from 0 --to 2e6")
     if start is not None and end is not None and start > end:
         raise TraceError(f"--from {start:g} --to {end:g}", "ends before it starts", "swap them")
     return Window(start, end)

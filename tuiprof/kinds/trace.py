@@ -117,9 +117,6 @@ def explorer(path: str, args: Namespace) -> int:
     from tuiprof.trace.source import check_trace_start
 
     check_trace_start(trace)  # not a trace at all: one line here, not an error page
-    from tuiprof.trace.cache import usable_directory
-
-    usable_directory(create=False)  # a read-only cache is said here, before the explorer owns the terminal
     from tuiprof.tui.app import run_explorer
 
     return run_explorer(str(trace.path))

@@ -36,6 +36,7 @@ from tuiprof.report.render import (
     json_text,
     layout_table,
     print_layout,
+    print_notice,
     render_rows,
     stdout_is_terminal,
 )
@@ -576,10 +577,9 @@ def say_which_trace(path: str, select: str | None) -> None:
     chosen, traces = resolve_trace(path, select)
     if len(traces) > 1:
         rank = f"rank {chosen.rank}, " if chosen.rank is not None else ""
-        print(
+        print_notice(
             f"tuiprof: {plain(path)} holds {len(traces)} traces; comparing {rank}{plain(chosen.name)} "
-            "(--trace RANK|NAME for another, --ranks to average them)",
-            file=sys.stderr,
+            "(--trace RANK|NAME for another, --ranks to average them)"
         )
 
 
@@ -622,9 +622,9 @@ def print_diff(args: Namespace) -> int:
         sys.stdout.write(render_diff(diff, fmt, views, limit, show_verdict))
     refusal = gate_refusal(diff, slower, memory)
     if refusal:
-        print(f"tuiprof: {refusal}", file=sys.stderr)
+        print_notice(f"tuiprof: {refusal}")
         return 2
     failures = gate_failures(diff, slower, memory)
     for failure in failures:
-        print(f"tuiprof: {failure}", file=sys.stderr)
+        print_notice(f"tuiprof: {failure}")
     return 1 if failures else 0

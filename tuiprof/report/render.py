@@ -306,10 +306,11 @@ def stdout_is_terminal() -> bool:
 
 
 def print_notice(text: str, file: TextIO | None = None) -> None:
-    """A notice on stderr (or ``file``, a capture's copy of the terminal): on a terminal,
-    wrapped between words at its width (a path longer than a line is folded, nothing else
-    is cut mid-word); on a pipe, one line for grep."""
+    """A notice on stderr (or ``file``, a capture's copy of the terminal), made :func:`plain`:
+    on a terminal, wrapped between words at its width (a path longer than a line is folded,
+    nothing else is cut mid-word); on a pipe, one line for grep."""
     stream = file or sys.stderr
+    text = plain(text)
     if stream.isatty():
         width = shutil.get_terminal_size().columns
         text = textwrap.fill(text, max(width, 20), subsequent_indent="  ", break_on_hyphens=False)

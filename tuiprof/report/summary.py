@@ -17,7 +17,7 @@ from tuiprof.errors import TraceError
 from tuiprof.report.findings import FINDINGS_VIEW, Finding, build_finding_rows
 from tuiprof.report.memory_texts import NEEDS_CAPTURE, memory_peak_lines
 from tuiprof.report.plain import plain
-from tuiprof.report.render import print_rich_table, render_rows, stdout_is_terminal
+from tuiprof.report.render import print_notice, print_rich_table, render_rows, stdout_is_terminal
 from tuiprof.report.stragglers import straggler_sentence
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, Row, View, ViewOptions, sort_rows
 
@@ -44,7 +44,7 @@ def print_summary(model: TraceModel, request: SummaryRequest, run_findings: Sequ
         if request.view == "memory-categories":  # what the JSON supports instead: allocations by operator and module
             request = replace(request, view="memory-allocations")
         if request.view in ("memory-allocations", "memory-modules"):
-            print(f"tuiprof: {model.memory_categories_problem or NEEDS_CAPTURE}", file=sys.stderr)
+            print_notice(f"tuiprof: {model.memory_categories_problem or NEEDS_CAPTURE}")
     view, columns, rows = summary_table(model, request)
     report_diagnostics(model)
     sort = request.sort or view.default_sort_for(model)
@@ -103,7 +103,7 @@ def print_findings(model: TraceModel, request: SummaryRequest, run_findings: Seq
     else:
         sys.stdout.write("".join(f"{row['severity']}: {plain(str(row['text']))}\n" for row in rows))
     if not rows:
-        print("tuiprof: nothing to report for this trace", file=sys.stderr)
+        print_notice("tuiprof: nothing to report for this trace")
     return 0
 
 
@@ -127,7 +127,7 @@ def print_run_summary(run: RunSummary, request: SummaryRequest) -> int:
     columns = view.visible_columns(ViewOptions(), None if data_format else run)
     rows = _sorted_rows(view, view.build(run, ViewOptions()), request.sort or view.default_sort, request.limit)
     for problem in run.problems:  # file names and decoder notes: from the run directory, escaped
-        print(f"tuiprof: {plain(problem)}", file=sys.stderr)
+        print_notice(f"tuiprof: {plain(problem)}")
     title = f"{view.title} - {run.path} ({len(run.ranks)} of {run.world_size} ranks)"
     _print_rows(view, rows, columns, request, title, request.sort or view.default_sort)
     if view.name == "ranks" and not data_format:  # the spread and the verdict under the table
@@ -161,14 +161,14 @@ def _print_rows(view: View, rows: list[Row], columns, request: SummaryRequest, t
     name cut to fit) unless ``--wide``; a pipe every column.  A table with no rows is one
     line on stderr, not an empty header (the data formats keep theirs: scripts read it)."""
     if not rows and request.format == "table":
-        print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
+        print_notice(f"tuiprof: the {view.name} view of this trace is empty")
         return
     if request.format == "table" and stdout_is_terminal():
         print_rich_table(rows, columns, title, keep=sort, wide=request.wide)
     else:
         sys.stdout.write(render_rows(rows, columns, request.format, title))
     if not rows:
-        print(f"tuiprof: the {view.name} view of this trace is empty", file=sys.stderr)
+        print_notice(f"tuiprof: the {view.name} view of this trace is empty")
 
 
 def report_diagnostics(model: TraceModel) -> None:
@@ -176,9 +176,8 @@ def report_diagnostics(model: TraceModel) -> None:
     source = plain(model.info.source)
     if report.repaired or report.skipped:
         problems = "; ".join(report.problems)
-        print(
-            f"tuiprof: {source}: repaired {report.repaired} and skipped {report.skipped} malformed events ({problems})",
-            file=sys.stderr,
+        print_notice(
+            f"tuiprof: {source}: repaired {report.repaired} and skipped {report.skipped} malformed events ({problems})"
         )
     elif report.problems:
-        print(f"tuiprof: {source}: {'; '.join(report.problems)}", file=sys.stderr)
+        print_notice(f"tuiprof: {source}: {'; '.join(report.problems)}")

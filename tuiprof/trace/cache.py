@@ -40,8 +40,12 @@ tables, categories and kinds in range and in the store's order, times below
 2**62 ns and durations not negative, input texts inside the blob, the counts in
 ``meta.json`` consistent with the columns.  An entry that fails any check is
 removed and the trace decoded again; the store it would have given is never
-used.  The cache folder must belong to this user and be writable (mode bits:
-root may write anywhere); otherwise the cache is off, said once on stderr.
+used.  ``meta.json`` is read only when a regular file of at most 8 bytes per byte of the
+trace's text (:func:`meta_limit`).  The cache folder must belong to this user, be writable
+(mode bits: root may write anywhere) and private, under a ``tuiprof/`` folder nobody else may
+write into (:func:`folder_problem`); otherwise the cache is off and nothing in it is read or
+removed, and :func:`refusal` gives the line the CLI says once on stderr (through the
+plain-text filter: this layer prints nothing).
 
 Writing never delays a first open: callers hand the store to
 :func:`save_in_background` once it is shown (the explorer, after its first frame
@@ -63,7 +67,6 @@ import mmap
 import os
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -90,9 +93,9 @@ from tuiprof.trace.columns import (
     DeviceEvents,
     FrameColumns,
 )
-from tuiprof.trace.decode import DecodeReport
+from tuiprof.trace.decode import MAX_NOTES, NOTE_CHARS, DecodeReport
 from tuiprof.trace.schema import NO_MEMBER, EventArgs, TimedEvent, TraceHeader
-from tuiprof.trace.source import TraceFile, inflate_lib, inflated_size, is_gzip
+from tuiprof.trace.source import TraceFile, inflate_lib, inflated_size, is_gzip, read_regular_file
 from tuiprof.trace.store import TraceEvents
 
 FORMAT = 3  # 2: a CRC-32 per file; what the analysis derived (analysis/reuse.py) beside the columns;
@@ -165,8 +168,11 @@ class _Meta(msgspec.Struct):
 
 
 def cache_root() -> Path:
-    """``$XDG_CACHE_HOME/tuiprof`` (default ``~/.cache/tuiprof``): stores here, run sidecars too."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuiprof"
+    """``$XDG_CACHE_HOME/tuiprof`` (default ``~/.cache/tuiprof``): stores here, run sidecars and
+    the watch registry too.  A relative ``XDG_CACHE_HOME`` is ignored, as the XDG base directory
+    spec says (it wrote the cache under whatever the current folder was)."""
+    configured = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(configured) if os.path.isabs(configured) else Path.home() / ".cache") / "tuiprof"
 
 
 def stores_directory() -> Path:
@@ -188,13 +194,19 @@ def set_cache(enabled: bool | None = None, size: int | None = None) -> None:
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
+MAX_SIZE = 1 << 62  # 4 EiB: past any disk; a float of 309 digits is inf, and int(inf) raises
+
+
 def parse_size(text: str) -> int:
-    """``4G``, ``500M``, ``1.5GB``, ``123456`` -> bytes (powers of 1024)."""
+    """``4G``, ``500M``, ``1.5GB``, ``123456`` -> bytes (powers of 1024); ValueError past :data:`MAX_SIZE`."""
     match = _SIZE.match(text)
     if not match:
-        raise ValueError(f"not a size: {text!r} (write e.g. 4G, 500M or a number of bytes)")
+        raise ValueError(f"not a size: {text[:40]!r} (write e.g. 4G, 500M or a number of bytes)")
     number, unit = match.groups()
-    return int(float(number) * 1024 ** " kmgt".index(unit.lower() or " "))
+    size = float(number) * 1024 ** " kmgt".index(unit.lower() or " ")
+    if not size <= MAX_SIZE:
+        raise ValueError(f"not a size: {text[:40]!r} is more than 4 EiB (write e.g. 4G or 500M)")
+    return int(size)
 
 
 def size_limit(directory: Path) -> int:
@@ -212,43 +224,81 @@ def size_limit(directory: Path) -> int:
     return min(DEFAULT_MAX_BYTES, free // 4)
 
 
-_warned = False
-_warn_lock = threading.Lock()
+_refusal: str | None = None  # why the cache is off, once the folder was found unusable
+_said = False
+_refusal_lock = threading.Lock()
+_REMEDY = "fix it, set XDG_CACHE_HOME to a folder of your own, or pass --no-cache"
 
 
 def usable_directory(create: bool) -> Path | None:
-    """The stores' folder if the cache is on and the folder is this user's and writable;
-    else None, said once per process on stderr when the folder is the reason."""
+    """The stores' folder if the cache is on and the folder can be trusted (:func:`folder_problem`);
+    else None, and when the folder is the reason, :func:`refusal` says why.
+
+    Only the user could have written what is read from it: the stores and the folder above
+    them must be this user's and writable by nobody else (a world-writable folder held a
+    planted entry, resealed, and it was believed: issue 42).  A refused folder is not read."""
     if not cache_enabled():
         return None
     directory = stores_directory()
     try:
         if create:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        status = directory.stat()
+            directory.parent.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (directory.parent, directory):  # private from the start, parents included
+                folder.mkdir(mode=0o700, exist_ok=True)
+        problem = folder_problem(directory)
     except FileNotFoundError:
         return None  # nothing cached yet
     except OSError as exc:
-        _warn_once(
-            f"tuiprof: cache {directory} cannot be used ({exc.strerror}); opening without it (--no-cache hides this)"
-        )
-        return None
-    if status.st_uid != os.geteuid() or not status.st_mode & 0o200 or not os.access(directory, os.W_OK):
-        _warn_once(
-            f"tuiprof: cache {directory} is read-only or not yours; opening without it "
-            "(fix its permissions, set XDG_CACHE_HOME, or pass --no-cache)"
-        )
+        problem = f"cannot be used ({exc.strerror})"
+    if problem is not None:
+        _refuse(f"cache {directory} {problem}; opening without it ({_REMEDY})")
         return None
     return directory
 
 
-def _warn_once(line: str) -> None:
-    global _warned
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
-    print(line, file=sys.stderr)
+def folder_problem(stores: Path) -> str | None:
+    """What makes ``stores`` untrustworthy, or None.  It and ``tuiprof/`` above it must be folders
+    of this user's that nobody else may write into; ``stores`` private (700) and writable (on the
+    mode bits: root may write anywhere, and must still leave a read-only folder alone).  Links
+    are followed (a ``~/.cache`` on another disk is common): only a writer of the folder above
+    could have made one.  Raises FileNotFoundError when a folder does not exist yet."""
+    above = stores.parent
+    for folder in (above, stores):
+        status = folder.stat()
+        mode = status.st_mode & 0o777
+        where = "" if folder == stores else f" ({folder})"
+        if not S_ISDIR(status.st_mode):
+            return "is not a folder" if folder == stores else f"is not in a folder{where}"
+        if status.st_uid != os.geteuid():
+            return "belongs to another user" if folder == stores else f"is in another user's folder{where}"
+        if mode & 0o022 and folder == stores:
+            return f"is writable by other users (mode {mode:o}: they could plant entries)"
+        if mode & 0o022:
+            return f"is in a folder other users may write into ({folder}, mode {mode:o}: they could replace it)"
+    mode = stores.stat().st_mode & 0o777
+    if not mode & 0o200 or not os.access(stores, os.W_OK):
+        return "is read-only"
+    if mode & 0o077:
+        return f"is open to other users (mode {mode:o}; tuiprof makes it 700)"
+    return None
+
+
+def _refuse(line: str) -> None:
+    global _refusal
+    with _refusal_lock:
+        _refusal = _refusal or line
+
+
+def refusal() -> str | None:
+    """Why the cache is off (the folder; without the ``tuiprof:`` prefix), the first time it is
+    asked after the folder was refused; then None.  The caller prints it through ``plain`` (the
+    path is the user's environment: it may hold escapes), before the explorer takes the terminal."""
+    global _said
+    with _refusal_lock:
+        if _refusal is None or _said:
+            return None
+        _said = True
+        return _refusal
 
 
 # ------------------------------------------------------------------ keys
@@ -342,9 +392,9 @@ def keyed_by_content(copy: Path, key: str | None) -> Iterator[None]:
 # ------------------------------------------------------------------ reading
 
 
-def read_store(key: str | None, source: str) -> TraceEvents | None:
-    """The store cached under ``key``, validated; None when there is none or it fails a check
-    (then the entry is removed, and the caller decodes the trace again)."""
+def read_store(key: str | None, source: str, trace: TraceFile) -> TraceEvents | None:
+    """The store cached under ``key`` (of ``trace``), validated; None when there is none or it fails
+    a check (then the entry is removed, and the caller decodes the trace again)."""
     if key is None:
         return None
     directory = usable_directory(create=False)
@@ -354,7 +404,7 @@ def read_store(key: str | None, source: str) -> TraceEvents | None:
     if not entry.is_dir():
         return None
     try:
-        store = _validated(entry, key, source)
+        store = _validated(entry, key, source, meta_limit(trace))
     except Exception:  # noqa: BLE001 -- whatever a damaged file raises (np.load: EOFError too), it is not used
         store = None
     if store is None:
@@ -387,10 +437,24 @@ def _column_files() -> list[str]:
     return [f"{table}.{column.name}.npy" for table, kind in _TABLES.items() for column in fields(kind)]
 
 
-def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
+# meta.json holds texts of the trace (names, threads, the header, GPU annotations, collective
+# records), JSON-encoded: at most 6 bytes for one of the trace's (a control character as \u0001),
+# and a struct's member names no longer than the trace's own.  A bigger file is not one tuiprof
+# wrote for this trace: a planted 3 GB one was read whole (10-13 s, 3.2 GB of memory; issue 42).
+META_BYTES_PER_TRACE_BYTE = 8
+META_SLACK_BYTES = 1 << 20
+
+
+def meta_limit(trace: TraceFile) -> int:
+    """The most ``meta.json`` may hold for ``trace`` (its text: a gzip's inflated size, from its trailer)."""
+    text = max(trace.size_bytes, inflated_size(trace)) if is_gzip(trace) else trace.size_bytes
+    return META_BYTES_PER_TRACE_BYTE * text + META_SLACK_BYTES
+
+
+def _validated(entry: Path, key: str, source: str, meta_bytes: int) -> TraceEvents | None:
     if not _regular_files(entry, ["meta.json"]):
         return None
-    sealed = (entry / "meta.json").read_bytes()
+    sealed = read_regular_file(entry / "meta.json", meta_bytes)
     if unsealed(sealed) is None:
         return None
     meta = msgspec.json.decode(sealed, type=_Meta)
@@ -420,7 +484,7 @@ def _validated(entry: Path, key: str, source: str) -> TraceEvents | None:
     inputs = _mapped(entry / "inputs.bin", meta.inputs_bytes, meta.checksums["inputs.bin"])
     if inputs is None or not _consistent(meta, tables):
         return None
-    report = DecodeReport(meta.report.repaired, meta.report.skipped, meta.report.damaged, meta.report.problems[:20])
+    report = DecodeReport(meta.report.repaired, meta.report.skipped, meta.report.damaged, meta.report.problems)
     header = msgspec.structs.replace(meta.header, live_facts=msgspec.Raw(meta.live_facts), traceEvents=[])
     return TraceEvents(
         source=source,
@@ -573,6 +637,7 @@ def _consistent(meta: _Meta, tables: dict[str, Columns]) -> bool:
         meta.event_count >= sum(meta.rows.values()) + len(meta.gpu_annotations),
         min(meta.other_events, meta.uncompressed_bytes, meta.report.repaired, meta.report.skipped, meta.report.damaged)
         >= 0,
+        len(meta.report.problems) <= MAX_NOTES and all(len(p) <= NOTE_CHARS for p in meta.report.problems),
         all(isinstance(t, (int, str)) for t in meta.threads),
     ]
     for at, length in ((cpu.dims_at, cpu.dims_len), (cpu.types_at, cpu.types_len), (cpu.concrete_at, cpu.concrete_len)):

@@ -42,6 +42,9 @@ _decode_event_lax = msgspec.json.Decoder(RawEvent, strict=False).decode
 DECODE_ERRORS = (msgspec.MsgspecError, RecursionError)
 
 
+MAX_NOTES, NOTE_CHARS = 20, 1000  # a note names a device or a member of the trace: a 60 MB one is cut
+
+
 @dataclass
 class DecodeReport:
     """What the decoder had to repair or drop, for the user to see."""
@@ -58,7 +61,8 @@ class DecodeReport:
         return not (self.repaired or self.skipped or self.damaged or self.problems or self.truncated)
 
     def note(self, problem: str) -> None:
-        if problem not in self.problems and len(self.problems) < 20:
+        problem = problem if len(problem) <= NOTE_CHARS else problem[: NOTE_CHARS - 1] + "…"
+        if problem not in self.problems and len(self.problems) < MAX_NOTES:
             self.problems.append(problem)
 
     def count_damaged(self, events: int) -> None:

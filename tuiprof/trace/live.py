@@ -187,4 +187,13 @@ def _inconsistency(device: DeviceMemoryCategories) -> str:
         return "a module index out of range"
     if any(delta < 0 for delta in device.delta_ns):
         return "a time going backwards"
+    # Sums of int64 columns (the replay's): within int64 whatever the order, or not a capture's.
+    if sum(map(abs, device.bytes)) > MAX_BYTES:
+        return "bytes past 2**52 in all"
+    if not -MAX_NS < device.first_ns < MAX_NS or sum(device.delta_ns) >= MAX_NS:
+        return "a time past 2**62 ns"
     return ""
+
+
+MAX_BYTES = 2**52  # 4 PiB allocated and freed in one capture: none comes near
+MAX_NS = 2**62  # the profiler's clock, and its sum with the changes' deltas, stays within int64

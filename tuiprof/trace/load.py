@@ -83,7 +83,7 @@ def load_trace_file(trace: TraceFile, progress: ProgressCallback | None = None) 
 
 def _cached_or_decoded(source: str, trace: TraceFile, decode: Callable[[], TraceEvents]) -> TraceEvents:
     key = file_key(trace)
-    cached = read_store(key, source)
+    cached = read_store(key, source, trace)
     if cached is not None:
         return _checked(cached)
     store = decode()

@@ -41,7 +41,7 @@ import msgspec
 
 from tuiprof.errors import TraceError
 from tuiprof.trace.cache import cache_root
-from tuiprof.trace.source import TraceFile, read_head, trace_entries
+from tuiprof.trace.source import TraceFile, read_head, read_regular_file, trace_entries
 
 SIDECAR_SUFFIX = ".tuiprof-summary"
 SIDECAR_FORMAT = 2  # 2: signed, keyed by a content hash; the head's rank and world size not cached
@@ -384,7 +384,7 @@ def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
     content: str | None = None
     for path in (sidecar_path(trace), cached_sidecar_path(trace)):
         try:
-            signature, _, body = _read_regular_file(path, SIDECAR_MAX_BYTES).partition(b"\n")
+            signature, _, body = read_regular_file(path, SIDECAR_MAX_BYTES).partition(b"\n")
             if not hmac.compare_digest(signature, _signature(key, body)):
                 continue  # planted, edited, another user's, or of another format
             envelope = msgspec.json.decode(body, type=SidecarEnvelope)
@@ -402,17 +402,6 @@ def read_sidecar(trace: Path, size: int, mtime_ns: int) -> dict | None:
         if content is not None and hmac.compare_digest(envelope.content.encode(), content.encode()):
             return envelope.summary
     return None  # none, or not one to believe: analyse the file again
-
-
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file (not a symlink, a FIFO or a device, which a
-    planted sidecar could be: a read would block or never end) of at most ``limit`` bytes."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(descriptor, "rb") as handle:
-        status = os.fstat(descriptor)
-        if not S_ISREG(status.st_mode) or status.st_size > limit:
-            raise OSError(f"{path}: not a sidecar")
-        return handle.read(limit + 1)
 
 
 def write_sidecar(rank_file: RankFile, summary: dict) -> bool:

@@ -471,6 +471,23 @@ def is_gzip(trace: TraceFile) -> bool:
         return False
 
 
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; OSError otherwise.
+
+    For the files tuiprof wrote itself (a cache entry's ``meta.json``, a sidecar, a registry
+    entry), which a stranger could have replaced: a symbolic link is not followed, a FIFO not
+    waited on (a read would block for ever), a device or a 3 GB sparse file not read."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
+            raise OSError(errno.EFBIG if stat.S_ISREG(status.st_mode) else errno.EINVAL, "not a file tuiprof wrote")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, "not a file tuiprof wrote")
+    return data
+
+
 def inflated_size(trace: TraceFile) -> int:
     """What a gzip file should inflate to, from its trailer (the size modulo 2**32 of
     its last member): a guess, for choosing workers and showing progress."""

@@ -27,7 +27,8 @@ Version 2, line by line (times in seconds; ``docs/watch.md`` is the reference):
   ``{"e": "capture", "trigger": "slow", "first_step": 64, "last_step": 66, "path": "step000064-slow.pt.trace.json.gz", "bytes": 81234}``
   (under torchrun ``path`` is the capture's run directory, ``step000064-slow``, one trace per rank),
   ``{"e": "dropped", "path": "...", "why": "..."}``, ``{"e": "failure", "step": 64, "what": "..."}``,
-  ``{"e": "end", "step": 80, "status": "finished"}`` (status: finished, crashed, interrupted).
+  ``{"e": "end", "step": 80, "status": "finished"}`` (status: finished, crashed, interrupted;
+  version 3: terminated, by SIGTERM or SIGHUP, and killed, written by a reader, below).
 
 Version 2 (issue 35): the slow rule judges a step's own time (its wall time less
 ``q``) against a baseline of normal steps and names the first slow step, and the
@@ -37,12 +38,26 @@ one, so the version went up; version 1 is still read (its rule is the old one).
 The header's ``settings`` are checked like every field (a value of the wrong type
 is an error naming line 1): they are printed.
 
+Version 3 (issue 42): every history ends with an ``end`` line.  The job writes it when the
+script ends, crashes, or gets SIGINT, SIGTERM or SIGHUP (``terminated``); a job killed without
+a word (SIGKILL, the OOM killer) cannot, so the next reader does: the job holds an exclusive
+``flock`` on its history while it runs (the header says ``"flock": true``), the kernel drops
+it with the last process holding it, and a reader that gets the lock, and may write the file,
+appends ``{"e": "end", "step": N, "status": "killed"}`` (a line the kill cut short is removed
+first: the job cannot finish it).  A version-2 reader would refuse the new statuses by name,
+so the version went up.
+
+Reads are bounded: the file is read in pieces of :data:`CHUNK_BYTES`, a line may hold
+:data:`MAX_LINE` bytes, and only a regular file is read (a planted FIFO would block).
+
 Imports neither torch nor Textual: ``summary`` and ``open`` read it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -54,15 +69,16 @@ from tuiprof.errors import TraceError
 HISTORY_NAME = "watch.jsonl"
 REQUEST_NAME = "capture.request"  # ``tuiprof capture DIR`` creates it; the watched process consumes it
 FORMAT = "tuiprof-watch"
-VERSION = 2
+VERSION = 3
 TRIGGERS = ("healthy", "slow", "demand", "every")
-END_STATUSES = ("finished", "crashed", "interrupted")
+END_STATUSES = ("finished", "crashed", "interrupted", "terminated", "killed")
 # The header's settings and what each must be: a whole number >= 0, a number >= 0, or true/false.
 # Others are left out (a later tuiprof's); ``ratio`` must also be over 1 (a slow rule's RATIO).
 WHOLE_SETTINGS = ("window", "held", "warmup_steps", "every", "profiler_warmup", "active", "keep", "cooldown")
 NUMBER_SETTINGS = ("ratio", "disk_mb")
 FLAG_SETTINGS = ("catch",)
 MAX_LINE = 64 * 1024  # a longer line is not one tuiprof wrote
+CHUNK_BYTES = 16 << 20  # read at a time: a planted 3 GB history costs no 3 GB of memory
 
 
 def history_path(directory: str | os.PathLike[str], rank: int = 0) -> Path:
@@ -79,10 +95,20 @@ def is_watch_directory(path: str | os.PathLike[str]) -> bool:
 # ------------------------------------------------------------------ writing
 
 
-def header_line(pid: int, started: float, what: str, settings: dict[str, Any]) -> bytes:
-    return _line(
-        {"format": FORMAT, "version": VERSION, "pid": pid, "started": started, "what": what, "settings": settings}
-    )
+def header_line(pid: int, started: float, what: str, settings: dict[str, Any], flock: bool = False) -> bytes:
+    """The first line; ``flock``: the writer holds :func:`lock_history` on the file while it runs."""
+    header = {"format": FORMAT, "version": VERSION, "pid": pid, "started": started, "what": what, "settings": settings}
+    return _line({**header, "flock": True} if flock else header)
+
+
+def lock_history(fd: int) -> bool:
+    """Hold an exclusive lock on the history open at ``fd`` until it is closed (or the process dies);
+    False where the filesystem has no locks (then no reader ends the history for the job)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
 
 
 def step_line(
@@ -179,27 +205,66 @@ class HistoryReader:
             )
         self.history = History(path)
         self._offset = 0
+        self._flock = False  # the header says its writer locks the file
         self.lines_read = 0
 
     def read_new(self) -> bool:
-        """Parse the complete lines appended since the last call; whether any were."""
+        """Parse the complete lines appended since the last call; whether any were.  A history
+        whose job died without its end line gets one here (:meth:`_end_if_killed`)."""
+        taken = self._read_lines()
+        if self.history.end_status is None and self._flock and self._end_if_killed():
+            return True
+        return taken
+
+    def _read_lines(self) -> bool:
         try:
-            with open(self.history.path, "rb") as file:
-                file.seek(self._offset)
-                chunk = file.read()
+            descriptor = os.open(self.history.path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise TraceError(
                 str(self.history.path), f"cannot be read ({exc.strerror})", "check its permissions"
             ) from None
-        complete = chunk[: chunk.rfind(b"\n") + 1]
-        if not complete:
-            if self._offset == 0 and len(chunk) > MAX_LINE:
-                self.fail(1, "its first line is not a watch history header")
-            return False
-        for raw in complete.split(b"\n")[:-1]:
-            self.lines_read += 1
-            self._take(raw)
-        self._offset += len(complete)
+        taken, pending = False, b""
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                self.fail(1, "the history is not a file")
+            file.seek(self._offset)
+            while chunk := file.read(CHUNK_BYTES):
+                data = pending + chunk
+                end = data.rfind(b"\n") + 1
+                for raw in data[:end].split(b"\n")[:-1]:
+                    self.lines_read += 1
+                    self._take(raw)
+                self._offset += end
+                taken = taken or end > 0
+                pending = data[end:]
+                if len(pending) > MAX_LINE:
+                    first = self.lines_read == 0
+                    self.fail(
+                        1 + self.lines_read,
+                        "its first line is not a watch history header" if first else "the line is too long",
+                    )
+        return taken
+
+    def _end_if_killed(self) -> bool:
+        """Write the ``killed`` end line of a job that died without its own (module docstring):
+        only when the job's lock is free and the file is this user's; whether it was written."""
+        try:
+            descriptor = os.open(self.history.path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            return False  # another user's, a read-only disk
+        try:
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid() or not lock_history(descriptor):
+                return False  # the job runs (or a child it forked still holds the file)
+            self._read_lines()  # what it wrote before it died
+            if self.history.end_status is not None:
+                return True
+            os.ftruncate(descriptor, self._offset)  # a line cut short by the kill
+            steps = self.history.steps
+            os.write(descriptor, event_line("end", step=steps[-1] if steps else 0, status="killed"))
+        finally:
+            os.close(descriptor)  # the lock goes with it
+        self._read_lines()
         return True
 
     def fail(self, number: int, problem: str) -> NoReturn:
@@ -249,6 +314,7 @@ class HistoryReader:
         history.what = _text(record, "what", self, 1)
         settings = record.get("settings")
         history.settings = self._settings(settings) if isinstance(settings, dict) else {}
+        self._flock = record.get("flock") is True
 
     def _settings(self, settings: dict) -> dict[str, Any]:
         """The known settings, each checked (they reach the terminal: a text there could hold escapes)."""

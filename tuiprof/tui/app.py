@@ -9,7 +9,6 @@ model, report/ formats it.
 from __future__ import annotations
 
 import gc
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from tuiprof.analysis.model import TraceModel
 from tuiprof.errors import EXIT_INTERNAL
 from tuiprof.report.header import trace_title
 from tuiprof.report.plain import plain
+from tuiprof.report.render import print_notice
 from tuiprof.report.views import ViewOptions
 from tuiprof.tui.commands import (
     APP_COMMANDS,
@@ -255,8 +255,8 @@ def run_app(app: TableApp) -> int:
     """Run the explorer; a load error ends it and is printed on stderr, once the terminal is restored."""
     result = app.run()
     if app.error_text:
-        print(f"tuiprof: {plain(app.error_text)}", file=sys.stderr)
+        print_notice(f"tuiprof: {plain(app.error_text)}")
     if app.internal_error:  # a bug in the UI: one line, the traceback in a file with TUIPROF_DEBUG=1
-        print(f"tuiprof: {plain(app.internal_error, 500)}", file=sys.stderr)
+        print_notice(f"tuiprof: {plain(app.internal_error, 500)}")
         return EXIT_INTERNAL
     return int(result or 0)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
 from tuiprof.report.plain import plain
+from tuiprof.report.render import print_notice
 from tuiprof.tui.commands import Command
 from tuiprof.tui.textual_internals import normalize_key_list
 
@@ -42,8 +43,8 @@ class KeymapProblem(Exception):
 
 
 def keymap_path() -> Path:
-    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "tuiprof" / "keymap.toml"
+    config = os.environ.get("XDG_CONFIG_HOME", "")  # relative: ignored, as the XDG spec says
+    return (Path(config) if os.path.isabs(config) else Path.home() / ".config") / "tuiprof" / "keymap.toml"
 
 
 def load_keymap(commands: Iterable[Command]) -> tuple[dict[str, str], str | None]:
@@ -57,7 +58,7 @@ def load_keymap(commands: Iterable[Command]) -> tuple[dict[str, str], str | None
         return read_keymap(path, tuple(commands)), None
     except KeymapProblem as problem:
         line = f"{plain(str(path))}: {problem}; using the default keys"
-        print(f"tuiprof: {line}", file=sys.stderr)
+        print_notice(f"tuiprof: {line}")
         return {}, line
 
 
