@@ -330,3 +330,21 @@ def make_snapshot(
         "allocator_settings": settings,
         "external_annotations": [],
     }, expected
+
+
+def distinct_stacks(count: int) -> dict:
+    """A snapshot of ``count`` allocations, each from its own two-frame stack whose inner frame
+    is new (every table of stacks, frames and strings grows with ``count``)."""
+    main = own_frame(1, "main")
+    trace = [
+        {
+            "action": "alloc",
+            "addr": BASE + 512 * i,
+            "size": 512,
+            "stream": 0,
+            "time_us": i,
+            "frames": [own_frame(i, f"layer{i}", f"/home/user/layer{i}.py"), main],
+        }
+        for i in range(count)
+    ]
+    return {"segments": [], "device_traces": [trace]}

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.snapshot_gen import make_snapshot
+from tests.snapshot_gen import distinct_stacks, make_snapshot
 from tuiprof.errors import TraceError
 from tuiprof.trace.snapshot import (
     PlainDataUnpickler,
@@ -116,6 +116,19 @@ def test_the_scanner_gives_the_unpicklers_columns(tmp_path: Path, case: str, pro
     assert fast is not None, "fell back to the unpickler"
     assert differences(fast, unpickled(path)) == []
     assert differences(read_snapshot(path), fast) == []
+
+
+@pytest.mark.parametrize("count", [8_200, 100_000])
+def test_no_limit_on_distinct_stacks_short_of_memory(tmp_path: Path, count: int) -> None:
+    """8,200 distinct stacks, each with a new frame, crashed the scanner (its stack offsets grew
+    apart from its stack hashes and overran them at 8,192): read by both paths, equal."""
+    path = tmp_path / "stacks.pickle"
+    path.write_bytes(pickle.dumps(distinct_stacks(count), protocol=4))
+    fast = scanned(path)
+    assert fast is not None, "fell back to the unpickler"
+    slow = unpickled(path)
+    assert len(slow.stacks) == count + 1 and len(slow.frames) == count + 1
+    assert differences(fast, slow) == []
 
 
 def test_the_generated_oom_and_annotation_survive_the_scan(tmp_path: Path) -> None:

@@ -1024,8 +1024,12 @@ def scan(
                 first, target, count = mark + 1, mark - 1, (sp - mark - 1) // 2
                 if st[mark, C_V] != target and st[target, C_KIND] == K_CONT and st[target, C_ROLE] != R_ODICT:
                     _shape_fail(sc)
-            if sc[S_NSK] + 2 >= sk_hash.shape[0] or 2 * (sc[S_NSK] + 2) > sk_tab.shape[0]:
-                return GROW_STACKS
+            if (
+                sc[S_NSK] + 2 >= sk_hash.shape[0]
+                or sc[S_NSK] + 3 >= sk_off.shape[0]
+                or 2 * (sc[S_NSK] + 2) > sk_tab.shape[0]
+            ):
+                return GROW_STACKS  # room for one new stack: its hash, its end offset, its table slot
             for i in range(first, sp, 2):
                 kk = st[i, C_KIND]
                 if kk == K_CONT or kk == K_FRAME or kk == K_STACK or kk == K_DONE:

@@ -233,7 +233,7 @@ class SnapshotScan:
         elif result == GROW_STACKS:
             count = int(sc[S_NSK])
             self.sk_hash = _grown(self.sk_hash, count + 8)
-            self.sk_off = _grown(self.sk_off, count + 9)
+            self.sk_off = _grown(self.sk_off, len(self.sk_hash) + 1)  # each grown for itself: 8,200 stacks overran it
             if 2 * (count + 2) > len(self.sk_tab):
                 self.sk_tab = rehash(self.sk_hash, 1, count, _table_size(count))
 
