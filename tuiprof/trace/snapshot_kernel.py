@@ -325,6 +325,19 @@ def _intern_str(buf, start, length, sc, strs, arena, str_tab, known, known_off) 
 
 
 @_inline
+def _frame_done(st, at, sp) -> bool:
+    """Whether the open container at slot ``at`` is a frame dict with nothing of its own above it
+    (no MARK of its items, no key or value of it): the next value is its sibling, not its part."""
+    if st[at, C_ROLE] != R_FRAME:
+        return False
+    if at + 1 >= sp:
+        return True
+    if st[at + 1, C_KIND] == K_MARK:
+        return st[at + 1, C_V] != at
+    return st[at + 1, C_PARENT] != at
+
+
+@_inline
 def _intern_frame(st, at, sc, frs, fr_tab) -> int:
     h = np.uint64(0xCBF29CE484222325)
     for k in range(N_REC):
@@ -927,7 +940,18 @@ def scan(
                 sc[S_ARG0] = index
                 return CORRUPT
             kind = memo_k[index]
-            if kind == K_CONT:
+            if kind == K_CONT and _frame_done(st, memo_v[index], sp):
+                # A frame dict referred to again before its list's APPENDS (torch shares frame
+                # dicts: a nested module stack holds module.py's frames more than once): it is
+                # complete, so it is interned now; anything added to it later falls back.
+                if sc[S_NFR] + 2 >= frs.shape[1] or 2 * (sc[S_NFR] + 2) > fr_tab.shape[0]:
+                    sc[S_NEED] = 2
+                    return GROW_FRAMES
+                at = memo_v[index]
+                fid = _intern_frame(st, at, sc, frs, fr_tab)
+                _close(st, at, sc, memo_k, memo_v, K_FRAME, fid)
+                push_kind, push_v = K_FRAME, fid
+            elif kind == K_CONT:
                 _shape_fail(sc)  # a container inside itself (or shared while open)
                 push_kind, push_v = K_OPAQUE, 0
             elif kind == K_DONE:
