@@ -70,7 +70,7 @@ K_CONT = 9  # an open container (EMPTY_DICT/EMPTY_LIST not yet taken by its pare
 K_FRAME = 10  # a complete frame dict: V is its frame id
 K_STACK = 11  # a complete frames list: V is its stack id
 K_DONE = 12  # a complete entry, block, segment or list of them (never shared in a snapshot)
-K_EMPTY = -1  # memo: nothing stored
+K_EMPTY = K_MARK  # memo: nothing stored (a MARK never is): a zeroed memo is empty
 
 # Container roles.
 R_ODICT, R_OLIST, R_TOP, R_SEGMENTS, R_SEGMENT, R_BLOCKS, R_BLOCK, R_TRACES, R_TRACE, R_ENTRY, R_FRAMES, R_FRAME = (
@@ -158,7 +158,7 @@ MAX_DEVICES = 1 << 12
     S_NBLK,
     S_NSEG,
     S_NDEV,
-    S_MEMOPUTS,
+    S_MEMOLEN,
     S_SHAPE_OK,
     S_NEED,
     S_ERR,
@@ -172,15 +172,17 @@ MAX_DEVICES = 1 << 12
     S_TOPKEYS,
     S_FRAME_END,
     S_BASE,
-) = range(25)
-N_SCALARS = 25
+    S_MEMO_LIMIT,
+    S_MEMO_FINAL,
+) = range(27)
+N_SCALARS = 27
 
 # Kernel results.
 NEED_MORE, DONE, GROW_STACK, GROW_MEMO, GROW_STR, GROW_ROWS, GROW_FRAMES, GROW_STACKS = range(8)
-REFUSE_GLOBAL, REFUSE_STACK_GLOBAL, REFUSE_OPCODE, CORRUPT, TRUNCATED, UNSUPPORTED = range(10, 16)
+REFUSE_GLOBAL, REFUSE_STACK_GLOBAL, REFUSE_OPCODE, CORRUPT, TRUNCATED, UNSUPPORTED, MEMO_PAST_END = range(10, 17)
 
 # CORRUPT's S_ERR codes.
-E_OPCODE, E_UNDERFLOW, E_NOMARK, E_ODD, E_MEMO_MISSING, E_MEMO_INDEX, E_UTF8, E_UNHASHABLE, E_NOSTOP, E_DEEP = range(10)
+E_OPCODE, E_UNDERFLOW, E_NOMARK, E_ODD, E_MEMO_MISSING, E_UTF8, E_UNHASHABLE, E_NOSTOP, E_DEEP = range(9)
 # Values on the stack at once: a snapshot has ~1,000 (a batch) plus its nesting.  A slot is 104
 # bytes: unbounded, 1 GB of MARK opcodes would ask for 100 GB; past this the pickle is refused.
 MAX_STACK = 1 << 20
@@ -190,7 +192,6 @@ PROBLEMS = {
     E_NOMARK: "a MARK is missing at byte {pos:,}",
     E_ODD: "SETITEMS with an odd number of items at byte {pos:,}",
     E_MEMO_MISSING: "memo key {arg:,} read before it is stored (byte {pos:,})",
-    E_MEMO_INDEX: "memo key {arg:,} is past the objects stored so far (byte {pos:,})",
     E_UTF8: "a string that is not UTF-8 at byte {pos:,}",
     E_UNHASHABLE: "a dict key that is a list or dict at byte {pos:,}",
     E_NOSTOP: "STOP with nothing on the stack at byte {pos:,}",
@@ -964,20 +965,25 @@ def scan(
                 sc[S_ERR] = E_UNDERFLOW
                 sc[S_ARG0] = 0
                 return CORRUPT
-            index = sc[S_MEMOPUTS] if op == 0x94 else np.int64(buf[at]) if op == 0x71 else _uint(buf, at, 4)
-            if index > sc[S_MEMOPUTS]:
-                sc[S_ERR] = E_MEMO_INDEX
+            # MEMOIZE stores at the count of keys stored (the unpickler's len(memo)): with gaps or
+            # a key stored twice, that is not the highest key + 1.
+            index = sc[S_MEMOLEN] if op == 0x94 else np.int64(buf[at]) if op == 0x71 else _uint(buf, at, 4)
+            if index >= sc[S_MEMO_LIMIT]:
                 sc[S_ARG0] = index
-                return CORRUPT
+                return MEMO_PAST_END if sc[S_MEMO_FINAL] else UNSUPPORTED
             if index >= memo_k.shape[0]:
                 sc[S_NEED] = index + 1
                 return GROW_MEMO
-            sc[S_MEMOPUTS] += 1
+            old = memo_k[index]
+            if old == K_EMPTY:
+                sc[S_MEMOLEN] += 1
+            elif old == K_CONT:
+                st[memo_v[index], C_MEMO] = -1  # the key now holds another object: its close must not touch it
             top = sp - 1
             kind = st[top, C_KIND]
             if kind == K_CONT:
                 if st[top, C_MEMO] >= 0:
-                    _shape_fail(sc)  # stored twice: only one memo entry follows it
+                    _shape_fail(sc)  # stored under two keys: only one memo entry follows it
                 st[top, C_MEMO] = index
             memo_k[index] = kind
             memo_v[index] = st[top, C_V] if kind != K_CONT else top
