@@ -169,7 +169,7 @@ def variant(raw: bytes, protocol: int, rng: random.Random, style: Style | None =
                 jump = rng.choices((0, rng.randint(1, 5), rng.randint(6, 5000)), (6, 3, 1))[0]
                 key = next_key + (jump if next_key + jump < size_hint // 4 else 0)
             elif style.keys == "past-end" and rng.random() < 0.02:
-                key = size_hint * rng.choice((1, 2, 1000)) + rng.randint(0, 9)
+                key = max(next_key, size_hint * rng.choice((1, 2, 1000)) + rng.randint(0, 9))
             else:
                 key = next_key
             next_key = max(next_key, key + 1)

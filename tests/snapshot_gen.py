@@ -19,8 +19,15 @@ end state (``segments`` with ``blocks``) is what is live at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tuiprof.trace.snapshot import Snapshot
 
 MiB = 1 << 20
 SEGMENT = 2 * MiB
@@ -381,3 +388,44 @@ def distinct_stacks(count: int) -> dict:
         for i in range(count)
     ]
     return {"segments": [], "device_traces": [trace]}
+
+
+def differences(a: Snapshot, b: Snapshot) -> list[str]:
+    """The columns (and fields) in which two decoded snapshots differ: [] when equal."""
+    found = []
+    for part in ("frames", "stacks", "entries", "segments"):
+        for column in dataclasses.fields(getattr(b, part)):
+            x, y = getattr(getattr(a, part), column.name), getattr(getattr(b, part), column.name)
+            same = x.dtype == y.dtype and np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
+            if not same:
+                found.append(f"{part}.{column.name}")
+    for name in ("device_count", "file_bytes", "source"):
+        if getattr(a, name) != getattr(b, name):
+            found.append(name)
+    return found
+
+
+def every_action() -> dict:
+    """Every action kind (the generator's eight, the two of expandable segments, one unknown), blocks
+    without addresses or requested sizes, a frames list shared, an annotation of None."""
+    frames = [{"filename": "/home/user/a.py", "line": 3, "name": "f"}]
+    actions = [
+        "alloc",
+        "free_requested",
+        "free_completed",
+        "segment_alloc",
+        "segment_free",
+        "oom",
+        "snapshot",
+        "annotate",
+        "segment_map",
+        "segment_unmap",
+        "future_action",
+    ]
+    trace = [{"action": a, "addr": 4096 * i, "size": 512, "stream": 0, "frames": frames} for i, a in enumerate(actions)]
+    trace[5]["device_free"] = 1 << 20
+    del trace[7]["frames"]
+    trace.append({"action": "annotate", "addr": 0, "size": 0, "user_metadata": None})
+    blocks = [{"size": 512, "state": "active_allocated", "frames": frames}, {"size": 1024, "state": "inactive"}]
+    segment = {"device": 1, "address": 1 << 30, "total_size": 1536, "stream": 0, "blocks": blocks}
+    return {"segments": [segment], "device_traces": [trace, []]}

@@ -7,7 +7,6 @@ snapshot ends in a Snapshot equal to the unpickler's or in one :class:`TraceErro
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import os
 import pickle
@@ -18,12 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.conftest import ROOT
 from tests.pickle_variants import Style, variant
-from tests.snapshot_gen import distinct_stacks, make_snapshot
+from tests.snapshot_gen import differences, distinct_stacks, every_action, make_snapshot
 from tuiprof.errors import TraceError
 from tuiprof.trace.snapshot import (
     PlainDataUnpickler,
@@ -54,46 +52,6 @@ def unpickled(path: Path) -> Snapshot:
     raw = path.read_bytes()
     raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     return decode_snapshot(PlainDataUnpickler(__import__("io").BytesIO(raw)).load(), str(path), path.stat().st_size)
-
-
-def differences(a: Snapshot, b: Snapshot) -> list[str]:
-    found = []
-    for part in ("frames", "stacks", "entries", "segments"):
-        for column in dataclasses.fields(getattr(b, part)):
-            x, y = getattr(getattr(a, part), column.name), getattr(getattr(b, part), column.name)
-            same = x.dtype == y.dtype and np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
-            if not same:
-                found.append(f"{part}.{column.name}")
-    for name in ("device_count", "file_bytes", "source"):
-        if getattr(a, name) != getattr(b, name):
-            found.append(name)
-    return found
-
-
-def every_action() -> dict:
-    """Every action kind (the generator's eight, the two of expandable segments, one unknown), blocks
-    without addresses or requested sizes, a frames list shared, an annotation of None."""
-    frames = [{"filename": "/home/user/a.py", "line": 3, "name": "f"}]
-    actions = [
-        "alloc",
-        "free_requested",
-        "free_completed",
-        "segment_alloc",
-        "segment_free",
-        "oom",
-        "snapshot",
-        "annotate",
-        "segment_map",
-        "segment_unmap",
-        "future_action",
-    ]
-    trace = [{"action": a, "addr": 4096 * i, "size": 512, "stream": 0, "frames": frames} for i, a in enumerate(actions)]
-    trace[5]["device_free"] = 1 << 20
-    del trace[7]["frames"]
-    trace.append({"action": "annotate", "addr": 0, "size": 0, "user_metadata": None})
-    blocks = [{"size": 512, "state": "active_allocated", "frames": frames}, {"size": 1024, "state": "inactive"}]
-    segment = {"device": 1, "address": 1 << 30, "total_size": 1536, "stream": 0, "blocks": blocks}
-    return {"segments": [segment], "device_traces": [trace, []]}
 
 
 GENERATED = {
@@ -238,6 +196,8 @@ def test_protocols_0_and_1_are_snapshots_read_by_both_paths(tmp_path: Path, prot
     path = tmp_path / "old.pickle"
     path.write_bytes(pickle.dumps(make_snapshot(5, steps=100, modules=True)[0], protocol=protocol))
     assert is_snapshot(path)
+    if protocol == 1:  # binary opcodes, and INT, LONG, PUT as text: the scanner reads it itself
+        assert scanned(path) is not None
     slow = _unpickler_path(path)
     assert isinstance(slow, Snapshot) and differences(read_snapshot(path), slow) == []
     assert differences(slow, unpickled(path)) == []
@@ -245,6 +205,57 @@ def test_protocols_0_and_1_are_snapshots_read_by_both_paths(tmp_path: Path, prot
         [sys.executable, "-m", "tuiprof", "summary", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
     assert result.returncode == 0 and "allocator snapshot" in result.stdout, result.stderr
+
+
+def _entry_pickle(size: bytes, memo: bytes = b"") -> bytes:
+    """{"device_traces": [[{"action": "alloc", "size": <size>}]]} at protocol 1, ``size`` an opcode."""
+    text = lambda value: b"X" + struct.pack("<I", len(value)) + value  # noqa: E731
+    return (
+        (b"}" + memo + b"(" + text(b"device_traces") + b"]](}(" + text(b"action") + text(b"alloc") + text(b"size"))
+        + size
+        + b"ueau."
+    )
+
+
+TEXT_OPCODES = {
+    "INT": (b"I5\n", True),
+    "INT negative": (b"I-5\n", True),
+    "INT 0": (b"I0\n", True),
+    "INT 01 (True)": (b"I01\n", False),
+    "LONG": (b"L140737488355328L\n", True),
+    "LONG of 21 digits": (b"L-123456789012345678901L\n", False),
+    "INT with a sign": (b"I+5\n", False),
+    "INT in octal": (b"I010\n", False),
+    "LONG in hex": (b"L0x10L\n", False),
+    "LONG with underscores": (b"L1_000L\n", False),
+    "INT -0 (False)": (b"I-0\n", False),
+}
+
+
+@pytest.mark.parametrize("case", TEXT_OPCODES, ids=list(TEXT_OPCODES))
+def test_protocol_0_and_1_numbers_read_alike(tmp_path: Path, case: str) -> None:
+    """INT and LONG lines as pickle.dumps writes them are the scanner's; spelt any other way the
+    unpickler reads (strtol, base 0: 010 is 8; -0 is False) the scanner leaves them to it."""
+    opcode, scanner_reads = TEXT_OPCODES[case]
+    path = tmp_path / "text.pickle"
+    path.write_bytes(_entry_pickle(opcode))
+    pickle.loads(path.read_bytes())
+    assert (scanned(path) is not None) is scanner_reads
+    slow = _unpickler_path(path)
+    try:
+        fast: Snapshot | str = read_snapshot(path)
+    except TraceError as exc:
+        fast = str(exc)
+    assert fast == slow if isinstance(slow, str) else differences(fast, slow) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("put", [b"p0\n", b"p000\n", b"p 0\n"])
+def test_text_memo_keys_read_alike(tmp_path: Path, put: bytes) -> None:
+    path = tmp_path / "put.pickle"
+    path.write_bytes(_entry_pickle(b"K\x05", put))
+    pickle.loads(path.read_bytes())
+    assert (scanned(path) is not None) is (b" " not in put)
+    assert differences(read_snapshot(path), _unpickler_path(path)) == []  # type: ignore[arg-type]
 
 
 def test_the_generated_oom_and_annotation_survive_the_scan(tmp_path: Path) -> None:

@@ -228,6 +228,8 @@ for _ops, _bytes in (
 LENGTH_BYTES[[0x43, 0x8C, 0x8A]] = 1
 LENGTH_BYTES[[0x58, 0x42, 0x8B]] = 4
 LENGTH_BYTES[[0x8D, 0x8E, 0x96]] = 8
+LINE_MAX = 24  # a text PUT, GET, INT or LONG line the kernel reads: up to 19 digits, a sign, L, newline
+T_OTHER, T_INT, T_BIG, T_BOOL = range(4)  # what _decimal read
 BATCH = 1000  # the pickler's batch of APPENDS/SETITEMS: a container after a full batch may get more
 
 
@@ -801,6 +803,42 @@ def _find_mark(st, sp) -> int:
 
 
 @_inline
+def _newline(buf, start, stop) -> int:
+    """Where the first newline in ``buf[start:stop]`` is; -1: none."""
+    for i in range(start, stop):
+        if buf[i] == 0x0A:
+            return i
+    return -1
+
+
+@_inline
+def _decimal(buf, start, stop, op):
+    """(value, T_ code) of the line ``buf[start:stop]`` of PUT or GET (digits), INT (a decimal;
+    ``00``/``01``: False/True) or LONG (a decimal, then ``L``).  Only those spellings: the
+    unpickler's parsers also take signs, spaces, ``_`` and (INT, LONG) 0x/0o/0b, which it is left to
+    read (T_OTHER).  A decimal past 64 bits is T_BIG (the decoder refuses it, as LONG1's)."""
+    number = op == 0x49 or op == 0x4C
+    if op == 0x4C and stop > start and buf[stop - 1] == 0x4C:
+        stop -= 1
+    if op == 0x49 and stop - start == 2 and buf[start] == 0x30 and (buf[start + 1] == 0x30 or buf[start + 1] == 0x31):
+        return np.int64(buf[start + 1] - 0x30), T_BOOL
+    negative = number and stop > start and buf[start] == 0x2D
+    first = start + 1 if negative else start
+    digits = stop - first
+    if digits <= 0 or (number and digits > 1 and buf[first] == 0x30) or (negative and buf[first] == 0x30):
+        return np.int64(0), T_OTHER  # empty; a leading zero (base 0: octal); -0
+    for i in range(first, stop):
+        if not 0x30 <= buf[i] <= 0x39:
+            return np.int64(0), T_OTHER
+    if digits > 18:  # 19 digits may pass int64: the unpickler (or, past 64 bits, the decoder) says
+        return np.int64(0), T_BIG if number and digits > 19 else T_OTHER
+    value = np.int64(0)
+    for i in range(first, stop):
+        value = value * 10 + np.int64(buf[i] - 0x30)
+    return (-value if negative else value), T_INT
+
+
+@_inline
 def _uint(buf, at, n) -> int:
     value = 0
     for k in range(n - 1, -1, -1):
@@ -933,9 +971,20 @@ def scan(
             nxt = nxt + length
         else:
             payload = nxt
+        text_value, text_kind = np.int64(0), T_OTHER
+        if op == 0x70 or op == 0x67 or op == 0x49 or op == 0x4C:  # PUT, GET, INT, LONG: a decimal line
+            nl = _newline(buf, at, min(end, at + LINE_MAX))
+            if nl < 0:
+                if final or end - at >= LINE_MAX:
+                    return UNSUPPORTED
+                return NEED_MORE
+            text_value, text_kind = _decimal(buf, at, nl, op)
+            if text_kind == T_OTHER:
+                return UNSUPPORTED  # spelt another way: the unpickler reads it
+            nxt = nl + 1
 
-        if op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET
-            index = np.int64(buf[at]) if op == 0x68 else _uint(buf, at, 4)
+        if op == 0x68 or op == 0x6A or op == 0x67:  # BINGET, LONG_BINGET, GET
+            index = np.int64(buf[at]) if op == 0x68 else _uint(buf, at, 4) if op == 0x6A else text_value
             if index >= memo_k.shape[0] or memo_k[index] == K_EMPTY:
                 sc[S_ERR] = E_MEMO_MISSING
                 sc[S_ARG0] = index
@@ -960,14 +1009,19 @@ def scan(
                 push_kind, push_v = K_OPAQUE, 0
             else:
                 push_kind, push_v = kind, memo_v[index]
-        elif op == 0x94 or op == 0x71 or op == 0x72:  # MEMOIZE, BINPUT, LONG_BINPUT
+        elif op == 0x94 or op == 0x71 or op == 0x72 or op == 0x70:  # MEMOIZE, BINPUT, LONG_BINPUT, PUT
             if sp == 0 or st[sp - 1, C_KIND] == K_MARK:
                 sc[S_ERR] = E_UNDERFLOW
                 sc[S_ARG0] = 0
                 return CORRUPT
             # MEMOIZE stores at the count of keys stored (the unpickler's len(memo)): with gaps or
             # a key stored twice, that is not the highest key + 1.
-            index = sc[S_MEMOLEN] if op == 0x94 else np.int64(buf[at]) if op == 0x71 else _uint(buf, at, 4)
+            if op == 0x94:
+                index = sc[S_MEMOLEN]
+            elif op == 0x70:
+                index = text_value
+            else:
+                index = np.int64(buf[at]) if op == 0x71 else _uint(buf, at, 4)
             if index >= sc[S_MEMO_LIMIT]:
                 sc[S_ARG0] = index
                 return MEMO_PAST_END if sc[S_MEMO_FINAL] else UNSUPPORTED
@@ -1029,6 +1083,9 @@ def scan(
         elif op == 0x8A or op == 0x8B:
             value, fits = _long_value(buf, payload, length)
             push_kind, push_v = K_INT if fits else K_BADINT, value
+        elif op == 0x49 or op == 0x4C:  # INT, LONG (protocols 0 and 1)
+            push_v = text_value
+            push_kind = K_BOOL if text_kind == T_BOOL else K_INT if text_kind == T_INT else K_BADINT
         elif op == 0x73 or op == 0x75:  # SETITEM, SETITEMS
             if op == 0x73:
                 if (
@@ -1208,17 +1265,13 @@ def scan(
             sc[S_ARG0] = op
             return REFUSE_OPCODE
         elif (
-            op == 0x49  # INT
-            or op == 0x4C  # LONG
-            or op == 0x46  # FLOAT
+            op == 0x46  # FLOAT
             or op == 0x53  # STRING
             or op == 0x54  # BINSTRING
             or op == 0x55  # SHORT_BINSTRING
             or op == 0x56  # UNICODE
             or op == 0x6C  # LIST
             or op == 0x64  # DICT
-            or op == 0x70  # PUT
-            or op == 0x67  # GET
             or op == 0x30  # POP
             or op == 0x31  # POP_MARK
             or op == 0x32  # DUP
