@@ -261,12 +261,15 @@ def _use_scanner(path: Path, size: int) -> bool:
 
 
 def _kernel_cached() -> bool:
-    """Whether numba's cache beside the scanner holds its compiled kernel.  Only that an index is
+    """Whether numba's cache (``tuiprof.trace.jit.kernel_cache_dir``: beside the scanner, or the
+    user's private cache for a read-only install) holds its compiled kernel.  Only that an index is
     there: numba checks it against the module when it loads it (after an upgrade or an edit of the
     kernel, the first big snapshot pays one compile)."""
-    cache = Path(__file__).with_name("__pycache__")
+    from tuiprof.trace.jit import kernel_cache_dir
+
+    cache = kernel_cache_dir()
     try:
-        return any(cache.glob("snapshot_kernel.scan-*.nbi"))
+        return cache is not None and any(cache.glob("snapshot_kernel.scan-*.nbi"))
     except OSError:
         return False
 
