@@ -3,7 +3,7 @@
 The stdlib unpickler builds every trace entry as Python objects (~4x the file in memory, ~3 s
 for 200 MB) before :mod:`tuiprof.trace.snapshot` turns them into columns.  This module reads the
 opcode stream itself, in a numba kernel (:mod:`tuiprof.trace.jit`), and executes nothing: a small
-stack machine for the opcodes protocols 2-5 write for plain data, which follows the snapshot
+stack machine for the opcodes protocols 1-5 write for plain data, which follows the snapshot
 schema (top dict -> segments -> blocks -> frames; device_traces -> entries -> frames) and writes
 integers into column arrays; strings are interned by a hash of their bytes (each distinct string
 copied once, its UTF-8 checked once), so Python decodes only the distinct strings.
@@ -15,21 +15,33 @@ Decisions:
   stop the scan at once.
 - **Malformed streams are the kernel's to refuse**: truncated, an unknown opcode, a stack
   underflow, a missing MARK, a memo key never stored, a string that is not UTF-8, an unhashable
-  key; one line each (:data:`PROBLEMS`).  The restricted unpickler never sees them.
+  key; one line each (:data:`PROBLEMS`).  The restricted unpickler never sees them.  A memo key
+  at or past the pickle's size (:data:`MEMO_PAST_END`) is the unpickler path's own line.
+- **One contract with the unpickler** (docs/snapshots.md): equal columns or the same line for
+  any input; what the kernel does not follow, the unpickler reads.
 - **Plain data in another shape falls back.**  Where the stream is plain data but not the shape
   the kernel follows (a wrong type, a tuple where torch writes a list, a shared entry, a
-  duplicate key, a set, protocol 0/1 opcodes...), the scan goes on to the end as a check only
+  duplicate key, a set, protocol 0's text opcodes, INT/LONG/PUT/GET lines spelt otherwise than
+  ``pickle.dumps`` does...), the scan goes on to the end as a check only
   (so a code opcode or a truncation later in the file is still refused here), then
   :func:`scan_snapshot` returns None and the caller reads the file with the restricted
   unpickler, which names what is wrong.  The kernel's shape decisions are made when a value is
   pushed (its parent and key are on the stack); the one ambiguity of the stream (after a fresh
   container whose items are ignored, a string is its key or its parent's next key) is read as
   the parent's key, and a SETITEM that says otherwise makes it fall back.
+- **Torch's shared frames.**  torch pickles each distinct frame dict once and refers to it after
+  (BINGET), within a stack too (a nested module stack holds module.py's frames once per level).
+  A frame referred to inside the batch that wrote it, with nothing of its own above it on the
+  stack, is complete: it is interned there (:func:`_frame_done`).  A frame or stack interned is
+  never changed after: SETITEM(S)/APPEND(S) on one falls back.
 - **Every allocation is bounded by bytes read.**  Arrays grow when the kernel asks (it stops
   before the opcode that needs room, Python grows, the opcode runs again): each new row, string,
-  frame, stack or stack slot is paid for by at least one byte of the file.  A memo index may not
-  exceed the memo stores seen so far (the pickler numbers them densely): ``LONG_BINPUT
-  0x7fffffff`` is refused instead of sizing a 16 GB memo.  The file is read in pieces of
+  frame, stack or stack slot is paid for by at least one byte of the file.  The memo is indexed
+  by key and may have gaps (MEMOIZE stores at the count of keys stored, as the unpickler does),
+  up to the pickle's size (``S_MEMO_LIMIT``: a plain file's size; a gzip's bytes inflated so far,
+  past which the unpickler decides): ``LONG_BINPUT 0x7fffffff`` in a small file is refused
+  instead of sizing a 16 GB memo, and a gap costs address space only (grown zeroed).  The file
+  is read in pieces of
   :data:`tuiprof.trace.snapshot_scan.PIECE_BYTES` (a ``.gz`` inflated piece by piece through
   :func:`tuiprof.trace.source.inflate_gzip`, no temporary file), so the file's pages are not
   held: resident memory is the columns, the memo (9 bytes per stored object) and one piece.
@@ -38,7 +50,8 @@ Decisions:
   by first use in the entries, then the blocks; frames by first appearance in those stacks), so
   both paths give equal columns (tests/test_snapshot_scan.py checks every column).
 - **Only where it pays** (``SCAN_MIN_BYTES`` in :mod:`tuiprof.trace.snapshot`): from 32 MB when
-  the compiled kernel is cached beside this module, from 1 GB when it is not.  Measured on the
+  the compiled kernel is cached (beside this module, or where :func:`tuiprof.trace.jit.kernel_cache_dir`
+  says), from 1 GB when it is not.  Measured on the
   2-core dev VM: importing numba and loading the cached kernel ~0.4 s, then ~9 ms a MB (1 GB:
   ~7 s of CPU to columns, ~9 s to analysis-ready); the unpickler path ~30 ms a MB, so the
   break-even is ~15 MB; the first compile takes ~30-40 s, which the first open pays back from
