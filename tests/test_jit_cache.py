@@ -29,7 +29,7 @@ numba = jit.numba_module()
 from tuiprof.trace.snapshot_kernel import scan
 
 folder = jit.kernel_cache_dir()
-print(numba.config.CACHE_DIR)
+print(numba.core.config.CACHE_DIR)
 print(scan._cache._cache_path == str(folder))
 print(snapshot._use_scanner(Path(sys.argv[1]), 32 << 20))
 (folder / "snapshot_kernel.scan-1.py311.nbi").write_bytes(b"")  # what numba's first compile leaves

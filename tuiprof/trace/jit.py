@@ -92,7 +92,8 @@ def numba_module() -> ModuleType | None:
     if not os.environ.get("NUMBA_CACHE_DIR"):
         folder = kernel_cache_dir(create=True)
         if folder is not None and folder.name != "__pycache__":
-            numba.config.CACHE_DIR = str(folder.parent)  # this process only, before any kernel exists
+            # numba.core.config reads its settings at run time: its stub lists none of them
+            numba.core.config.CACHE_DIR = str(folder.parent)  # type: ignore[attr-defined]
     return numba
 
 
