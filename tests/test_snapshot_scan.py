@@ -196,6 +196,8 @@ def test_protocols_0_and_1_are_snapshots_read_by_both_paths(tmp_path: Path, prot
     path = tmp_path / "old.pickle"
     path.write_bytes(pickle.dumps(make_snapshot(5, steps=100, modules=True)[0], protocol=protocol))
     assert is_snapshot(path)
+    path.with_suffix(".txt").write_bytes(b"(see the notes)")
+    assert is_snapshot(path.with_suffix(".txt")) is False  # a text that starts "(" stays text
     if protocol == 1:  # binary opcodes, and INT, LONG, PUT as text: the scanner reads it itself
         assert scanned(path) is not None
     slow = _unpickler_path(path)

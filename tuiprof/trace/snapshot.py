@@ -42,9 +42,9 @@ from tuiprof.trace.source import ReadProgress, inflate_gzip
 
 PICKLE_PROTOCOLS = range(0, 6)  # what this Python's pickle reads; torch writes 2 or 4
 _PROTO = 0x80  # protocols 2-5 start with PROTO and the protocol byte
-# Protocols 0 and 1 have no PROTO: a dict starts MARK then DICT (0) or EMPTY_DICT (1), a list MARK
-# LIST (0) or EMPTY_LIST (1).  No JSON document starts with one of these bytes.
-_OLD_PROTOCOL_STARTS = b"(}]"
+# Protocols 0 and 1 have no PROTO: a dict starts MARK DICT (0) or EMPTY_DICT (1), a list MARK LIST
+# (0) or EMPTY_LIST (1).  No JSON document starts so (a text that starts "(" is not taken for one).
+_OLD_PROTOCOL_STARTS = (b"(d", b"(l", b"}", b"]")
 _GZIP_MAGIC = b"\x1f\x8b"
 _NOT_A_SNAPSHOT_FIX = "pass a file written by torch.cuda.memory._dump_snapshot"
 
@@ -114,7 +114,7 @@ class PickleStart:
 
 def check_pickle_header(head: bytes, source: str) -> None:
     """Refuse bytes that do not start a pickle of protocol 0-5 (what ``pickle.loads`` reads)."""
-    if len(head) < 2 or not (head[0] == _PROTO or head[0] in _OLD_PROTOCOL_STARTS):
+    if len(head) < 2 or not (head[0] == _PROTO or head.startswith(_OLD_PROTOCOL_STARTS)):
         raise TraceError(source, "not an allocator snapshot (not a pickle)", _NOT_A_SNAPSHOT_FIX)
     if head[0] == _PROTO and head[1] not in PICKLE_PROTOCOLS:
         raise TraceError(
@@ -125,9 +125,9 @@ def check_pickle_header(head: bytes, source: str) -> None:
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
     """Whether the regular file at ``path`` holds a pickle (or a gzip of one): by content, not name.
 
-    A JSON trace starts ``{`` or ``[``; a pickle of protocol 2+ starts with the PROTO
-    opcode, of protocol 0 or 1 with MARK, EMPTY_DICT or EMPTY_LIST.  Only the first bytes are
-    read (of a gzip: its first inflated piece)."""
+    A JSON trace starts ``{`` or ``[``; a pickle of protocol 2+ starts with the PROTO opcode,
+    of protocol 0 or 1 with MARK DICT or LIST, EMPTY_DICT or EMPTY_LIST.  Only the first bytes
+    are read (of a gzip: its first inflated piece)."""
     try:
         if not Path(path).is_file():
             return False
@@ -138,7 +138,7 @@ def is_snapshot(path: str | os.PathLike[str]) -> bool:
                 head = zlib.decompressobj(wbits=31).decompress(handle.read(1 << 16), 2)
     except (OSError, ValueError, zlib.error):  # unreadable or a corrupt gzip: the trace loader says what is wrong
         return False
-    return bool(head) and (head[0] == _PROTO or head[0] in _OLD_PROTOCOL_STARTS)
+    return head[:1] == bytes([_PROTO]) or head.startswith(_OLD_PROTOCOL_STARTS)
 
 
 @dataclass
