@@ -67,7 +67,7 @@ raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (surface, exception type and place) gets a minimised reproducer in
 ``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
-    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,snapshot-diff,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 
 Every crash and hang is also appended to ``--out``/findings.log the moment it is seen (its
 surface, case number, seed and case seed, and the traceback), so a run stopped early keeps what
