@@ -15,9 +15,12 @@ opcode scanner (tuiprof/trace/snapshot_kernel.py) from 32 MB; ``no-jit`` the sam
 
 The generated file is shaped like a real ``_dump_snapshot`` of a training run:
 alloc/free_requested/free_completed entries on one device, each with a stack of
-``--depth`` frames drawn from 64 distinct stacks.  As torch's ``_snapshot`` builds
-them, the frame dicts are shared (it symbolizes each distinct frame once, and the
-pickle writes it once then refers to it), each entry's frames list is its own.
+``--depth`` frames drawn from 64 distinct stacks through nested ``nn.Module`` calls.  As
+torch's ``_snapshot`` builds them (``py_symbolize``), the frame dicts are shared: each distinct
+frame is written once and referred to after (BINGET), and module.py's two ``__call__`` frames
+come back at every level of a stack; one frames list per allocation, shared by its alloc, its
+frees and its block.  ``--shape unshared``: every frame once per stack and a list per entry
+(what the scanner followed before it followed frames referred to within their own stack).
 """
 
 from __future__ import annotations
@@ -80,6 +83,10 @@ class _Writer:
         index = self.count - 1
         self.memo[key] = b"h" + bytes([index]) if index < 256 else b"j" + struct.pack("<I", index)
 
+    def forget(self, key: object) -> None:
+        """An object that is not referred to again (a freed allocation's frames list)."""
+        self.memo.pop(key, None)
+
     def text(self, value: str) -> bytes:
         found = self.ref(("s", value))
         if found is not None:
@@ -110,8 +117,13 @@ class _Writer:
         parts.append(b"u")
         return b"".join(parts)
 
-    def frames(self, frames: list[dict], keys: list[tuple]) -> bytes:
+    def frames(self, frames: list[dict], keys: list[tuple], context: object = None) -> bytes:
+        """A frames list, or a reference to it when ``context`` (its traceback) was written before."""
+        if context is not None and (found := self.ref(context)) is not None:
+            return found
         parts = [b"]", self.memoize(), b"("]
+        if context is not None:
+            self.remember(context)
         for frame, key in zip(frames, keys):
             found = self.ref(key)
             if found is None:
@@ -130,10 +142,45 @@ class _Writer:
         return b"".join(parts)
 
 
-def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> int:
-    """Write a snapshot of about ``size_mb`` MB; returns its number of trace entries.  Written a
-    batch at a time: a 5 GB file needs no more memory than a 100 MB one."""
-    rng = random.Random(seed)
+MODULE_PY = "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"
+STACKS = 64
+
+
+def module_stacks(depth: int) -> tuple[list[list[dict]], list[list[tuple]]]:
+    """``STACKS`` stacks of ``depth`` frames, innermost first, and each frame's identity: the
+    allocator's and a library frame, then one forward per nested module, each called through
+    module.py's ``_call_impl`` and ``_wrapped_call_impl`` (the same two frames at every level),
+    then the training script."""
+    call = [
+        ({"name": "_call_impl", "filename": MODULE_PY, "line": 1750}, ("call",)),
+        ({"name": "_wrapped_call_impl", "filename": MODULE_PY, "line": 1739}, ("wrapped",)),
+    ]
+    stacks, keys = [], []
+    for s in range(STACKS):
+        frames = [
+            ({"name": "c10::cuda::CUDACachingAllocator::malloc", "filename": "??", "line": 0}, ("malloc",)),
+            (
+                {
+                    "name": f"op{s % 5}",
+                    "filename": "/usr/lib/python3.11/site-packages/torch/nn/functional.py",
+                    "line": 2000 + s % 5,
+                },
+                ("op", s % 5),
+            ),
+        ]
+        level = 0
+        while len(frames) < depth - 1:
+            forward = {"name": "forward", "filename": f"/home/user/model{level % 7}.py", "line": 10 + s + level}
+            frames += [(forward, ("forward", s, level)), *call][: depth - 1 - len(frames)]
+            level += 1
+        frames.append(({"name": "main", "filename": "/home/user/train.py", "line": 100 + s}, ("main", s)))
+        stacks.append([frame for frame, _ in frames])
+        keys.append([key for _, key in frames])
+    return stacks, keys
+
+
+def unshared_stacks(depth: int) -> tuple[list[list[dict]], list[list[tuple]]]:
+    """``STACKS`` stacks of ``depth`` frames, no frame twice in a stack."""
     stacks = [
         [
             {
@@ -145,14 +192,25 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
             }
             for f in range(depth)
         ]
-        for s in range(64)
+        for s in range(STACKS)
     ]
-    frame_keys = [[("f", s, f) for f in range(depth)] for s in range(64)]
+    return stacks, [[("f", s, f) for f in range(depth)] for s in range(STACKS)]
+
+
+def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0, shape: str = "torch") -> int:
+    """Write a snapshot of about ``size_mb`` MB; returns its number of trace entries.  Written a
+    batch at a time: a 5 GB file needs no more memory than a 100 MB one."""
+    rng = random.Random(seed)
+    shared = shape == "torch"
+    stacks, frame_keys = module_stacks(depth) if shared else unshared_stacks(depth)
     target = size_mb * 1_000_000
     live: list[tuple[int, int, int]] = []
     clock, address, entries = 1_700_000_000_000_000, 0x7F0000000000, 0
     with open(path, "wb") as handle:
         out = _Writer(handle)
+
+        def context(addr: int) -> tuple | None:
+            return ("context", addr) if shared else None  # an allocation's traceback: one list
 
         def entry(action: str, addr: int, size: int, stack: int) -> bytes:
             return out.record(
@@ -162,7 +220,7 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
                     ("size", lambda: out.integer(size)),
                     ("stream", lambda: out.integer(0)),
                     ("time_us", lambda: out.integer(clock)),
-                    ("frames", lambda: out.frames(stacks[stack], frame_keys[stack])),
+                    ("frames", lambda: out.frames(stacks[stack], frame_keys[stack], context(addr))),
                 ]
             )
 
@@ -178,6 +236,7 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
                     addr, size, stack = live.pop(rng.randrange(len(live)))
                     batch.append(entry("free_requested", addr, size, stack))
                     batch.append(entry("free_completed", addr, size, stack))
+                    out.forget(context(addr))
                 else:
                     size, stack = rng.randrange(1, 4096) * 512, rng.randrange(64)
                     address += size + 512
@@ -195,7 +254,7 @@ def make_snapshot_file(path: Path, size_mb: int, depth: int, seed: int = 0) -> i
                     ("size", lambda: out.integer(s)),
                     ("requested_size", lambda: out.integer(s)),
                     ("state", lambda: out.text("active_allocated")),
-                    ("frames", lambda: out.frames(stacks[k], frame_keys[k])),
+                    ("frames", lambda: out.frames(stacks[k], frame_keys[k], context(a))),
                 ]
             )
 
@@ -254,6 +313,12 @@ def main() -> int:
     parser.add_argument("file", nargs="?", type=Path)
     parser.add_argument("--size-mb", type=int, default=200)
     parser.add_argument("--depth", type=int, default=30, help="frames per stack (real snapshots: 20-80)")
+    parser.add_argument(
+        "--shape",
+        choices=("torch", "unshared"),
+        default="torch",
+        help="torch: frames shared within and across stacks, a list per allocation (as torch writes)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--keep", action="store_true")
@@ -262,9 +327,9 @@ def main() -> int:
     print(f"kernel start (a 1 MB snapshot, scanner forced): {first:.2f} s first run, {warm:.2f} s cached")
     path = args.file
     if path is None:
-        path = args.dir / f"bench-snapshot-{args.size_mb}mb.pickle"
+        path = args.dir / f"bench-snapshot-{args.size_mb}mb-{args.shape}.pickle"
         started = time.perf_counter()
-        entries = make_snapshot_file(path, args.size_mb, args.depth)
+        entries = make_snapshot_file(path, args.size_mb, args.depth, shape=args.shape)
         print(
             f"made {path}: {path.stat().st_size / 1e6:.0f} MB, {entries:,} entries, {time.perf_counter() - started:.1f} s"
         )

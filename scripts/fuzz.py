@@ -44,6 +44,14 @@ its own summary line:
   an allocator snapshot (tests/snapshot_gen.py) truncated, flipped, re-protocoled, with members
   mutated, or with code-running opcodes (GLOBAL/REDUCE of ``os system``...) inserted; a case
   after which the payloads' marker file exists is a crash ("code from a pickle ran");
+- ``snapshot-diff``: the two snapshot readers against each other on legal pickles (``pickle.loads``
+  reads each): a snapshot of torch's shape (tests/snapshot_gen.py: frames shared within and across
+  stacks, lists per allocation), sometimes with members set to wrong types, pickled at protocol 0-5
+  and rewritten by tests/pickle_variants.py (memo keys with gaps, reused or past the end; MEMOIZE,
+  BINPUT, LONG_BINPUT, PUT; BINGET, LONG_BINGET, GET; FRAMEs of any size; another PROTO byte), a
+  fifth gzipped.  ``read_snapshot`` with the opcode scanner forced and without it must give equal
+  columns or the same one line ("the readers disagree" is a crash); the summary says how many the
+  scanner read itself, how many it left to the unpickler and how many both refused.  Needs numba;
 - ``watch``: ``tuiprof summary DIR --view watch``, a tiny real watch history with ``watch.jsonl`` mutated;
 - ``sidecar``: the gloo run directory's signed sidecars, written by a first run, then mutated or
   replaced (:func:`plant_sidecars`), and ``summary DIR --view V`` run twice;
@@ -59,7 +67,7 @@ raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (surface, exception type and place) gets a minimised reproducer in
 ``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
-    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,snapshot-diff,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 
 Every crash and hang is also appended to ``--out``/findings.log the moment it is seen (its
 surface, case number, seed and case seed, and the traceback), so a run stopped early keeps what
@@ -116,7 +124,7 @@ VIEWS = (
 RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types", "findings")
 RUN_SEED_RANKS = 4  # ranks kept of a bigger run: a case analyses each of them
 FORMATS = ("table", "csv", "json", "markdown")
-SURFACES = ("summary", "diff", "timeline", "run", "snapshot", "watch", "sidecar", "cache")
+SURFACES = ("summary", "diff", "timeline", "run", "snapshot", "snapshot-diff", "watch", "sidecar", "cache")
 SURFACE_ALIASES = {"trace": "summary"}  # h/hostile2's name for the summary surface
 DIFF_VIEWS = ("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
 # Timeline arguments (written --option=value, so that negative values parse): times in us
@@ -303,7 +311,13 @@ class Seeds:
     watches: list[tuple[str, list[tuple[str, bytes]]]] = field(default_factory=list)
 
     def _of(self, surface: str) -> list:
-        named = {"run": self.runs, "sidecar": self.runs[:1], "snapshot": self.snapshots, "watch": self.watches}
+        named = {
+            "run": self.runs,
+            "sidecar": self.runs[:1],
+            "snapshot": self.snapshots,
+            "snapshot-diff": SNAPSHOT_KINDS,
+            "watch": self.watches,
+        }
         return named.get(surface, self.traces)
 
     def count(self, surface: str) -> int:
@@ -318,8 +332,8 @@ class Seeds:
 
 
 def snapshot_seeds() -> list[tuple[str, bytes]]:
-    """Allocator snapshots in torch's format (tests/snapshot_gen.py), pickled at protocols 2 to 5
-    (torch writes 2 or 4; 0 and 1 are older than any snapshot and must be refused)."""
+    """Allocator snapshots in torch's format (tests/snapshot_gen.py), pickled at protocols 0 to 5
+    (torch writes 2 or 4; pickle reads them all)."""
     from tests.snapshot_gen import make_snapshot
 
     seeds = []
@@ -642,6 +656,113 @@ def snapshot_member(seed: bytes, rng: random.Random) -> bytes:
 SNAPSHOT_MUTATIONS = [truncate, flip, delete, duplicate, pickle_payload, pickle_payload, reprotocol]
 
 
+def _generated(rng: random.Random) -> dict:
+    from tests.snapshot_gen import make_snapshot
+
+    return make_snapshot(
+        seed=rng.getrandbits(32),
+        devices=rng.randint(1, 3),
+        steps=rng.randint(1, 150),
+        with_times=rng.random() < 0.8,
+        fx=rng.random() < 0.5,
+        awaiting=rng.random() < 0.3,
+        modules=rng.random() < 0.5,
+        time_origin_us=rng.choice((0, 1_700_000_000_000_000)),
+    )[0]
+
+
+def _distinct_stacks(rng: random.Random) -> dict:
+    from tests.snapshot_gen import distinct_stacks
+
+    return distinct_stacks(rng.randint(0, 400))
+
+
+def _every_action(rng: random.Random) -> dict:
+    from tests.snapshot_gen import every_action
+
+    return every_action()
+
+
+def _part(rng: random.Random) -> dict:
+    """Segments only or device_traces only."""
+    key = rng.choice(("segments", "device_traces"))
+    return {key: _generated(rng)[key]}
+
+
+# The keys the readers read, by record: a member of a snapshot set to another type hits one of them.
+SNAPSHOT_KEYS = {
+    "top": ("segments", "device_traces"),
+    "segment": ("device", "address", "total_size", "stream", "segment_type", "blocks"),
+    "block": ("address", "size", "requested_size", "state", "frames"),
+    "entry": ("action", "addr", "size", "stream", "time_us", "frames", "device_free", "user_metadata"),
+    "frame": ("filename", "line", "name", "fx_node_op", "fx_node_name", "fx_original_trace"),
+}
+SWAPPED_VALUES: list[object] = [None, True, 1.5, "7", b"7", (), (1,), [], {}, 2**63, -(2**63), 2**63 - 1, "inactive"]
+
+
+def _records(snapshot: dict) -> list[tuple[str, object]]:
+    """(kind, record) of every dict of a generated snapshot the readers walk."""
+    found: list[tuple[str, object]] = [("top", snapshot)]
+    for segment in snapshot.get("segments", []):
+        found.append(("segment", segment))
+        found += [("block", block) for block in segment.get("blocks", [])]
+    for trace in snapshot.get("device_traces", []):
+        found += [("entry", entry) for entry in trace]
+    frames = {id(f): f for kind, r in found if kind in ("block", "entry") for f in r.get("frames") or []}  # type: ignore[union-attr]
+    return found + [("frame", f) for f in frames.values()]
+
+
+def _members_set(rng: random.Random) -> object:
+    """A generated snapshot with members the readers read set to another type or deleted (a frame
+    is shared: every stack holding it changes), or some other member set: plain data of another
+    shape, which both readers must refuse in the same line (or read alike)."""
+    snapshot = _generated(rng)
+    records = _records(snapshot)
+    for _ in range(rng.randint(1, 3)):
+        kind, record = rng.choice(records)
+        if rng.random() < 0.2:
+            record_member(record, rng)
+            continue
+        key = rng.choice(SNAPSHOT_KEYS[kind])
+        if rng.random() < 0.15:
+            record.pop(key, None)  # type: ignore[union-attr]
+        else:
+            record[key] = rng.choice(SWAPPED_VALUES) if rng.random() < 0.7 else _value(rng)  # type: ignore[index]
+    return snapshot
+
+
+# snapshot-diff's "seeds": what a case pickles, made from the case's own random numbers.
+SNAPSHOT_KINDS = [
+    ("torch-shaped", _generated),
+    ("torch-shaped", _generated),
+    ("torch-shaped", _generated),
+    ("distinct stacks", _distinct_stacks),
+    ("every action", _every_action),
+    ("segments or traces only", _part),
+    ("members set", _members_set),
+    ("members set", _members_set),
+]
+SNAPSHOT_DIFF = "@snapshot-diff"
+MEMO_PAST_END_LINE = "the pickle claims more memory than there is"
+
+
+def snapshot_diff_case(kind: int, rng: random.Random) -> tuple[Files, list[str]]:
+    """A legal pickle of a snapshot (or of plain data of another shape), written one of the ways
+    tests/pickle_variants.py knows, and the command that reads it with both readers."""
+    from tests.pickle_variants import variant
+
+    protocol = rng.randrange(6)
+    try:
+        raw = pickle.dumps(SNAPSHOT_KINDS[kind][1](rng), protocol=protocol)
+    except (RecursionError, ValueError, OverflowError):  # a member 3,000 lists deep
+        raw = pickle.dumps({"segments": []}, protocol=protocol)
+    data, style = variant(raw, protocol, rng)
+    suffix = ".pickle"
+    if rng.random() < 0.2:
+        data, suffix = gzip.compress(data, compresslevel=1), ".pickle.gz"
+    return _numbered([(data, suffix)]), [SNAPSHOT_DIFF, "{0}", f"protocol {protocol}, {style.label()}"]
+
+
 def json_lines(mutate):
     """A mutation of one JSON line of a JSON-lines file (a line that is not JSON: inserted bytes)."""
 
@@ -745,6 +866,8 @@ def make_command(surface: str, seeds: Seeds, seed_index: int, rng: random.Random
                 rng.choice(FORMATS),
             ]
         return _numbered([(data, suffix)]), ["summary", "{0}", "--format", rng.choice(("json", "table"))]
+    if surface == "snapshot-diff":
+        return snapshot_diff_case(seed_index, rng)
     if surface == "watch":
         (name, history), *captures = seeds.watches[seed_index][1]
         formats = ["--format", rng.choice(FORMATS)] if rng.random() < 0.5 else []
@@ -831,6 +954,59 @@ class Outcome:
     signature: str = ""
     detail: str = ""
     output: str = ""  # stdout of a clean command (compared with a reference run; not sent back)
+    tag: str = ""  # what a clean case of a surface that counts them was (snapshot-diff: who read it)
+
+
+def compare_readers(path: str) -> Outcome:
+    """``read_snapshot`` with the opcode scanner (which may leave the file to the unpickler) and
+    without it: equal columns or the same one line, else "the readers disagree"."""
+    from tests.snapshot_gen import differences
+    from tuiprof.errors import TraceError
+    from tuiprof.trace.snapshot import SCAN_BYTES_ENV, _open_snapshot, read_snapshot
+    from tuiprof.trace.snapshot_scan import scan_snapshot
+
+    def scanner() -> object:
+        handle, head, size = _open_snapshot(Path(path), path)
+        with handle:
+            return scan_snapshot(handle, head, size, path, None)
+
+    def unpickler() -> object:
+        before = os.environ.get(SCAN_BYTES_ENV)  # --snapshot-scan's, for the other surfaces
+        os.environ[SCAN_BYTES_ENV] = str(1 << 62)
+        try:
+            return read_snapshot(path)
+        finally:
+            os.environ.pop(SCAN_BYTES_ENV)
+            if before is not None:
+                os.environ[SCAN_BYTES_ENV] = before
+
+    answers = []
+    for reader in (scanner, unpickler):
+        try:
+            answers.append(reader())
+        except TraceError as exc:
+            answers.append(str(exc))
+        except BaseException as exc:  # noqa: BLE001 - what we are looking for
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if "tuiprof" in f.filename]
+            place = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+            return Outcome(
+                "crash", f"{type(exc).__name__} at {place} ({reader.__name__})", traceback.format_exc()[-3000:]
+            )
+    fast, slow = answers
+    if fast is None:
+        return Outcome("clean", tag="left to the unpickler")
+    if isinstance(fast, str) or isinstance(slow, str):
+        if fast == slow:
+            return Outcome("clean", tag="refused alike")
+        if isinstance(fast, str) and isinstance(slow, str) and MEMO_PAST_END_LINE in fast + slow:
+            # Each reader names the first problem it checks: the scanner a memo key past the end
+            # where it is stored, the unpickler after loading (docs/snapshots.md, "One contract").
+            return Outcome("clean", tag="refused, a memo key past the end named by one")
+        return Outcome("crash", "the readers disagree", f"scanner: {str(fast)[:800]}\nunpickler: {str(slow)[:800]}")
+    different = differences(fast, slow)  # type: ignore[arg-type]
+    if different:
+        return Outcome("crash", "the readers disagree", f"columns: {', '.join(different)}")
+    return Outcome("clean", tag="read by the scanner")
 
 
 def run_command(argv: list[str]) -> Outcome:
@@ -888,6 +1064,8 @@ def run_case(args: list[str], paths: list[str], directory: str) -> tuple[Outcome
             )
         finally:
             cache.MIN_BYTES = smallest
+    elif plant == SNAPSHOT_DIFF:
+        outcome = compare_readers(argv[0])
     else:
         outcome = run_command(argv)
     if os.path.exists(os.path.join(directory, MARKER)):
@@ -1300,8 +1478,11 @@ def main() -> int:
         parser.error(str(exc))
     if not set(surfaces) <= set(drawn):
         parser.error("--run-only names a surface that --surface does not draw")
-
     sys.path.insert(0, str(ROOT))
+    from tuiprof.trace.jit import jit_enabled
+
+    if "snapshot-diff" in surfaces and not jit_enabled():
+        parser.error("--surface snapshot-diff compares the opcode scanner with the unpickler: it needs numba")
     paths = seed_paths()
     traces = [load_seed(p) for p in paths]
     seeds = Seeds(
@@ -1329,6 +1510,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     findings_log = args.out / "findings.log"
     counts = {surface: {"clean": 0, "crash": 0, "hang": 0} for surface in surfaces}
+    tags: dict[str, dict[str, int]] = {surface: {} for surface in surfaces}  # clean cases by what they were
     case_seconds = dict.fromkeys(surfaces, 0.0)
     slowest = dict.fromkeys(surfaces, 0.0)
     crashes: dict[tuple[str, str], tuple] = {}  # (surface, signature) -> its first case
@@ -1364,6 +1546,8 @@ def main() -> int:
                     slowest[surface] = max(slowest[surface], seconds)
                     case_seconds[surface] += seconds
                     counts[surface][outcome.kind] += 1
+                    if outcome.tag:
+                        tags[surface][outcome.tag] = tags[surface].get(outcome.tag, 0) + 1
                     if outcome.kind == "crash":
                         key = (surface, outcome.signature)
                         crashes.setdefault(key, (job, (outcome, files, command)))
@@ -1400,6 +1584,7 @@ def main() -> int:
             f"fuzz {surface}: {sum(tally.values())} cases ({case_seconds[surface]:.0f} s of case time, {args.jobs} jobs, "
             f"{wall:.0f} s wall for all): {tally['clean']} clean, {tally['crash']} crash ({distinct} distinct), "
             f"{tally['hang']} hang; slowest case {slowest[surface]:.1f} s"
+            + (f" ({', '.join(f'{n} {tag}' for tag, n in sorted(tags[surface].items()))})" if tags[surface] else "")
         )
     return 1 if any(tally["crash"] or tally["hang"] for tally in counts.values()) else 0
 
@@ -1428,6 +1613,10 @@ def surface_list(text: str) -> list[str]:
 def _write_case(folder: Path, stem: str, files: Files, args: list[str]) -> str:
     """The files of a case in ``folder`` (``stem-0.json``, ``stem-1.json.gz``..., or a run
     directory ``stem/`` of the rank files) and its command line on them, relative to ``folder``."""
+    if args[0] == SNAPSHOT_DIFF:
+        target = folder / f"{stem}-{files[0][0]}"
+        target.write_bytes(files[0][1])
+        return f"python scripts/fuzz.py's compare_readers on {target.relative_to(folder)} ({args[2]})"
     run = any("{dir}" in arg for arg in args) or args[0].startswith("@")
     (folder / stem if run else folder).mkdir(parents=True, exist_ok=True)
     targets = [folder / stem / name if run else folder / f"{stem}-{name}" for name, _ in files]

@@ -5,6 +5,9 @@ The keys are those torch/csrc/cuda/Module.cpp writes (its docstring lists fewer)
 ``oom``, ``frames`` only on entries with a context, ``active_pending_free`` blocks,
 ``allocator_settings`` and ``external_annotations`` at the top.
 
+The objects are shared as torch's ``_snapshot`` shares them (:class:`TorchFrames`), so the
+pickle refers back to frames and stacks as a real one does.
+
 A small first-fit allocator of its own places allocations in segments
 (``segment_alloc`` when none fits, ``segment_free`` of empty ones now and
 then), frees at random, fails requests past a device capacity (``oom``), and
@@ -16,8 +19,15 @@ end state (``segments`` with ``blocks``) is what is live at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tuiprof.trace.snapshot import Snapshot
 
 MiB = 1 << 20
 SEGMENT = 2 * MiB
@@ -111,6 +121,30 @@ def make_module_stacks() -> tuple[list[list[dict]], list[tuple[str, ...]]]:
     return stacks, paths
 
 
+class TorchFrames:
+    """Frames and stacks as torch's ``_snapshot`` hands them to the pickler
+    (``py_symbolize`` in torch/csrc/profiler/python/combined_traceback.cpp): one dict per distinct
+    frame, keys in its order (name, filename, line), shared by every stack that has it (a nested
+    module stack holds module.py's ``_call_impl`` frame several times), and one list per captured
+    traceback, shared by the entries and the block of that allocation.  The pickler writes each
+    once and refers to it after (BINGET / LONG_BINGET), as in a real snapshot."""
+
+    def __init__(self) -> None:
+        self.frames: dict[tuple, dict] = {}
+
+    def frame(self, frame: dict) -> dict:
+        key = tuple(sorted(frame.items()))
+        found = self.frames.get(key)
+        if found is None:
+            first = {k: frame[k] for k in ("name", "filename", "line") if k in frame}
+            found = self.frames[key] = first | frame
+        return found
+
+    def stack(self, frames: list[dict]) -> list[dict]:
+        """A new traceback's list (its own object) of the shared frame dicts."""
+        return [self.frame(f) for f in frames]
+
+
 @dataclass
 class Expected:
     peak_bytes: dict[int, int] = field(default_factory=dict)
@@ -176,8 +210,12 @@ def make_snapshot(
     state = [_Device(d) for d in range(devices)]
     clock = [0]
     pending: list[tuple[_Device, int]] = []
+    symbols = TorchFrames()
+    contexts: dict[tuple[int, int], list[dict]] = {}  # (device, address) -> its allocation's traceback
 
-    def entry(device: _Device, action: str, address: int, size: int, stack: int | None, **extra) -> None:
+    def entry(
+        device: _Device, action: str, address: int, size: int, stack: int | None, frames: list | None = None, **extra
+    ) -> None:
         clock[0] += 7
         item = {
             "action": action,
@@ -191,7 +229,7 @@ def make_snapshot(
         if action == "oom":  # torch writes device_free where the others have addr
             del item["addr"]
         if stack is not None:  # torch writes frames only for entries recorded with a context
-            item["frames"] = [dict(f) for f in stacks[stack]]
+            item["frames"] = symbols.stack(stacks[stack]) if frames is None else frames
         if with_times:
             item["time_us"] = time_origin_us + clock[0]
         device.trace.append(item)
@@ -199,7 +237,7 @@ def make_snapshot(
 
     def complete(device: _Device, address: int) -> None:
         size, _, stack = device.live.pop(address)
-        entry(device, "free_completed", address, size, stack)
+        entry(device, "free_completed", address, size, stack, contexts.pop((device.index, address)))
 
     for _ in range(steps):
         device = state[rng.randrange(devices)]
@@ -208,6 +246,7 @@ def make_snapshot(
             stack = rng.randrange(len(stacks))
             size = rng.randrange(1, 3 * MiB // 512) * 512
             requested = size - rng.randrange(0, 512)
+            context = symbols.stack(stacks[stack])  # the malloc's traceback: its segment_alloc, alloc, frees, block
             fits = [(a, s) for a, s in device.gaps() if s >= size]
             if not fits:
                 segment = -(-size // SEGMENT) * SEGMENT
@@ -229,11 +268,12 @@ def make_snapshot(
                 address = device.next_address
                 device.next_address += segment + SEGMENT  # segments never touch
                 device.segments[address] = segment
-                entry(device, "segment_alloc", address, segment, stack)
+                entry(device, "segment_alloc", address, segment, stack, context)
                 fits = [(address, segment)]
             address = fits[0][0]
             device.live[address] = (size, requested, stack)
-            entry(device, "alloc", address, size, stack)
+            contexts[device.index, address] = context
+            entry(device, "alloc", address, size, stack, context)
             if device.allocated > expected.peak_bytes.get(device.index, 0):
                 expected.peak_bytes[device.index] = device.allocated
                 expected.peak_time_us[device.index] = device.trace[-1].get("time_us", len(device.trace) - 1)
@@ -249,7 +289,7 @@ def make_snapshot(
                 continue
             address = rng.choice(candidates)
             size, _, stack = device.live[address]
-            entry(device, "free_requested", address, size, stack)
+            entry(device, "free_requested", address, size, stack, contexts[device.index, address])
             if awaiting and rng.random() < 0.5:
                 pending.append((device, address))
             else:
@@ -289,7 +329,7 @@ def make_snapshot(
                         "size": live_size,
                         "requested_size": requested,
                         "state": "active_pending_free" if held else "active_allocated",
-                        "frames": [dict(f) for f in stacks[stack]],
+                        "frames": contexts[device.index, address],
                     }
                 )
                 cursor = address + live_size
@@ -330,3 +370,62 @@ def make_snapshot(
         "allocator_settings": settings,
         "external_annotations": [],
     }, expected
+
+
+def distinct_stacks(count: int) -> dict:
+    """A snapshot of ``count`` allocations, each from its own two-frame stack whose inner frame
+    is new (every table of stacks, frames and strings grows with ``count``)."""
+    main = own_frame(1, "main")
+    trace = [
+        {
+            "action": "alloc",
+            "addr": BASE + 512 * i,
+            "size": 512,
+            "stream": 0,
+            "time_us": i,
+            "frames": [own_frame(i, f"layer{i}", f"/home/user/layer{i}.py"), main],
+        }
+        for i in range(count)
+    ]
+    return {"segments": [], "device_traces": [trace]}
+
+
+def differences(a: Snapshot, b: Snapshot) -> list[str]:
+    """The columns (and fields) in which two decoded snapshots differ: [] when equal."""
+    found = []
+    for part in ("frames", "stacks", "entries", "segments"):
+        for column in dataclasses.fields(getattr(b, part)):
+            x, y = getattr(getattr(a, part), column.name), getattr(getattr(b, part), column.name)
+            same = x.dtype == y.dtype and np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
+            if not same:
+                found.append(f"{part}.{column.name}")
+    for name in ("device_count", "file_bytes", "source"):
+        if getattr(a, name) != getattr(b, name):
+            found.append(name)
+    return found
+
+
+def every_action() -> dict:
+    """Every action kind (the generator's eight, the two of expandable segments, one unknown), blocks
+    without addresses or requested sizes, a frames list shared, an annotation of None."""
+    frames = [{"filename": "/home/user/a.py", "line": 3, "name": "f"}]
+    actions = [
+        "alloc",
+        "free_requested",
+        "free_completed",
+        "segment_alloc",
+        "segment_free",
+        "oom",
+        "snapshot",
+        "annotate",
+        "segment_map",
+        "segment_unmap",
+        "future_action",
+    ]
+    trace = [{"action": a, "addr": 4096 * i, "size": 512, "stream": 0, "frames": frames} for i, a in enumerate(actions)]
+    trace[5]["device_free"] = 1 << 20
+    del trace[7]["frames"]
+    trace.append({"action": "annotate", "addr": 0, "size": 0, "user_metadata": None})
+    blocks = [{"size": 512, "state": "active_allocated", "frames": frames}, {"size": 1024, "state": "inactive"}]
+    segment = {"device": 1, "address": 1 << 30, "total_size": 1536, "stream": 0, "blocks": blocks}
+    return {"segments": [segment], "device_traces": [trace, []]}

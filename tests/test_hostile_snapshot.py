@@ -234,7 +234,7 @@ def test_deep_nesting_is_one_line(tmp_path: Path) -> None:
     assert_refused(run_summary(path), path)
 
 
-def test_a_protocol_outside_2_to_5_is_one_line(tmp_path: Path) -> None:
+def test_a_protocol_past_5_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "p9.pickle"
     path.write_bytes(b"\x80\x09N.")
     assert "protocol 9" in refusal(path)

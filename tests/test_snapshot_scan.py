@@ -7,27 +7,28 @@ snapshot ends in a Snapshot equal to the unpickler's or in one :class:`TraceErro
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import os
 import pickle
+import pickletools
 import random
 import struct
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.snapshot_gen import make_snapshot
+from tests.pickle_variants import Style, variant
+from tests.snapshot_gen import differences, distinct_stacks, every_action, make_snapshot
 from tuiprof.errors import TraceError
 from tuiprof.trace.snapshot import (
     PlainDataUnpickler,
     Snapshot,
     _open_snapshot,
     decode_snapshot,
+    is_snapshot,
     read_snapshot,
 )
 
@@ -53,46 +54,6 @@ def unpickled(path: Path) -> Snapshot:
     return decode_snapshot(PlainDataUnpickler(__import__("io").BytesIO(raw)).load(), str(path), path.stat().st_size)
 
 
-def differences(a: Snapshot, b: Snapshot) -> list[str]:
-    found = []
-    for part in ("frames", "stacks", "entries", "segments"):
-        for column in dataclasses.fields(getattr(b, part)):
-            x, y = getattr(getattr(a, part), column.name), getattr(getattr(b, part), column.name)
-            same = x.dtype == y.dtype and np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
-            if not same:
-                found.append(f"{part}.{column.name}")
-    for name in ("device_count", "file_bytes", "source"):
-        if getattr(a, name) != getattr(b, name):
-            found.append(name)
-    return found
-
-
-def every_action() -> dict:
-    """Every action kind (the generator's eight, the two of expandable segments, one unknown), blocks
-    without addresses or requested sizes, a frames list shared, an annotation of None."""
-    frames = [{"filename": "/home/user/a.py", "line": 3, "name": "f"}]
-    actions = [
-        "alloc",
-        "free_requested",
-        "free_completed",
-        "segment_alloc",
-        "segment_free",
-        "oom",
-        "snapshot",
-        "annotate",
-        "segment_map",
-        "segment_unmap",
-        "future_action",
-    ]
-    trace = [{"action": a, "addr": 4096 * i, "size": 512, "stream": 0, "frames": frames} for i, a in enumerate(actions)]
-    trace[5]["device_free"] = 1 << 20
-    del trace[7]["frames"]
-    trace.append({"action": "annotate", "addr": 0, "size": 0, "user_metadata": None})
-    blocks = [{"size": 512, "state": "active_allocated", "frames": frames}, {"size": 1024, "state": "inactive"}]
-    segment = {"device": 1, "address": 1 << 30, "total_size": 1536, "stream": 0, "blocks": blocks}
-    return {"segments": [segment], "device_traces": [trace, []]}
-
-
 GENERATED = {
     "two devices, FX": lambda: make_snapshot(0, steps=300)[0],
     "frees awaiting": lambda: make_snapshot(1, steps=300, awaiting=True)[0],
@@ -116,6 +77,187 @@ def test_the_scanner_gives_the_unpicklers_columns(tmp_path: Path, case: str, pro
     assert fast is not None, "fell back to the unpickler"
     assert differences(fast, unpickled(path)) == []
     assert differences(read_snapshot(path), fast) == []
+
+
+@pytest.mark.parametrize("count", [8_200, 100_000])
+def test_no_limit_on_distinct_stacks_short_of_memory(tmp_path: Path, count: int) -> None:
+    """8,200 distinct stacks, each with a new frame, crashed the scanner (its stack offsets grew
+    apart from its stack hashes and overran them at 8,192): read by both paths, equal."""
+    path = tmp_path / "stacks.pickle"
+    path.write_bytes(pickle.dumps(distinct_stacks(count), protocol=4))
+    fast = scanned(path)
+    assert fast is not None, "fell back to the unpickler"
+    slow = unpickled(path)
+    assert len(slow.stacks) == count + 1 and len(slow.frames) == count + 1
+    assert differences(fast, slow) == []
+
+
+def test_torch_shares_frames_within_a_stack_and_the_scanner_follows(tmp_path: Path) -> None:
+    """Torch's shape (tests/snapshot_gen.py): a nested module stack holds module.py's frame dicts
+    several times, so the pickle refers back to a frame inside the batch that wrote it; the
+    scanner fell back to the unpickler on every such stack (~5x pickle.load's time)."""
+    raw = pickle.dumps(make_snapshot(4, steps=300, modules=True)[0], protocol=4)
+    ops = list(pickletools.genops(raw))
+    assert sum(op.name == "BINGET" for op, _, _ in ops) > sum(op.name == "EMPTY_DICT" for op, _, _ in ops)
+    path = tmp_path / "torch.pickle"
+    path.write_bytes(raw)
+    fast = scanned(path)
+    assert fast is not None, "fell back to the unpickler"
+    assert differences(fast, unpickled(path)) == []
+    repeated = [s for s in range(len(fast.stacks)) if len(set(ids := fast.stacks.frame_ids(s).tolist())) < len(ids)]
+    assert repeated, "no stack holds a frame twice"
+
+
+def _memo_facts(raw: bytes) -> set[str]:
+    """What the memo opcodes of ``raw`` do that pickle.dumps never does (read by pickletools)."""
+    facts, stored = set(), set()
+    for op, arg, _ in pickletools.genops(raw):
+        if op.name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+            key = len(stored) if op.name == "MEMOIZE" else arg
+            if op.name == "MEMOIZE" and stored and max(stored) + 1 != len(stored):
+                facts.add("MEMOIZE after a gap")
+            if key in stored:
+                facts.add("a key reused")
+            elif key > len(stored):
+                facts.add("a gap")
+            stored.add(key)
+        elif op.name == "FRAME":
+            facts.add("FRAME")
+    return facts
+
+
+MEMO_STYLES = {
+    "keys with gaps": (
+        Style("gaps", ("BINPUT", "LONG_BINPUT"), ("BINGET", "LONG_BINGET"), 0.0, 0, None),
+        {"a gap"},
+    ),
+    "MEMOIZE after gaps": (Style("gaps", ("MEMOIZE", "LONG_BINPUT"), ("LONG_BINGET",), 0.0, 4096, None), {"a gap"}),
+    "keys reused": (Style("reuse", ("MEMOIZE", "BINPUT"), ("BINGET", "LONG_BINGET"), 0.5, 9, 5), {"a key reused"}),
+    "frames of a byte": (Style("dense", ("MEMOIZE",), ("BINGET",), 1.0, 1, 4), {"FRAME"}),
+}
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+@pytest.mark.parametrize("case", MEMO_STYLES, ids=list(MEMO_STYLES))
+def test_legal_memo_keys_are_read_alike(tmp_path: Path, case: str, protocol: int) -> None:
+    """Memo keys as no pickler writes them but pickle.loads reads them: the scanner called a gap
+    "corrupt" while the unpickler read the file.  MEMOIZE stores at the count of keys stored."""
+    style, facts = MEMO_STYLES[case]
+    data = make_snapshot(11, steps=200, modules=True)[0]
+    raw, _ = variant(pickle.dumps(data, protocol=protocol), protocol, random.Random(protocol), style)
+    assert pickle.loads(raw) == data
+    assert facts <= _memo_facts(raw), _memo_facts(raw)
+    if protocol == 4 and "MEMOIZE" in style.stores and style.keys == "gaps":
+        assert "MEMOIZE after a gap" in _memo_facts(raw)
+    path = tmp_path / "memo.pickle"
+    path.write_bytes(raw)
+    fast = scanned(path)
+    assert fast is not None, "fell back to the unpickler"
+    assert differences(fast, unpickled(path)) == []
+
+
+def _unpickler_path(path: Path) -> Snapshot | str:
+    """read_snapshot without the scanner: a Snapshot or the one line."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TUIPROF_SNAPSHOT_SCAN_BYTES", str(1 << 62))
+        try:
+            return read_snapshot(path)
+        except TraceError as exc:
+            return str(exc)
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["pickle", "gz"])
+def test_a_memo_key_past_the_pickle_is_the_same_line_on_both_paths(tmp_path: Path, compressed: bool) -> None:
+    """A key at or past the pickle's size (no writer stores one): the unpickler read it (its memo
+    fitted), the scanner called it corrupt; now both refuse in one line.  Just under: both read it."""
+    raw = pickle.dumps(make_snapshot(3, steps=60)[0], protocol=2)
+    assert raw[2:5] == b"}q\x00"  # the top dict stored at key 0, never fetched
+    path = tmp_path / ("memo.pickle.gz" if compressed else "memo.pickle")
+    for key, read in ((len(raw) + 3, False), (3 * len(raw), False), (len(raw) + 2, True)):
+        bad = raw[:3] + b"r" + struct.pack("<I", key) + raw[5:]  # LONG_BINPUT: 3 bytes longer
+        assert len(bad) == len(raw) + 3 and pickle.loads(bad)
+        path.write_bytes(gzip.compress(bad) if compressed else bad)
+        slow = _unpickler_path(path)
+        try:
+            fast: Snapshot | str = read_snapshot(path)
+        except TraceError as exc:
+            fast = str(exc)
+        if read:
+            assert isinstance(fast, Snapshot) and isinstance(slow, Snapshot) and differences(fast, slow) == []
+        else:
+            assert (
+                fast == slow == f"{path}: the pickle claims more memory than there is (corrupt?); copy the file again"
+            )
+
+
+@pytest.mark.parametrize("protocol", [0, 1])
+def test_protocols_0_and_1_are_snapshots_read_by_both_paths(tmp_path: Path, protocol: int) -> None:
+    """pickle.loads reads them; tuiprof took them for JSON ("this is not JSON")."""
+    path = tmp_path / "old.pickle"
+    path.write_bytes(pickle.dumps(make_snapshot(5, steps=100, modules=True)[0], protocol=protocol))
+    assert is_snapshot(path)
+    path.with_suffix(".txt").write_bytes(b"(see the notes)")
+    assert is_snapshot(path.with_suffix(".txt")) is False  # a text that starts "(" stays text
+    if protocol == 1:  # binary opcodes, and INT, LONG, PUT as text: the scanner reads it itself
+        assert scanned(path) is not None
+    slow = _unpickler_path(path)
+    assert isinstance(slow, Snapshot) and differences(read_snapshot(path), slow) == []
+    assert differences(slow, unpickled(path)) == []
+    result = subprocess.run(
+        [sys.executable, "-m", "tuiprof", "summary", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0 and "allocator snapshot" in result.stdout, result.stderr
+
+
+def _entry_pickle(size: bytes, memo: bytes = b"") -> bytes:
+    """{"device_traces": [[{"action": "alloc", "size": <size>}]]} at protocol 1, ``size`` an opcode."""
+    text = lambda value: b"X" + struct.pack("<I", len(value)) + value  # noqa: E731
+    return (
+        (b"}" + memo + b"(" + text(b"device_traces") + b"]](}(" + text(b"action") + text(b"alloc") + text(b"size"))
+        + size
+        + b"ueau."
+    )
+
+
+TEXT_OPCODES = {
+    "INT": (b"I5\n", True),
+    "INT negative": (b"I-5\n", True),
+    "INT 0": (b"I0\n", True),
+    "INT 01 (True)": (b"I01\n", False),
+    "LONG": (b"L140737488355328L\n", True),
+    "LONG of 21 digits": (b"L-123456789012345678901L\n", False),
+    "INT with a sign": (b"I+5\n", False),
+    "INT in octal": (b"I010\n", False),
+    "LONG in hex": (b"L0x10L\n", False),
+    "LONG with underscores": (b"L1_000L\n", False),
+    "INT -0 (False)": (b"I-0\n", False),
+}
+
+
+@pytest.mark.parametrize("case", TEXT_OPCODES, ids=list(TEXT_OPCODES))
+def test_protocol_0_and_1_numbers_read_alike(tmp_path: Path, case: str) -> None:
+    """INT and LONG lines as pickle.dumps writes them are the scanner's; spelt any other way the
+    unpickler reads (strtol, base 0: 010 is 8; -0 is False) the scanner leaves them to it."""
+    opcode, scanner_reads = TEXT_OPCODES[case]
+    path = tmp_path / "text.pickle"
+    path.write_bytes(_entry_pickle(opcode))
+    pickle.loads(path.read_bytes())
+    assert (scanned(path) is not None) is scanner_reads
+    slow = _unpickler_path(path)
+    try:
+        fast: Snapshot | str = read_snapshot(path)
+    except TraceError as exc:
+        fast = str(exc)
+    assert fast == slow if isinstance(slow, str) else differences(fast, slow) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("put", [b"p0\n", b"p000\n", b"p 0\n"])
+def test_text_memo_keys_read_alike(tmp_path: Path, put: bytes) -> None:
+    path = tmp_path / "put.pickle"
+    path.write_bytes(_entry_pickle(b"K\x05", put))
+    pickle.loads(path.read_bytes())
+    assert (scanned(path) is not None) is (b" " not in put)
+    assert differences(read_snapshot(path), _unpickler_path(path)) == []  # type: ignore[arg-type]
 
 
 def test_the_generated_oom_and_annotation_survive_the_scan(tmp_path: Path) -> None:
@@ -219,7 +361,7 @@ MALFORMED = {
     "SETITEM on an empty stack": (b"\x80\x04s.", "stack runs out"),
     "SETITEMS with an odd count": (b"\x80\x04}(K\x01u.", "odd number"),
     "BINGET before BINPUT": (b"\x80\x04h\x05.", "memo key 5"),
-    "LONG_BINPUT of 2**31": (b"\x80\x04}r\xff\xff\xff\x7f.", "memo key 2,147,483,647 is past"),
+    "LONG_BINPUT of 2**31": (b"\x80\x04}r\xff\xff\xff\x7f.", "claims more memory than there is"),
     "a string that is not UTF-8": (b"\x80\x04\x8c\x02\xc3\x28.", "not UTF-8"),
     "a list as a key": (b"\x80\x04}]K\x01s.", "a list or dict"),
     "BINUNICODE8 of an exabyte": (b"\x80\x04\x8d" + struct.pack("<Q", 1 << 60) + b"x.", "truncated"),
@@ -339,9 +481,11 @@ def test_a_memo_index_from_the_file_never_sizes_memory(tmp_path: Path) -> None:
     message, peak_kb = result.stdout.splitlines()
     assert message == f"{path}: the pickle claims more memory than there is (corrupt?); copy the file again"
     assert int(peak_kb) < 600_000, peak_kb
-    # The scanner refuses the index before any array is sized (its RSS would include a first compile).
-    with pytest.raises(TraceError, match="memo key 83,886,080 is past the objects stored so far"):
+    # The scanner refuses the key before any array is sized (its RSS would include a first compile),
+    # in the same line.
+    with pytest.raises(TraceError) as caught:
         scanned(path)
+    assert str(caught.value) == message
 
 
 def test_summary_with_a_window_is_the_same_on_both_paths(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import io
 import os
 import pickle
 import reprlib
+import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,8 +40,11 @@ import numpy as np
 from tuiprof.errors import TraceError
 from tuiprof.trace.source import ReadProgress, inflate_gzip
 
-PICKLE_PROTOCOLS = range(2, 6)  # pickle.dump's PROTO opcode \x80 then the protocol byte
-_PROTO = 0x80
+PICKLE_PROTOCOLS = range(0, 6)  # what this Python's pickle reads; torch writes 2 or 4
+_PROTO = 0x80  # protocols 2-5 start with PROTO and the protocol byte
+# Protocols 0 and 1 have no PROTO: a dict starts MARK DICT (0) or EMPTY_DICT (1), a list MARK LIST
+# (0) or EMPTY_LIST (1).  No JSON document starts so (a text that starts "(" is not taken for one).
+_OLD_PROTOCOL_STARTS = (b"(d", b"(l", b"}", b"]")
 _GZIP_MAGIC = b"\x1f\x8b"
 _NOT_A_SNAPSHOT_FIX = "pass a file written by torch.cuda.memory._dump_snapshot"
 
@@ -89,7 +93,7 @@ class PlainDataUnpickler(pickle.Unpickler):
 
 
 class PickleStart:
-    """Watches the first bytes of an inflated ``.pickle.gz``: a snapshot starts with PROTO 2-5.
+    """Watches the first bytes of an inflated ``.pickle.gz``: a snapshot starts like a pickle.
 
     Stops a gzip of something else at its first bytes (the role
     :class:`tuiprof.trace.source.TraceStart` has for JSON traces)."""
@@ -109,18 +113,21 @@ class PickleStart:
 
 
 def check_pickle_header(head: bytes, source: str) -> None:
-    """Refuse bytes that do not start a pickle of protocol 2-5."""
-    if len(head) < 2 or head[0] != _PROTO:
-        raise TraceError(source, "not an allocator snapshot (not a pickle of protocol 2-5)", _NOT_A_SNAPSHOT_FIX)
-    if head[1] not in PICKLE_PROTOCOLS:
-        raise TraceError(source, f"a pickle of protocol {head[1]}, where snapshots use 2-5", _NOT_A_SNAPSHOT_FIX)
+    """Refuse bytes that do not start a pickle of protocol 0-5 (what ``pickle.loads`` reads)."""
+    if len(head) < 2 or not (head[0] == _PROTO or head.startswith(_OLD_PROTOCOL_STARTS)):
+        raise TraceError(source, "not an allocator snapshot (not a pickle)", _NOT_A_SNAPSHOT_FIX)
+    if head[0] == _PROTO and head[1] not in PICKLE_PROTOCOLS:
+        raise TraceError(
+            source, f"a pickle of protocol {head[1]}, where pickle reads 0-5 (torch writes 2 or 4)", _NOT_A_SNAPSHOT_FIX
+        )
 
 
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
     """Whether the regular file at ``path`` holds a pickle (or a gzip of one): by content, not name.
 
-    A JSON trace starts ``{`` or ``[``; a pickle of protocol 2+ starts with the PROTO
-    opcode.  Only the first bytes are read (of a gzip: its first inflated piece)."""
+    A JSON trace starts ``{`` or ``[``; a pickle of protocol 2+ starts with the PROTO opcode,
+    of protocol 0 or 1 with MARK DICT or LIST, EMPTY_DICT or EMPTY_LIST.  Only the first bytes
+    are read (of a gzip: its first inflated piece)."""
     try:
         if not Path(path).is_file():
             return False
@@ -131,7 +138,7 @@ def is_snapshot(path: str | os.PathLike[str]) -> bool:
                 head = zlib.decompressobj(wbits=31).decompress(handle.read(1 << 16), 2)
     except (OSError, ValueError, zlib.error):  # unreadable or a corrupt gzip: the trace loader says what is wrong
         return False
-    return head[:1] == bytes([_PROTO])
+    return head[:1] == bytes([_PROTO]) or head.startswith(_OLD_PROTOCOL_STARTS)
 
 
 @dataclass
@@ -254,12 +261,15 @@ def _use_scanner(path: Path, size: int) -> bool:
 
 
 def _kernel_cached() -> bool:
-    """Whether numba's cache beside the scanner holds its compiled kernel.  Only that an index is
+    """Whether numba's cache (``tuiprof.trace.jit.kernel_cache_dir``: beside the scanner, or the
+    user's private cache for a read-only install) holds its compiled kernel.  Only that an index is
     there: numba checks it against the module when it loads it (after an upgrade or an edit of the
     kernel, the first big snapshot pays one compile)."""
-    cache = Path(__file__).with_name("__pycache__")
+    from tuiprof.trace.jit import kernel_cache_dir
+
+    cache = kernel_cache_dir()
     try:
-        return any(cache.glob("snapshot_kernel.scan-*.nbi"))
+        return cache is not None and any(cache.glob("snapshot_kernel.scan-*.nbi"))
     except OSError:
         return False
 
@@ -353,7 +363,7 @@ def _load_plain_data(path: Path, source: str, progress: ReadProgress | None) -> 
         return _unpickle(_CountingReader(handle, size, progress) if progress else handle, source, size)
 
 
-UNPICKLE_MEMORY = (16, 256 << 20)  # address space the unpickler may add: 16x the pickle + 256 MB
+UNPICKLE_MEMORY = (32, 256 << 20)  # address space the unpickler may add: 32x the pickle + 256 MB
 
 
 @contextmanager
@@ -363,7 +373,9 @@ def _bounded_address_space(pickle_bytes: int) -> Iterator[None]:
     The C unpickler sizes some allocations from the stream before it can check them: ``LONG_BINPUT
     n`` grows its memo to 2n slots and writes each (a 10-byte file asked for 16 GB and was killed
     by the OOM killer).  Under ``RLIMIT_AS`` that allocation fails as a MemoryError instead (one
-    line); a real snapshot needs ~4x its size.  Not where ``resource`` or /proc are missing."""
+    line); a real snapshot needs ~4x its size.  32x: the memo of a key just under the pickle's
+    size (16 bytes a key, read: ``_memo_past_end``) and 16x for the objects.  Not where
+    ``resource`` or /proc are missing."""
     try:
         import resource
 
@@ -387,18 +399,39 @@ def _bounded_address_space(pickle_bytes: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def memory_claim(source: str) -> TraceError:
+    """The one line for a pickle whose memo (or a length) needs more memory than its size allows:
+    a memo key at or past the pickle's size, on both paths (the scanner's check, the unpickler's
+    MemoryError or :func:`_memo_past_end`)."""
+    return TraceError(source, "the pickle claims more memory than there is (corrupt?)", "copy the file again")
+
+
+def _memo_past_end(unpickler: pickle.Unpickler, pickle_bytes: int) -> bool:
+    """Whether the pickle stored a memo key at or past its own size, which no writer does (a
+    pickle of n bytes stores fewer than n/2 objects; gaps in the keys are legal, and read).  The
+    scanner refuses such a key where it reads it; here, once loaded: the C unpickler's size counts
+    8 bytes for each memo slot up to its highest key, so under 8 a byte of pickle no key can be
+    that far, and only above it (a gap, or a pickle of nothing but tiny objects) is the memo read."""
+    if sys.getsizeof(unpickler) < 8 * pickle_bytes:
+        return False
+    keys = unpickler.memo.copy()
+    return bool(keys) and max(keys) >= pickle_bytes
+
+
 def _unpickle(stream: Any, source: str, pickle_bytes: int) -> Any:
     try:
         with _bounded_address_space(pickle_bytes):
-            return PlainDataUnpickler(stream).load()
+            unpickler = PlainDataUnpickler(stream)
+            data = unpickler.load()
+            if _memo_past_end(unpickler, pickle_bytes):
+                raise MemoryError
+            return data
     except RefusedGlobal as exc:
         raise refused_code(source, exc.global_name) from None
     except EOFError:
         raise TraceError(source, "the pickle is truncated", "copy the file again") from None
     except MemoryError:
-        raise TraceError(
-            source, "the pickle claims more memory than there is (corrupt?)", "copy the file again"
-        ) from None
+        raise memory_claim(source) from None
     except OSError as exc:
         raise TraceError(source, f"cannot be read ({exc.strerror})", "check the path") from None
     except RecursionError:

@@ -3,7 +3,7 @@
 The stdlib unpickler builds every trace entry as Python objects (~4x the file in memory, ~3 s
 for 200 MB) before :mod:`tuiprof.trace.snapshot` turns them into columns.  This module reads the
 opcode stream itself, in a numba kernel (:mod:`tuiprof.trace.jit`), and executes nothing: a small
-stack machine for the opcodes protocols 2-5 write for plain data, which follows the snapshot
+stack machine for the opcodes protocols 1-5 write for plain data, which follows the snapshot
 schema (top dict -> segments -> blocks -> frames; device_traces -> entries -> frames) and writes
 integers into column arrays; strings are interned by a hash of their bytes (each distinct string
 copied once, its UTF-8 checked once), so Python decodes only the distinct strings.
@@ -15,21 +15,33 @@ Decisions:
   stop the scan at once.
 - **Malformed streams are the kernel's to refuse**: truncated, an unknown opcode, a stack
   underflow, a missing MARK, a memo key never stored, a string that is not UTF-8, an unhashable
-  key; one line each (:data:`PROBLEMS`).  The restricted unpickler never sees them.
+  key; one line each (:data:`PROBLEMS`).  The restricted unpickler never sees them.  A memo key
+  at or past the pickle's size (:data:`MEMO_PAST_END`) is the unpickler path's own line.
+- **One contract with the unpickler** (docs/snapshots.md): equal columns or the same line for
+  any input; what the kernel does not follow, the unpickler reads.
 - **Plain data in another shape falls back.**  Where the stream is plain data but not the shape
   the kernel follows (a wrong type, a tuple where torch writes a list, a shared entry, a
-  duplicate key, a set, protocol 0/1 opcodes...), the scan goes on to the end as a check only
+  duplicate key, a set, protocol 0's text opcodes, INT/LONG/PUT/GET lines spelt otherwise than
+  ``pickle.dumps`` does...), the scan goes on to the end as a check only
   (so a code opcode or a truncation later in the file is still refused here), then
   :func:`scan_snapshot` returns None and the caller reads the file with the restricted
   unpickler, which names what is wrong.  The kernel's shape decisions are made when a value is
   pushed (its parent and key are on the stack); the one ambiguity of the stream (after a fresh
   container whose items are ignored, a string is its key or its parent's next key) is read as
   the parent's key, and a SETITEM that says otherwise makes it fall back.
+- **Torch's shared frames.**  torch pickles each distinct frame dict once and refers to it after
+  (BINGET), within a stack too (a nested module stack holds module.py's frames once per level).
+  A frame referred to inside the batch that wrote it, with nothing of its own above it on the
+  stack, is complete: it is interned there (:func:`_frame_done`).  A frame or stack interned is
+  never changed after: SETITEM(S)/APPEND(S) on one falls back.
 - **Every allocation is bounded by bytes read.**  Arrays grow when the kernel asks (it stops
   before the opcode that needs room, Python grows, the opcode runs again): each new row, string,
-  frame, stack or stack slot is paid for by at least one byte of the file.  A memo index may not
-  exceed the memo stores seen so far (the pickler numbers them densely): ``LONG_BINPUT
-  0x7fffffff`` is refused instead of sizing a 16 GB memo.  The file is read in pieces of
+  frame, stack or stack slot is paid for by at least one byte of the file.  The memo is indexed
+  by key and may have gaps (MEMOIZE stores at the count of keys stored, as the unpickler does),
+  up to the pickle's size (``S_MEMO_LIMIT``: a plain file's size; a gzip's bytes inflated so far,
+  past which the unpickler decides): ``LONG_BINPUT 0x7fffffff`` in a small file is refused
+  instead of sizing a 16 GB memo, and a gap costs address space only (grown zeroed).  The file
+  is read in pieces of
   :data:`tuiprof.trace.snapshot_scan.PIECE_BYTES` (a ``.gz`` inflated piece by piece through
   :func:`tuiprof.trace.source.inflate_gzip`, no temporary file), so the file's pages are not
   held: resident memory is the columns, the memo (9 bytes per stored object) and one piece.
@@ -38,7 +50,8 @@ Decisions:
   by first use in the entries, then the blocks; frames by first appearance in those stacks), so
   both paths give equal columns (tests/test_snapshot_scan.py checks every column).
 - **Only where it pays** (``SCAN_MIN_BYTES`` in :mod:`tuiprof.trace.snapshot`): from 32 MB when
-  the compiled kernel is cached beside this module, from 1 GB when it is not.  Measured on the
+  the compiled kernel is cached (beside this module, or where :func:`tuiprof.trace.jit.kernel_cache_dir`
+  says), from 1 GB when it is not.  Measured on the
   2-core dev VM: importing numba and loading the cached kernel ~0.4 s, then ~9 ms a MB (1 GB:
   ~7 s of CPU to columns, ~9 s to analysis-ready); the unpickler path ~30 ms a MB, so the
   break-even is ~15 MB; the first compile takes ~30-40 s, which the first open pays back from
@@ -70,7 +83,7 @@ K_CONT = 9  # an open container (EMPTY_DICT/EMPTY_LIST not yet taken by its pare
 K_FRAME = 10  # a complete frame dict: V is its frame id
 K_STACK = 11  # a complete frames list: V is its stack id
 K_DONE = 12  # a complete entry, block, segment or list of them (never shared in a snapshot)
-K_EMPTY = -1  # memo: nothing stored
+K_EMPTY = K_MARK  # memo: nothing stored (a MARK never is): a zeroed memo is empty
 
 # Container roles.
 R_ODICT, R_OLIST, R_TOP, R_SEGMENTS, R_SEGMENT, R_BLOCKS, R_BLOCK, R_TRACES, R_TRACE, R_ENTRY, R_FRAMES, R_FRAME = (
@@ -158,7 +171,7 @@ MAX_DEVICES = 1 << 12
     S_NBLK,
     S_NSEG,
     S_NDEV,
-    S_MEMOPUTS,
+    S_MEMOLEN,
     S_SHAPE_OK,
     S_NEED,
     S_ERR,
@@ -172,15 +185,17 @@ MAX_DEVICES = 1 << 12
     S_TOPKEYS,
     S_FRAME_END,
     S_BASE,
-) = range(25)
-N_SCALARS = 25
+    S_MEMO_LIMIT,
+    S_MEMO_FINAL,
+) = range(27)
+N_SCALARS = 27
 
 # Kernel results.
 NEED_MORE, DONE, GROW_STACK, GROW_MEMO, GROW_STR, GROW_ROWS, GROW_FRAMES, GROW_STACKS = range(8)
-REFUSE_GLOBAL, REFUSE_STACK_GLOBAL, REFUSE_OPCODE, CORRUPT, TRUNCATED, UNSUPPORTED = range(10, 16)
+REFUSE_GLOBAL, REFUSE_STACK_GLOBAL, REFUSE_OPCODE, CORRUPT, TRUNCATED, UNSUPPORTED, MEMO_PAST_END = range(10, 17)
 
 # CORRUPT's S_ERR codes.
-E_OPCODE, E_UNDERFLOW, E_NOMARK, E_ODD, E_MEMO_MISSING, E_MEMO_INDEX, E_UTF8, E_UNHASHABLE, E_NOSTOP, E_DEEP = range(10)
+E_OPCODE, E_UNDERFLOW, E_NOMARK, E_ODD, E_MEMO_MISSING, E_UTF8, E_UNHASHABLE, E_NOSTOP, E_DEEP = range(9)
 # Values on the stack at once: a snapshot has ~1,000 (a batch) plus its nesting.  A slot is 104
 # bytes: unbounded, 1 GB of MARK opcodes would ask for 100 GB; past this the pickle is refused.
 MAX_STACK = 1 << 20
@@ -190,7 +205,6 @@ PROBLEMS = {
     E_NOMARK: "a MARK is missing at byte {pos:,}",
     E_ODD: "SETITEMS with an odd number of items at byte {pos:,}",
     E_MEMO_MISSING: "memo key {arg:,} read before it is stored (byte {pos:,})",
-    E_MEMO_INDEX: "memo key {arg:,} is past the objects stored so far (byte {pos:,})",
     E_UTF8: "a string that is not UTF-8 at byte {pos:,}",
     E_UNHASHABLE: "a dict key that is a list or dict at byte {pos:,}",
     E_NOSTOP: "STOP with nothing on the stack at byte {pos:,}",
@@ -227,6 +241,8 @@ for _ops, _bytes in (
 LENGTH_BYTES[[0x43, 0x8C, 0x8A]] = 1
 LENGTH_BYTES[[0x58, 0x42, 0x8B]] = 4
 LENGTH_BYTES[[0x8D, 0x8E, 0x96]] = 8
+LINE_MAX = 24  # a text PUT, GET, INT or LONG line the kernel reads: up to 19 digits, a sign, L, newline
+T_OTHER, T_INT, T_BIG, T_BOOL = range(4)  # what _decimal read
 BATCH = 1000  # the pickler's batch of APPENDS/SETITEMS: a container after a full batch may get more
 
 
@@ -322,6 +338,19 @@ def _intern_str(buf, start, length, sc, strs, arena, str_tab, known, known_off) 
     strs[3, sid] = code
     str_tab[slot] = sid
     return sid
+
+
+@_inline
+def _frame_done(st, at, sp) -> bool:
+    """Whether the open container at slot ``at`` is a frame dict with nothing of its own above it
+    (no MARK of its items, no key or value of it): the next value is its sibling, not its part."""
+    if st[at, C_ROLE] != R_FRAME:
+        return False
+    if at + 1 >= sp:
+        return True
+    if st[at + 1, C_KIND] == K_MARK:
+        return st[at + 1, C_V] != at
+    return st[at + 1, C_PARENT] != at
 
 
 @_inline
@@ -787,6 +816,42 @@ def _find_mark(st, sp) -> int:
 
 
 @_inline
+def _newline(buf, start, stop) -> int:
+    """Where the first newline in ``buf[start:stop]`` is; -1: none."""
+    for i in range(start, stop):
+        if buf[i] == 0x0A:
+            return i
+    return -1
+
+
+@_inline
+def _decimal(buf, start, stop, op):
+    """(value, T_ code) of the line ``buf[start:stop]`` of PUT or GET (digits), INT (a decimal;
+    ``00``/``01``: False/True) or LONG (a decimal, then ``L``).  Only those spellings: the
+    unpickler's parsers also take signs, spaces, ``_`` and (INT, LONG) 0x/0o/0b, which it is left to
+    read (T_OTHER).  A decimal past 64 bits is T_BIG (the decoder refuses it, as LONG1's)."""
+    number = op == 0x49 or op == 0x4C
+    if op == 0x4C and stop > start and buf[stop - 1] == 0x4C:
+        stop -= 1
+    if op == 0x49 and stop - start == 2 and buf[start] == 0x30 and (buf[start + 1] == 0x30 or buf[start + 1] == 0x31):
+        return np.int64(buf[start + 1] - 0x30), T_BOOL
+    negative = number and stop > start and buf[start] == 0x2D
+    first = start + 1 if negative else start
+    digits = stop - first
+    if digits <= 0 or (number and digits > 1 and buf[first] == 0x30) or (negative and buf[first] == 0x30):
+        return np.int64(0), T_OTHER  # empty; a leading zero (base 0: octal); -0
+    for i in range(first, stop):
+        if not 0x30 <= buf[i] <= 0x39:
+            return np.int64(0), T_OTHER
+    if digits > 18:  # 19 digits may pass int64: the unpickler (or, past 64 bits, the decoder) says
+        return np.int64(0), T_BIG if number and digits > 19 else T_OTHER
+    value = np.int64(0)
+    for i in range(first, stop):
+        value = value * 10 + np.int64(buf[i] - 0x30)
+    return (-value if negative else value), T_INT
+
+
+@_inline
 def _uint(buf, at, n) -> int:
     value = 0
     for k in range(n - 1, -1, -1):
@@ -919,15 +984,37 @@ def scan(
             nxt = nxt + length
         else:
             payload = nxt
+        text_value, text_kind = np.int64(0), T_OTHER
+        if op == 0x70 or op == 0x67 or op == 0x49 or op == 0x4C:  # PUT, GET, INT, LONG: a decimal line
+            nl = _newline(buf, at, min(end, at + LINE_MAX))
+            if nl < 0:
+                if final or end - at >= LINE_MAX:
+                    return UNSUPPORTED
+                return NEED_MORE
+            text_value, text_kind = _decimal(buf, at, nl, op)
+            if text_kind == T_OTHER:
+                return UNSUPPORTED  # spelt another way: the unpickler reads it
+            nxt = nl + 1
 
-        if op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET
-            index = np.int64(buf[at]) if op == 0x68 else _uint(buf, at, 4)
+        if op == 0x68 or op == 0x6A or op == 0x67:  # BINGET, LONG_BINGET, GET
+            index = np.int64(buf[at]) if op == 0x68 else _uint(buf, at, 4) if op == 0x6A else text_value
             if index >= memo_k.shape[0] or memo_k[index] == K_EMPTY:
                 sc[S_ERR] = E_MEMO_MISSING
                 sc[S_ARG0] = index
                 return CORRUPT
             kind = memo_k[index]
-            if kind == K_CONT:
+            if kind == K_CONT and _frame_done(st, memo_v[index], sp):
+                # A frame dict referred to again before its list's APPENDS (torch shares frame
+                # dicts: a nested module stack holds module.py's frames more than once): it is
+                # complete, so it is interned now; anything added to it later falls back.
+                if sc[S_NFR] + 2 >= frs.shape[1] or 2 * (sc[S_NFR] + 2) > fr_tab.shape[0]:
+                    sc[S_NEED] = 2
+                    return GROW_FRAMES
+                at = memo_v[index]
+                fid = _intern_frame(st, at, sc, frs, fr_tab)
+                _close(st, at, sc, memo_k, memo_v, K_FRAME, fid)
+                push_kind, push_v = K_FRAME, fid
+            elif kind == K_CONT:
                 _shape_fail(sc)  # a container inside itself (or shared while open)
                 push_kind, push_v = K_OPAQUE, 0
             elif kind == K_DONE:
@@ -935,25 +1022,35 @@ def scan(
                 push_kind, push_v = K_OPAQUE, 0
             else:
                 push_kind, push_v = kind, memo_v[index]
-        elif op == 0x94 or op == 0x71 or op == 0x72:  # MEMOIZE, BINPUT, LONG_BINPUT
+        elif op == 0x94 or op == 0x71 or op == 0x72 or op == 0x70:  # MEMOIZE, BINPUT, LONG_BINPUT, PUT
             if sp == 0 or st[sp - 1, C_KIND] == K_MARK:
                 sc[S_ERR] = E_UNDERFLOW
                 sc[S_ARG0] = 0
                 return CORRUPT
-            index = sc[S_MEMOPUTS] if op == 0x94 else np.int64(buf[at]) if op == 0x71 else _uint(buf, at, 4)
-            if index > sc[S_MEMOPUTS]:
-                sc[S_ERR] = E_MEMO_INDEX
+            # MEMOIZE stores at the count of keys stored (the unpickler's len(memo)): with gaps or
+            # a key stored twice, that is not the highest key + 1.
+            if op == 0x94:
+                index = sc[S_MEMOLEN]
+            elif op == 0x70:
+                index = text_value
+            else:
+                index = np.int64(buf[at]) if op == 0x71 else _uint(buf, at, 4)
+            if index >= sc[S_MEMO_LIMIT]:
                 sc[S_ARG0] = index
-                return CORRUPT
+                return MEMO_PAST_END if sc[S_MEMO_FINAL] else UNSUPPORTED
             if index >= memo_k.shape[0]:
                 sc[S_NEED] = index + 1
                 return GROW_MEMO
-            sc[S_MEMOPUTS] += 1
+            old = memo_k[index]
+            if old == K_EMPTY:
+                sc[S_MEMOLEN] += 1
+            elif old == K_CONT:
+                st[memo_v[index], C_MEMO] = -1  # the key now holds another object: its close must not touch it
             top = sp - 1
             kind = st[top, C_KIND]
             if kind == K_CONT:
                 if st[top, C_MEMO] >= 0:
-                    _shape_fail(sc)  # stored twice: only one memo entry follows it
+                    _shape_fail(sc)  # stored under two keys: only one memo entry follows it
                 st[top, C_MEMO] = index
             memo_k[index] = kind
             memo_v[index] = st[top, C_V] if kind != K_CONT else top
@@ -999,6 +1096,9 @@ def scan(
         elif op == 0x8A or op == 0x8B:
             value, fits = _long_value(buf, payload, length)
             push_kind, push_v = K_INT if fits else K_BADINT, value
+        elif op == 0x49 or op == 0x4C:  # INT, LONG (protocols 0 and 1)
+            push_v = text_value
+            push_kind = K_BOOL if text_kind == T_BOOL else K_INT if text_kind == T_INT else K_BADINT
         elif op == 0x73 or op == 0x75:  # SETITEM, SETITEMS
             if op == 0x73:
                 if (
@@ -1024,8 +1124,12 @@ def scan(
                 first, target, count = mark + 1, mark - 1, (sp - mark - 1) // 2
                 if st[mark, C_V] != target and st[target, C_KIND] == K_CONT and st[target, C_ROLE] != R_ODICT:
                     _shape_fail(sc)
-            if sc[S_NSK] + 2 >= sk_hash.shape[0] or 2 * (sc[S_NSK] + 2) > sk_tab.shape[0]:
-                return GROW_STACKS
+            if (
+                sc[S_NSK] + 2 >= sk_hash.shape[0]
+                or sc[S_NSK] + 3 >= sk_off.shape[0]
+                or 2 * (sc[S_NSK] + 2) > sk_tab.shape[0]
+            ):
+                return GROW_STACKS  # room for one new stack: its hash, its end offset, its table slot
             for i in range(first, sp, 2):
                 kk = st[i, C_KIND]
                 if kk == K_CONT or kk == K_FRAME or kk == K_STACK or kk == K_DONE:
@@ -1174,17 +1278,13 @@ def scan(
             sc[S_ARG0] = op
             return REFUSE_OPCODE
         elif (
-            op == 0x49  # INT
-            or op == 0x4C  # LONG
-            or op == 0x46  # FLOAT
+            op == 0x46  # FLOAT
             or op == 0x53  # STRING
             or op == 0x54  # BINSTRING
             or op == 0x55  # SHORT_BINSTRING
             or op == 0x56  # UNICODE
             or op == 0x6C  # LIST
             or op == 0x64  # DICT
-            or op == 0x70  # PUT
-            or op == 0x67  # GET
             or op == 0x30  # POP
             or op == 0x31  # POP_MARK
             or op == 0x32  # DUP

@@ -25,6 +25,7 @@ from tuiprof.trace.snapshot import (
     StackTable,
     TraceEntries,
     check_pickle_header,
+    memory_claim,
     refused_code,
 )
 from tuiprof.trace.snapshot_kernel import (
@@ -36,9 +37,9 @@ from tuiprof.trace.snapshot_kernel import (
     GROW_STACK,
     GROW_STACKS,
     GROW_STR,
-    K_EMPTY,
     KNOWN,
     MAX_STACK,
+    MEMO_PAST_END,
     N_COLS,
     N_REC,
     N_SCALARS,
@@ -54,6 +55,8 @@ from tuiprof.trace.snapshot_kernel import (
     S_BASE,
     S_ERR,
     S_FRAME_END,
+    S_MEMO_FINAL,
+    S_MEMO_LIMIT,
     S_NBLK,
     S_NDEV,
     S_NEED,
@@ -79,14 +82,16 @@ from tuiprof.trace.source import ReadProgress, inflate_gzip
 PIECE_BYTES = 8 << 20
 
 
-def _grown(array: np.ndarray, need: int, fill: int | None = None) -> np.ndarray:
-    """``array`` with room for ``need`` along its last axis (at least doubled), used part copied."""
+def _grown(array: np.ndarray, need: int, zeroed: bool = False) -> np.ndarray:
+    """``array`` with room for ``need`` along its last axis (at least doubled), used part copied;
+    ``zeroed``: the rest is zeros, which the OS gives as pages are first written (a memo grown
+    to a key far past the others costs address space, not memory)."""
     size = array.shape[-1]
     if need <= size:
         return array
     bigger = max(2 * size, need)
     shape = (*array.shape[:-1], bigger)
-    grown = np.empty(shape, array.dtype) if fill is None else np.full(shape, fill, array.dtype)
+    grown = np.zeros(shape, array.dtype) if zeroed else np.empty(shape, array.dtype)
     grown[..., :size] = array
     return grown
 
@@ -96,9 +101,13 @@ def _table_size(count: int) -> int:
 
 
 class SnapshotScan:
-    """The kernel's arrays and scalars, fed the file piece by piece; grows what it asks for."""
+    """The kernel's arrays and scalars, fed the file piece by piece; grows what it asks for.
 
-    def __init__(self, source: str) -> None:
+    ``pickle_bytes``: the pickle's size when it is known before the scan (a plain file): a memo
+    key from there up is refused as the unpickler path refuses it (``memory_claim``).  Unknown (a
+    gzip), a key past the bytes fed so far leaves the file to the unpickler, which knows the size."""
+
+    def __init__(self, source: str, pickle_bytes: int | None = None) -> None:
         self.source = source
         self.buf = np.empty(2 * PIECE_BYTES, np.uint8)
         self.filled = 0
@@ -111,8 +120,10 @@ class SnapshotScan:
         sc[S_NSK] = 1  # stack 0: no frames
         sc[S_PEND_OWNER] = -1
         sc[S_TOP] = -1
+        sc[S_MEMO_FINAL] = pickle_bytes is not None
+        sc[S_MEMO_LIMIT] = pickle_bytes or 0
         self.st = np.zeros((1024, N_COLS), np.int64)
-        self.memo_k = np.full(1 << 12, K_EMPTY, np.int8)
+        self.memo_k = np.zeros(1 << 12, np.int8)
         self.memo_v = np.zeros(1 << 12, np.int64)
         self.strs = np.zeros((4, 1 << 10), np.int64)
         self.strs[3, 0] = -1
@@ -154,6 +165,8 @@ class SnapshotScan:
         self.total += len(data)
         if self.done:
             return
+        if not self.sc[S_MEMO_FINAL]:
+            self.sc[S_MEMO_LIMIT] = self.total
         self.room(len(data))[:] = data
         self.added(len(data))
 
@@ -211,7 +224,7 @@ class SnapshotScan:
         if result == GROW_STACK:
             self.st = _grown(self.st.T, min(2 * self.st.shape[0], MAX_STACK)).T.copy()
         elif result == GROW_MEMO:
-            self.memo_k = _grown(self.memo_k, need, K_EMPTY)
+            self.memo_k = _grown(self.memo_k, need, zeroed=True)
             self.memo_v = _grown(self.memo_v, need)
         elif result == GROW_STR:
             count = int(sc[S_NSTR])
@@ -233,7 +246,7 @@ class SnapshotScan:
         elif result == GROW_STACKS:
             count = int(sc[S_NSK])
             self.sk_hash = _grown(self.sk_hash, count + 8)
-            self.sk_off = _grown(self.sk_off, count + 9)
+            self.sk_off = _grown(self.sk_off, len(self.sk_hash) + 1)  # each grown for itself: 8,200 stacks overran it
             if 2 * (count + 2) > len(self.sk_tab):
                 self.sk_tab = rehash(self.sk_hash, 1, count, _table_size(count))
 
@@ -252,6 +265,8 @@ class SnapshotScan:
             raise refused_code(self.source, f"{self.text(int(sc[S_ARG0]))}.{self.text(int(sc[S_ARG1]))}")
         if result == REFUSE_OPCODE:
             raise refused_code(self.source, f"the {CODE_OPCODES.get(int(sc[S_ARG0]), 'GLOBAL')} opcode")
+        if result == MEMO_PAST_END:
+            raise memory_claim(self.source)
         if result == TRUNCATED:
             raise TraceError(self.source, "the pickle is truncated", "copy the file again")
         where = PROBLEMS[int(sc[S_ERR])].format(arg=int(sc[S_ARG0]), pos=self.base + int(sc[S_POS]))
@@ -330,8 +345,9 @@ class SnapshotScan:
 def scan_snapshot(handle: Any, head: bytes, size: int, source: str, progress: ReadProgress | None) -> Snapshot | None:
     """Scan the open snapshot file (its first bytes ``head``; a gzip too) into a Snapshot, or
     None where the stream is plain data in a shape the kernel does not follow."""
-    scanner = SnapshotScan(source)
-    if head == b"\x1f\x8b":
+    gzipped = head == b"\x1f\x8b"
+    scanner = SnapshotScan(source, None if gzipped else size)
+    if gzipped:
         inflate_gzip(handle.read, size, source, scanner.feed, progress, start=PickleStart(source))
     else:
         check_pickle_header(head, source)
