@@ -41,7 +41,7 @@ its own summary line:
   turned into a skipped rank by a rank worker.
 
 - ``snapshot``: ``tuiprof summary SNAP --format json|table`` or ``tuiprof diff A.pickle B.pickle``,
-  an allocator snapshot (tests/snapshot_gen.py) truncated, flipped, re-protocoled, with members
+  an allocator snapshot (tests/helpers/snapshot_gen.py) truncated, flipped, re-protocoled, with members
   mutated, or with code-running opcodes (GLOBAL/REDUCE of ``os system``...) inserted; a case
   after which the payloads' marker file exists is a crash ("code from a pickle ran");
 - ``watch``: ``tuiprof summary DIR --view watch``, a tiny real watch history with ``watch.jsonl`` mutated;
@@ -306,9 +306,9 @@ class Seeds:
 
 
 def snapshot_seeds() -> list[tuple[str, bytes]]:
-    """Allocator snapshots in torch's format (tests/snapshot_gen.py), pickled at protocols 2 to 5
+    """Allocator snapshots in torch's format (tests/helpers/snapshot_gen.py), pickled at protocols 2 to 5
     (torch writes 2 or 4; 0 and 1 are older than any snapshot and must be refused)."""
-    from tests.snapshot_gen import make_snapshot
+    from tests.helpers.snapshot_gen import make_snapshot
 
     seeds = []
     for number, protocol in enumerate((2, 3, 4, 5, 0, 1)):

@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
+DATA = ROOT / "tests" / "data"  # traces made for the tests (tests/data/README.md)
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 
 
@@ -29,7 +30,7 @@ WATCH_SLOW = "step000042-slow.pt.trace.json.gz"
 def make_watch_folder(
     tmp_path: Path, steps: int = 60, ended: bool = True, slow_ms: float = 5.0, settings: dict | None = None
 ) -> Path:
-    """A watch folder's history by hand (tests/test_watch_tui.py, the watch app's snapshots): 1 ms
+    """A watch folder's history by hand (tests/tui/test_watch_tui.py, the watch app's snapshots): 1 ms
     steps, ``slow_ms`` from step 40 on; the healthy capture at 7-9 (resnet18 at batch 64), the
     slow one at 42-44 (batch 32)."""
     directory = tmp_path / "w"
@@ -86,13 +87,26 @@ def _no_user_keymap(monkeypatch, tmp_path_factory):
 def private_cache(tmp_path_factory):
     """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here.
     The decoded-trace cache is off, so every other test decodes what it opens
-    (tests/test_cache.py turns it on)."""
+    (tests/unit/test_cache.py turns it on)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
         # the registry of watched processes (tuiprof capture PID) lives there too, never the user's
         patch.setenv("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
         patch.setenv("TUIPROF_NO_CACHE", "1")
         yield
+
+
+@pytest.fixture
+def cache_on(monkeypatch, tmp_path) -> Path:
+    """The decoded-trace cache on (private_cache turned it off), in a folder of this test's own;
+    returns the stores' folder (tests/unit/test_cache.py, tests/hostile/test_hostile_cache.py)."""
+    from tuiprof.trace import cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv(cache.NO_CACHE_ENV, "0")
+    monkeypatch.delenv(cache.CACHE_SIZE_ENV, raising=False)
+    monkeypatch.setattr(cache, "_warned", False)
+    return tmp_path / "xdg" / "tuiprof" / "stores"
 
 
 @pytest.fixture(scope="session")

@@ -266,7 +266,7 @@ def test_profile_cut_short_in_the_active_steps_keeps_the_finished_ones(tmp_path)
 # ------------------------------------------------------------------ a step cut short by Ctrl-C
 # One rule for profile(), live and run: the step a stop cuts short is not in the trace.  The
 # oracle reads the raw JSON: which ProfilerStep ranges are there, and how many forward Linears and
-# backward Addmm nodes (2 of each per finished step of the MLP in tests/interrupting.py).
+# backward Addmm nodes (2 of each per finished step of the MLP in tests/helpers/interrupting.py).
 
 
 def _raw_trace(path: Path) -> dict:
@@ -297,7 +297,7 @@ def _mlp_training(model, optimizer_step) -> None:
 
 def test_profile_leaves_a_step_cut_by_ctrl_c_out_of_the_trace(tmp_path) -> None:
     import tuiprof
-    from tests.interrupting import mlp
+    from tests.helpers.interrupting import mlp
 
     path = tmp_path / "cut.json"
     model = mlp(call=4)  # steps 0-2 finish (wait, warmup, active); step 3 stops after its first Linear
@@ -309,7 +309,7 @@ def test_profile_leaves_a_step_cut_by_ctrl_c_out_of_the_trace(tmp_path) -> None:
 
 
 def test_live_leaves_a_step_cut_by_ctrl_c_out_of_the_trace(tmp_path) -> None:
-    from tests.interrupting import mlp
+    from tests.helpers.interrupting import mlp
 
     path = tmp_path / "live.json.gz"
     config = CaptureConfig(model="mlp", device="cpu", batch_size=4, input_shape="16", wait=0, warmup=1, active=5)
@@ -329,7 +329,7 @@ TINY = ("tuiprof.capture.models:tiny_transformer", "--input-shape", "8x64", "--b
 
 RUN_SCRIPT = """
 import torch
-from tests.interrupting import mlp
+from tests.helpers.interrupting import mlp
 
 model = mlp(call=4, signals=1)  # Ctrl-C during step 3's forward: steps 0-2 finished
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -375,7 +375,7 @@ def test_live_ctrl_c_twice_inside_a_step_drops_it_and_exits_0(tmp_path) -> None:
     trace = tmp_path / "new" / "folder" / "live.json.gz"  # --save creates missing folders
     proc = _tuiprof(
         "live",
-        "tests.interrupting:live_mlp",
+        "tests.helpers.interrupting:live_mlp",
         "--no-tui",
         "--no-stack",
         "--input-shape",

@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from tests.conftest import ROOT  # noqa: E402
+from tests.helpers.compiled import module_node
 from tuiprof.analysis import analyze  # noqa: E402
 from tuiprof.analysis.compiled_map import FLOPS_PER_BYTE  # noqa: E402
 from tuiprof.capture.compiled import module_path  # noqa: E402
@@ -90,10 +91,6 @@ def _raw(result) -> dict:
         return json.load(file)
 
 
-def _node(model, qualified: str):
-    return next(n for n in model.modules.walk() if n.qualified_name == qualified)
-
-
 def _names(model) -> set[str]:
     return {n.qualified_name for n in model.modules.walk() if n.qualified_name}
 
@@ -112,9 +109,9 @@ def test_compiled_tree_has_the_eager_tree_module_set(compiled, eager) -> None:
     _, eager_model = eager
     assert _names(compiled_model) == _names(eager_model)
     for qualified in ("conv", "block.conv", "head.0", "head.2"):  # forward and backward, as eager
-        node = _node(compiled_model, qualified)
+        node = module_node(compiled_model, qualified)
         assert node.cpu_total_us > 0 and node.backward_cpu_us > 0, qualified
-        assert _node(eager_model, qualified).name == node.name  # Class_k keys as the eager tree's
+        assert module_node(eager_model, qualified).name == node.name  # Class_k keys as the eager tree's
 
 
 def _forward_kernel_times(result) -> list[tuple[dict[str, float], int]]:
@@ -168,16 +165,18 @@ def test_fused_conv_bn_relu_goes_to_the_deepest_common_module(compiled) -> None:
     assert any(set(w) == {"bn", "relu"} for w, _ in calls), calls
     expected = _expected_own_ns(calls)
     for qualified in ("block", "bn", "relu"):  # their own forward time is fused kernels only (convs are extern)
-        assert _node(model, qualified).self_cpu_us == pytest.approx(expected[qualified] / 1000, abs=0.01), qualified
+        assert module_node(model, qualified).self_cpu_us == pytest.approx(expected[qualified] / 1000, abs=0.01), (
+            qualified
+        )
     assert ("block",) in [
         holders
-        for _, modules, holders in _node(model, "block.bn").fused_kernels
+        for _, modules, holders in module_node(model, "block.bn").fused_kernels
         if set(modules) == {"block.bn", "block.relu"}
     ]
     assert ("bn", "relu") in [
-        holders for _, modules, holders in _node(model, "relu").fused_kernels if set(modules) == {"bn", "relu"}
+        holders for _, modules, holders in module_node(model, "relu").fused_kernels if set(modules) == {"bn", "relu"}
     ]
-    detail = module_text(model, _node(model, "block.relu")).plain  # the detail pane of a module fused away
+    detail = module_text(model, module_node(model, "block.relu")).plain  # the detail pane of a module fused away
     assert "block.bn, block.relu -> time in block" in detail
 
 
@@ -204,7 +203,7 @@ def test_weight_copy_is_split_by_the_bytes_each_convolution_reads(compiled) -> N
     assert share > 0.75
     calls = [(weights, ns) for weights, ns in _forward_kernel_times(result) if set(weights) != {"conv", "block.conv"}]
     others = _expected_own_ns(calls)  # the block's other fused kernels (bn + relu) are its own
-    assert _node(model, "block").self_cpu_us * 1000 == pytest.approx(others["block"] + ns * share, abs=10)
+    assert module_node(model, "block").self_cpu_us * 1000 == pytest.approx(others["block"] + ns * share, abs=10)
 
 
 def test_unattributed_time_is_its_own_row(compiled) -> None:
@@ -229,7 +228,7 @@ def test_flops_per_module_equal_flop_counter_mode(compiled) -> None:
     counts = counter.get_flop_counts()
     for qualified in ("conv", "block.conv", "head.0", "head.2"):
         expected = sum(counts[f"ConvNet.{qualified}"].values())
-        node = _node(model, qualified)
+        node = module_node(model, qualified)
         assert node.flops + node.backward_flops == expected, qualified
 
 

@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn
 
-from tests.test_compiled import COMPILED_CPU, REGION, _events, _inside
+from tests.helpers.compiled import COMPILED_CPU, REGION, complete_events, encloses
 from tuiprof.analysis import load_model
 from tuiprof.report.compiled_summary import compiled_lines
 from tuiprof.report.details import module_text
@@ -123,18 +123,18 @@ def test_without_compile_log_the_trace_still_counts_breaks_and_recompiles(captur
 
 
 def test_shipped_trace_without_log_counts_nested_regions() -> None:
-    events = _events(COMPILED_CPU)
+    events = complete_events(COMPILED_CPU)
     regions = [e for e in events if e["name"].startswith(REGION)]
     frame = {id(e): e["name"][len(REGION) :].split("/")[0] for e in regions}
     nested = {
-        frame[id(r)] for r in regions for outer in regions if _inside(outer, r) and frame[id(outer)] != frame[id(r)]
+        frame[id(r)] for r in regions for outer in regions if encloses(outer, r) and frame[id(outer)] != frame[id(r)]
     }
     modules = [e for e in events if e["name"].startswith("nn.Module: ")]
     eager = [
         m
         for m in modules
-        if not any(_inside(m, r) for r in regions)
-        and not any(_inside(o, m) and not any(_inside(o, r) for r in regions) for o in modules)
+        if not any(encloses(m, r) for r in regions)
+        and not any(encloses(o, m) and not any(encloses(o, r) for r in regions) for o in modules)
     ]
     run = load_model(COMPILED_CPU).compiled_run
     assert run.graph_break_count == len(nested) == 2

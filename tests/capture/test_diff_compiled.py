@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn
 
+from tests.helpers.compiled import module_node
 from tuiprof import cli
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import diff_traces
@@ -50,18 +51,14 @@ def traces(tmp_path_factory):
     return paths
 
 
-def _by_qualified(model, qualified: str):
-    return next(n for n in model.modules.walk() if n.qualified_name == qualified)
-
-
 def test_modules_match_by_qualified_name_forward_and_backward(traces) -> None:
     eager, compiled = (load_model(p) for p in traces)
     assert (
-        _by_qualified(eager, "fc1").path != _by_qualified(compiled, "fc1").path
+        module_node(eager, "fc1").path != module_node(compiled, "fc1").path
     )  # paths differ: MLP_0/... vs OptimizedModule_0/...
     table = diff_traces(eager, compiled).table("modules")
     for qualified in QUALIFIED:
-        a_node, b_node = _by_qualified(eager, qualified), _by_qualified(compiled, qualified)
+        a_node, b_node = module_node(eager, qualified), module_node(compiled, qualified)
         forward = next(r for r in table.rows if r.name == qualified and r.detail.endswith("fwd"))
         assert forward.status in ("changed", "same")
         assert forward.a == pytest.approx(a_node.cpu_total_us) and forward.b == pytest.approx(b_node.cpu_total_us)

@@ -1,6 +1,6 @@
 """Watching a job (issue 27): the history, the slow rule, captures and the faults.
 
-The job is ``tests/watch_script.py``: a tiny MLP whose DataLoader sleeps
+The job is ``tests/helpers/watch_script.py``: a tiny MLP whose DataLoader sleeps
 ``--stall-ms`` per batch from step 50 on -- the stall, its step and its cause
 are known by construction.  The oracles read the files themselves (the
 history's JSON lines, the capture's Chrome trace events), never through the
@@ -21,18 +21,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers.cli import tuiprof
 from tuiprof.errors import TraceError
 
-SCRIPT = str(ROOT / "tests" / "watch_script.py")
+SCRIPT = str(ROOT / "tests" / "helpers" / "watch_script.py")
 STALL_FROM, STALL_MS = 50, 10.0
 # A short rule for a short job: judged from step 5+20 on, 3 slow steps in a row.
 FAST_RULE = ["--watch-warmup", "5", "--watch-threshold", "1.2:20:3", "--watch-cooldown", "5"]
-
-
-def _tuiprof(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuiprof", *argv], capture_output=True, text=True, cwd=ROOT, timeout=timeout
-    )
 
 
 def _lines(directory: Path) -> list[dict]:
@@ -63,7 +58,7 @@ def _trace_steps(path: Path) -> dict[int, dict[str, float]]:
 @pytest.fixture(scope="module")
 def stalled_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     directory = tmp_path_factory.mktemp("watch") / "w"
-    result = _tuiprof(
+    result = tuiprof(
         "run",
         "--watch",
         str(directory),
@@ -127,7 +122,7 @@ def test_the_comparison_with_the_healthy_capture_names_data_loading_first(stalle
 def test_summary_view_watch_lists_the_captures_against_the_healthy_median(stalled_run) -> None:
     directory, _ = stalled_run
     lines = _lines(directory)
-    result = _tuiprof("summary", str(directory), "--view", "watch", "--format", "json")
+    result = tuiprof("summary", str(directory), "--view", "watch", "--format", "json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     captures = [line for line in lines if line.get("e") == "capture"]
@@ -148,13 +143,13 @@ def test_summary_view_watch_lists_the_captures_against_the_healthy_median(stalle
             ratio = median_us(capture, own) / median_us(healthy, own)
             assert row["vs_healthy"] == pytest.approx(ratio, abs=1e-3)  # ratios: 3 decimals
             assert row["verdict"] == ("slower" if ratio > 1.2 else "not slower")
-    text = _tuiprof("summary", str(directory), "--view", "watch")
+    text = tuiprof("summary", str(directory), "--view", "watch")
     assert text.returncode == 0 and "80 steps, finished" in text.stdout
     assert healthy["path"].removesuffix(".pt.trace.json.gz") in text.stdout
 
 
 def test_summary_view_watch_refuses_sort_in_one_line(stalled_run) -> None:
-    result = _tuiprof("summary", str(stalled_run[0]), "--view", "watch", "--sort", "trigger")
+    result = tuiprof("summary", str(stalled_run[0]), "--view", "watch", "--sort", "trigger")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--sort trigger" in result.stderr
 
 
@@ -189,7 +184,7 @@ def test_capture_on_demand_arrives_within_two_steps(tmp_path) -> None:
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert marker.exists(), "the job never reached step 30"
-        asked = _tuiprof("capture", str(directory), "--timeout", "60")  # step 30 has ended; step 31 runs
+        asked = tuiprof("capture", str(directory), "--timeout", "60")  # step 30 has ended; step 31 runs
     finally:
         job.communicate(timeout=120)
     assert job.returncode == 0
@@ -319,7 +314,7 @@ def test_capture_by_pid_refuses_another_users_process(tmp_path, monkeypatch) -> 
 
 
 def test_capture_refuses_a_folder_that_is_not_watched(tmp_path) -> None:
-    result = _tuiprof("capture", str(tmp_path))
+    result = tuiprof("capture", str(tmp_path))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "not a watch folder" in result.stderr
 
@@ -338,7 +333,7 @@ def test_an_unusable_watch_dir_is_one_line_and_exit_2_before_the_script_starts(t
         directory = tmp_path / "w"
         directory.mkdir()
         os.chown(directory, 65534, 65534)
-    result = _tuiprof("run", "--watch", str(directory), str(script))
+    result = tuiprof("run", "--watch", str(directory), str(script))
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"tuiprof: --watch {directory}: ")
     assert not marker.exists()
@@ -348,7 +343,7 @@ def test_a_crashing_script_leaves_a_readable_history(tmp_path) -> None:
     from tuiprof.trace.watch import read_history
 
     directory = tmp_path / "w"
-    result = _tuiprof("run", "--watch", str(directory), SCRIPT, "40", "--crash-at", "20")
+    result = tuiprof("run", "--watch", str(directory), SCRIPT, "40", "--crash-at", "20")
     assert result.returncode == 1
     assert "RuntimeError: crashed on purpose at step 20" in result.stderr  # the script's own traceback
     history = read_history(directory)
@@ -594,7 +589,7 @@ def test_a_capture_that_was_not_slower_is_labelled_and_starts_no_cooldown(tmp_pa
     assert [(t["step"], t["first_slow"]) for t in _slow_triggers(directory)] == [(74, 70), (94, 90)]
     rows = [(row["trigger"], row["first_step"], row["verdict"]) for row in _rows(directory)]
     assert rows == [("healthy", 12, ""), ("slow", 76, "not slower"), ("slow", 96, "slower")]
-    result = _tuiprof("summary", str(directory), "--view", "watch")
+    result = tuiprof("summary", str(directory), "--view", "watch")
     assert result.returncode == 0 and "1 slow capture not slower than the healthy one (steps 76-78)" in result.stdout
     assert "not slower" in next(line for line in result.stdout.splitlines() if "step000076-slow" in line)
 
@@ -683,7 +678,7 @@ def test_a_setting_that_is_not_a_whole_number_is_one_error_naming_line_1(tmp_pat
     with pytest.raises(TraceError) as error:
         read_history(directory)
     assert "watch.jsonl:1: 'warmup_steps' is not a whole number >= 0" in str(error.value)
-    result = _tuiprof("open", str(directory))  # off a terminal: the summary, and the same one line
+    result = tuiprof("open", str(directory))  # off a terminal: the summary, and the same one line
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "warmup_steps" in result.stderr
 
 
@@ -693,7 +688,7 @@ def test_escapes_in_the_settings_never_reach_the_terminal(tmp_path, fmt: str) ->
     osc = "\\u001b]0;pwned\\u0007\\u001b]52;c;cHduZWQ=\\u0007"
     typed = _settings_history(tmp_path / "typed", f'{{"ratio": "{osc}"}}')  # a text where a number goes
     extra = _settings_history(tmp_path / "extra", f'{{"ratio": 1.5, "window": 9, "note": "{osc}"}}')  # unknown
-    results = [_tuiprof("summary", str(d), "--view", "watch", "--format", fmt) for d in (typed, extra)]
+    results = [tuiprof("summary", str(d), "--view", "watch", "--format", fmt) for d in (typed, extra)]
     for result in results:
         assert not set("\x1b\x07\x9b\x9d") & set(result.stdout + result.stderr), result
     assert results[0].returncode == 2 and "'ratio' is not a number >= 0" in results[0].stderr
@@ -706,12 +701,12 @@ def test_a_newer_history_version_is_refused_in_one_line(tmp_path) -> None:
     (directory / "watch.jsonl").write_text(
         '{"format":"tuiprof-watch","version":3,"pid":1,"started":0,"what":"x","settings":{}}\n'
     )
-    result = _tuiprof("summary", str(directory), "--view", "watch")
+    result = tuiprof("summary", str(directory), "--view", "watch")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "version 3" in result.stderr
 
 
 def test_run_help_states_the_slow_rule() -> None:
-    result = _tuiprof("run", "--help")
+    result = tuiprof("run", "--help")
     text = " ".join(result.stdout.split())
     assert (
         "K steps in a row over RATIO x the median of the last N normal (unprofiled, not slow) steps, confirmed by 2 more"
@@ -757,7 +752,7 @@ def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_na
             "--watch",
             str(directory),
             *FAST_RULE,
-            str(ROOT / "tests" / "watch_ddp_script.py"),
+            str(ROOT / "tests" / "helpers" / "watch_ddp_script.py"),
             "150",
             "--stall-from",
             "70",
@@ -796,7 +791,7 @@ def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_na
 
 @pytest.mark.parametrize("option", [["--save", "x.json.gz"], ["--continue"], ["--repeat", "2"], ["--wait", "0"]])
 def test_watch_refuses_one_off_capture_options(tmp_path, option: list[str]) -> None:
-    result = _tuiprof("run", "--watch", str(tmp_path / "w"), *option, SCRIPT, "5")
+    result = tuiprof("run", "--watch", str(tmp_path / "w"), *option, SCRIPT, "5")
     assert (
         result.returncode == 2
         and result.stderr.count("\n") == 1
@@ -806,7 +801,7 @@ def test_watch_refuses_one_off_capture_options(tmp_path, option: list[str]) -> N
 
 def test_catch_keeps_the_one_slow_step(tmp_path) -> None:
     directory = tmp_path / "w"
-    result = _tuiprof(
+    result = tuiprof(
         "run",
         "--watch",
         str(directory),
@@ -859,7 +854,7 @@ def test_catch_under_torchrun_keeps_the_same_one_slow_step_on_every_rank(tmp_pat
             "3:10:1",
             "--watch-cooldown",
             "0",
-            str(ROOT / "tests" / "watch_ddp_script.py"),
+            str(ROOT / "tests" / "helpers" / "watch_ddp_script.py"),
             "30",
             "--stall-from",
             "0",

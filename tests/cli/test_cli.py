@@ -13,14 +13,9 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, SAMPLES
+from tests.helpers.cli import tuiprof
 
 RESNET = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
-
-
-def tuiprof(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
 
 
 def test_summary_imports_neither_torch_nor_textual() -> None:
@@ -264,7 +259,11 @@ def test_a_pipe_gets_every_column(capsys) -> None:
 
 @pytest.mark.parametrize(
     ("content", "says"),
-    [(b"root:x:0:0:root:/root:/bin/bash\n", "not JSON"), (b"", "empty"), (gzip.compress(b"\x00" * 4096), "not JSON")],
+    [
+        (b"root:x:0:0:root:/root:/bin/bash\n", "not JSON"),
+        (b"", "empty"),
+        (gzip.compress(b"\x00" * 4096, mtime=0), "not JSON"),
+    ],
 )
 def test_open_in_a_terminal_refuses_a_non_trace_before_the_explorer(
     tmp_path, monkeypatch, capsys, content, says

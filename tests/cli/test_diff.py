@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.gpu_trace import GpuTrace
+from tests.helpers.cli import tuiprof
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import TABLES, diff_traces
 from tuiprof.report.diff import render_diff, verdict_text
@@ -278,12 +279,6 @@ def test_ranks_are_averaged_and_steps_take_the_slowest(tmp_path) -> None:
 
 
 # ------------------------------------------------------------------ the command
-
-
-def tuiprof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
 
 
 def test_gate_exits_1_naming_the_top_regression_and_0_otherwise(tmp_path) -> None:

@@ -16,8 +16,8 @@ import statistics
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.gpu_trace import GpuTrace
-from tests.test_diff import tuiprof
+from tests.helpers.cli import tuiprof
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.batch import Batch, detect_batch
 from tuiprof.analysis.diff import diff_traces

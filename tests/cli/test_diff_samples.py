@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared, shared_trace_paths
-from tests.test_diff import tuiprof
+from tests.helpers.cli import tuiprof
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import diff_traces
 from tuiprof.report.diff import render_diff

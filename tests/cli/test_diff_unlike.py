@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
-from tests.gpu_trace import GpuTrace
-from tests.test_diff import tuiprof
+from tests.helpers.cli import tuiprof
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.diff import ALIGN_ARROW, MAX_ALIGNED_NAMES, diff_traces
 from tuiprof.report.diff import summary_lines
@@ -151,15 +151,15 @@ def test_kernel_rows_of_a_gpu_trace_keep_every_template_instance() -> None:
 
 
 async def test_the_explorer_leads_with_different_programs(tmp_path) -> None:
-    from tests.test_diff_tui import _loaded, _plain
+    from tests.helpers.tui import loaded, plain_text
     from tuiprof.tui.diff_app import DiffApp, DiffSource
 
     app = DiffApp(DiffSource(str(RESNET), str(TRANSFORMER)), export_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        header = _plain(app.query_one("#header").content)
+        await loaded(pilot)
+        header = plain_text(app.query_one("#header").content)
         # the warning leads; at 80 columns the title says it short to keep the verdict whole
         first = header.splitlines()[0]
         assert first.startswith("different programs; batch 128 -> 32: B is") and len(first) <= 80
-        body = _plain(app.query_one("#diff-overview-body").content)
+        body = plain_text(app.query_one("#diff-overview-body").content)
         assert body.startswith("these look like different programs: shared operators take 4 % of A, 56 % of B\n")

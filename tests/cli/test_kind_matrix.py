@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SAMPLES
-from tests.snapshot_gen import make_snapshot
+from tests.helpers.snapshot_gen import make_snapshot
 from tuiprof.cli import build_parser, main
 
 GPU_TRACE = ROOT / "tests" / "data" / "h100_vit_inference.json.gz"
@@ -64,13 +64,13 @@ MISSING = "MISSING-FROM-VALUES"
 SUMMARY_NAMED_DIFF_VIEWS = ("operators", "modules", "kernels", "steps", "memory")
 # Options whose effect one run's output cannot show, and where it is tested instead.
 UNSEEN = {
-    "max_inflate_ratio": "a limit: only a bomb shows it (tests/test_hostile.py)",
-    "no_sidecars": "the summaries kept beside a run's traces (tests/test_hostile_sidecars.py)",
-    "no_cache": "the decoded-trace cache (tests/test_cache.py)",
-    "cache_size": "the decoded-trace cache (tests/test_cache.py)",
-    "fail_if_slower": "a gate shows when it fails (tests/test_diff.py)",
-    "fail_if_memory": "a gate shows when it fails (tests/test_diff.py)",
-    "cluster": "the same rows, summarised on Dask (tests/test_hostile_workers.py)",
+    "max_inflate_ratio": "a limit: only a bomb shows it (tests/hostile/test_hostile.py)",
+    "no_sidecars": "the summaries kept beside a run's traces (tests/hostile/test_hostile_sidecars.py)",
+    "no_cache": "the decoded-trace cache (tests/unit/test_cache.py)",
+    "cache_size": "the decoded-trace cache (tests/unit/test_cache.py)",
+    "fail_if_slower": "a gate shows when it fails (tests/cli/test_diff.py)",
+    "fail_if_memory": "a gate shows when it fails (tests/cli/test_diff.py)",
+    "cluster": "the same rows, summarised on Dask (tests/hostile/test_hostile_workers.py)",
 }
 # Shown only on a terminal: run on a 60-column one, the output must not fit it.
 ON_A_TERMINAL = {"wide"}

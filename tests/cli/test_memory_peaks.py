@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from tests.conftest import ROOT
-from tests.gpu_trace import GpuTrace
+from tests.helpers.cli import tuiprof
+from tests.helpers.gpu_trace import GpuTrace
+from tests.helpers.tui import plain_text
 from tuiprof.analysis import load_model
 from tuiprof.analysis.memory import MemoryTimeline
 from tuiprof.report.findings import findings
@@ -38,13 +39,7 @@ def _weights_before(path: Path) -> Path:
 
 
 def _summary(path: Path, view: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuiprof", "summary", str(path), "--view", view, *extra],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
+    return tuiprof("summary", str(path), "--view", view, *extra, check=True)
 
 
 def test_memory_from_before_the_trace_is_said_with_its_number(tmp_path) -> None:
@@ -82,18 +77,12 @@ def test_memory_categories_say_the_peak_once_and_categories_in_words() -> None:
     assert "optimizer_state" in {r["category"] for r in rows} and all("peak_at_us" in r for r in rows)  # data keys stay
 
 
-def _lines(renderable, width: int = 80) -> list[str]:
-    console = Console(width=width, color_system=None, record=True)
-    console.print(renderable)
-    return console.export_text().splitlines()
-
-
 def test_allocator_curve_starts_at_zero_and_marks_its_peak_under_the_highest_column() -> None:
     # 60 points, flat at 100 MB except one spike at point 20: the peak.
     times = tuple(range(0, 60_000, 1000))
     allocated = tuple(300_000_000 if i == 20 else 100_000_000 for i in range(60))
     timeline = MemoryTimeline("CUDA:0", times, allocated, (), allocated[20], times[20], -1, 60, 0)
-    lines = _lines(MemoryCurve(timeline, 0, 4))
+    lines = plain_text(MemoryCurve(timeline, 0, 4), 80).splitlines()
     chart, axis = lines[:4], lines[4]
     assert chart[-1].split()[0:2] == ["0", "B"]  # the y axis from 0
     top_row = chart[0]
@@ -122,7 +111,7 @@ def test_a_peak_at_either_end_is_marked_too(spike: int) -> None:
     times = tuple(range(0, 60_000, 1000))
     allocated = tuple(300_000_000 if i == spike else 100_000_000 for i in range(60))
     timeline = MemoryTimeline("CUDA:0", times, allocated, (), allocated[spike], times[spike], -1, 60, 0)
-    lines = _lines(MemoryCurve(timeline, 0, 4))
+    lines = plain_text(MemoryCurve(timeline, 0, 4), 80).splitlines()
     column = next(i for i, ch in enumerate(lines[0]) if ch == "█")
     assert lines[4][column] == "▲" and lines[4].count("▲") == 1
 
@@ -130,7 +119,7 @@ def test_a_peak_at_either_end_is_marked_too(spike: int) -> None:
 def test_category_curve_starts_at_zero_and_explains_its_phase_letters() -> None:
     model = load_model(SHIPPED)
     breakdown = model.memory_breakdown
-    lines = _lines(CategoryCurve(breakdown.memory, model.calls.origin_ns, 4, breakdown.phases))
+    lines = plain_text(CategoryCurve(breakdown.memory, model.calls.origin_ns, 4, breakdown.phases), 80).splitlines()
     assert lines[3].split()[0:2] == ["0", "B"]
     legend = "\n".join(lines[6:])
     assert "f forward" in legend and "b backward" in legend and "▲ peak" in legend

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import json
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.snapshot_gen import make_snapshot
+from tests.helpers.cli import tuiprof
+from tests.helpers.snapshot_gen import make_snapshot
 
 SAMPLE = ROOT / "sample_traces" / "resnet18_cpu.pt.trace.json.gz"
-
-
-def tuiprof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
 
 
 def test_summary_json_and_diff_of_two_snapshots(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """``--trace``: an allocator snapshot's peak placed in a profiler trace of the same run.
 
-The snapshot (tests/snapshot_gen.py) and the trace (tests/gpu_trace.py) are put on one clock by
+The snapshot (tests/helpers/snapshot_gen.py) and the trace (tests/helpers/gpu_trace.py) are put on one clock by
 construction: the snapshot's times are epoch microseconds, the trace's events are laid out around
 the generator's peak time, with and without Kineto's ``baseTimeNanoseconds``.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.gpu_trace import EPOCH_US, GpuTrace
-from tests.snapshot_gen import make_snapshot
+from tests.helpers.gpu_trace import EPOCH_US, GpuTrace
+from tests.helpers.snapshot_gen import make_snapshot
 from tuiprof.analysis.snapshot import analyze_snapshot
 from tuiprof.analysis.snapshot_trace import place_peak
 from tuiprof.report.snapshot import placement_line

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
 
 OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # "pwned" to the system clipboard
 OSC0 = "\x1b]0;pwned\x07"  # the window title

@@ -37,6 +37,6 @@ def mlp(call: int, signals: int = 0) -> nn.Sequential:
 
 
 def live_mlp() -> nn.Module:
-    """``tuiprof live tests.interrupting:live_mlp --input-shape 16``: Ctrl-C twice on forward call
+    """``tuiprof live tests.helpers.interrupting:live_mlp --input-shape 16``: Ctrl-C twice on forward call
     ``$INTERRUPT_AT_CALL`` (the first press asks to stop after the step, the second aborts it)."""
     return mlp(int(os.environ["INTERRUPT_AT_CALL"]), signals=2)

@@ -21,7 +21,7 @@ followed literally (``torch/autograd/profiler_util.py``):
   children's device totals.  ``ProfilerStep#N`` rows share ``ProfilerStep*``.
 
 Run as a script to print the per-trace comparison table:
-``python -m tests.oracle [TRACE...]``.
+``python -m tests.helpers.oracle [TRACE...]``.
 """
 
 from __future__ import annotations
@@ -342,7 +342,7 @@ def trace_files(root: Path) -> list[Path]:
 def main(argv: list[str]) -> int:
     from tuiprof.analysis import load_model  # the system under test, only for the comparison
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout
     paths = [Path(a) for a in argv] or trace_files(root.parent / "shared" / "traces") + trace_files(
         root / "sample_traces"
     )

@@ -1,6 +1,6 @@
 """A tiny DDP MLP (gloo, CPU) whose rank ``--slow-rank`` loads its data ``--stall-ms`` slower from step ``--stall-from`` on.
 
-``python -m torch.distributed.run --nproc-per-node 2 -m tuiprof run --watch DIR tests/watch_ddp_script.py STEPS``
+``python -m torch.distributed.run --nproc-per-node 2 -m tuiprof run --watch DIR tests/helpers/watch_ddp_script.py STEPS``
 
 ``--slow-step N --slow-ms MS``: rank ``--slow-rank`` loads batch N (step N's) MS ms slower, once
 (pass ``--stall-from 0`` to have that one slow step alone).

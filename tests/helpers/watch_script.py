@@ -1,6 +1,6 @@
 """A tiny MLP trained from a DataLoader whose loading stalls from a given step on.
 
-``python tests/watch_script.py STEPS [--stall-from N] [--stall-ms MS] [--crash-at N]
+``python tests/helpers/watch_script.py STEPS [--stall-from N] [--stall-ms MS] [--crash-at N]
 [--pause-at N --pause-s S] [--marker FILE] [--slow-step N --slow-ms MS]``
 
 The dataset gives whole batches (``batch_size=None``): batch ``i`` is loaded

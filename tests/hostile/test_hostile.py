@@ -16,38 +16,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SAMPLES, SHARED_TRACES, needs_shared
+from tests.helpers.cli import one_line_exit_2, tuiprof_bytes
+from tests.helpers.processes import running
 from tuiprof.analysis import load_model
 from tuiprof.errors import TraceError
 from tuiprof.report.export import ExportError, write_export
 from tuiprof.report.plain import plain
 from tuiprof.report.render import render_rows
 from tuiprof.report.views import TRACE_VIEWS, Column, ViewOptions
-from tuiprof.trace import decode, load_trace, parallel, source
+from tuiprof.trace import decode, load_trace, source
 
 RESNET = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
 PY = sys.executable
-
-
-def tuiprof(*args: str, stdin=None, input: bytes | None = None, cwd=ROOT, env=None, timeout: float = 60):
-    return subprocess.run(
-        [PY, "-m", "tuiprof", *args],
-        stdin=stdin,
-        input=input,
-        capture_output=True,
-        timeout=timeout,
-        cwd=cwd,
-        env=env if env is not None else dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-
-
-def one_line_exit_2(result: subprocess.CompletedProcess, *needles: str) -> str:
-    stderr = result.stderr.decode()
-    lines = stderr.strip().splitlines()
-    assert result.returncode == 2, (result.returncode, stderr)
-    assert len(lines) == 1 and lines[0].startswith("tuiprof: ") and "Traceback" not in stderr, stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def _op(name: str, ts: int, dur: int, ext: int, extra: str = "") -> str:
@@ -98,13 +78,13 @@ def test_summary_table_shows_names_as_plain_text(tmp_path) -> None:
     path = tmp_path / "hostile[b]\x1b[2J.json"
     path.write_bytes(_document([_op(name, 10 * i, 5, i) for i, name in enumerate(names)]))
     for fmt in ("table", "markdown", "csv", "json"):
-        result = tuiprof("summary", str(path), "--format", fmt)
+        result = tuiprof_bytes("summary", str(path), "--format", fmt)
         assert result.returncode == 0, result.stderr
         out, err = result.stdout.decode(), result.stderr.decode()
         assert not any(c in out for c in "\x1b\x07\x7f\u009b") and "\x1b" not in err, fmt
         if fmt in ("table", "markdown", "csv"):
             assert "[/]" in out and "[@click=app.quit]x" in out and "\\x1b]0;pwned\\x07" in out, fmt
-    table = tuiprof("summary", str(path)).stdout.decode()
+    table = tuiprof_bytes("summary", str(path)).stdout.decode()
     assert "[bold red]loud[/]" in table and "Operators - hostile[b]\\x1b[2J.json" in table
     assert max(len(line) for line in table.splitlines()) < 1000  # the 3,000-character name is cut
 
@@ -119,13 +99,13 @@ def test_csv_cells_that_spreadsheets_would_run_are_neutralised() -> None:
 def test_errors_and_file_names_reach_stderr_escaped(tmp_path) -> None:
     path = tmp_path / "evil\x1b]0;title\x07.json"
     path.write_bytes(b"not json")
-    line = one_line_exit_2(tuiprof("summary", str(path)), "evil\\x1b]0;title\\x07.json")
+    line = one_line_exit_2(tuiprof_bytes("summary", str(path)), "evil\\x1b]0;title\\x07.json")
     assert "\x1b" not in line
     run = tmp_path / "run"
     run.mkdir()
     for i in range(2):
         (run / f"w{i}\x1b[2J.pt.trace.json").write_bytes(_document([_op("aten::mm", 1, 2, 1)]))
-    result = tuiprof("summary", str(run))
+    result = tuiprof_bytes("summary", str(run))
     assert result.returncode == 0 and b"\x1b" not in result.stderr and b"\\x1b[2J" in result.stderr
 
 
@@ -181,7 +161,7 @@ def _fifo(tmp_path) -> str:
     ],
 )
 def test_paths_that_are_not_traces(tmp_path, label: str, make, needle: str) -> None:
-    result = tuiprof("summary", make(tmp_path), stdin=subprocess.DEVNULL, timeout=30)
+    result = tuiprof_bytes("summary", make(tmp_path), stdin=subprocess.DEVNULL, timeout=30)
     one_line_exit_2(result, needle)
 
 
@@ -192,23 +172,23 @@ def test_unreadable_directory(tmp_path) -> None:
     locked.mkdir()
     locked.chmod(0)
     try:
-        one_line_exit_2(tuiprof("summary", str(locked)), "cannot be listed")
+        one_line_exit_2(tuiprof_bytes("summary", str(locked)), "cannot be listed")
     finally:
         locked.chmod(0o700)
 
 
 def test_dev_stdin_from_a_terminal_or_nothing_is_refused() -> None:
-    one_line_exit_2(tuiprof("summary", "-", stdin=subprocess.DEVNULL), "standard input")
+    one_line_exit_2(tuiprof_bytes("summary", "-", stdin=subprocess.DEVNULL), "standard input")
 
 
 @pytest.mark.parametrize("compressed", [True, False])
 def test_a_trace_from_stdin(compressed: bool) -> None:
     data = RESNET.read_bytes() if compressed else gzip.decompress(RESNET.read_bytes())
-    result = tuiprof("summary", "-", "--format", "json", "--limit", "3", input=data)
+    result = tuiprof_bytes("summary", "-", "--format", "json", "--limit", "3", input=data)
     assert result.returncode == 0, result.stderr
-    expected = tuiprof("summary", str(RESNET), "--format", "json", "--limit", "3")
+    expected = tuiprof_bytes("summary", str(RESNET), "--format", "json", "--limit", "3")
     assert json.loads(result.stdout) == json.loads(expected.stdout)
-    shown = tuiprof("summary", "-", "--limit", "1", input=data).stdout.decode()
+    shown = tuiprof_bytes("summary", "-", "--limit", "1", input=data).stdout.decode()
     assert "Operators - stdin" in shown
 
 
@@ -222,7 +202,7 @@ def test_a_trace_from_a_process_substitution_and_a_fifo(tmp_path) -> None:
     writer = subprocess.Popen(["bash", "-c", f"cat {RESNET} > {fifo}"])
     time.sleep(0.3)
     try:
-        result = tuiprof("summary", fifo, "--format", "csv", "--limit", "2")
+        result = tuiprof_bytes("summary", fifo, "--format", "csv", "--limit", "2")
     finally:
         writer.wait(timeout=30)
     assert result.returncode == 0 and result.stdout.count(b"\n") == 3, result.stderr
@@ -230,23 +210,23 @@ def test_a_trace_from_a_process_substitution_and_a_fifo(tmp_path) -> None:
 
 def test_garbage_from_stdin_stops_at_its_first_bytes() -> None:
     started = time.monotonic()
-    one_line_exit_2(tuiprof("summary", "-", input=b"y\n" * 5_000_000), "stdin", "not JSON")
-    one_line_exit_2(tuiprof("summary", "-", input=b"\x00" * 1_000_000), "not JSON")
+    one_line_exit_2(tuiprof_bytes("summary", "-", input=b"y\n" * 5_000_000), "stdin", "not JSON")
+    one_line_exit_2(tuiprof_bytes("summary", "-", input=b"\x00" * 1_000_000), "not JSON")
     assert time.monotonic() - started < 30
 
 
 def test_no_file_sample_for_an_empty_path() -> None:
-    one_line_exit_2(tuiprof("open", ""), "an empty path")
+    one_line_exit_2(tuiprof_bytes("open", ""), "an empty path")
 
 
 @needs_shared
 def test_trace_selection_is_by_rank_number_or_a_clear_error() -> None:
     run = SHARED_TRACES / "dlrm_8ranks"
-    line = one_line_exit_2(tuiprof("summary", str(run), "--trace", "9"), "no trace of rank 9")
+    line = one_line_exit_2(tuiprof_bytes("summary", str(run), "--trace", "9"), "no trace of rank 9")
     assert "0, 1, 2, 3, 4, 5, 6, 7" in line
-    three = tuiprof("summary", str(run), "--trace", "3", "--limit", "1")
+    three = tuiprof_bytes("summary", str(run), "--trace", "3", "--limit", "1")
     assert three.returncode == 0 and b"showing rank 3, worker3_" in three.stderr
-    by_name = tuiprof("summary", str(run), "--trace", "worker5", "--limit", "1")
+    by_name = tuiprof_bytes("summary", str(run), "--trace", "worker5", "--limit", "1")
     assert by_name.returncode == 0 and b"showing rank 5, worker5_" in by_name.stderr
 
 
@@ -269,13 +249,13 @@ def test_gzip_of_zeros_stops_at_the_first_bytes(tmp_path) -> None:
             handle.write(packer.compress(chunk))
         handle.write(packer.flush())
     started = time.monotonic()
-    one_line_exit_2(tuiprof("summary", str(path)), "zeros.json.gz", "not JSON")
+    one_line_exit_2(tuiprof_bytes("summary", str(path)), "zeros.json.gz", "not JSON")
     assert time.monotonic() - started < 20
 
 
 def test_multi_member_gzip_of_brackets_stops_at_the_first_bytes(tmp_path) -> None:
     path = _gzip_members(tmp_path, "brackets.json.gz", b"[" * (1 << 20), 200)  # 200 MB of "["
-    one_line_exit_2(tuiprof("summary", str(path)), "not a trace: it starts `[[[[")
+    one_line_exit_2(tuiprof_bytes("summary", str(path)), "not a trace: it starts `[[[[")
 
 
 def test_a_bomb_that_starts_like_a_trace_is_refused_by_ratio(tmp_path, monkeypatch) -> None:
@@ -283,9 +263,9 @@ def test_a_bomb_that_starts_like_a_trace_is_refused_by_ratio(tmp_path, monkeypat
     path = tmp_path / "bomb.json.gz"
     path.write_bytes(gzip.compress(body, compresslevel=9))
     assert path.stat().st_size * 100 < len(body)
-    line = one_line_exit_2(tuiprof("summary", str(path)), "bomb.json.gz", "times its compressed size")
+    line = one_line_exit_2(tuiprof_bytes("summary", str(path)), "bomb.json.gz", "times its compressed size")
     assert "--max-inflate-ratio 0" in line
-    lifted = tuiprof("summary", str(path), "--max-inflate-ratio", "0")
+    lifted = tuiprof_bytes("summary", str(path), "--max-inflate-ratio", "0")
     one_line_exit_2(lifted, "no events")  # inflated all the way: an empty trace, not a bomb error
 
 
@@ -347,7 +327,7 @@ def test_deeply_nested_json_is_damage_not_a_crash(tmp_path) -> None:
     assert {"aten::mm", "aten::add"} <= names and store.report.skipped >= 1
     whole = tmp_path / "whole.json"
     whole.write_bytes(b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
-    one_line_exit_2(tuiprof("summary", str(whole)), "whole.json")
+    one_line_exit_2(tuiprof_bytes("summary", str(whole)), "whole.json")
 
 
 def test_a_missing_brace_loses_one_event_not_the_next() -> None:
@@ -480,7 +460,7 @@ def test_deep_module_nesting_is_cut_with_a_note(tmp_path) -> None:
     assert deepest.path.count("/") == MAX_MODULE_DEPTH - 1 and deepest.calls == 1
     assert deepest.operator_rows  # the operator under frame 3,000 counts in the module at the cut
     assert any("deeper than 1,000 levels" in p and "2,000 deeper module calls" in p for p in model.report.problems)
-    result = tuiprof("summary", str(path), "--view", "modules", "--limit", "2")
+    result = tuiprof_bytes("summary", str(path), "--view", "modules", "--limit", "2")
     assert result.returncode == 0 and b"deeper than 1,000 levels" in result.stderr
 
 
@@ -527,7 +507,7 @@ def test_operators_nested_100000_deep_load_in_linear_time(tmp_path) -> None:
     path = tmp_path / "chain.json"
     path.write_text(json.dumps({"traceEvents": events}))
     started = time.monotonic()
-    result = tuiprof("summary", str(path), "--format", "json", timeout=120)
+    result = tuiprof_bytes("summary", str(path), "--format", "json", timeout=120)
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 30  # main: minutes (one full pass per nesting level)
     rows = {r["name"]: r for r in json.loads(result.stdout)}
@@ -535,12 +515,6 @@ def test_operators_nested_100000_deep_load_in_linear_time(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------- workers and temporary files
-
-
-def _force_workers(monkeypatch) -> None:
-    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 64 << 10)
 
 
 def test_decode_workers_never_import_from_the_current_directory(tmp_path) -> None:
@@ -584,17 +558,9 @@ def test_workers_exit_when_their_parent_is_killed(tmp_path) -> None:
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+    while time.monotonic() < deadline and any(running(pid) for pid in pids):
         time.sleep(0.1)
-    assert not any(_running(pid) for pid in pids)
-
-
-def _running(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "State:\tZ" not in status
+    assert not any(running(pid) for pid in pids)
 
 
 SLOW_LOAD = (

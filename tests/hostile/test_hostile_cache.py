@@ -15,7 +15,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tests.test_cache import cache_on, entries, write_trace  # noqa: F401 - cache_on is a fixture
+from tests.helpers.cache import entries, write_trace
 from tuiprof.trace import cache, load_trace
 
 

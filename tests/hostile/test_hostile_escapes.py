@@ -2,7 +2,7 @@
 single-trace path: diff's text, Markdown, CSV and stderr, and every pane of the explorer
 (header, drill-in titles, detail panes, Memory, Ranks, the diff explorer).
 
-One trace (tests/hostile_trace.py) carries OSC 52 (clipboard) and OSC 0 (title) in every
+One trace (tests/helpers/hostile_trace.py) carries OSC 52 (clipboard) and OSC 0 (title) in every
 text field; a surface passes when no raw ESC or BEL comes out and the escaped form does."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.hostile_trace import EVIL, OSC0, SHOWN, leaks, write_hostile_trace
-from tests.test_hostile import tuiprof
+from tests.helpers.cli import tuiprof_bytes
+from tests.helpers.hostile_trace import EVIL, OSC0, SHOWN, leaks, write_hostile_trace
+from tests.helpers.tui import loaded, plain_text
 from tuiprof.analysis import load_model
 from tuiprof.report.details import kernel_text, module_text, operator_text
 from tuiprof.report.header import header_line
@@ -50,7 +51,7 @@ def run_directory(tmp_path_factory, pair) -> Path:
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
 def test_diff_text_markdown_and_csv_show_names_escaped(pair, fmt) -> None:
-    result = tuiprof("diff", str(pair[0]), str(pair[1]), "--format", fmt)
+    result = tuiprof_bytes("diff", str(pair[0]), str(pair[1]), "--format", fmt)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr
     assert not leaks(out) and not leaks(result.stderr)
@@ -74,10 +75,10 @@ def test_diff_on_a_terminal_shows_names_escaped(pair, monkeypatch, capsys) -> No
 
 def test_diff_of_run_directories_names_their_files_escaped(run_directory) -> None:
     for ranks in ((), ("--ranks", "all")):
-        result = tuiprof("diff", str(run_directory), str(run_directory), "--format", "markdown", *ranks)
+        result = tuiprof_bytes("diff", str(run_directory), str(run_directory), "--format", "markdown", *ranks)
         assert result.returncode == 0, result.stderr
         assert not leaks(result.stdout) and not leaks(result.stderr)
-    plain_pair = tuiprof("diff", str(run_directory), str(run_directory), "--format", "markdown")
+    plain_pair = tuiprof_bytes("diff", str(run_directory), str(run_directory), "--format", "markdown")
     assert b"rank0\\x1b]0;pwned\\x07.json" in plain_pair.stderr and b"rank0\\x1b]0;pwned\\x07.json" in plain_pair.stdout
 
 
@@ -98,22 +99,12 @@ def test_live_qualified_names_in_diff_are_escaped(tmp_path) -> None:
         path.write_text(json.dumps(document))
         paths.append(path)
     for fmt in ("table", "markdown", "csv"):
-        result = tuiprof("diff", *map(str, paths), "--format", fmt, "--view", "modules")
+        result = tuiprof_bytes("diff", *map(str, paths), "--format", fmt, "--view", "modules")
         assert result.returncode == 0 and not leaks(result.stdout), (fmt, result.stdout[:2000])
         assert ("layer" + SHOWN).encode() in result.stdout, fmt
 
 
 # ------------------------------------------------------------------ the texts the explorer draws
-
-
-def _text(renderable) -> str:
-    from io import StringIO
-
-    from rich.console import Console
-
-    console = Console(file=StringIO(), width=400, color_system=None)
-    console.print(renderable)
-    return console.file.getvalue()
 
 
 def test_every_detail_pane_header_and_chart_legend_is_plain(pair) -> None:
@@ -126,8 +117,8 @@ def test_every_detail_pane_header_and_chart_legend_is_plain(pair) -> None:
     texts |= {f"kernel {k.name!r}": kernel_text(k).plain for k in model.kernels}
     texts |= {f"module {m.path!r}": module_text(model, m).plain for m in model.modules.walk()}
     for timeline in model.memory:
-        texts[f"memory {timeline.device}"] = _text(
-            MemoryCurve(timeline, 0, 4, model.calls.name(max(timeline.peak_operator_row, 0)) + EVIL)
+        texts[f"memory {timeline.device}"] = plain_text(
+            MemoryCurve(timeline, 0, 4, model.calls.name(max(timeline.peak_operator_row, 0)) + EVIL), 400
         )
     assert not [key for key, text in texts.items() if leaks(text)]
     joined = "\n".join(texts.values())
@@ -147,31 +138,25 @@ def _screen(app) -> str:
     return "\n".join(html.unescape(t).replace("\xa0", " ") for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg))
 
 
-async def _settle(app, pilot) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
-
-
 async def test_explorer_views_drill_ins_and_details_are_plain(pair) -> None:
     app = ExplorerApp(FileSource(str(pair[0])))
     seen = []
     async with app.run_test(size=(200, 50)) as pilot:
-        await _settle(app, pilot)
+        await loaded(pilot)
         seen.append(("overview", _screen(app)))
         for key, drills in (("2", False), ("3", True), ("4", True), ("5", False)):  # Enter drills into a row
             await pilot.press(key)
-            await _settle(app, pilot)
+            await loaded(pilot)
             for step in range(4):
                 seen.append((f"{app.current_view} row {step}", _screen(app)))
                 if drills:
                     await pilot.press("enter")
-                    await _settle(app, pilot)
+                    await loaded(pilot)
                     seen.append((f"{app.current_view} row {step} drilled in", _screen(app)))
                     await pilot.press("escape")
-                    await _settle(app, pilot)
+                    await loaded(pilot)
                 await pilot.press("j")
-                await _settle(app, pilot)
+                await loaded(pilot)
     assert not [label for label, text in seen if leaks(text)]
     shown = "\n".join(text for _, text in seen)
     for text in ("GPU" + SHOWN, "float" + SHOWN, "8x4" + SHOWN, "in aten::mm" + SHOWN):
@@ -186,12 +171,12 @@ async def test_explorer_views_drill_ins_and_details_are_plain(pair) -> None:
 async def test_ranks_view_names_files_escaped(run_directory) -> None:
     app = ExplorerApp(FileSource(str(run_directory)))
     async with app.run_test(size=(200, 50)) as pilot:
-        await _settle(app, pilot)
+        await loaded(pilot)
         await pilot.press("8")
-        await _settle(app, pilot)
+        await loaded(pilot)
         screens = [_screen(app)]
         await pilot.press("j")
-        await _settle(app, pilot)
+        await loaded(pilot)
         screens.append(_screen(app))
     assert not any(leaks(text) for text in screens)
     assert "rank0\\x1b]0;pwned\\x07.json" in screens[0]
@@ -201,14 +186,14 @@ async def test_diff_explorer_is_plain(pair) -> None:
     app = DiffApp(DiffSource(str(pair[0]), str(pair[1])))
     seen = []
     async with app.run_test(size=(200, 50)) as pilot:
-        await _settle(app, pilot)
+        await loaded(pilot)
         for key in "123456":
             await pilot.press(key)
-            await _settle(app, pilot)
+            await loaded(pilot)
             for _ in range(3):
                 seen.append((app.current_view, _screen(app)))
                 await pilot.press("j")
-                await _settle(app, pilot)
+                await loaded(pilot)
     assert not [view for view, text in seen if leaks(text)]
     shown = "\n".join(text for _, text in seen)
     assert "aten::mm" + SHOWN in shown and "gemm" + SHOWN in shown

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT, SAMPLES
-from tests.test_terminal import LEAVE_ALT_SCREEN, _drain_until_exit, _read_until
+from tests.helpers.terminal import LEAVE_ALT_SCREEN, drain_until_exit, read_until
 
 SAMPLE = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
 SLOW_S = 120
@@ -80,14 +80,14 @@ def test_quit_while_the_analysis_runs(tmp_path, command, waiting_for, how, code)
     writer.start()
     process, leader = _explorer([*command, str(fifo)], {"TMPDIR": str(temporary)})
     try:
-        screen = _read_until(leader, waiting_for, 60)
+        screen = read_until(leader, waiting_for, 60)
         assert waiting_for in screen, screen[-400:]
         quit_at = time.monotonic()
         if how in ("q", "ctrl+c"):
             os.write(leader, b"q" if how == "q" else b"\x03")
         else:
             process.send_signal(how)
-        rest = _drain_until_exit(leader, process, QUIT_WITHIN_S)
+        rest = drain_until_exit(leader, process, QUIT_WITHIN_S)
         exited = process.wait(timeout=max(0.1, QUIT_WITHIN_S - (time.monotonic() - quit_at)))
         took = time.monotonic() - quit_at
     finally:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES
+from tests.helpers.cli import tuiprof
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.widgets.row_table import RowTable
@@ -22,13 +23,7 @@ PY = sys.executable
 
 
 def _summary(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PY, "-m", "tuiprof", "summary", *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        timeout=120,
-    )
+    return tuiprof("summary", *args)
 
 
 def _run_with_a_bad_rank(tmp_path: Path, damage: str) -> Path:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import tuiprof
-from tests.test_ranks import two_rank_run
+from tests.helpers.cli import tuiprof_bytes
+from tests.helpers.ranks import two_rank_run
 from tuiprof.analysis.ranks import summarise_run
 from tuiprof.trace import run as run_module
 from tuiprof.trace.run import open_run, sidecar_path
@@ -80,7 +80,7 @@ def test_a_planted_rank_that_is_not_a_number_is_no_internal_error(tmp_path, cach
         summary["rank"] = "x"
 
     _edit(_sidecar_of(directory, 0), text_rank)
-    result = tuiprof(
+    result = tuiprof_bytes(
         "summary", str(directory), "--view", "ranks", "--format", "csv", env=dict(os.environ, XDG_CACHE_HOME=str(cache))
     )
     assert result.returncode == 0, result.stderr
@@ -197,7 +197,7 @@ def test_a_sidecar_that_is_no_regular_file_or_too_big_is_not_read(tmp_path, cach
     else:
         with open(sidecar, "wb") as handle:
             handle.truncate(100 << 20)  # sparse: no disk used
-    result = tuiprof(
+    result = tuiprof_bytes(
         "summary",
         str(directory),
         "--view",

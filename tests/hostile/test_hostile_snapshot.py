@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.snapshot_gen import make_snapshot
+from tests.helpers.snapshot_gen import make_snapshot
 from tuiprof.errors import TraceError
 from tuiprof.trace.snapshot import read_snapshot
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.test_hostile import one_line_exit_2, tuiprof
+from tests.helpers.cli import one_line_exit_2, tuiprof_bytes
 from tuiprof.analysis.arrays import break_cycles, nearest_ancestor
 
 RESNET_SAMPLE = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
@@ -120,7 +120,7 @@ def test_python_parent_ids_that_loop_are_cut_and_counted(tmp_path, make, command
     path = tmp_path / "loop.json"
     path.write_bytes(make())
     args = [command[0], str(path), *([str(path)] if command[0] == "diff" else []), *command[1:]]
-    result = tuiprof(*args, timeout=30)  # main: spins forever in arrays.nearest_ancestor
+    result = tuiprof_bytes(*args, timeout=30)  # main: spins forever in arrays.nearest_ancestor
     assert result.returncode == 0, result.stderr
     assert b"Python parent id links that loop (1)" in result.stderr or command[0] != "summary"
 
@@ -187,7 +187,7 @@ def test_a_kernel_named_like_a_step_is_diffed_by_its_own_name(tmp_path, capsys) 
     """A device event called ``ProfilerStep#3`` under an operator both sides run (fuzz finding:
     the kernel table's placement renamed it ``ProfilerStep*``, which the table did not know:
     KeyError, exit 1).  Named as written, it is aligned with B's kernel under the operator."""
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
     from tuiprof import cli
 
     paths = []
@@ -210,7 +210,7 @@ def test_memory_sums_past_int64_are_no_numpy_warning(tmp_path) -> None:
     a float past int64, was cast with a RuntimeWarning printed on stderr): one clean line."""
     import warnings
 
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
     from tuiprof.analysis.build import load_model
 
     trace = GpuTrace()
@@ -253,14 +253,14 @@ def _far_apart(tmp_path) -> str:
 @pytest.mark.parametrize("window", [["--to", "1e18"], ["--from", "1e16", "--to", "1.0000001e16"], ["--from=-1e12"]])
 def test_a_window_far_outside_the_trace_is_one_line(window: list[str]) -> None:
     # main: --to 1e18 spun forever in the ruler; --from 1e16 overflowed int64 (exit 1)
-    result = tuiprof("timeline", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), *window, timeout=30)
+    result = tuiprof_bytes("timeline", str(SAMPLES / "resnet18_cpu.pt.trace.json.gz"), *window, timeout=30)
     line = one_line_exit_2(result, "far outside the trace, which lasts 2.973s", "pass --from/--to between -")
     lower, upper = (int(word) for word in line.split("between ")[1].split()[:3:2])
     assert lower == pytest.approx(-2_973_000, abs=1000) and upper == pytest.approx(-2 * lower, abs=2)
 
 
 def test_a_window_a_little_past_the_trace_is_drawn(tmp_path) -> None:
-    result = tuiprof(
+    result = tuiprof_bytes(
         "timeline", _far_apart(tmp_path), "--from=-1e15", "--to", "2e15", "--width", "30", "--lanes", "cpu"
     )
     assert result.returncode == 0, result.stderr
@@ -268,7 +268,7 @@ def test_a_window_a_little_past_the_trace_is_drawn(tmp_path) -> None:
 
 
 def test_events_1e15_us_apart_fill_only_their_own_columns(tmp_path) -> None:
-    result = tuiprof("timeline", _far_apart(tmp_path), "--width", "100", "--lanes", "cpu", "--format", "json")
+    result = tuiprof_bytes("timeline", _far_apart(tmp_path), "--width", "100", "--lanes", "cpu", "--format", "json")
     assert result.returncode == 0, result.stderr
     lane = json.loads(result.stdout)["lanes"][0]
     drawn = [(column, event) for column, (busy, event) in enumerate(zip(lane["busy"], lane["events"])) if busy or event]
@@ -307,14 +307,16 @@ def test_the_ruler_of_a_huge_window_has_few_ticks() -> None:
 def test_a_trace_that_spans_no_time_says_so(tmp_path, event: dict) -> None:
     path = tmp_path / "instant.json"
     path.write_bytes(_compact([event]))
-    line = one_line_exit_2(tuiprof("timeline", str(path)), "span no time", "tuiprof summary")
+    line = one_line_exit_2(tuiprof_bytes("timeline", str(path)), "span no time", "tuiprof summary")
     assert "--from" not in line  # main: "widen --from/--to" though none was given
 
 
 def test_a_trace_shorter_than_the_width_names_the_width(tmp_path) -> None:
     path = tmp_path / "short.json"
     path.write_bytes(_compact([{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 0.05}]))
-    one_line_exit_2(tuiprof("timeline", str(path), "--width", "80"), "the trace lasts 50 ns", "pass --width 50 or less")
+    one_line_exit_2(
+        tuiprof_bytes("timeline", str(path), "--width", "80"), "the trace lasts 50 ns", "pass --width 50 or less"
+    )
 
 
 # ---------------------------------------------------------------- timeline cost
@@ -339,7 +341,7 @@ def test_a_timeline_of_many_threads_draws_the_busiest_and_says_how_many_more(tmp
 
     path = _threads(tmp_path, 3000)
     started = time.monotonic()
-    result = tuiprof("timeline", path, "--width", "40", "--lanes", "cpu", timeout=60)
+    result = tuiprof_bytes("timeline", path, "--width", "40", "--lanes", "cpu", timeout=60)
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 30  # main: 10,000 threads 28 s of labelling alone (quadratic)
     lines = result.stdout.decode().splitlines()
@@ -366,8 +368,10 @@ def test_json_timeline_memory_is_bounded_by_its_lanes_and_width(tmp_path) -> Non
     from tuiprof.report.timeline import MAX_COLUMNS, MAX_LANES
 
     path = _threads(tmp_path, 2000)
-    one_line_exit_2(tuiprof("timeline", path, "--width", "100000"), "--width 100000", f"between 1 and {MAX_COLUMNS}")
-    result = tuiprof("timeline", path, "--format", "json", "--width", "50", "--lanes", "cpu", timeout=60)
+    one_line_exit_2(
+        tuiprof_bytes("timeline", path, "--width", "100000"), "--width 100000", f"between 1 and {MAX_COLUMNS}"
+    )
+    result = tuiprof_bytes("timeline", path, "--format", "json", "--width", "50", "--lanes", "cpu", timeout=60)
     assert result.returncode == 0, result.stderr
     frame = json.loads(result.stdout)
     assert len(frame["lanes"]) == MAX_LANES and frame["threads_left_out"] == 2000 - MAX_LANES
@@ -399,7 +403,7 @@ def test_diff_csv_neutralises_formulas_and_control_characters(tmp_path) -> None:
     import csv
     import io
 
-    result = tuiprof("diff", *_hostile_pair(tmp_path), "--format", "csv", "--view", "ops")
+    result = tuiprof_bytes("diff", *_hostile_pair(tmp_path), "--format", "csv", "--view", "ops")
     assert result.returncode == 0, result.stderr
     text = result.stdout.decode()
     assert "\r" not in text and "\t" not in text  # main: raw CR and TAB inside fields
@@ -417,7 +421,7 @@ def test_diff_csv_neutralises_formulas_and_control_characters(tmp_path) -> None:
 def test_diff_text_cuts_names_as_the_summary_does(tmp_path) -> None:
     from tuiprof.report.render import CELL_CHARS
 
-    result = tuiprof("diff", *_hostile_pair(tmp_path), "--view", "verdict")
+    result = tuiprof_bytes("diff", *_hostile_pair(tmp_path), "--view", "verdict")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().splitlines()
     assert len(result.stdout) < 10_000  # main: 5 MB (the name whole in the contributors)
@@ -444,7 +448,7 @@ def test_json_that_is_not_a_trace_says_what_it_is(tmp_path, document: bytes, say
     # main: "this is not JSON" for null, "text", 5 (and {} from a pipe); "not valid JSON" for traceEvents {}
     path = tmp_path / "doc.json"
     path.write_bytes(document)
-    result = tuiprof("summary", str(path)) if how == "file" else tuiprof("summary", "-", input=document)
+    result = tuiprof_bytes("summary", str(path)) if how == "file" else tuiprof_bytes("summary", "-", input=document)
     one_line_exit_2(result, says)
 
 
@@ -454,7 +458,7 @@ GLOO_RUN = SAMPLES / "ddp_gloo_2ranks"
 @pytest.mark.parametrize("ranks", ["0,999", "7"])
 def test_diff_ranks_that_the_run_lacks_are_named(ranks: str) -> None:
     # main: --ranks 0,999 compared rank 0 alone, silently
-    result = tuiprof("diff", str(GLOO_RUN), str(GLOO_RUN), "--ranks", ranks, "--format", "csv")
+    result = tuiprof_bytes("diff", str(GLOO_RUN), str(GLOO_RUN), "--ranks", ranks, "--format", "csv")
     one_line_exit_2(result, f"no trace of rank {ranks.split(',')[-1]} (its ranks: 0, 1)")
 
 
@@ -470,7 +474,7 @@ def test_diff_ranks_that_the_run_lacks_are_named(ranks: str) -> None:
 )
 def test_gate_percentages_that_are_no_percentage_are_one_line(option: str, value: str) -> None:
     # main: 1e999% and inf accepted (a gate that can never fail); -5% printed 7 lines of usage
-    result = tuiprof("diff", str(RESNET_SAMPLE), str(RESNET_SAMPLE), option, value)
+    result = tuiprof_bytes("diff", str(RESNET_SAMPLE), str(RESNET_SAMPLE), option, value)
     one_line_exit_2(result, f"{option} {value}: not a percentage", "write it like 5%")
 
 
@@ -479,7 +483,7 @@ def test_a_diff_of_device_events_without_any_operator(tmp_path) -> None:
     kernel = {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "pid": 0, "tid": 7, "ts": 100, "dur": 50}
     path = tmp_path / "kernel.json"
     path.write_bytes(_compact([kernel]))
-    result = tuiprof("diff", str(path), str(path), "--format", "csv", "--view", "launchers")
+    result = tuiprof_bytes("diff", str(path), str(path), "--format", "csv", "--view", "launchers")
     assert result.returncode == 0, result.stderr
     assert "launchers,us,ncclKernel_AllReduce,(no launcher),same,50.0,50.0,0.0,0.0,,1.0,1.0" in result.stdout.decode()
 
@@ -502,7 +506,7 @@ def test_a_diff_whose_side_has_kernels_but_no_operator(tmp_path, order: str) -> 
         )
     )
     sides = (lone, launched) if order == "kernel-only first" else (launched, lone)
-    result = tuiprof("diff", str(sides[0]), str(sides[1]), "--format", "json", "--view", "kernels")
+    result = tuiprof_bytes("diff", str(sides[0]), str(sides[1]), "--format", "json", "--view", "kernels")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["tables"]["kernels"]["rows"]
     durations = {"kernel_a": 50.0, "kernel_b": 30.0}  # by construction: nothing to align them under
@@ -535,7 +539,7 @@ def test_json_outputs_escape_del_and_c1_controls_and_keep_the_name(tmp_path, com
         _compact([{"ph": "X", "cat": "cpu_op", "name": UNSAFE_IN_JSON, "pid": 1, "tid": 1, "ts": 0, "dur": 500}])
     )
     args = [str(path) if a == "SAME" else a for a in command]
-    result = tuiprof(args[0], str(path), *args[1:], "--format", "json")
+    result = tuiprof_bytes(args[0], str(path), *args[1:], "--format", "json")
     assert result.returncode == 0, result.stderr
     out = result.stdout.decode()
     assert not any(c in out for c in "\x7f\x9b\u202e"), out

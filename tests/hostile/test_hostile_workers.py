@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SAMPLES
+from tests.helpers.processes import running
 
 GLOO = SAMPLES / "ddp_gloo_2ranks"
 PY = sys.executable
@@ -148,13 +149,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _running(pid: int) -> bool:
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-
-
 def _big_run_dir(tmp_path: Path, files: int = 4, events: int = 250_000) -> Path:
     """Files of 26 MB (2-3 s each for a rank worker), hard links of one: numbered by name."""
     run = tmp_path / "big"
@@ -196,9 +190,9 @@ def test_rank_workers_end_with_their_parent(tmp_path, signum: int) -> None:
         # getppid() every 0.5 s, which waits for the GIL a decode holds (seconds on a loaded machine:
         # over 5 s at a load average of 10 on 2 cores)
         deadline = time.monotonic() + (15 if signum == signal.SIGKILL else 0.5)
-        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(running(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [pid for pid in workers if _running(pid)], "rank workers outlived their parent"
+        assert not [pid for pid in workers if running(pid)], "rank workers outlived their parent"
     finally:
         parent.kill()
         parent.wait()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
-from rich.console import Console
-
 from tests.conftest import SAMPLES
+from tests.helpers.tui import loaded, plain_text
 from tuiprof.tui.diff_app import DiffApp, DiffSource
 from tuiprof.tui.widgets.row_table import RowTable
 
@@ -15,27 +14,15 @@ BATCH_128 = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
 BATCH_64 = str(SAMPLES / "resnet18_b64_cpu.pt.trace.json.gz")
 
 
-async def _loaded(app: DiffApp, pilot) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
-
-
-def _plain(renderable) -> str:
-    console = Console(width=200, color_system=None, file=io.StringIO())
-    console.print(renderable)
-    return console.file.getvalue()
-
-
 async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
     app = DiffApp(DiffSource(BATCH_128, BATCH_64), export_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         assert app.current_view == "diff-overview"
-        body = _plain(app.query_one("#diff-overview-body").content)
+        body = plain_text(app.query_one("#diff-overview-body").content)
         assert "verdict: batch 128 -> 64: B is" in body and "faster per sample" in body
         assert "aten::convolution_backward: -" in body
-        header = _plain(app.query_one("#header").content)
+        header = plain_text(app.query_one("#header").content)
         assert "1 Diff" in header and "2 Operators" in header
 
         await pilot.press("2")
@@ -62,7 +49,7 @@ async def test_overview_tables_swap_and_sort_cycle(tmp_path) -> None:
         await pilot.press("i")  # by input shape: not compared when the batch changed (every shape did)
         assert app.query_one("#diff-ops").shown == "shapes" and not table.rows
         assert "the batch changed" in table.empty_message
-        assert "[Operators by input shape]" in _plain(app.query_one("#header").content)
+        assert "[Operators by input shape]" in plain_text(app.query_one("#header").content)
         await pilot.press("i")
         assert app.query_one("#diff-ops").shown == "ops"
 
@@ -124,8 +111,8 @@ async def test_help_lists_the_diff_keys_and_columns_at_80x24() -> None:
 
     app = DiffApp(DiffSource(BATCH_128, BATCH_64))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        assert "6 Memory" in _plain(app.query_one("#header").content)
+        await loaded(pilot)
+        assert "6 Memory" in plain_text(app.query_one("#header").content)
         await pilot.press("2")
         palette = {command.title for command in app.get_system_commands(app.screen)}
         assert {"View: Operators", "Swap A/B (x)", "A/B/delta (d)", "Sort: |Delta|"} <= palette
@@ -159,7 +146,7 @@ async def test_at_60x20_the_table_keeps_the_signed_delta_and_the_verdict_no_half
 
     app = DiffApp(DiffSource(BATCH_128, BATCH_64))
     async with app.run_test(size=(60, 20)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2")
         await pilot.pause()
         table = app.query_one("#diff-ops-table", RowTable)
@@ -167,6 +154,6 @@ async def test_at_60x20_the_table_keeps_the_signed_delta_and_the_verdict_no_half
         assert "Delta |▼|" in header_row and "|Delta|" not in header_row, header_row
         first = "".join(segment.text for segment in table.render_line(1))
         assert first.startswith("…::convolution_backward") and re.search(r" -\d[\d.]*ms", first), first
-        line = _plain(app.query_one("#header").content).splitlines()[0].rstrip()
+        line = plain_text(app.query_one("#header").content).splitlines()[0].rstrip()
         assert len(line) <= 60 and not re.search(r"\d…", line), line
         assert "B is 4.80x faster per sample (-79.2 %" in line, line

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import shutil
 
 import pytest
-from rich.console import Console
 
 from tests.conftest import SAMPLES
+from tests.helpers.tui import plain_text
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.views.overview import OverviewView
@@ -16,12 +15,6 @@ from tuiprof.tui.widgets.row_table import RowTable
 
 DDP_SAMPLE = SAMPLES / "ddp_gloo_2ranks"
 pytestmark = pytest.mark.skipif(not DDP_SAMPLE.is_dir(), reason="run scripts/make_sample_traces.py")
-
-
-def _plain(renderable) -> str:
-    console = Console(width=80, color_system=None, file=io.StringIO())
-    console.print(renderable)
-    return console.file.getvalue()
 
 
 async def _settled(app: ExplorerApp, pilot) -> None:
@@ -63,7 +56,7 @@ async def test_the_overview_of_a_rank_names_the_runs_straggler_first(tmp_path) -
     async with app.run_test(size=(80, 24)) as pilot:
         await _settled(app, pilot)
         assert app.current_view == "overview"
-        body = " ".join(_plain(app.query_one("#overview-body").content).split())
+        body = " ".join(plain_text(app.query_one("#overview-body").content, 80).split())
         assert body.startswith("Findings • Straggler rank 1: "), body[:200]
         view = app.query_one(OverviewView)
         _, rows, _ = view.export_rows()

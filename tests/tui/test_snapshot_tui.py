@@ -5,7 +5,8 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-from tests.snapshot_gen import make_snapshot
+from tests.helpers.snapshot_gen import make_snapshot
+from tests.helpers.tui import loaded
 from tuiprof.analysis.snapshot import analyze_snapshot
 from tuiprof.trace.snapshot import decode_snapshot
 
@@ -38,17 +39,11 @@ def _text(app, selector: str) -> str:
     return str(app.query_one(selector, Static).render())
 
 
-async def _loaded(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
-
-
 async def test_the_app_shows_the_peak_stacks_and_the_full_stack_as_plain_text() -> None:
     model, expected = _model_with_markup_in_a_frame()
     app = _app(model)
     async with app.run_test(size=(100, 40)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         top = max(expected.peak_bytes, key=expected.peak_bytes.get)
         assert app.state.device == top
         rows = _rows(app, "peak")
@@ -77,7 +72,7 @@ async def test_segments_and_ooms_pages_match_the_raw_snapshot() -> None:
     data, _ = make_snapshot(1, steps=200)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         device = app.state.device
         await pilot.press("3")
         raw = sorted(s["total_size"] for s in data["segments"] if s["device"] == device)
@@ -102,7 +97,7 @@ async def test_modules_page_groups_the_peak_by_forward(tmp_path: Path) -> None:
     data, expected = make_snapshot(3, steps=200, modules=True)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")), tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         device = app.state.device
         by_module: dict[str, int] = {}
         for stack, size in expected.peak_by_stack[device].items():
@@ -117,7 +112,7 @@ async def test_filter_and_export_act_on_the_page(tmp_path: Path) -> None:
     data, expected = make_snapshot(1, steps=200)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")), tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         every = _rows(app, "peak")
         await pilot.press("slash", *"layer2", "enter")
         kept = _rows(app, "peak")
@@ -153,14 +148,14 @@ def test_open_off_a_terminal_prints_the_summary(tmp_path: Path) -> None:
 
 def test_snapshot_app_screens(snap_compare) -> None:
     """The app at 80x24: headline, curve, the peak's stacks, the detail pane (then the first OOM's holders).
-    Update with --snapshot-update and look at tests/__snapshots__/test_snapshot_tui/."""
+    Update with --snapshot-update and look at tests/tui/__snapshots__/test_snapshot_tui/."""
     data, _ = make_snapshot(1, steps=200)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")))
-    assert snap_compare(app, terminal_size=(80, 24), press=["o"], run_before=_loaded)
+    assert snap_compare(app, terminal_size=(80, 24), press=["o"], run_before=loaded)
 
 
 def test_snapshot_app_segments_screen(snap_compare) -> None:
     """The Segments page at 120x40 (fragmentation per segment). Update as above."""
     data, _ = make_snapshot(1, steps=200)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")))
-    assert snap_compare(app, terminal_size=(120, 40), press=["3"], run_before=_loaded)
+    assert snap_compare(app, terminal_size=(120, 40), press=["3"], run_before=loaded)

@@ -1,30 +1,23 @@
 """Screens at 80x24 and 120x40 on the resnet18 sample (Textual pinned exactly).
 
-Update after an intended change with ``pytest tests/test_snapshots.py --snapshot-update``
-and look at the SVGs in tests/__snapshots__/.
+Update after an intended change with ``pytest tests/tui/test_snapshots.py --snapshot-update``
+and look at the SVGs in tests/tui/__snapshots__/.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import SAMPLES, make_watch_folder
-from tests.snapshot_views import SNAPSHOT_VIEWS
+from tests.conftest import DATA, SAMPLES, make_watch_folder
+from tests.helpers.snapshot_views import SNAPSHOT_VIEWS
+from tests.helpers.tui import loaded
 from tuiprof.trace.watch import HistoryReader
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.watch_app import WatchApp
 
 RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
-H100 = str(Path(__file__).parent / "data" / "h100_vit_inference.json.gz")  # a real GPU trace (tests/data/README.md)
-
-
-async def _wait_for_load(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
+H100 = str(DATA / "h100_vit_inference.json.gz")  # a real GPU trace (tests/data/README.md)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +33,7 @@ async def _wait_for_load(pilot) -> None:
 )
 def test_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(RESNET), views=SNAPSHOT_VIEWS)
-    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=loaded)
 
 
 @pytest.mark.parametrize(
@@ -66,10 +59,10 @@ def test_screens(snap_compare, size, keys) -> None:
 )
 def test_gpu_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(H100), views=SNAPSHOT_VIEWS)
-    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=loaded)
 
 
-COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # scripts/make_compiled_trace.py
+COMPILED = str(DATA / "compiled_mlp_cpu.json.gz")  # scripts/make_compiled_trace.py
 
 
 @pytest.mark.parametrize(
@@ -85,12 +78,10 @@ COMPILED = str(Path(__file__).parent / "data" / "compiled_mlp_cpu.json.gz")  # s
 )
 def test_compiled_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(COMPILED), views=SNAPSHOT_VIEWS)
-    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=loaded)
 
 
-MLP_CATEGORIES = str(
-    Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz"
-)  # scripts/make_memory_category_trace.py
+MLP_CATEGORIES = str(DATA / "mlp_memory_categories.pt.trace.json.gz")  # scripts/make_memory_category_trace.py
 
 
 @pytest.mark.parametrize(
@@ -104,7 +95,7 @@ MLP_CATEGORIES = str(
 )
 def test_memory_category_screens(snap_compare, size, keys) -> None:
     app = ExplorerApp(FileSource(MLP_CATEGORIES))
-    assert snap_compare(app, terminal_size=size, press=keys, run_before=_wait_for_load)
+    assert snap_compare(app, terminal_size=size, press=keys, run_before=loaded)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
@@ -112,4 +103,4 @@ def test_watch_screens(snap_compare, tmp_path, size) -> None:
     """The watch app on a finished job: the job's lines, the chart, the captures (its one page is
     fixed in tui/views/watch.py: no registry of views to pin)."""
     app = WatchApp(HistoryReader(make_watch_folder(tmp_path)))
-    assert snap_compare(app, terminal_size=size, run_before=_wait_for_load)
+    assert snap_compare(app, terminal_size=size, run_before=loaded)

@@ -5,49 +5,14 @@ from __future__ import annotations
 import os
 import pty
 import re
-import select
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.conftest import ROOT, SAMPLES, make_watch_folder
-
-LEAVE_ALT_SCREEN = b"\x1b[?1049l"
-SHOW_CURSOR = b"\x1b[?25h"
-
-
-def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and needle not in seen:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                seen += os.read(fd, 65536)
-            except OSError:
-                break
-    return seen
-
-
-def _drain_until_exit(fd: int, process: subprocess.Popen, timeout: float) -> bytes:
-    """What the app writes until it exits (and a moment after, for the last bytes)."""
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        exited = process.poll() is not None
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
-            try:
-                seen += os.read(fd, 65536)
-                continue
-            except OSError:
-                break
-        if exited:
-            break
-    return seen
+from tests.helpers.terminal import LEAVE_ALT_SCREEN, SHOW_CURSOR, drain_until_exit, read_until
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
@@ -72,10 +37,10 @@ def test_signal_restores_the_terminal(tmp_path, app: str, signum: int) -> None:
     )
     os.close(follower)
     try:
-        screen = _read_until(leader, ready, 60)
+        screen = read_until(leader, ready, 60)
         assert ready in screen, screen[-400:]
         process.send_signal(signum)
-        rest = _drain_until_exit(
+        rest = drain_until_exit(
             leader, process, 30
         )  # a terminal keeps reading: the app's last frames must not block it
         code = process.wait(timeout=1)
@@ -106,7 +71,7 @@ def test_a_truncated_gzip_ends_the_explorer_with_one_line_and_exit_2(tmp_path) -
     )
     os.close(follower)
     try:
-        seen = _drain_until_exit(leader, process, 60)  # no key is ever sent
+        seen = drain_until_exit(leader, process, 60)  # no key is ever sent
         code = process.wait(timeout=1)
     finally:
         if process.poll() is None:

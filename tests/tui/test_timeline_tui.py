@@ -9,9 +9,9 @@ import re
 import pytest
 
 from tests.conftest import ROOT, needs_shared
-from tests.gpu_trace import GpuTrace
-from tests.snapshot_views import SNAPSHOT_VIEWS
-from tests.test_timeline import H100, _event, _synthetic_events
+from tests.helpers.gpu_trace import GpuTrace
+from tests.helpers.snapshot_views import SNAPSHOT_VIEWS
+from tests.helpers.timeline import H100, complete_event, synthetic_events
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.views import view_keys
@@ -25,7 +25,7 @@ US = 1000
 @pytest.fixture()
 def synthetic_path(tmp_path):
     path = tmp_path / "synthetic.pt.trace.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _synthetic_events()}))
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": synthetic_events()}))
     return str(path)
 
 
@@ -155,12 +155,15 @@ def many_lanes_path(tmp_path):
     """The synthetic trace, a second step (1000-1900 us) and three more threads: 14 lanes,
     more than the 12 rows an 80x24 terminal has for them."""
     extra = [
-        _event("user_annotation", "ProfilerStep#2", 1000, 900),
-        _event("cpu_op", "aten::relu", 1100, 200, **{"External id": 30}),
-        *(_event("cpu_op", f"aten::worker_{tid}", 300, 100, tid=tid, **{"External id": tid}) for tid in (12, 13, 14)),
+        complete_event("user_annotation", "ProfilerStep#2", 1000, 900),
+        complete_event("cpu_op", "aten::relu", 1100, 200, **{"External id": 30}),
+        *(
+            complete_event("cpu_op", f"aten::worker_{tid}", 300, 100, tid=tid, **{"External id": tid})
+            for tid in (12, 13, 14)
+        ),
     ]
     path = tmp_path / "many_lanes.pt.trace.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _synthetic_events() + extra}))
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": synthetic_events() + extra}))
     return str(path)
 
 

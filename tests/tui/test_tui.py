@@ -13,7 +13,8 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import ROOT, SAMPLES, SHARED_TRACES
-from tests.snapshot_views import SNAPSHOT_VIEWS
+from tests.helpers.snapshot_views import SNAPSHOT_VIEWS
+from tests.helpers.tui import loaded, plain_text
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.views import EXPLORER_VIEWS
@@ -24,19 +25,6 @@ from tuiprof.tui.widgets.row_table import RowTable
 RESNET = str(SAMPLES / "resnet18_cpu.pt.trace.json.gz")
 
 
-async def _loaded(app: ExplorerApp, pilot) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
-
-
-def _text(widget) -> str:
-    """What a Static shows, as plain text."""
-    console = Console(record=True, width=200, file=io.StringIO())
-    console.print(widget.content)
-    return console.export_text()
-
-
 def _names(table: RowTable) -> list[str]:
     return [str(row.get("name", row.get("path"))) for row in table.rows]
 
@@ -44,7 +32,7 @@ def _names(table: RowTable) -> list[str]:
 async def test_opens_on_overview_and_tree_filters_operators() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         assert app.current_view == "overview"
         await pilot.press("2")
         assert app.current_view == "modules"
@@ -108,7 +96,7 @@ async def test_keys_of_the_loaded_trace_wait_for_it_and_a_view_key_is_kept() -> 
         assert "Quit" in bar and "Filter" not in bar and "Export" not in bar  # nothing to filter yet
         await pilot.press("3")  # typed ahead
         source.go.set()
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.pause()
         assert app.current_view == "operators"
         assert "aten::convolution_backward" in _names(app.query_one("#operators-table", RowTable))
@@ -119,23 +107,23 @@ async def test_memory_of_a_gpu_trace_leaves_room_for_its_table_in_a_short_termin
     """Two charts (device and CPU) take ~16 rows: at 60x20 the table had none left."""
     app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
     async with app.run_test(size=(60, 20)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("5")
         await pilot.pause()
         table = app.query_one("#memory-ops", RowTable)
         assert table.size.height >= 6 and len(table.rows) >= 5
-        assert "CUDA:0 memory" in _text(app.query_one("#memory-chart")) and "CPU memory" not in _text(
-            app.query_one("#memory-chart")
+        assert "CUDA:0 memory" in plain_text(app.query_one("#memory-chart").content) and "CPU memory" not in plain_text(
+            app.query_one("#memory-chart").content
         )
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
-        assert "CPU memory" in _text(app.query_one("#memory-chart"))  # room for both again
+        assert "CPU memory" in plain_text(app.query_one("#memory-chart").content)  # room for both again
 
 
 async def test_sort_keys_change_row_order() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3")
         table = app.query_one("#operators-table", RowTable)
         assert table.sort_key == "self_cpu_us"
@@ -157,7 +145,7 @@ async def test_a_sort_shows_the_top_of_the_new_order() -> None:
     put the cursor and the scroll on the first row, the extreme of the sorted column."""
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3", "j", "j", "j", "j", "j")
         table = app.query_one("#operators-table", RowTable)
 
@@ -187,7 +175,7 @@ async def test_a_sort_shows_the_top_of_the_new_order() -> None:
 async def test_filter_narrows_rows_and_escape_restores() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3")
         table = app.query_one("#operators-table", RowTable)
         before = len(table.rows)
@@ -207,7 +195,7 @@ async def test_filter_narrows_rows_and_escape_restores() -> None:
 async def test_group_by_shape_and_top_level_toggles() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3")
         table = app.query_one("#operators-table", RowTable)
         by_name = len(table.rows)
@@ -229,7 +217,7 @@ def _exported_csv(path: Path) -> list[dict[str, str]]:
 async def test_export_writes_the_table_as_shown_and_says_its_sort_and_filter(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3", "slash", *"batch", "enter", "r", "e")
         table = app.query_one("#operators-table", RowTable)
         path = tmp_path / "tuiprof-operators-resnet18_cpu.csv"
@@ -260,7 +248,7 @@ async def test_export_writes_the_table_as_shown_and_says_its_sort_and_filter(tmp
 async def test_help_opens_with_column_definitions() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3", "question_mark")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "HelpScreen"
@@ -301,7 +289,7 @@ async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound(
         return keys
 
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         operators = await help_of("3")
         label, views = next((k, v) for k, v in operators.items() if v.startswith("views: "))
         assert expanded(label) == set(bound), label
@@ -320,7 +308,7 @@ async def test_help_lists_the_current_views_own_keys_and_the_view_keys_as_bound(
 async def test_view_switching_keys() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         for key, view in (("1", "overview"), ("4", "kernels"), ("5", "memory"), ("6", "steps"), ("2", "modules")):
             await pilot.press(key)
             assert app.current_view == view
@@ -361,18 +349,18 @@ async def test_gpu_trace_kernels_view() -> None:
         FileSource(str(SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"))
     )
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("4")
         kernels = app.query_one("#kernels-table", RowTable)
         totals = [r["device_total_us"] for r in kernels.rows]
         assert totals and totals == sorted(totals, reverse=True)
-        assert "launched by" in _text(app.query_one("#kernels-detail"))
+        assert "launched by" in plain_text(app.query_one("#kernels-detail").content)
 
 
 async def test_enter_lists_every_call_of_an_operator(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3", "slash", *"aten::conv2d", "enter")
         table = app.query_one("#operators-table", RowTable)
         stats = table.current_row.item
@@ -391,7 +379,7 @@ async def test_enter_drills_in_and_escape_goes_back() -> None:
     -> that operator in the Operators view; esc -> back to Modules."""
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2", "down", "enter")
         await pilot.pause()
         module_ops = app.query_one("#module-ops", RowTable)
@@ -410,20 +398,20 @@ async def test_enter_drills_in_and_escape_goes_back() -> None:
 async def test_top_level_inside_a_module_and_toggles_shown_in_header() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2", "down", "t")
         await pilot.pause()
         names = set(_names(app.query_one("#module-ops", RowTable)))
         assert "aten::conv2d" in names and "aten::mkldnn_convolution" not in names
-        assert "[top-level]" in _text(app.query_one("#header"))
+        assert "[top-level]" in plain_text(app.query_one("#header").content)
         await pilot.press("i")
-        assert "[by shape, top-level]" in _text(app.query_one("#header"))
+        assert "[by shape, top-level]" in plain_text(app.query_one("#header").content)
 
 
 async def test_empty_states_say_why(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("4")
         assert "CPU-only profile" in app.query_one("#kernels-table", RowTable).empty_message
         await pilot.press("0")
@@ -432,22 +420,24 @@ async def test_empty_states_say_why(tmp_path) -> None:
 
 
 async def test_a_trace_without_memory_events_says_so_with_its_brackets(tmp_path) -> None:
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
 
     trace = GpuTrace()
     trace.op("aten::mm", 0, 10, **{"Input Dims": [[2, 3], [3, 4]]})
     app = ExplorerApp(FileSource(str(trace.write(tmp_path / "no_memory.json"))))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("5")
         await pilot.pause()
-        assert "No [memory] events: profile with profile_memory=True." in _text(app.query_one("#memory-chart"))
+        assert "No [memory] events: profile with profile_memory=True." in plain_text(
+            app.query_one("#memory-chart").content
+        )
 
 
 async def test_export_names_what_the_view_shows_and_survives_an_unwritable_directory(tmp_path) -> None:
     app = ExplorerApp(FileSource(RESNET), export_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("e")  # Overview: its findings
         findings = _exported_csv(tmp_path / "tuiprof-overview-findings-resnet18_cpu.csv")
         assert any(row["id"] == "memory-peak" for row in findings)
@@ -463,7 +453,7 @@ async def test_export_names_what_the_view_shows_and_survives_an_unwritable_direc
 async def test_help_explains_the_tree_rows() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2", "question_mark")
         await pilot.pause()
         console = Console(record=True, width=200, file=io.StringIO())
@@ -481,7 +471,7 @@ async def test_a_narrow_tree_keeps_the_index_that_tells_siblings_apart() -> None
 
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(60, 20)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2")
         await pilot.pause()
         tree = app.query_one("#module-tree", ModuleTreeView)
@@ -507,7 +497,7 @@ async def test_tree_leaves_line_up_with_their_expandable_siblings() -> None:
 
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2")
         await pilot.pause()
         tree = app.query_one("#module-tree", ModuleTreeView)
@@ -529,7 +519,7 @@ async def test_tree_leaves_line_up_with_their_expandable_siblings() -> None:
 async def test_slash_filters_the_focused_pane_of_modules() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2", "slash", *"conv2d_1", "enter")
         await pilot.pause()
         tree = app.query_one("#module-tree", ModuleTreeView)
@@ -555,8 +545,8 @@ async def test_a_saved_capture_shows_its_profiler_log(tmp_path) -> None:
     saved.write_text(json.dumps(document))
     app = ExplorerApp(FileSource(str(saved)), views=SNAPSHOT_VIEWS)  # the views this header was drawn with
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        header = _text(app.query_one("#header"))
+        await loaded(pilot)
+        header = plain_text(app.query_one("#header").content)
         assert " 0 Log" in header and " 2 Modules" in header  # eight tabs, all named at 80 columns
         await pilot.press("0")
         lines = [str(line.text) for line in app.query_one("#log-lines").lines]
@@ -567,12 +557,12 @@ async def test_brackets_switch_rank_in_every_view() -> None:
     run = SAMPLES / "ddp_gloo_2ranks"
     app = ExplorerApp(FileSource(str(run)))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
-        assert app.model.info.rank == 0 and "rank 0 of 2" in _text(app.query_one("#header"))
+        await loaded(pilot)
+        assert app.model.info.rank == 0 and "rank 0 of 2" in plain_text(app.query_one("#header").content)
         await pilot.press("3", "right_square_bracket")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert app.model.info.rank == 1 and "rank 1 of 2" in _text(app.query_one("#header"))
+        assert app.model.info.rank == 1 and "rank 1 of 2" in plain_text(app.query_one("#header").content)
         assert app.current_view == "operators"
         assert app.query_one("#operators-table", RowTable).rows[0].item in app.model.operators()
         first = app.model
@@ -589,7 +579,7 @@ async def test_brackets_switch_rank_in_every_view() -> None:
 async def test_brackets_on_a_single_trace_say_why_nothing_happens() -> None:
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         model = app.model
         await pilot.press("right_square_bracket")
         await app.workers.wait_for_complete()
@@ -647,7 +637,7 @@ async def test_q_during_a_load_quits_with_130_whatever_the_loader_does_next() ->
 async def test_the_log_wraps_to_a_60_column_terminal() -> None:
     app = ExplorerApp(FileSource(str(RESNET)))
     async with app.run_test(size=(60, 20)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("0")
         await pilot.pause()
         lines = [str(line.text).rstrip() for line in app.query_one("#log-lines").lines]
@@ -675,9 +665,9 @@ async def test_the_loading_clock_runs_between_reports() -> None:
     app = ExplorerApp(QuietSource())
     async with app.run_test() as pilot:
         await pilot.pause(0.2)
-        first = _text(app.query_one("#loading-text"))
+        first = plain_text(app.query_one("#loading-text").content)
         await pilot.pause(1.2)
-        later = _text(app.query_one("#loading-text"))
+        later = plain_text(app.query_one("#loading-text").content)
         await pilot.press("q")
     assert first.startswith("analysing 4,742,000 events · ") and later.startswith("analysing 4,742,000 events · ")
     assert float(later.split("· ")[-1].strip().rstrip("s")) >= float(first.split("· ")[-1].strip().rstrip("s")) + 0.9
@@ -703,10 +693,10 @@ async def test_a_source_says_it_is_live_with_a_field_and_the_first_q_stops_it() 
     app = ExplorerApp(CaptureLike())
     async with app.run_test() as pilot:
         await pilot.pause(0.1)
-        assert _text(app.query_one("#loading-hint")).strip() == "q: stop and show what was captured"
+        assert plain_text(app.query_one("#loading-hint").content).strip() == "q: stop and show what was captured"
         await pilot.press("q")
         await pilot.pause(0.1)
-        assert app.is_running and "stopping after this step" in _text(app.query_one("#loading-hint"))
+        assert app.is_running and "stopping after this step" in plain_text(app.query_one("#loading-hint").content)
         await pilot.press("q")
 
 
@@ -754,7 +744,7 @@ async def test_key_bar_keeps_quit_and_drops_whole_keys(width: int) -> None:
     (`- Zoom`); Quit went first.  Every key shown is whole, and Quit (Back in a drill-in) stays."""
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(width, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         for keys, kept in ((("3",), "Quit"), (("3", "enter"), "Back"), (("7",), "Quit"), (("2",), "Quit")):
             for key in keys:
                 await pilot.press(key)
@@ -779,7 +769,7 @@ async def test_empty_views_offer_no_keys_that_act_on_rows() -> None:
     Reverse, Export, By shape, Top-level or Filter on the key bar (nothing to act on)."""
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(100, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         for key in ("4", "8", "9", "0"):
             await pilot.press(key)
             await pilot.pause()
@@ -796,7 +786,7 @@ async def test_kernel_names_get_their_room_before_the_launching_operator() -> No
     had 26: the name is what the row is, the launcher yields first."""
     app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("4")
         await pilot.pause()
         table = app.query_one("#kernels-table", RowTable)
@@ -810,7 +800,7 @@ async def test_at_60x20_the_kernel_detail_keeps_its_times_in_view() -> None:
     """The demangled signature took 4 of the pane's lines and pushed the launches and times out."""
     app = ExplorerApp(FileSource(str(ROOT / "tests" / "data" / "h100_vit_inference.json.gz")))
     async with app.run_test(size=(60, 20)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("4")
         await pilot.pause()
         pane = app.query_one("#kernels-detail")
@@ -828,7 +818,7 @@ async def test_the_module_tree_shows_the_call_counts_on_every_row_or_on_none(wid
 
     app = ExplorerApp(FileSource(RESNET))
     async with app.run_test(size=(width, 24)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("2")
         await pilot.pause()
         tree = app.query_one("#module-tree", ModuleTreeView)

@@ -9,14 +9,13 @@ to stop yet ends on the row the cursor is on.
 from __future__ import annotations
 
 import gc
-import io
 import threading
 from types import SimpleNamespace
 
 import numpy as np
-from rich.console import Console
 
 from tests.conftest import SAMPLES
+from tests.helpers.tui import loaded, plain_text
 from tuiprof.report.memory_chart import CategoryCurve, MemoryCurve
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
@@ -27,18 +26,6 @@ from tuiprof.tui.views.operators import OperatorsView
 from tuiprof.tui.widgets.row_table import RowTable
 
 SAMPLE = SAMPLES / "resnet18_cpu.pt.trace.json.gz"
-
-
-async def _loaded(app: ExplorerApp, pilot) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
-
-
-def _text(widget) -> str:
-    console = Console(record=True, width=200, file=io.StringIO())
-    console.print(widget.content)
-    return console.export_text()
 
 
 async def test_switching_back_to_memory_draws_neither_its_chart_nor_its_table_again(monkeypatch) -> None:
@@ -52,9 +39,9 @@ async def test_switching_back_to_memory_draws_neither_its_chart_nor_its_table_ag
     monkeypatch.setattr(RowTable, "set_data", lambda self, *a, **kw: filled.append(self.id) or set_data(self, *a, **kw))
     app = ExplorerApp(FileSource(str(SAMPLE)))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("5", "3")
-        await _loaded(app, pilot)
+        await loaded(pilot)
         charts.clear()
         filled.clear()
         for key in ("5", "3", "5", "1", "5"):
@@ -73,21 +60,21 @@ async def test_a_toggle_refills_a_hidden_view_only_once_it_is_shown(monkeypatch)
     monkeypatch.setattr(MemoryView, "show_options", lambda self, model: refills.append(1) or show_options(self, model))
     app = ExplorerApp(FileSource(str(SAMPLE)))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("5")  # the memory view's first table: operators (no categories in this sample)
-        await _loaded(app, pilot)
+        await loaded(pilot)
         memory_rows = len(app.query_one("#memory-ops", RowTable).all_rows)
         await pilot.press("3")
         operators = app.query_one("#operators-table", RowTable)
         by_name = len(operators.all_rows)
         refills.clear()
         await pilot.press("i")
-        await _loaded(app, pilot)
+        await loaded(pilot)
         by_shape = len(operators.all_rows)
         assert by_shape > by_name and memory_rows == by_name  # the toggle changes what this sample shows
         assert refills == []  # the hidden Memory view did nothing at the key press
         await pilot.press("5")
-        await _loaded(app, pilot)
+        await loaded(pilot)
         assert refills == [1]
         assert len(app.query_one("#memory-ops", RowTable).all_rows) == by_shape
 
@@ -110,9 +97,9 @@ async def test_held_keys_on_a_big_trace_show_the_detail_once_they_stop(monkeypat
     monkeypatch.setattr(OperatorsView, "detail_text", recording)
     app = ExplorerApp(FileSource(str(SAMPLE)))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("3")
-        await _loaded(app, pilot)
+        await loaded(pilot)
         view = app.query_one("#operators", OperatorsView)
         table = app.query_one("#operators-table", RowTable)
         await pilot.pause(0.6)
@@ -130,7 +117,7 @@ async def test_held_keys_on_a_big_trace_show_the_detail_once_they_stop(monkeypat
         assert table.cursor == 11
         assert details == [table.current_row]
         name = table.current_row["name"]
-        assert name in _text(app.query_one("#operators-detail")).replace("\n", "")
+        assert name in plain_text(app.query_one("#operators-detail").content).replace("\n", "")
         assert not any(on_ui_thread)  # worked out in a worker: a key never waits for a detail
 
 
@@ -148,13 +135,13 @@ async def test_the_memory_curve_is_bucketed_ahead_not_at_the_first_switch(monkey
     monkeypatch.setattr(MemoryCurve, "_bucket", recording)
     app = ExplorerApp(FileSource(str(SAMPLE)))
     async with app.run_test(size=(120, 40)) as pilot:
-        await _loaded(app, pilot)
-        await _loaded(app, pilot)
+        await loaded(pilot)
+        await loaded(pilot)
         computed_on.clear()  # the Overview's own small curve, drawn with the first frame
         await pilot.press("5")
         await pilot.pause()
         assert computed_on == []
-        assert "CPU memory" in _text(app.query_one("#memory-chart"))  # (this renders it at 200 columns)
+        assert "CPU memory" in plain_text(app.query_one("#memory-chart").content)  # (this renders it at 200 columns)
 
 
 def _plain_curve_buckets(times, allocated, reserved, peak_ns, width):
@@ -214,7 +201,7 @@ async def test_what_the_explorer_froze_for_the_collector_is_released_when_it_end
     it ends they go back, or a process running many apps (the tests) would keep their cycles."""
     app = ExplorerApp(FileSource(str(SAMPLE)))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        await _loaded(app, pilot)
+        await loaded(pilot)
+        await loaded(pilot)
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0

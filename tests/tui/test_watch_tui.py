@@ -3,15 +3,14 @@ follow, and what the app host gives every app (help, filter, export, palette, ke
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 
 import pytest
-from rich.console import Console
 from textual.worker import WorkerFailed
 
 from tests.conftest import WATCH_HEALTHY, WATCH_SLOW, make_watch_folder
+from tests.helpers.tui import loaded, plain_text
 from tuiprof.errors import TraceError
 from tuiprof.trace.watch import HistoryReader
 from tuiprof.tui.screens.help import HelpScreen
@@ -28,22 +27,10 @@ def _fast_follow(monkeypatch) -> None:
     monkeypatch.setattr(watch_app, "FOLLOW_SECONDS", FOLLOW_S)
 
 
-def _text(renderable, width: int = 100) -> str:
-    console = Console(width=width, color_system=None, file=io.StringIO())
-    console.print(renderable)
-    return console.file.getvalue()
-
-
 def _app(directory, **options) -> WatchApp:
     reader = HistoryReader(directory)
     reader.read_new()
     return WatchApp(reader, **options)
-
-
-async def _loaded(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
 
 
 def _lines(app: WatchApp) -> list[str]:
@@ -61,8 +48,8 @@ async def test_the_chart_marks_the_triggers_and_enter_opens_the_capture(tmp_path
     directory = make_watch_folder(tmp_path)
     app = _app(directory)
     async with app.run_test(size=(80, 30)) as pilot:
-        await _loaded(pilot)
-        chart = _text(app.query_one("#chart").render()).splitlines()
+        await loaded(pilot)
+        chart = plain_text(app.query_one("#chart").render(), 100).splitlines()
         marks = next(line for line in chart if line.strip() and set(line.strip()) <= {"H", "S", " "})
         assert marks.index("H") < marks.index("S")
         assert "step 1 " in chart[-2] and chart[-2].endswith("step 60")
@@ -78,13 +65,13 @@ async def test_the_chart_is_drawn_again_for_a_new_width(tmp_path) -> None:
     directory = make_watch_folder(tmp_path, steps=200)
     app = _app(directory)
     async with app.run_test(size=(80, 30)) as pilot:
-        await _loaded(pilot)
-        steps_line = _text(app.query_one("#chart").render(), 200).splitlines()[-2]
+        await loaded(pilot)
+        steps_line = plain_text(app.query_one("#chart").render(), 200).splitlines()[-2]
         assert steps_line.rstrip().endswith("step 200") and len(steps_line.rstrip()) <= 80
         await pilot.resize_terminal(120, 30)
         await pilot.pause(0.5)
-        await _loaded(pilot)
-        steps_line = _text(app.query_one("#chart").render(), 200).splitlines()[-2]
+        await loaded(pilot)
+        steps_line = plain_text(app.query_one("#chart").render(), 200).splitlines()[-2]
         assert steps_line.rstrip().endswith("step 200") and 100 < len(steps_line.rstrip()) <= 120
 
 
@@ -92,7 +79,7 @@ async def test_d_compares_with_the_healthy_capture_verdict_first(tmp_path) -> No
     directory = make_watch_folder(tmp_path)
     app = _app(directory)
     async with app.run_test(size=(100, 40)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         await pilot.press("d")  # on the healthy capture: nothing to compare
         assert not isinstance(app.screen, CompareScreen)
         await pilot.press("down", "d")
@@ -101,7 +88,7 @@ async def test_d_compares_with_the_healthy_capture_verdict_first(tmp_path) -> No
         assert isinstance(screen, CompareScreen)
         await screen.workers.wait_for_complete()
         await pilot.pause()
-        text = _text(screen.query_one("#comparison").render()).splitlines()
+        text = plain_text(screen.query_one("#comparison").render(), 100).splitlines()
         assert "B is 4.80x slower per sample" in text[0]  # batches 64 vs 128: compared per sample
         assert text[2].startswith("where the step time went")
         await pilot.press("question_mark")  # the comparison's keys, not the list's
@@ -115,8 +102,8 @@ async def test_a_running_job_is_followed(tmp_path) -> None:
     directory = make_watch_folder(tmp_path, steps=44, ended=False)
     app = _app(directory)
     async with app.run_test(size=(80, 30)) as pilot:
-        await _loaded(pilot)
-        assert "44 steps, running" in _text(app.query_one("#job").render())
+        await loaded(pilot)
+        assert "44 steps, running" in plain_text(app.query_one("#job").render(), 100)
         _append(
             directory,
             {"s": 45, "t": 1, "w": 0.005},
@@ -124,8 +111,8 @@ async def test_a_running_job_is_followed(tmp_path) -> None:
             {"e": "end", "step": 45, "status": "finished"},
         )
         await pilot.pause(3 * FOLLOW_S)
-        await _loaded(pilot)
-        assert "45 steps, finished" in _text(app.query_one("#job").render())
+        await loaded(pilot)
+        assert "45 steps, finished" in plain_text(app.query_one("#job").render(), 100)
         assert len(_lines(app)) == 4 and _lines(app)[3].startswith("demand")
 
 
@@ -143,11 +130,11 @@ async def test_the_follow_reads_the_history_off_the_ui_thread(tmp_path, monkeypa
 
     monkeypatch.setattr(HistoryReader, "read_new", recorded)
     async with app.run_test(size=(80, 30)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         _append(directory, {"s": 45, "t": 1, "w": 0.005})
         await pilot.pause(3 * FOLLOW_S)
-        await _loaded(pilot)
-        assert "45 steps, running" in _text(app.query_one("#job").render())
+        await loaded(pilot)
+        assert "45 steps, running" in plain_text(app.query_one("#job").render(), 100)
     assert readers and threading.main_thread().name not in readers
 
 
@@ -155,7 +142,7 @@ async def test_the_cursor_stays_on_its_capture_as_the_list_changes(tmp_path) -> 
     directory = make_watch_folder(tmp_path, steps=44, ended=False)
     app = _app(directory)
     async with app.run_test(size=(100, 30)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         await pilot.press("down")  # the slow capture, second in the list
         _append(  # the healthy one is taken again: the first is dropped, a new one comes last
             directory,
@@ -164,8 +151,8 @@ async def test_the_cursor_stays_on_its_capture_as_the_list_changes(tmp_path) -> 
             {"e": "dropped", "path": WATCH_HEALTHY, "why": "taken again"},
         )
         await pilot.pause(3 * FOLLOW_S)
-        await _loaded(pilot)
-        assert "45 steps, running" in _text(app.query_one("#job").render())
+        await loaded(pilot)
+        assert "45 steps, running" in plain_text(app.query_one("#job").render(), 100)
         await pilot.press("enter")
     assert app.next_action == ("open", str(directory / WATCH_SLOW))
 
@@ -174,19 +161,21 @@ async def test_a_slow_capture_that_was_not_slower_is_labelled_so(tmp_path) -> No
     directory = make_watch_folder(tmp_path, slow_ms=1.1)  # "slow" at 42-44, but its steps are 1.1x the healthy ones
     app = _app(directory)
     async with app.run_test(size=(120, 30)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         header, healthy, slow = _lines(app)
         at = header.index("Verdict")
         assert healthy[at:].split()[0] == "step000007-healthy"  # no verdict: the path comes next
         assert slow[at:].startswith("not slower")
-        assert "1 slow capture not slower than the healthy one (steps 42-44)" in _text(app.query_one("#job").render())
+        assert "1 slow capture not slower than the healthy one (steps 42-44)" in plain_text(
+            app.query_one("#job").render(), 100
+        )
 
 
 async def test_the_list_has_the_hosts_keys_help_filter_export_palette(tmp_path) -> None:
     directory = make_watch_folder(tmp_path)
     app = _app(directory, export_dir=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.keys)
@@ -218,7 +207,7 @@ async def test_a_remapped_key_of_the_watch_app_works(tmp_path, monkeypatch) -> N
     app = _app(directory)
     assert app.keymap == {"app.diff-vs-healthy": "c", "compare.full-diff": "F"}
     async with app.run_test(size=(100, 30)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         await pilot.press("down", "d")
         assert not isinstance(app.screen, CompareScreen)
         await pilot.press("c")
@@ -243,7 +232,7 @@ async def test_a_bug_while_following_is_one_line_not_a_traceback(tmp_path, monke
     monkeypatch.setattr(HistoryReader, "read_new", broken)
     with pytest.raises(WorkerFailed):  # Pilot re-raises what ended the app
         async with app.run_test(size=(80, 30)) as pilot:
-            await _loaded(pilot)
+            await loaded(pilot)
             armed.set()
             await pilot.pause(5 * FOLLOW_S)
     assert app._exit_renderables == []  # nothing for Textual to print: no traceback, no locals
@@ -254,7 +243,7 @@ async def test_damage_appended_later_is_said_once_and_the_list_stays(tmp_path) -
     directory = make_watch_folder(tmp_path, steps=44, ended=False)
     app = _app(directory)
     async with app.run_test(size=(100, 30)) as pilot:
-        await _loaded(pilot)
+        await loaded(pilot)
         with open(directory / "watch.jsonl", "a") as history:
             history.write("not json\n")
         await pilot.pause(5 * FOLLOW_S)

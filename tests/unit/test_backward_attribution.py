@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, SAMPLES, SHARED_TRACES
+from tests.helpers.raw_events import SLACK_US, innermost, inside
 from tuiprof.analysis.arrays import ancestors_of
 from tuiprof.analysis.build import load_model
 from tuiprof.analysis.modules import OUTSIDE_MODULES
@@ -33,27 +34,12 @@ from tuiprof.report.views import TRACE_VIEWS, ViewOptions
 
 WORK_OUTSIDE = ROOT / "tests" / "data" / "mlp_work_outside_modules.json.gz"
 ENGINE = "autograd::engine::evaluate_function: "
-SLACK_US = 0.002  # timestamps are written with three decimals
 OPS = ("cpu_op", "user_annotation")
 
 
 def _events(path: Path) -> list[dict]:
     with gzip.open(path, "rt") as handle:
         return json.load(handle)["traceEvents"]
-
-
-def _inside(event: dict, around: dict) -> bool:
-    start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
-    return (
-        around is not event
-        and around["tid"] == event["tid"]
-        and float(around["ts"]) <= start + SLACK_US
-        and end <= float(around["ts"]) + float(around["dur"]) + SLACK_US
-    )
-
-
-def _innermost(event: dict, candidates: list[dict]) -> dict | None:
-    return min((c for c in candidates if _inside(event, c)), key=lambda c: float(c["dur"]), default=None)
 
 
 def _frames(events: list[dict]) -> list[dict]:
@@ -77,8 +63,8 @@ def backward_by_module(events: list[dict]) -> dict[str, float]:
     for flow in flows.values():
         forward = min(by_place[flow["s"]["tid"], flow["s"]["ts"]], key=lambda op: float(op["dur"]))
         node = by_place[flow["f"]["tid"], flow["f"]["ts"]][0]
-        module = _innermost(forward, frames)
-        root = node if node["name"].startswith(ENGINE) else _innermost(node, roots)
+        module = innermost(forward, frames)
+        root = node if node["name"].startswith(ENGINE) else innermost(node, roots)
         if module is not None:
             result[module["name"].removeprefix("nn.Module: ")] += float(root["dur"])
     return dict(result)
@@ -95,11 +81,11 @@ def outside_calls(events: list[dict]) -> list[dict]:
         op
         for op in ops
         if not op["name"].startswith("ProfilerStep#")
-        and not any(_inside(op, around) for around in module_work)
-        and not any(_inside(held, op) for held in module_work)
+        and not any(inside(op, around) for around in module_work)
+        and not any(inside(held, op) for held in module_work)
         and op not in roots
     ]
-    return [op for op in work if not any(_inside(op, around) for around in work)]
+    return [op for op in work if not any(inside(op, around) for around in work)]
 
 
 def _own_backward_us(model) -> dict[str, float]:
@@ -161,7 +147,7 @@ def test_outside_modules_holds_the_work_outside_them() -> None:
     )
     steps = [e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
     steps.sort(key=lambda e: float(e["ts"]))
-    per_step = [sum(float(op["dur"]) for op in expected if _inside(op, step)) for step in steps]
+    per_step = [sum(float(op["dur"]) for op in expected if inside(op, step)) for step in steps]
     assert outside.step_cpu_us == pytest.approx(per_step, abs=0.01)
     assert outside.per_step_cpu_us == pytest.approx(sum(per_step) / len(steps), abs=0.01)
 

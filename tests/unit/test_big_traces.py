@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES, needs_shared
-from tests.gpu_trace import lagging_two_steps
+from tests.helpers.gpu_trace import lagging_two_steps
+from tests.helpers.store import columns_equal
 from tuiprof.analysis import calls, load_model
 from tuiprof.analysis.arrays import group_rows
 from tuiprof.analysis.calls import (
@@ -35,7 +36,7 @@ from tuiprof.analysis.calls import (
 )
 from tuiprof.errors import TraceError
 from tuiprof.trace import decode, inflating, load, parallel
-from tuiprof.trace.columns import CpuEvents, DeviceEvents, FrameColumns, input_texts
+from tuiprof.trace.columns import CpuEvents, DeviceEvents, FrameColumns
 from tuiprof.trace.load import load_trace
 
 
@@ -242,32 +243,6 @@ def test_device_time_below_a_100000_deep_chain() -> None:
     assert _subtree_totals(np.ones(n, dtype=np.int64), nesting.parent, nesting.order).tolist() == list(range(n, 0, -1))
 
 
-_CODED = ("name", "thread", "module", "stream", "grid", "block")
-
-
-def _resolve(store, table: str, codes: np.ndarray) -> list:
-    values = getattr(store, table)
-    return [values[c] if c >= 0 else None for c in codes.tolist()]
-
-
-def _columns_equal(a, b) -> None:
-    for table in ("cpu", "frames", "device", "memory"):
-        left, right = getattr(a, table), getattr(b, table)
-        for name in left.__dataclass_fields__:
-            if name.endswith("_at"):
-                continue  # blob offsets depend on where chunks were cut
-            if name in _CODED:  # codes depend on which chunk met a name first: compare what they name
-                table_of = "threads" if name == "thread" else "names"
-                assert _resolve(a, table_of, getattr(left, name)) == _resolve(b, table_of, getattr(right, name)), name
-            else:
-                assert np.array_equal(getattr(left, name), getattr(right, name), equal_nan=True), (table, name)
-    texts = [input_texts(a.cpu, a.inputs, row) for row in range(len(a.cpu))]
-    assert texts == [input_texts(b.cpu, b.inputs, row) for row in range(len(b.cpu))]
-    assert set(a.names) == set(b.names) and set(a.threads) == set(b.threads)
-    assert a.event_count == b.event_count and a.other_events == b.other_events
-    assert len(a.gpu_annotations) == len(b.gpu_annotations)
-
-
 def _force_workers(monkeypatch) -> None:
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
@@ -298,7 +273,7 @@ def test_worker_processes_decode_what_one_process_decodes(tmp_path, monkeypatch,
     monkeypatch.setattr(parallel.DecodeWorkers, "__init__", counting)
     together = load_trace(plain)
     assert started == [2]
-    _columns_equal(alone, together)
+    columns_equal(alone, together)
 
 
 def _workers_that_log(monkeypatch, tmp_path, slow_seconds: float) -> Path:
@@ -336,7 +311,7 @@ def test_spans_go_to_the_worker_that_is_free(tmp_path, monkeypatch) -> None:
     together = load_trace(plain)
     spans = log.read_text().split()
     assert len(spans) >= 20 and spans.count("1") <= len(spans) // 3, spans  # in turn: half
-    _columns_equal(alone, together)
+    columns_equal(alone, together)
 
 
 def test_a_worker_that_dies_leaves_its_spans_to_the_loader(tmp_path, monkeypatch) -> None:
@@ -357,7 +332,7 @@ def test_a_worker_that_dies_leaves_its_spans_to_the_loader(tmp_path, monkeypatch
     threads = threading.active_count()
     together = load_trace(plain, progress=kill_one)
     assert killed and pools[0].processes[0].poll() is not None
-    _columns_equal(alone, together)
+    columns_equal(alone, together)
     assert threading.active_count() == threads
 
 
@@ -367,7 +342,7 @@ def test_big_gzip_is_decoded_from_a_temporary_file(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
     _force_workers(monkeypatch)
     from_file = load_trace(sample)
-    _columns_equal(from_memory, from_file)
+    columns_equal(from_memory, from_file)
     assert from_file.source == str(sample)
     assert not list(tmp_path.glob("tuiprof-*"))
 
@@ -405,7 +380,7 @@ def test_a_big_gzip_is_inflated_in_memory_when_the_machine_has_room(tmp_path, mo
     monkeypatch.setattr(load, "GZIP_TO_FILE_BYTES", 0)
     _force_workers(monkeypatch)
     from_memory = load_trace(sample)
-    _columns_equal(inflated_here, from_memory)
+    columns_equal(inflated_here, from_memory)
     assert [Path(name).parent for name in used] == [memory]
     assert not list(memory.iterdir())  # removed once loaded
 
@@ -453,7 +428,7 @@ def test_a_big_gzip_is_decoded_while_it_is_inflated(tmp_path, monkeypatch) -> No
     temp = _private_temp_dir(tmp_path, monkeypatch)
     seen = _inflate_slowly(monkeypatch)
     streamed = load_trace(sample)
-    _columns_equal(whole, streamed)
+    columns_equal(whole, streamed)
     assert streamed.header.traceName == whole.header.traceName  # a member after the event array
     assert streamed.uncompressed_bytes == whole.uncompressed_bytes
     planned_early = [available for available, complete in seen if not complete]
@@ -475,7 +450,7 @@ def test_other_layouts_are_inflated_whole_then_decoded_by_the_workers(tmp_path, 
     whole = load_trace(plain)
     seen = _inflate_slowly(monkeypatch)
     streamed = load_trace(path)
-    _columns_equal(whole, streamed)
+    columns_equal(whole, streamed)
     assert sum(not complete for _, complete in seen) == 1  # the head was looked at once, then...
     assert seen[-1][1]  # ...the plan waited for the whole document
 
@@ -571,7 +546,7 @@ def test_workers_that_cannot_start_leave_the_work_to_this_process(tmp_path, monk
     alone = load_trace(plain)
     _force_workers(monkeypatch)
     monkeypatch.setattr(parallel.sys, "executable", "/bin/false")  # every worker exits at once
-    _columns_equal(alone, load_trace(plain))
+    columns_equal(alone, load_trace(plain))
 
 
 def test_a_truncated_big_file_is_one_clear_error(tmp_path, monkeypatch) -> None:
@@ -661,7 +636,7 @@ def test_every_shared_gzip_trace_decodes_the_same_while_inflated(monkeypatch) ->
     seen = _inflate_slowly(monkeypatch)
     for path, whole in zip(traces, wholes):
         streamed = load_trace(path)
-        _columns_equal(whole, streamed)
+        columns_equal(whole, streamed)
         assert streamed.header == whole.header, path.name
     assert sum(not complete for _, complete in seen) > 100  # most were cut while they grew
 

@@ -22,44 +22,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES
-from tests.test_big_traces import _columns_equal
+from tests.helpers.cache import EVENTS, entries, write_trace
+from tests.helpers.store import columns_equal
 from tuiprof.cli import main
 from tuiprof.trace import cache, load_trace
 from tuiprof.trace.schema import EventArgs, TimedEvent
-
-EVENTS = 50_000  # ~9.6 MB: over cache.MIN_BYTES, so the real threshold is exercised
-NAMES = [f"aten::op_{k}" for k in range(7)]
-
-
-def write_trace(path: Path, last_name: str = "aten::last") -> Counter:
-    """A Kineto-layout trace of EVENTS back-to-back operators on two threads; returns calls per name.
-    ``last_name`` names the final operator (same length: a change in place of the same size)."""
-    lines, calls = [], Counter()
-    for i in range(EVENTS):
-        name = last_name if i == EVENTS - 1 else NAMES[i % len(NAMES)]
-        calls[name] += 1
-        lines.append(
-            '  {\n    "ph": "X", "cat": "cpu_op", "name": "%s", "pid": 1, "tid": %d,\n'
-            '    "ts": %d.500, "dur": 1.250,\n    "args": {\n      "External id": %d, "Sequence number": %d\n    }\n  }'
-            % (name, 1 + i % 2, 1_000_000 + 2 * i, i + 1, i)
-        )
-    text = '{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(lines) + "\n]}\n"
-    path.write_text(text)
-    return calls
-
-
-@pytest.fixture
-def cache_on(monkeypatch, tmp_path) -> Path:
-    """The cache on, in a folder of this test's own; returns the stores' folder."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setenv(cache.NO_CACHE_ENV, "0")
-    monkeypatch.delenv(cache.CACHE_SIZE_ENV, raising=False)
-    monkeypatch.setattr(cache, "_warned", False)
-    return tmp_path / "xdg" / "tuiprof" / "stores"
-
-
-def entries(stores: Path) -> list[Path]:
-    return sorted(stores.iterdir()) if stores.is_dir() else []
 
 
 def calls_of(store) -> Counter:
@@ -86,7 +53,7 @@ def test_a_reopen_reads_the_columns_the_first_open_decoded(cache_on, tmp_path, c
     assert again.cache_key is None  # it came from the cache
     assert isinstance(again.cpu.start_ns, np.memmap)
     assert calls_of(again) == expected
-    _columns_equal(first, again)
+    columns_equal(first, again)
     size_on_disk = sum(f.stat().st_size for f in entries(cache_on)[0].iterdir())
     assert size_on_disk <= 1.1 * (tmp_path / "trace.json").stat().st_size
 

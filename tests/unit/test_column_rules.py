@@ -1,6 +1,6 @@
 """Column visibility is a field of each column (``Column.shown_when``), a fact of the trace
 or the options, never a view's name or a key's spelling.  Each rule is checked on a pair
-of traces built to differ in that one fact (tests/gpu_trace.py), the expected columns
+of traces built to differ in that one fact (tests/helpers/gpu_trace.py), the expected columns
 typed from the rule's meaning."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.report.views import RUN_VIEWS, TRACE_VIEWS, Column, View, ViewOptions
 

@@ -9,34 +9,17 @@ never tuiprof's engine.
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SHARED_TRACES, needs_shared
+from tests.conftest import SHARED_TRACES, needs_shared
+from tests.helpers.compiled import COMPILED_CPU, REGION, complete_events, encloses
 from tuiprof import cli
 from tuiprof.analysis import load_model
 
-COMPILED_CPU = ROOT / "tests" / "data" / "compiled_mlp_cpu.json.gz"
 COMPILED_ROCM = SHARED_TRACES / "tracelens__torch_compile_triton__trace.json.gz"
-REGION = "Torch-Compiled Region: "
 US = 1e-3  # tolerance: tuiprof sums exact nanoseconds, the oracle sums floats
-
-
-def _events(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as handle:
-        return [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
-
-
-def _inside(outer: dict, inner: dict) -> bool:
-    return (
-        outer is not inner
-        and outer.get("tid") == inner.get("tid")
-        and outer["ts"] <= inner["ts"]
-        and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
-    )
 
 
 def _expected_path(events: list[dict], region: dict) -> str:
@@ -45,7 +28,7 @@ def _expected_path(events: list[dict], region: dict) -> str:
     enclosing = [
         e
         for e in events
-        if (e["name"].startswith("nn.Module: ") or e["name"].startswith(REGION)) and _inside(e, region)
+        if (e["name"].startswith("nn.Module: ") or e["name"].startswith(REGION)) and encloses(e, region)
     ]
     names = [
         e["name"].removeprefix("nn.Module: ")
@@ -62,7 +45,7 @@ def _device_us_inside(events: list[dict], region: dict) -> float:
         e["args"]["External id"]
         for e in events
         if e.get("cat") in ("cpu_op", "user_annotation")
-        and (e is region or _inside(region, e))
+        and (e is region or encloses(region, e))
         and "External id" in e.get("args", {})
     }
     return sum(
@@ -80,7 +63,7 @@ def _nodes(model) -> dict[str, object]:
 
 
 def test_cpu_regions_sit_under_the_eager_modules_that_called_them():
-    events = _events(COMPILED_CPU)
+    events = complete_events(COMPILED_CPU)
     regions = [e for e in events if e["name"].startswith(REGION)]
     assert len(regions) == 3  # frames 0, 1 (the graph break in Body.b) and 2 (resumed after it)
     nodes = _nodes(load_model(COMPILED_CPU))
@@ -95,9 +78,9 @@ def test_cpu_regions_sit_under_the_eager_modules_that_called_them():
 
 
 def test_cpu_region_backward_time_comes_through_compiled_function_sequence_numbers():
-    events = _events(COMPILED_CPU)
+    events = complete_events(COMPILED_CPU)
     outer = next(e for e in events if e["name"] == REGION + "0/0")
-    forward = {e["args"]["Sequence number"] for e in events if e["name"] == "CompiledFunction" and _inside(outer, e)}
+    forward = {e["args"]["Sequence number"] for e in events if e["name"] == "CompiledFunction" and encloses(outer, e)}
     assert len(forward) == 3  # one per compiled frame, all inside region 0 (its child regions)
     backward_us = sum(
         e["dur"]
@@ -110,7 +93,7 @@ def test_cpu_region_backward_time_comes_through_compiled_function_sequence_numbe
 
 
 def test_cpu_module_self_times_stay_positive_with_regions_inside():
-    events = _events(COMPILED_CPU)
+    events = complete_events(COMPILED_CPU)
     body = next(e for e in events if e["name"] == "nn.Module: Body_0")
     outer = next(e for e in events if e["name"] == REGION + "0/0")
     nodes = _nodes(load_model(COMPILED_CPU))
@@ -120,7 +103,7 @@ def test_cpu_module_self_times_stay_positive_with_regions_inside():
 
 @needs_shared
 def test_rocm_region_holds_its_cpu_and_device_time():
-    events = _events(COMPILED_ROCM)
+    events = complete_events(COMPILED_ROCM)
     region = next(e for e in events if e["name"].startswith(REGION))
     model = load_model(COMPILED_ROCM)
     assert [root.path for root in model.modules.roots] == ["[compiled 0:0]"]  # no stacks: at the top
@@ -172,7 +155,7 @@ CPU_NAMES = {
 
 
 def _inductor_names(path: Path) -> set[str]:
-    return {e["name"] for e in _events(path) if e["name"].startswith(("triton_", "cpp_", "graph_"))}
+    return {e["name"] for e in complete_events(path) if e["name"].startswith(("triton_", "cpp_", "graph_"))}
 
 
 def test_cpu_trace_kernel_names_decode():
@@ -250,7 +233,7 @@ def test_rocm_kernel_table_says_what_kernels_compute_at_80_columns():
 
 def test_region_spans_without_dynamo_become_nodes_by_the_documented_names(tmp_path):
     """A synthetic trace whose answer is known by construction (times in us)."""
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
 
     trace = GpuTrace()
     # AOTAutograd's function holding one graph call, which runs one Triton kernel (40 us on the device).
@@ -285,12 +268,14 @@ def test_overview_top_modules_never_list_a_module_and_its_descendant_as_peers():
 
     from tuiprof.report.overview import _modules_table
 
-    events = _events(COMPILED_CPU)
+    events = complete_events(COMPILED_CPU)
     regions = {
         e["name"]: e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 2/0")
     }
     outer = [e for e in events if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled Region: 1/0")]
-    assert regions and outer and all(any(_inside(o, r) for o in outer) for r in regions.values())  # nested, in the file
+    assert (
+        regions and outer and all(any(encloses(o, r) for o in outer) for r in regions.values())
+    )  # nested, in the file
 
     console = Console(width=100, record=True)
     console.print(_modules_table(load_model(str(COMPILED_CPU))))

@@ -1,5 +1,5 @@
 """The GPU path of compiled runs, on synthetic traces whose answers are known by
-construction (tests/gpu_trace.py; docs/compiled.md, "GPU path"):
+construction (tests/helpers/gpu_trace.py; docs/compiled.md, "GPU path"):
 
 - Triton kernels launched by driver calls inside a ``## Call CompiledFxGraph ##``
   call, placed in modules by the capture's map (tuiprofLive.compiled, written as
@@ -10,7 +10,7 @@ construction (tests/gpu_trace.py; docs/compiled.md, "GPU path"):
 from __future__ import annotations
 
 from tests.conftest import SHARED_TRACES, needs_shared
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 
 US = 1000  # ns

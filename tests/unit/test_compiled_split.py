@@ -18,7 +18,7 @@ import copy
 
 import pytest
 
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.compiled_map import FLOPS_PER_BYTE
 

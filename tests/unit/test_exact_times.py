@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from tests.conftest import SHARED_TRACES, needs_shared
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.trace.columns import ABSURD_NS, exact_ns
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import SHARED_TRACES, needs_shared
+from tests.conftest import DATA, SHARED_TRACES, needs_shared
 from tuiprof.analysis import load_model
 from tuiprof.report import findings as F
 
@@ -102,7 +102,7 @@ def _transformer(tmp_path, q_projection: bool):
     The attention modules hold the time (62 %), and every module alone is small
     (Attention_3, the largest, 12 %).
     """
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
     from tuiprof.analysis import load_model
 
     trace = GpuTrace()
@@ -144,7 +144,7 @@ def test_top_module_names_the_costliest_instance_of_a_leaf_class(tmp_path) -> No
 
 
 def test_top_module_says_nothing_rather_than_0_percent(tmp_path) -> None:
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
     from tuiprof.analysis import load_model
 
     trace = GpuTrace()
@@ -452,24 +452,23 @@ def test_summary_findings_of_a_run_lead_with_its_straggler(capsys) -> None:
 def test_findings_point_where_each_surface_looks(capsys) -> None:
     """The memory peak's finding: ``summary`` names its --view, the explorer its view and key."""
     import asyncio
-    from pathlib import Path
 
     from tuiprof import cli
 
-    trace = str(Path(__file__).parent / "data" / "mlp_memory_categories.pt.trace.json.gz")
+    trace = str(DATA / "mlp_memory_categories.pt.trace.json.gz")
     assert cli.main(["summary", trace, "--view", "findings"]) == 0
     peak = [line for line in capsys.readouterr().out.splitlines() if "Peak CPU memory" in line]
     assert peak and peak[0].endswith("See summary --view memory-categories.") and "Memory view" not in peak[0]
 
     async def overview_text() -> str:
-        from tests.test_tui import _loaded, _text
+        from tests.helpers.tui import loaded, plain_text
         from tuiprof.tui.app import ExplorerApp
         from tuiprof.tui.sources import FileSource
 
         app = ExplorerApp(FileSource(trace))
         async with app.run_test(size=(160, 40)) as pilot:
-            await _loaded(app, pilot)
-            return _text(app.query_one("#overview-body"))
+            await loaded(pilot)
+            return plain_text(app.query_one("#overview-body").content)
 
     assert "See the Memory view (5)." in " ".join(asyncio.run(overview_text()).split())
 

@@ -1,4 +1,4 @@
-"""GPU-side numbers on synthetic traces with hand-computed answers (tests/gpu_trace.py)."""
+"""GPU-side numbers on synthetic traces with hand-computed answers (tests/helpers/gpu_trace.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.conftest import SHARED_TRACES, needs_shared
-from tests.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step, rocm_marker_steps
-from tests.oracle import _read, covered_ns, recompute, step_device_windows, to_ns
+from tests.helpers.gpu_trace import GpuTrace, lagging_two_steps, launch_bound_step, rocm_marker_steps
+from tests.helpers.oracle import _read, covered_ns, recompute, step_device_windows, to_ns
 from tuiprof.analysis import load_model
 from tuiprof.report.details import step_text
 from tuiprof.report.findings import findings
@@ -171,8 +171,8 @@ def _windows(model) -> dict[str, tuple[int, int] | None]:
 
 def test_a_step_window_starts_at_its_first_device_work_when_the_annotation_is_a_marker(tmp_path) -> None:
     """ROCm: the step's gpu_user_annotation is an 18 us marker 2.2 ms into the step's work.
-    The window is built here in plain Python over the raw events (tests/oracle.py) and by
-    hand (tests/gpu_trace.py: [150, 2600) us); every device column is measured in it."""
+    The window is built here in plain Python over the raw events (tests/helpers/oracle.py) and by
+    hand (tests/helpers/gpu_trace.py: [150, 2600) us); every device column is measured in it."""
     path = rocm_marker_steps().write(tmp_path / "rocm.json")
     model = load_model(path)
     expected = step_device_windows(path)

@@ -19,13 +19,13 @@ import msgspec
 import pytest
 
 from tests.conftest import ROOT
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
+from tests.helpers.memory_categories import CODE, device_categories
 from tuiprof.analysis import load_model
 from tuiprof.analysis.memory_categories import categorised_memory
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.live import (
     CATEGORY_NAMES,
-    DeviceMemoryCategories,
     LiveFacts,
     MemoryCategories,
     decode_live_facts,
@@ -33,45 +33,16 @@ from tuiprof.trace.live import (
 )
 
 SHIPPED = ROOT / "tests" / "data" / "mlp_memory_categories.pt.trace.json.gz"
-CODE = {name: index for index, name in enumerate(CATEGORY_NAMES)}
 
 
 # ------------------------------------------------------------------ the replay, by construction (no torch)
-
-
-def _device(
-    changes: list[tuple[int, int, str, int]], preexisting: int = 0, first_ns: int = 10_000_000
-) -> DeviceMemoryCategories:
-    """Changes as (absolute ns, signed bytes, category, tensor row); two tensors' owners named."""
-    times = [t for t, *_ in changes]
-    deltas = [0] * preexisting
-    previous = first_ns
-    for t in times[preexisting:]:
-        deltas.append(t - previous)
-        previous = t
-    tensors = max(row for *_, row in changes) + 1
-    return DeviceMemoryCategories(
-        device="cpu",
-        categories=list(CATEGORY_NAMES),
-        first_ns=first_ns,
-        preexisting=preexisting,
-        delta_ns=deltas,
-        bytes=[b for _, b, _, _ in changes],
-        category=[CODE[c] for _, _, c, _ in changes],
-        tensor=[row for *_, row in changes],
-        tensor_id=list(range(tensors)),
-        tensor_operator=[0] + [-1] * (tensors - 1),
-        tensor_module=[0] + [-1] * (tensors - 1),
-        operators=["aten::linear"],
-        modules=["Linear_0"],
-    )
 
 
 def test_replay_takes_the_state_after_each_microsecond_and_the_first_highest_point() -> None:
     """A parameter from before the capture (100), an activation made (50) and freed, a gradient
     (70) made and a temporary (1,000) made and freed inside one microsecond: torch's coalescing
     never sees the temporary; the peak is 100 + 50 + 70 = 220, first reached at 12.000 us."""
-    device = _device(
+    device = device_categories(
         [
             (-1, 100, "parameter", 0),
             (10_000_000, 50, "activation", 1),
@@ -112,7 +83,7 @@ def test_replay_takes_the_state_after_each_microsecond_and_the_first_highest_poi
 )
 def test_damaged_categories_are_noted_and_ignored(damage, says) -> None:
     document = msgspec.json.decode(
-        msgspec.json.encode(MemoryCategories(devices=[_device([(10_000_000, 8, "input", 0)])]))
+        msgspec.json.encode(MemoryCategories(devices=[device_categories([(10_000_000, 8, "input", 0)])]))
     )
     damage(document["devices"][0])
     facts = LiveFacts(memory_categories=msgspec.Raw(msgspec.json.encode(document)))
@@ -335,26 +306,26 @@ async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_ac
     """The Overview says what the peak is made of; the Memory view opens on it with the
     module holding the most activations selected (blocks.0: its ReLU keeps 256 x 512 floats),
     and its what-ifs checkpoint that module (a bound, not a prediction: checkpointing is not replayed)."""
-    from tests.test_tui import _loaded, _text
+    from tests.helpers.tui import loaded, plain_text
     from tuiprof.tui.app import ExplorerApp
     from tuiprof.tui.sources import FileSource
     from tuiprof.tui.widgets.row_table import RowTable
 
     app = ExplorerApp(FileSource(str(SHIPPED)))
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(app, pilot)
-        overview = _text(app.query_one("#overview-body"))
+        await loaded(pilot)
+        overview = plain_text(app.query_one("#overview-body").content)
         assert "in backward of step 1" in overview and "blocks.0 (Sequential) holds the most activations" in overview
         await pilot.press("5")
         await pilot.pause()
-        assert "peak" in _text(app.query_one("#memory-chart")) and "backward of step 1" in _text(
-            app.query_one("#memory-chart")
+        assert "peak" in plain_text(app.query_one("#memory-chart").content) and "backward of step 1" in plain_text(
+            app.query_one("#memory-chart").content
         )
         table = app.query_one("#memory-ops", RowTable)
         assert table.current_row.item.label == "blocks.0 (Sequential)"
         assert table.current_row["activation_bytes"] == 256 * 512 * 4
         assert table.scroll_offset.y <= table.cursor < table.scroll_offset.y + table.size.height - 1  # in view
-        detail = _text(app.query_one("#memory-detail"))
+        detail = plain_text(app.query_one("#memory-detail").content)
         assert "Holds the most activations" in detail and "512.00 KB" in detail
         await pilot.press("m", "m")  # allocations, then the what-ifs
         await pilot.pause()
@@ -368,14 +339,14 @@ async def test_memory_view_with_categories_leaves_rows_for_its_table_at_60x20() 
     """The stacked curve, its phases and legend, the table's title and the detail pane would
     take every row of a 60x20 terminal, and all but one of 80x24: the detail pane gives its rows
     to the table there (at least 5 rows of it, issue 38), and is back from 30 lines."""
-    from tests.test_tui import _loaded
+    from tests.helpers.tui import loaded
     from tuiprof.tui.app import ExplorerApp
     from tuiprof.tui.sources import FileSource
     from tuiprof.tui.widgets.row_table import RowTable
 
     app = ExplorerApp(FileSource(str(SHIPPED)))
     async with app.run_test(size=(60, 20)) as pilot:
-        await _loaded(app, pilot)
+        await loaded(pilot)
         await pilot.press("5")
         await pilot.pause()
         assert app.query_one("#memory-ops", RowTable).size.height >= 5

@@ -17,8 +17,8 @@ import msgspec
 import pytest
 
 from tests.conftest import ROOT
-from tests.gpu_trace import EPOCH_US, GpuTrace
-from tests.test_memory_categories import _device
+from tests.helpers.gpu_trace import EPOCH_US, GpuTrace
+from tests.helpers.memory_categories import device_categories
 from tuiprof.analysis import load_model
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.findings import PEAK_MEMORY, findings
@@ -48,7 +48,7 @@ def _trace(tmp_path, changes, modules: dict[int, str], preexisting: int, spans=(
             trace.module(name, 10_000 + 1000 * start, 1000 * (end - start), ids[parent] if parent >= 0 else None)
         )
     absolute = [(-1 if t < 0 else 10_000_000 + round(t * MS), b, c, r) for t, b, c, r in changes]
-    device = _device(absolute, preexisting)
+    device = device_categories(absolute, preexisting)
     device.first_ns += EPOCH_US * 1000  # the profiler's clock: the trace's us x 1000
     names = sorted(set(modules.values()))
     device.modules = names

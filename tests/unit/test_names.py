@@ -165,7 +165,7 @@ def names_trace(path, scale: float = 1.0):
     """Three encoder layers of three Linear each (9 module paths that differ only in their
     last levels), each Linear's addmm launching one of 9 kernels; backward wrappers in the root,
     two of them launching convolutions that differ only in their template's numbers."""
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
 
     trace = GpuTrace()
     parent = None

@@ -14,24 +14,10 @@ import json
 from collections import Counter
 
 from tests.conftest import SAMPLES
+from tests.helpers.raw_events import innermost
 from tuiprof.analysis.detail import operator_detail
 from tuiprof.report.details import operator_text
 from tuiprof.report.views import build_call_rows
-
-SLACK_US = 0.002  # timestamps are written with three decimals
-
-
-def _innermost(event: dict, around: list[dict]) -> dict | None:
-    start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
-    inside = [
-        c
-        for c in around
-        if c["tid"] == event["tid"]
-        and float(c["ts"]) <= start + SLACK_US
-        and end <= float(c["ts"]) + float(c["dur"]) + SLACK_US
-        and c is not event
-    ]
-    return min(inside, key=lambda c: float(c["dur"]), default=None)
 
 
 def _backward_modules() -> list[tuple[str, float]]:
@@ -50,9 +36,9 @@ def _backward_modules() -> list[tuple[str, float]]:
             forward_by_sequence.setdefault(sequence, []).append(op)
     result = []
     for call in (e for e in ops if e["name"] == "aten::convolution_backward"):
-        root = _innermost(call, roots)
+        root = innermost(call, roots)
         forward = min(forward_by_sequence[root["args"]["Sequence number"]], key=lambda e: float(e["ts"]))
-        module = _innermost(forward, frames)
+        module = innermost(forward, frames)
         result.append((module["name"].removeprefix("nn.Module: "), float(call["dur"])))
     return result
 
@@ -91,7 +77,7 @@ def test_the_timeline_detail_names_the_module_a_call_is_charged_to(resnet_model)
         events = json.load(handle)["traceEvents"]
     frames = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
     forward = Counter(
-        _innermost(e, frames)["name"].removeprefix("nn.Module: ")
+        innermost(e, frames)["name"].removeprefix("nn.Module: ")
         for e in events
         if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution"
     )

@@ -1,4 +1,4 @@
-"""tuiprof's operator and step tables equal an exact plain-Python recomputation (tests/oracle.py)
+"""tuiprof's operator and step tables equal an exact plain-Python recomputation (tests/helpers/oracle.py)
 on every real trace: operator calls equal, self/total CPU and device time within 1 us, per-step
 idle equal to the device window minus the union of all device activity in it."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES, SHARED_TRACES
-from tests.gpu_trace import lagging_two_steps
-from tests.oracle import compare, recompute, trace_files
+from tests.helpers.gpu_trace import lagging_two_steps
+from tests.helpers.oracle import compare, recompute, trace_files
 from tuiprof.analysis import load_model
 
 TRACES = trace_files(SHARED_TRACES) if SHARED_TRACES.is_dir() else []

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, SAMPLES, SHARED_TRACES, needs_shared
-from tests.test_ranks import two_rank_run
+from tests.helpers.ranks import two_rank_run
 from tuiprof.analysis import build, calls, ranks
 from tuiprof.analysis.build import analyze
 from tuiprof.analysis.modules import ModuleNode

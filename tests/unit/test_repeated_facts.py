@@ -3,7 +3,7 @@ time origin, the call that launched each device event, the step wildcard, the by
 
 from __future__ import annotations
 
-from tests.gpu_trace import EPOCH_US, GpuTrace
+from tests.helpers.gpu_trace import EPOCH_US, GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.calls import OperatorCalls
 from tuiprof.report.units import BYTE_UNITS, format_bytes, format_bytes_short

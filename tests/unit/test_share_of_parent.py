@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.gpu_trace import GpuTrace
+from tests.helpers.gpu_trace import GpuTrace
 from tuiprof.analysis import load_model
 from tuiprof.analysis.detail import operator_detail
 

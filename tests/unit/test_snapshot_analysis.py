@@ -1,4 +1,4 @@
-"""Allocator snapshots: the analysis against answers known by construction (tests/snapshot_gen.py)
+"""Allocator snapshots: the analysis against answers known by construction (tests/helpers/snapshot_gen.py)
 and against torch's own tools (torch.cuda._memory_viz, imported inside the tests only)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.snapshot_gen import make_snapshot, make_stacks
+from tests.helpers.snapshot_gen import make_snapshot, make_stacks
 from tuiprof.analysis.snapshot import analyze_snapshot, frame_text, own_frame, stack_lines
 from tuiprof.trace.snapshot import decode_snapshot, is_snapshot, read_snapshot
 
@@ -322,7 +322,7 @@ def test_a_block_pending_its_free_is_held_in_either_spelling(state: str) -> None
 def test_module_forward_frames_name_modules_and_the_peak_is_grouped_by_them() -> None:
     """Paths written by hand in the generator (make_module_stacks): nn.Module forwards called
     through module.py, a helper named forward that is no module, an FX node's original trace."""
-    from tests.snapshot_gen import make_module_stacks
+    from tests.helpers.snapshot_gen import make_module_stacks
     from tuiprof.analysis.snapshot import module_path
 
     data, expected = make_snapshot(3, steps=300, modules=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.snapshot_gen import make_snapshot
+from tests.helpers.snapshot_gen import make_snapshot
 from tuiprof.errors import TraceError
 from tuiprof.trace.snapshot import (
     PlainDataUnpickler,

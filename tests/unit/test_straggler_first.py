@@ -175,7 +175,7 @@ def test_dlrm_names_rank_7_first_the_others_as_also(tmp_path):
 def test_a_slower_kernel_on_a_gpu_rank_is_named_with_its_device(tmp_path):
     """Rank 1's gemm kernel runs 5 ms longer before the all-reduce (GPU ranks, one step): the chain
     names the kernel (its device time against rank 0's), the remedy the rank's device."""
-    from tests.test_ranks import TraceBuilder
+    from tests.helpers.ranks import TraceBuilder
 
     for rank in (0, 1):
         builder = TraceBuilder(rank, 2)

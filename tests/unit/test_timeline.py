@@ -12,88 +12,18 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, SHARED_TRACES, needs_shared
+from tests.helpers.cli import tuiprof
+from tests.helpers.timeline import EVIL, H100, complete_event, synthetic_events
 from tuiprof.analysis import analyze
 from tuiprof.analysis.timeline import CallTarget, DeviceTarget, TimelineTarget, WindowTarget, build_timeline
 from tuiprof.report.timeline import LABEL_WIDTH, render_json, render_text
 from tuiprof.trace import load_trace
 
-EVIL = "aten::add_\x1b[2J"  # a name with an escape sequence: must print as text
-
-
-def _event(cat: str, name: str, ts: int, dur: int, tid: int = 10, pid: int = 1, **args) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-
-def _synthetic_events() -> list[dict]:
-    """One step (100-1000 us) on thread 10, a backward root on thread 11, kernels on
-    streams 7 and 9 (a collective), a memcpy, and three allocator records.
-
-    Device activity: 200-500, 500-550 (stream 7), 530-600 (stream 9), 700-720
-    (memcpy): busy 200-600 and 700-720, so idle in the step is 100-200,
-    600-700 and 720-1000 = 480 us."""
-    gpu = {"pid": 0}
-    return [
-        _event("user_annotation", "ProfilerStep#1", 100, 900),
-        _event("cpu_op", "aten::conv2d", 150, 200, **{"External id": 1}),
-        _event("cpu_op", "aten::convolution", 160, 150, **{"External id": 2}),
-        _event("cuda_runtime", "cudaLaunchKernel", 170, 10, correlation=101, **{"External id": 2}),
-        _event("cpu_op", EVIL, 400, 100, **{"External id": 3}),
-        _event("cuda_runtime", "cudaLaunchKernel", 410, 5, correlation=102, **{"External id": 3}),
-        _event("cpu_op", "autograd::engine::evaluate_function: AddBackward0", 520, 60, tid=11, **{"External id": 6}),
-        _event("cuda_runtime", "cudaLaunchKernel", 530, 5, tid=11, correlation=104, **{"External id": 6}),
-        _event("user_annotation", "Optimizer.step#SGD.step", 600, 300, **{"External id": 4}),
-        _event("cpu_op", "aten::mul_", 650, 50, **{"External id": 5}),
-        _event("cuda_runtime", "cudaMemcpyAsync", 655, 5, correlation=103, **{"External id": 5}),
-        _event("kernel", "conv_kernel", 200, 300, tid=7, **gpu, correlation=101, stream=7, **{"External id": 2}),
-        _event("kernel", "add_kernel", 500, 50, tid=7, **gpu, correlation=102, stream=7, **{"External id": 3}),
-        _event(
-            "kernel",
-            "ncclKernel_AllReduce_RING",
-            530,
-            70,
-            tid=9,
-            **gpu,
-            correlation=104,
-            stream=9,
-            **{"External id": 6},
-        ),
-        _event(
-            "gpu_memcpy",
-            "Memcpy HtoD (Pageable -> Device)",
-            700,
-            20,
-            tid=7,
-            **gpu,
-            correlation=103,
-            stream=7,
-            **{"External id": 5},
-        ),
-        *(
-            {
-                "ph": "i",
-                "cat": "cpu_instant_event",
-                "name": "[memory]",
-                "pid": 1,
-                "tid": 10,
-                "ts": ts,
-                "s": "t",
-                "args": {
-                    "Bytes": size,
-                    "Total Allocated": total,
-                    "Total Reserved": 4096,
-                    "Device Type": 1,
-                    "Device Id": 0,
-                },
-            }
-            for ts, size, total in ((150, 1000, 1000), (400, 500, 1500), (900, -1500, 0))
-        ),
-    ]
-
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     path = tmp_path_factory.mktemp("timeline") / "synthetic.pt.trace.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _synthetic_events()}))
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": synthetic_events()}))
     store = load_trace(path)
     model = analyze(store)
     return path, model, build_timeline(model, store)
@@ -223,12 +153,6 @@ def test_range_statistics(synthetic) -> None:
     assert {k.name: k.calls for k in stats.kernels} == {"add_kernel": 1, "ncclKernel_AllReduce_RING": 1}
 
 
-def tuiprof(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tuiprof", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
-
-
 def test_text_output(synthetic) -> None:
     path = synthetic[0]
     result = tuiprof("timeline", str(path), "--width", "10", "--to", "1000", "--lanes", "gpu,idle,memory")
@@ -273,7 +197,7 @@ def test_launched_span_is_the_device_work_of_a_call_and_the_calls_inside_it(tmp_
     """aten::linear [10, 40) launches through aten::addmm (GEMM at [600, 680)) and a bias add
     of its own ([700, 705)); a call on another thread at the same time launches [650, 900),
     which is not linear's; aten::relu [50, 60) launches nothing."""
-    from tests.gpu_trace import EPOCH_US, GpuTrace
+    from tests.helpers.gpu_trace import EPOCH_US, GpuTrace
 
     trace = GpuTrace()
     trace.step(1, 0, 1000)
@@ -327,8 +251,8 @@ def test_a_device_never_idle_has_an_empty_idle_lane(tmp_path) -> None:
     """No steps: the window is the device's span, all busy; the lane is empty, not an error."""
     path = tmp_path / "busy.json"
     events = [
-        _event("kernel", "ncclKernel_AllReduce", 100, 50, tid=0, pid=0),
-        _event("cpu_op", "record_param_comms", 200, 100),
+        complete_event("kernel", "ncclKernel_AllReduce", 100, 50, tid=0, pid=0),
+        complete_event("cpu_op", "record_param_comms", 200, 100),
     ]
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     result = tuiprof("timeline", str(path), "--width", "8", "--lanes", "gpu,idle")
@@ -368,7 +292,6 @@ def test_timeline_imports_neither_torch_nor_textual(synthetic) -> None:
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr
 
 
-H100 = SHARED_TRACES / "tracelens__h100__Falconsai_nsfw_image_detection__1016002.json.gz"
 MI300 = SHARED_TRACES / "tracelens__mi300__ddp_resnet18_no_pool__train_resnet18.json.gz"
 
 
@@ -446,9 +369,9 @@ def _idle_shares(path, model, timeline) -> dict[str, str]:
 
 def _expected_idle(path) -> tuple[float, dict[str, float]]:
     """Idle % by docs/columns.md's definition in plain Python over the raw events: per step, its
-    device window (tests/oracle.py) minus the union of all device activity, over the window;
+    device window (tests/helpers/oracle.py) minus the union of all device activity, over the window;
     over all steps, the sum of their idle over the sum of their windows."""
-    from tests.oracle import covered_ns, recompute, step_device_windows
+    from tests.helpers.oracle import covered_ns, recompute, step_device_windows
 
     device = recompute(path).device
     windows = {name: w for name, w in step_device_windows(path).items() if w}
@@ -474,11 +397,11 @@ def _assert_one_idle_share(path, model, timeline, by_hand: dict[str, float] | No
 
 
 def test_idle_share_is_the_same_in_timeline_findings_and_steps(tmp_path) -> None:
-    """Item 7 of issue 24: one idle share.  Lagging two steps (tests/gpu_trace.py): step 1's
+    """Item 7 of issue 24: one idle share.  Lagging two steps (tests/helpers/gpu_trace.py): step 1's
     window [0, 150) us holds 58 us idle, step 2's [100, 200) 50 us: 38.67 % and 50 %, and
     (58 + 50) / (150 + 100) = 43.2 % over both, in the timeline's legend and range detail,
     the Overview's finding and the Steps rows alike (not 49 % of the 200 us shown)."""
-    from tests.gpu_trace import lagging_two_steps
+    from tests.helpers.gpu_trace import lagging_two_steps
 
     path = lagging_two_steps().write(tmp_path / "lagging.json")
     store = load_trace(path)
@@ -511,7 +434,7 @@ def _sync_and_loading_gap():
     In the gap: aten::item 1200 us (sync), the DataLoader 800 (data loading: its
     stack child counts under it), MmBackward0 300, no operator 150 on the main thread
     (Python; the thread that launched the kernel ending the gap), aten::add 50."""
-    from tests.gpu_trace import GpuTrace
+    from tests.helpers.gpu_trace import GpuTrace
 
     trace = GpuTrace()
     trace.step(1, 0, 3400)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.oracle import covered_ns
+from tests.helpers.oracle import covered_ns
 from tuiprof.analysis.intervals import (
     NO_EVENT,
     CounterIndex,

@@ -36,7 +36,7 @@ Decisions:
 - **Ids as the Python decoder gives them.**  The kernel numbers frames and stacks in file order
   (segments before device_traces); :func:`finish` renumbers them in the decoder's order (stacks
   by first use in the entries, then the blocks; frames by first appearance in those stacks), so
-  both paths give equal columns (tests/test_snapshot_scan.py checks every column).
+  both paths give equal columns (tests/unit/test_snapshot_scan.py checks every column).
 - **Only where it pays** (``SCAN_MIN_BYTES`` in :mod:`tuiprof.trace.snapshot`): from 32 MB when
   the compiled kernel is cached beside this module, from 1 GB when it is not.  Measured on the
   2-core dev VM: importing numba and loading the cached kernel ~0.4 s, then ~9 ms a MB (1 GB:
