@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -75,6 +76,18 @@ def make_watch_folder(
         lines.append({"e": "end", "step": steps, "status": "finished"})
     (directory / "watch.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return directory
+
+
+@pytest.fixture(autouse=True)
+def _environment_kept():
+    """What a test leaves in os.environ is undone.  cli.main sets variables for the workers it
+    starts (--no-sidecars, --no-cache, --cache-size, --max-inflate-ratio): one test's
+    --no-sidecars turned the sidecars off for every test after it in the same process."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 @pytest.fixture(autouse=True)

@@ -744,6 +744,7 @@ def test_under_torchrun_every_rank_captures_the_same_steps_and_the_ranks_view_na
             sys.executable,
             "-m",
             "torch.distributed.run",
+            "--standalone",  # a free port: another torchrun (a test beside it, another user) may hold 29500
             "--nproc-per-node",
             "2",
             "-m",
@@ -840,6 +841,7 @@ def test_catch_under_torchrun_keeps_the_same_one_slow_step_on_every_rank(tmp_pat
             sys.executable,
             "-m",
             "torch.distributed.run",
+            "--standalone",  # a free port: another torchrun (a test beside it, another user) may hold 29500
             "--nproc-per-node",
             "2",
             "-m",
