@@ -3,12 +3,10 @@ characters, no frozen UI on absurd names, no export through a planted symlink.""
 
 from __future__ import annotations
 
-import io
 import json
 import time
 
-from rich.console import Console
-
+from tests.helpers.tui import plain_text
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
 from tuiprof.tui.widgets.row_table import RowTable
@@ -26,10 +24,7 @@ def _trace(path, names: list[str]) -> str:
 
 
 def _screen_text(app) -> str:
-    console = Console(record=True, width=300, file=io.StringIO())
-    for widget in app.screen.query("Static"):
-        console.print(widget.content)
-    return console.export_text()
+    return "".join(plain_text(widget.content, 300) for widget in app.screen.query("Static"))
 
 
 async def test_hostile_names_and_paths_are_plain_text(tmp_path) -> None:

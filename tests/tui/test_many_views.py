@@ -5,14 +5,13 @@ the registry and every other test stay as they are."""
 
 from __future__ import annotations
 
-import io
 import re
 
-from rich.console import Console
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from tests.conftest import SAMPLES
+from tests.helpers.tui import plain_text
 from tuiprof.analysis.model import TraceModel
 from tuiprof.tui.app import ExplorerApp
 from tuiprof.tui.sources import FileSource
@@ -61,9 +60,7 @@ FIFTEEN = tuple(_view(title) for title in TITLES)
 def _tab_line(app: ExplorerApp) -> str:
     """The header's second line (the tabs) as printed at the header's width."""
     header = app.query_one(ExplorerHeader)
-    console = Console(width=header.size.width, record=True, file=io.StringIO())
-    console.print(header.content)
-    return console.export_text().splitlines()[1]
+    return plain_text(header.content, header.size.width).splitlines()[1]
 
 
 def _named_tabs(line: str) -> list[str]:

@@ -94,7 +94,7 @@ MLP_CATEGORIES = str(DATA / "mlp_memory_categories.pt.trace.json.gz")  # scripts
     ids=["memory-categories-80x24", "memory-categories-120x40", "memory-what-ifs-120x40"],
 )
 def test_memory_category_screens(snap_compare, size, keys) -> None:
-    app = ExplorerApp(FileSource(MLP_CATEGORIES))
+    app = ExplorerApp(FileSource(MLP_CATEGORIES), views=SNAPSHOT_VIEWS)
     assert snap_compare(app, terminal_size=size, press=keys, run_before=loaded)
 
 
