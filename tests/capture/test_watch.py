@@ -726,7 +726,9 @@ def test_summary_view_watch_fits_the_terminal(stalled_run, monkeypatch, capsys, 
     monkeypatch.setenv("COLUMNS", str(width))
     monkeypatch.setattr(report, "stdout_is_terminal", lambda: True)
     monkeypatch.setattr(render, "stdout_is_terminal", lambda: True)
-    monkeypatch.setattr(report.shutil, "get_terminal_size", lambda: os_module.terminal_size((width, 24)))
+    monkeypatch.setattr(
+        report.shutil, "get_terminal_size", lambda *args, **kwargs: os_module.terminal_size((width, 24))
+    )
     report.print_watch_summary(summarise_watch(read_history(stalled_run[0])), "table", None)
     lines = capsys.readouterr().out.splitlines()
     healthy = _kept_healthy(_lines(stalled_run[0]))["path"].removesuffix(".pt.trace.json.gz")
