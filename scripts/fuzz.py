@@ -41,13 +41,13 @@ its own summary line:
   turned into a skipped rank by a rank worker.
 
 - ``snapshot``: ``tuiprof summary SNAP --format json|table`` or ``tuiprof diff A.pickle B.pickle``,
-  an allocator snapshot (tests/snapshot_gen.py) truncated, flipped, re-protocoled, with members
+  an allocator snapshot (tests/helpers/snapshot_gen.py) truncated, flipped, re-protocoled, with members
   mutated, or with code-running opcodes (GLOBAL/REDUCE of ``os system``...) inserted; a case
   after which the payloads' marker file exists is a crash ("code from a pickle ran");
 - ``snapshot-diff``: the two snapshot readers against each other on legal pickles (``pickle.loads``
-  reads each): a snapshot of torch's shape (tests/snapshot_gen.py: frames shared within and across
+  reads each): a snapshot of torch's shape (tests/helpers/snapshot_gen.py: frames shared within and across
   stacks, lists per allocation), sometimes with members set to wrong types, pickled at protocol 0-5
-  and rewritten by tests/pickle_variants.py (memo keys with gaps, reused or past the end; MEMOIZE,
+  and rewritten by tests/helpers/pickle_variants.py (memo keys with gaps, reused or past the end; MEMOIZE,
   BINPUT, LONG_BINPUT, PUT; BINGET, LONG_BINGET, GET; FRAMEs of any size; another PROTO byte), a
   fifth gzipped.  ``read_snapshot`` with the opcode scanner forced and without it must give equal
   columns or the same one line ("the readers disagree" is a crash); the summary says how many the
@@ -332,9 +332,9 @@ class Seeds:
 
 
 def snapshot_seeds() -> list[tuple[str, bytes]]:
-    """Allocator snapshots in torch's format (tests/snapshot_gen.py), pickled at protocols 0 to 5
+    """Allocator snapshots in torch's format (tests/helpers/snapshot_gen.py), pickled at protocols 0 to 5
     (torch writes 2 or 4; pickle reads them all)."""
-    from tests.snapshot_gen import make_snapshot
+    from tests.helpers.snapshot_gen import make_snapshot
 
     seeds = []
     for number, protocol in enumerate((2, 3, 4, 5, 0, 1)):
@@ -657,7 +657,7 @@ SNAPSHOT_MUTATIONS = [truncate, flip, delete, duplicate, pickle_payload, pickle_
 
 
 def _generated(rng: random.Random) -> dict:
-    from tests.snapshot_gen import make_snapshot
+    from tests.helpers.snapshot_gen import make_snapshot
 
     return make_snapshot(
         seed=rng.getrandbits(32),
@@ -672,13 +672,13 @@ def _generated(rng: random.Random) -> dict:
 
 
 def _distinct_stacks(rng: random.Random) -> dict:
-    from tests.snapshot_gen import distinct_stacks
+    from tests.helpers.snapshot_gen import distinct_stacks
 
     return distinct_stacks(rng.randint(0, 400))
 
 
 def _every_action(rng: random.Random) -> dict:
-    from tests.snapshot_gen import every_action
+    from tests.helpers.snapshot_gen import every_action
 
     return every_action()
 
@@ -748,8 +748,8 @@ MEMO_PAST_END_LINE = "the pickle claims more memory than there is"
 
 def snapshot_diff_case(kind: int, rng: random.Random) -> tuple[Files, list[str]]:
     """A legal pickle of a snapshot (or of plain data of another shape), written one of the ways
-    tests/pickle_variants.py knows, and the command that reads it with both readers."""
-    from tests.pickle_variants import variant
+    tests/helpers/pickle_variants.py knows, and the command that reads it with both readers."""
+    from tests.helpers.pickle_variants import variant
 
     protocol = rng.randrange(6)
     try:
@@ -960,7 +960,7 @@ class Outcome:
 def compare_readers(path: str) -> Outcome:
     """``read_snapshot`` with the opcode scanner (which may leave the file to the unpickler) and
     without it: equal columns or the same one line, else "the readers disagree"."""
-    from tests.snapshot_gen import differences
+    from tests.helpers.snapshot_gen import differences
     from tuiprof.errors import TraceError
     from tuiprof.trace.snapshot import SCAN_BYTES_ENV, _open_snapshot, read_snapshot
     from tuiprof.trace.snapshot_scan import scan_snapshot

@@ -33,7 +33,7 @@ SAMPLES = {
     # module names, torch's memory categories, FLOPs), small enough to ship.
     "resnet18_train_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=32, wait=1, warmup=1, active=3),
     "resnet18_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=128, wait=1, warmup=1, active=2),
-    # The diff pair's second half: resnet18_cpu at half the batch (tests/test_diff_samples.py).
+    # The diff pair's second half: resnet18_cpu at half the batch (tests/cli/test_diff_samples.py).
     "resnet18_b64_cpu": CaptureConfig(model="resnet18", device="cpu", batch_size=64, wait=1, warmup=1, active=2),
     "tiny_transformer_cpu": CaptureConfig(
         model="tuiprof.capture.models:tiny_transformer",

@@ -4,7 +4,7 @@
 Issue 35 item 3: ops run with grad mode on but on tensors that need no grad carry
 autograd's next ``Sequence number`` (the next step's first node), so charging backward
 time by number put them in the next step's first ``Linear``.  This trace holds that
-case, small and real, for tests/test_backward_attribution.py:
+case, small and real, for tests/unit/test_backward_attribution.py:
 
 - a two-layer MLP (``Sequential_0``: ``Linear_0``, ``ReLU_0``, ``Linear_1``) and a
   ``CrossEntropyLoss_0``, trained with SGD, one thread, on CPU;

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
+DATA = ROOT / "tests" / "data"  # traces made for the tests (tests/data/README.md)
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 
 
@@ -29,7 +33,7 @@ WATCH_SLOW = "step000042-slow.pt.trace.json.gz"
 def make_watch_folder(
     tmp_path: Path, steps: int = 60, ended: bool = True, slow_ms: float = 5.0, settings: dict | None = None
 ) -> Path:
-    """A watch folder's history by hand (tests/test_watch_tui.py, the watch app's snapshots): 1 ms
+    """A watch folder's history by hand (tests/tui/test_watch_tui.py, the watch app's snapshots): 1 ms
     steps, ``slow_ms`` from step 40 on; the healthy capture at 7-9 (resnet18 at batch 64), the
     slow one at 42-44 (batch 32)."""
     directory = tmp_path / "w"
@@ -77,18 +81,15 @@ def make_watch_folder(
 
 
 @pytest.fixture(autouse=True)
-def _environment_restored():
-    """``cli.main([...])`` run in-process sets tuiprof's options as environment variables for the
-    process and its workers (``--no-sidecars``, ``--no-cache``, ``--cache-size``,
-    ``--max-inflate-ratio``): put back after each test, so no test inherits another's options
-    (``--no-sidecars`` in the kind matrix made the sidecar tests of test_ranks.py fail after it)."""
-    import os
-
-    saved = dict(os.environ)
+def _environment_kept():
+    """What a test leaves in os.environ is undone.  cli.main sets variables for the workers it
+    starts (--no-sidecars, --no-cache, --cache-size, --max-inflate-ratio): one test's
+    --no-sidecars turned the sidecars off for every test after it in the same process."""
+    before = dict(os.environ)
     yield
-    for name in set(os.environ) - set(saved):
-        del os.environ[name]
-    os.environ.update(saved)
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 @pytest.fixture(autouse=True)
@@ -101,13 +102,27 @@ def _no_user_keymap(monkeypatch, tmp_path_factory):
 def private_cache(tmp_path_factory):
     """Sidecars of read-only run directories (../shared/traces) go to the user's cache: a private one here.
     The decoded-trace cache is off, so every other test decodes what it opens
-    (tests/test_cache.py turns it on)."""
+    (tests/unit/test_cache.py turns it on)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
         # the registry of watched processes (tuiprof capture PID) lives there too, never the user's
         patch.setenv("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
         patch.setenv("TUIPROF_NO_CACHE", "1")
         yield
+
+
+@pytest.fixture
+def cache_on(monkeypatch, tmp_path) -> Path:
+    """The decoded-trace cache on (private_cache turned it off), in a folder of this test's own;
+    returns the stores' folder (tests/unit/test_cache.py, tests/hostile/test_hostile_cache.py)."""
+    from tuiprof.trace import cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv(cache.NO_CACHE_ENV, "0")
+    monkeypatch.delenv(cache.CACHE_SIZE_ENV, raising=False)
+    monkeypatch.setattr(cache, "_refusal", None)
+    monkeypatch.setattr(cache, "_said", False)
+    return tmp_path / "xdg" / "tuiprof" / "stores"
 
 
 @pytest.fixture(scope="session")
@@ -143,3 +158,34 @@ def key_averages_mismatches(model, records: list[dict], by_shape: bool) -> list[
     if len(ours) != len(expected):
         problems.append(f"{len(ours)} rows, torch has {len(expected)}")
     return problems
+
+
+def _imports_torch(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" for a in n.names))
+        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch")
+        for n in ast.walk(node)
+    )
+
+
+@functools.cache
+def _torch_tests(path: Path) -> tuple[bool, frozenset[str]]:
+    """Whether the file imports torch at its top, and the names of its functions that do."""
+    tree = ast.parse(path.read_text())
+    top = any(_imports_torch(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom | ast.Try | ast.If))
+    functions = frozenset(
+        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and _imports_torch(n)
+    )
+    return top, functions
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``capture`` marker (docs/development.md): every test in tests/capture/, and every other
+    test whose file or own function imports torch; ``-m "not capture"`` runs the rest."""
+    capture_folder = ROOT / "tests" / "capture"
+    for item in items:
+        path = Path(str(item.fspath))
+        top, functions = _torch_tests(path)
+        name = getattr(item, "originalname", item.name)
+        if capture_folder in path.parents or top or name in functions:
+            item.add_marker(pytest.mark.capture)

@@ -1,6 +1,6 @@
 """GPU scenarios as synthetic traces: each cause built in, and its remedied twin built without it.
 
-No GPU is needed: the traces are written the way Kineto writes them (tests/gpu_trace.py's
+No GPU is needed: the traces are written the way Kineto writes them (tests/helpers/gpu_trace.py's
 :class:`GpuTrace`: operators, runtime calls with correlation ids and ``ac2g`` flows, kernels
 with real names on streams, ``ProfilerStep#N`` spans, ``nn.Module`` frames), and the clocks
 below place every launch and kernel as a CUDA stream would: a kernel starts once it is
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.gpu_trace import MAIN_THREAD, PID, GpuTrace
+from tests.helpers.gpu_trace import MAIN_THREAD, PID, GpuTrace
 
 STEPS = 6  # ProfilerStep#2..#7: a schedule's active steps
 COMPUTE, COPY_STREAM = 7, 8  # the default stream and a side stream

@@ -51,7 +51,7 @@ class HarnessError(Exception):
     """A scenario could not be run or measured (not a wrong answer of tuiprof's)."""
 
 
-# ------------------------------------------------------------------ scoring (pure: tests/test_diagnosis.py)
+# ------------------------------------------------------------------ scoring (pure: tests/unit/test_diagnosis.py)
 
 
 @dataclass

@@ -11,7 +11,7 @@ the columns shipped to it and back (~100 bytes an event each way); see
 
 Every stage writes only its own results and the caller joins them in a fixed
 order, so the model is the same, array for array, whatever the number of threads
-(``tests/test_parallel_analysis.py``).  On one core the stages run one after
+(``tests/unit/test_parallel_analysis.py``).  On one core the stages run one after
 the other on the calling thread, in the order given: no pool, no threads.
 """
 

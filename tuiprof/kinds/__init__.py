@@ -3,7 +3,7 @@ command meets them: find the kind, refuse in one line what it does not take, cal
 
 Adding a kind is one module (a :class:`Kind`, as in ``snapshot.py``) and one line in
 ``KINDS``: ``summary``, ``open``, ``diff`` and ``timeline``, their refusals and ``--help``
-read it from here (docs/kinds.md; tests/test_kind_matrix.py runs every kind through every
+read it from here (docs/kinds.md; tests/cli/test_kind_matrix.py runs every kind through every
 command and option).  Each kind imports what it runs inside its functions: ``summary`` and
 ``open`` never import torch, ``summary`` never imports Textual, ``--help`` imports neither.
 """

@@ -54,7 +54,7 @@ class Kind:
     kind has no function for (``{path}`` is the path given); ``hints``: option -> what to do
     instead when it is refused.  ``apps``: the apps of views its ``explorer`` and ``diff`` run
     (tui/): every id of each is one a keymap may name (tui/keymap.py ``every_app``, held equal to
-    these by tests/test_keymap.py, which also checks docs/views.md's id table against them)."""
+    these by tests/tui/test_keymap.py, which also checks docs/views.md's id table against them)."""
 
     name: str
     title: str  # "a trace file": in refusals

@@ -5,7 +5,7 @@ values: ``load(path).table("operators")`` is that command's list of rows, the sa
 keys and numbers, built by the same code (:func:`tuiprof.report.summary.summary_table`).
 The analysis model is there too (``.model``) for what no table holds.
 
-Loads neither torch nor Textual (tests/test_layers.py checks).  A trace that
+Loads neither torch nor Textual (tests/project/test_layers.py checks).  A trace that
 cannot be read raises :class:`tuiprof.errors.TraceError` whose message is the
 line ``tuiprof summary`` prints after ``tuiprof:``, raised from here so its
 traceback is one frame, not the decoder's.  Any other exception is a bug.

@@ -10,7 +10,7 @@ onto these names: an explorer view whose ``view_id`` is a name here shows that v
 title); a table with no view of its own is shown inside one that names it in its
 ``summary_views`` (the memory-* tables: the Memory view); the other explorer views (overview,
 timeline, log) have no table to print.
-tests/test_catalog.py checks that the CLI, this module and the explorer agree.
+tests/cli/test_catalog.py checks that the CLI, this module and the explorer agree.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def is_run_view(name: str) -> bool:
 # ``summary`` names it (``ops`` is the alias of ``operators`` here too); ``shapes`` (operators
 # by input shapes) and ``launchers`` (kernels by the operator that launched them) are tables
 # only a diff has.  Literal table names: the parser reads this without loading the analysis
-# (tests/test_catalog.py checks them against ``TABLES``).
+# (tests/cli/test_catalog.py checks them against ``TABLES``).
 DIFF_ALL, DIFF_VERDICT = "all", "verdict"
 DIFF_VIEWS: dict[str, tuple[str, ...]] = {
     DIFF_ALL: ("ops", "shapes", "modules", "kernels", "launchers", "steps", "memory"),

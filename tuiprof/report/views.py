@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tuiprof.analysis.steps import StepStats
 
 # The registries' names are read by ``tuiprof summary --help`` (report/catalog.py), which loads
-# no heavy module (tests/test_capture_cli.py): numpy, msgspec, rich and the analysis layer are
+# no heavy module (tests/cli/test_capture_cli.py): numpy, msgspec, rich and the analysis layer are
 # imported by the functions that use them.
 
 Row = dict[str, object]  # column key -> raw value: what every format prints and the explorer's tables show

@@ -48,7 +48,7 @@ Decisions:
 - **Ids as the Python decoder gives them.**  The kernel numbers frames and stacks in file order
   (segments before device_traces); :func:`finish` renumbers them in the decoder's order (stacks
   by first use in the entries, then the blocks; frames by first appearance in those stacks), so
-  both paths give equal columns (tests/test_snapshot_scan.py checks every column).
+  both paths give equal columns (tests/unit/test_snapshot_scan.py checks every column).
 - **Only where it pays** (``SCAN_MIN_BYTES`` in :mod:`tuiprof.trace.snapshot`): from 32 MB when
   the compiled kernel is cached (beside this module, or where :func:`tuiprof.trace.jit.kernel_cache_dir`
   says), from 1 GB when it is not.  Measured on the

@@ -131,7 +131,21 @@ def event_line(kind: str, **fields: Any) -> bytes:
 
 
 def _line(record: dict[str, Any]) -> bytes:
-    return orjson.dumps(record) + b"\n"
+    try:
+        return orjson.dumps(record) + b"\n"
+    except TypeError:  # a lone surrogate: a path's byte that is no UTF-8, as argv[0] or an error may hold
+        return orjson.dumps(_valid_text(record)) + b"\n"
+
+
+def _valid_text(value: Any) -> Any:
+    """Strings made valid UTF-8: a byte a surrogateescape decode stood in for is written as ``\\x9b``."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_valid_text(key): _valid_text(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid_text(item) for item in value]
+    return value
 
 
 # ------------------------------------------------------------------ reading

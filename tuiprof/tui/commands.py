@@ -12,7 +12,7 @@ view holds (:func:`pane_commands`), never another view's.
 Every binding has an id, ``scope.title`` in lower case with dashes
 (``app.filter``, ``table.down``, ``view.operators``): the names a user's keymap
 file remaps (tui/keymap.py, docs/views.md).  Renaming a command's title renames
-its id, so titles are unique within a scope (tests/test_keymap.py checks).
+its id, so titles are unique within a scope (tests/tui/test_keymap.py checks).
 """
 
 from __future__ import annotations

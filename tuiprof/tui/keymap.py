@@ -106,7 +106,7 @@ def is_key(key: str) -> bool:
 def every_app() -> tuple[type[TableApp], ...]:
     """Every app of views: the apps the kinds of input declare (tuiprof/kinds: each ``Kind``'s
     ``apps``).  Listed here again because the tui layer never imports the kinds (the layer
-    contract in pyproject.toml); tests/test_keymap.py holds the two lists equal, so a kind that
+    contract in pyproject.toml); tests/tui/test_keymap.py holds the two lists equal, so a kind that
     brings a new app fails it until the app is added here.  Imported on demand: no app loads
     the others to start."""
     from tuiprof.tui.app import ExplorerApp

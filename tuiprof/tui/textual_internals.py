@@ -1,7 +1,7 @@
 """Every use of Textual's private API, in one place (Textual is pinned exactly: 8.2.8).
 
 Each function names what it reaches into and why no public API does it.  A Textual upgrade
-checks this module first: tests/test_textual_internals.py fails when a name is gone.
+checks this module first: tests/tui/test_textual_internals.py fails when a name is gone.
 """
 
 from __future__ import annotations

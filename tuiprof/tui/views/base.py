@@ -38,7 +38,7 @@ class ExplorerView(Vertical):
     view_id: ClassVar[str]
     title: ClassVar[str]
     # The summary views (report/catalog.py) this view shows besides the one named like it:
-    # a table of a trace has its own explorer view or is shown inside one (tests/test_catalog.py).
+    # a table of a trace has its own explorer view or is shown inside one (tests/cli/test_catalog.py).
     summary_views: ClassVar[tuple[str, ...]] = ()
 
     model: reactive[TraceModel | None] = reactive(None, init=False)
