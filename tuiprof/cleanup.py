@@ -25,7 +25,9 @@ import threading
 from collections.abc import Iterator
 from typing import IO
 
-_lock = threading.Lock()
+# Re-entrant: the signal handler runs in the main thread, which may hold it (registering a file)
+# when the signal comes; a plain Lock waited on itself for ever.
+_lock = threading.RLock()
 _files: set[str] = set()
 _processes: set[subprocess.Popen] = set()
 _installed = False

@@ -598,6 +598,20 @@ def test_temporary_files_are_removed_on_signals(tmp_path, signum: int, codes: se
     assert not list(temp.iterdir())
 
 
+def test_a_signal_while_the_main_thread_registers_a_file_ends_the_process(tmp_path) -> None:
+    """The handler cleans up under the registry's lock; a SIGTERM that came while the main thread
+    held that lock (registering a temporary file) waited on it for ever: a hang, the file left."""
+    code = (
+        "import os, signal; from tuiprof import cleanup; cleanup.install_signal_handlers();"
+        "f = cleanup.temporary_file(directory=os.environ['TMPDIR']).__enter__();"
+        "cleanup._lock.acquire(); os.kill(os.getpid(), signal.SIGTERM); print('not ended')"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path))
+    result = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env, timeout=30)
+    assert result.returncode in {-15, 143} and "not ended" not in result.stdout, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_temporary_file_removed_after_a_load_error(tmp_path, monkeypatch) -> None:
     from tuiprof.trace import load
 

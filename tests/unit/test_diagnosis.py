@@ -230,7 +230,6 @@ def test_the_quick_scenarios_run_and_their_remedies_move_the_metric(quick_run) -
     assert all(row["measured"] >= 0.1 * row["details"]["current"] for row in rows)
 
 
-@pytest.mark.xfail(strict=False, reason="tuiprof's findings lack the remedies and savings issue 35 asks for")
 def test_the_quick_scenarios_meet_the_targets(quick_run) -> None:
     code, report = quick_run
     assert code == 0, report["rates"]
