@@ -36,7 +36,7 @@ from tuiprof.analysis.snapshot import (
 from tuiprof.analysis.snapshot_trace import PeakPlace
 from tuiprof.report.plain import ELLIPSIS, plain
 from tuiprof.report.render import stdout_is_terminal
-from tuiprof.report.units import format_bytes, format_pct, format_us, plural
+from tuiprof.report.units import SIZE_CHARS, format_bytes, format_pct, format_us, plural
 
 DEFAULT_STACKS = 10
 DETAIL_LINES = 300  # of a stack in the detail pane: a hostile file's million-frame stack stays responsive
@@ -145,19 +145,21 @@ class TableRow(str):
 
 def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limit: int) -> list[str]:
     lines: list[str] = [
-        TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  where (your innermost frame, +frames left out)")
+        TableRow(
+            f"  {'bytes':>{SIZE_CHARS}}  {'share':>6}  {'allocs':>6}  where (your innermost frame, +frames left out)"
+        )
     ]
     for group in groups[:limit]:
         lines.append(
             TableRow(
-                f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
+                f"  {format_bytes(group.bytes):>{SIZE_CHARS}}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
                 f"{where_and_rest(model, group.stack)}"
             )
         )
     if len(groups) > limit:
         rest = sum(g.bytes for g in groups[limit:])
         lines.append(
-            f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)"
+            f"  {format_bytes(rest):>{SIZE_CHARS}}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)"
         )
     return lines
 
@@ -171,17 +173,19 @@ def _module_rows(modules: list[ModuleGroup], whole: int, limit: int) -> list[str
     """The peak by module: only when some allocation ran inside a module's forward."""
     if not any(m.path for m in modules):
         return []
-    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  module (its forward's file)")]
+    lines: list[str] = [
+        TableRow(f"  {'bytes':>{SIZE_CHARS}}  {'share':>6}  {'allocs':>6}  module (its forward's file)")
+    ]
     for group in modules[:limit]:
         lines.append(
             TableRow(
-                f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"
+                f"  {format_bytes(group.bytes):>{SIZE_CHARS}}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"
             )
         )
     if len(modules) > limit:
         rest = sum(m.bytes for m in modules[limit:])
         lines.append(
-            f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)"
+            f"  {format_bytes(rest):>{SIZE_CHARS}}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)"
         )
     return lines
 
@@ -465,34 +469,45 @@ def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
         f"A: {plain(diff.a.snapshot.source)}",
         f"B: {plain(diff.b.snapshot.source)}",
         "",
-        TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  where (innermost own frame)"),
+        TableRow(
+            f"  {'A':>{SIZE_CHARS}}  {'B':>{SIZE_CHARS}}  {'B - A':>{SIZE_CHARS + 1}}  where (innermost own frame)"
+        ),
     ]
     for row in diff.changes[:limit]:
         lines.append(
             TableRow(
-                f"  {format_bytes(row.a):>10}  {format_bytes(row.b):>10}  {_signed(row.change):>11}  {_change_where(diff, row)}"
+                f"  {format_bytes(row.a):>{SIZE_CHARS}}  {format_bytes(row.b):>{SIZE_CHARS}}  {_signed(row.change):>{SIZE_CHARS + 1}}  {_change_where(diff, row)}"
             )
         )
     if len(diff.changes) > limit:
         rest = sum(r.change for r in diff.changes[limit:])
         lines.append(
             TableRow(
-                f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
+                f"  {'':>{SIZE_CHARS}}  {'':>{SIZE_CHARS}}  {_signed(rest):>{SIZE_CHARS + 1}}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
             )
         )
     if diff.modules:
-        lines += ["", TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  module (its forward's file)")]
+        lines += [
+            "",
+            TableRow(
+                f"  {'A':>{SIZE_CHARS}}  {'B':>{SIZE_CHARS}}  {'B - A':>{SIZE_CHARS + 1}}  module (its forward's file)"
+            ),
+        ]
         for module in diff.modules[:limit]:
             lines.append(
                 TableRow(
-                    f"  {format_bytes(module.a):>10}  {format_bytes(module.b):>10}  {_signed(module.change):>11}  "
+                    f"  {format_bytes(module.a):>{SIZE_CHARS}}  {format_bytes(module.b):>{SIZE_CHARS}}  {_signed(module.change):>{SIZE_CHARS + 1}}  "
                     f"{plain(module_text(module.path))}"
                 )
             )
         if len(diff.modules) > limit:
             rest = sum(m.change for m in diff.modules[limit:])
             more = plural(len(diff.modules) - limit, "more module")
-            lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {more} (--limit N)"))
+            lines.append(
+                TableRow(
+                    f"  {'':>{SIZE_CHARS}}  {'':>{SIZE_CHARS}}  {_signed(rest):>{SIZE_CHARS + 1}}  in {more} (--limit N)"
+                )
+            )
     return lines
 
 
