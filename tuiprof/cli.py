@@ -80,7 +80,12 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tuiprof", description="Explore PyTorch profiler traces in the terminal.")
+    parser = argparse.ArgumentParser(
+        prog="tuiprof",
+        description="Explore PyTorch profiler traces in the terminal.",
+        epilog="Sizes are binary everywhere: KiB, MiB, GiB (powers of 1024, as torch's memory_summary writes "
+        "them); bandwidth is decimal GB/s (docs/columns.md).",
+    )
     parser.add_argument("--version", action="version", version=f"tuiprof {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -175,7 +180,8 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-size",
         metavar="SIZE",
         type=_cache_size,
-        help="most the decoded-trace cache may take, e.g. 2G or 500M; least recently used traces go first "
+        help="most the decoded-trace cache may take, e.g. 2G or 500M (GiB, MiB: sizes are binary everywhere); "
+        "least recently used traces go first "
         "(default: 4G or a quarter of the free disk, the smaller; also TUIPROF_CACHE_SIZE)",
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -36,6 +37,31 @@ def test_summary_json_and_diff_of_two_snapshots(tmp_path: Path) -> None:
         sum(row["change_bytes"] for row in document["stacks"])
         == document["b"]["peak_bytes"] - document["a"]["peak_bytes"]
     )
+
+
+def test_summary_names_each_stacks_first_frame_of_yours_and_counts_the_frames_left_out(tmp_path: Path) -> None:
+    """Stacks of 28 frames whose first frame of the user's code is 8 frames in (the generator
+    writes each frame's kind by hand): each row at the peak names that frame and the other 27;
+    JSON says how many stacks the peak has and how many it lists."""
+    data, expected = make_snapshot(2, steps=200, deep=True)
+    path = tmp_path / "deep.pickle"
+    path.write_bytes(pickle.dumps(data))
+    result = tuiprof("summary", str(path), "--limit", "50")
+    assert result.returncode == 0, result.stderr
+    row = re.compile(r"^ +[\d.]+ \w+ +[\d.]+% +[\d,]+  (.+)$")
+    for device, by_stack in expected.peak_by_stack.items():
+        block = result.stdout.split(f"cuda:{device}: peak ", 1)[1].split("largest single allocation", 1)[0]
+        shown = {m[1] for line in block.splitlines() if (m := row.match(line))}
+        wanted = set()
+        for index in by_stack:
+            stack, kinds = expected.stacks[index], expected.frame_kinds[index]
+            first = stack[kinds.index("own")]
+            wanted.add(f"model.py:{first['line']} {first['name']} (+{len(stack) - 1} frames)")
+        assert shown == wanted
+    document = json.loads(tuiprof("summary", str(path), "--format", "json", "--limit", "2").stdout)
+    for peak in document["peaks"]:
+        total = len(expected.peak_by_stack[peak["device"]])
+        assert (peak["stacks_total"], peak["stacks_shown"]) == (total, min(2, total)) == (total, len(peak["stacks"]))
 
 
 def test_what_is_not_offered_for_snapshots_is_one_line(tmp_path: Path) -> None:

@@ -121,6 +121,46 @@ def make_module_stacks() -> tuple[list[list[dict]], list[tuple[str, ...]]]:
     return stacks, paths
 
 
+def make_deep_stacks(levels: int = 6, count: int = 4) -> tuple[list[list[dict]], list[list[str]]]:
+    """Stacks as deep as a real model's, innermost first, and each frame's kind written by hand
+    ("torch", "own", "library"): native allocator frames and torch's conv.py inside ``levels``
+    nested nn.Module forwards of the user's model.py (each called through module.py's two
+    frames), a library's frame, then train.py: the user's first frame is 8 frames in."""
+    native = [
+        ({"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"}, "torch"),
+        (
+            {"filename": "/pytorch/aten/src/ATen/native/Convolution.cpp", "line": 1440, "name": "at::_convolution"},
+            "torch",
+        ),
+        ({"filename": "??", "line": 0, "name": "_PyEval_EvalFrameDefault"}, "torch"),
+    ]
+    conv = "/usr/lib/python3.11/site-packages/torch/nn/modules/conv.py"
+    call = [
+        ({"filename": MODULE_PY, "line": 1750, "name": "_call_impl"}, "torch"),
+        ({"filename": MODULE_PY, "line": 1739, "name": "_wrapped_call_impl"}, "torch"),
+    ]
+    stacks, kinds = [], []
+    for index in range(count):
+        frames = native + [
+            ({"filename": conv, "line": 456, "name": "_conv_forward"}, "torch"),
+            ({"filename": conv, "line": 460, "name": "forward"}, "torch"),
+            *call,
+        ]
+        for level in range(levels):  # innermost level first
+            frames += [(own_frame(100 * index + 10 * level, "forward", "/home/user/model.py"), "own"), *call]
+        frames += [
+            (
+                {"filename": "/usr/lib/python3.11/site-packages/accelerate/utils.py", "line": 77, "name": "wrapper"},
+                "library",
+            ),
+            (own_frame(30 + index, "train_step"), "own"),
+            (own_frame(90, "main"), "own"),
+        ]
+        stacks.append([frame for frame, _ in frames])
+        kinds.append([kind for _, kind in frames])
+    return stacks, kinds
+
+
 class TorchFrames:
     """Frames and stacks as torch's ``_snapshot`` hands them to the pickler
     (``py_symbolize`` in torch/csrc/profiler/python/combined_traceback.cpp): one dict per distinct
@@ -157,6 +197,8 @@ class Expected:
     )  # device -> (time_us, live bytes after the entry)
     reserved_end: dict[int, int] = field(default_factory=dict)
     stack_modules: list[tuple[str, ...]] = field(default_factory=list)  # modules=True: each stack's module path
+    stacks: list[list[dict]] = field(default_factory=list)  # each stack's frames, innermost first
+    frame_kinds: list[list[str]] = field(default_factory=list)  # deep=True: each frame's "torch", "own" or "library"
 
 
 class _Device:
@@ -197,16 +239,21 @@ def make_snapshot(
     awaiting: bool = False,
     modules: bool = False,
     time_origin_us: int = 0,
+    deep: bool = False,
 ) -> tuple[dict, Expected]:
     """A snapshot dict and its answers.  ``awaiting``: frees complete some entries after they
     are requested (another stream), the bytes still held in between.  ``modules``: the stacks of
     :func:`make_module_stacks` (``expected.stack_modules`` their paths).  ``time_origin_us``: added
-    to every ``time_us`` (real ones are microseconds since the epoch)."""
+    to every ``time_us`` (real ones are microseconds since the epoch).  ``deep``: the stacks of
+    :func:`make_deep_stacks` (``expected.frame_kinds`` each frame's kind)."""
     rng = random.Random(seed)
     stacks = make_stacks(fx)
     expected = Expected()
     if modules:
         stacks, expected.stack_modules = make_module_stacks()
+    if deep:
+        stacks, expected.frame_kinds = make_deep_stacks()
+    expected.stacks = stacks
     state = [_Device(d) for d in range(devices)]
     clock = [0]
     pending: list[tuple[_Device, int]] = []

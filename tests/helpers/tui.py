@@ -22,3 +22,9 @@ def plain_text(renderable, width: int = 200) -> str:
     console = Console(record=True, width=width, color_system=None, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as the terminal shows it, one string a row: what is visible, not what a
+    widget holds (Textual's compositor, private: 8.x)."""
+    return ["".join(segment.text for segment in strip) for strip in app.screen._compositor.render_strips()]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.snapshot_gen import make_snapshot
-from tests.helpers.tui import loaded
-from tuiprof.analysis.snapshot import analyze_snapshot
+from tests.helpers.tui import loaded, screen_lines
+from tuiprof.analysis.snapshot import analyze_snapshot, stack_frames
 from tuiprof.trace.snapshot import decode_snapshot
 
 
@@ -108,6 +110,68 @@ async def test_modules_page_groups_the_peak_by_forward(tmp_path: Path) -> None:
         assert {r["module"]: r["bytes"] for r in _rows(app, "modules")} == by_module
 
 
+def _frame_lines(stack: list[dict], kinds: list[str], hide_torch: bool) -> list[str]:
+    """The stack pane's frame lines as the generator wrote the frames: its own kind of each
+    marks the user's (``› ``) and hides torch's."""
+    return [
+        ("› " if kind == "own" else "  ") + f"{frame['filename']}:{frame['line']} {frame['name']}"
+        for frame, kind in zip(stack, kinds)
+        if not (hide_torch and kind == "torch")
+    ]
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24), (120, 40)])
+async def test_the_stack_pane_grows_scrolls_marks_your_frames_and_hides_torchs(size) -> None:
+    """Stacks of 28 frames, the user's first 8 frames in: the pane shows the user's frame of the
+    highlighted stack without scrolling, ``f`` gives it the keys (j/k, end/home), ``t`` hides
+    torch's frames and shows them again, esc gives the keys back to the table."""
+    from tuiprof.tui.views.snapshot import DetailScroll
+    from tuiprof.tui.widgets.row_table import RowTable
+
+    data, expected = make_snapshot(2, steps=200, deep=True)
+    model = analyze_snapshot(decode_snapshot(data, "deep.pickle"))
+    app = _app(model)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        table = app.query_one("#snap-peak-table", RowTable)
+        frames = [(f, line, name) for f, line, name in stack_frames(model.snapshot, table.current_row.item.stack)]
+        index = [[(f["filename"], f["line"], f["name"]) for f in s] for s in expected.stacks].index(frames)
+        stack, kinds = expected.stacks[index], expected.frame_kinds[index]
+        first_own = stack[kinds.index("own")]
+        pane = app.query_one("#snap-peak-pane", DetailScroll)
+        assert pane.size.height >= {20: 4, 24: 6, 40: 12}[size[1]]  # grows with the terminal
+        shown = "\n".join(screen_lines(app))
+        assert f"your frame: model.py:{first_own['line']} forward" in shown  # without scrolling
+        body = _text(app, "#snap-peak-detail").split(":\n", 1)[1].splitlines()  # after "stack, ...:"
+        assert body == _frame_lines(stack, kinds, hide_torch=False)
+        assert pane.max_scroll_y > 0 and pane.scroll_y == 0  # the stack is longer than the pane
+
+        await pilot.press("f")
+        assert app.focused is pane
+        await pilot.press("end")
+        assert pane.scroll_y == pane.max_scroll_y
+        last = f"› {stack[-1]['filename']}:{stack[-1]['line']} {stack[-1]['name']}"
+        assert last in "\n".join(screen_lines(app))  # the outermost frame, on screen now
+        await pilot.press("home")
+        assert pane.scroll_y == 0
+        await pilot.press("j", "j")
+        assert pane.scroll_y == 2
+        await pilot.press("k")
+        assert pane.scroll_y == 1
+        assert table.cursor == 0  # the table's cursor did not move
+
+        await pilot.press("t")
+        text = _text(app, "#snap-peak-detail")
+        assert f"{kinds.count('torch')} frames of torch hidden" in text
+        assert text.split(":\n", 1)[1].splitlines() == _frame_lines(stack, kinds, hide_torch=True)
+        await pilot.press("t")
+        assert _text(app, "#snap-peak-detail").split(":\n", 1)[1].splitlines() == body
+
+        await pilot.press("escape")
+        assert app.focused is table and app.state.oom is None
+        await pilot.press("q")
+
+
 async def test_filter_and_export_act_on_the_page(tmp_path: Path) -> None:
     data, expected = make_snapshot(1, steps=200)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")), tmp_path)
@@ -159,3 +223,11 @@ def test_snapshot_app_segments_screen(snap_compare) -> None:
     data, _ = make_snapshot(1, steps=200)
     app = _app(analyze_snapshot(decode_snapshot(data, "gen.pickle")))
     assert snap_compare(app, terminal_size=(120, 40), press=["3"], run_before=loaded)
+
+
+def test_snapshot_app_stack_pane_screen(snap_compare) -> None:
+    """The Peak page at 80x24 with deep stacks and torch's frames hidden (t): the user's frame
+    second in the pane, their frames marked. Update as above."""
+    data, _ = make_snapshot(2, steps=200, deep=True)
+    app = _app(analyze_snapshot(decode_snapshot(data, "deep.pickle")))
+    assert snap_compare(app, terminal_size=(80, 24), press=["t"], run_before=loaded)

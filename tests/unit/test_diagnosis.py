@@ -124,10 +124,10 @@ def test_whole_names() -> None:
 
 def test_memory_scenarios_judge_the_first_finding_with_a_peak_saving() -> None:
     first = finding("top-operator", "Top operator: aten::mm", metric="step_us", saving=5.0)
-    peak = finding("memory-peak", "Peak CPU memory 49.71 MB: 33 % optimizer state, 33 % gradients.")
+    peak = finding("memory-peak", "Peak CPU memory 49.71 MiB: 33 % optimizer state, 33 % gradients.")
     state = finding(
         "memory-optimizer-state",
-        "SGD's momentum buffers are 16.56 MB at the peak.",
+        "SGD's momentum buffers are 16.56 MiB at the peak.",
         "SGD(momentum=0) or a stateless optimizer",
         "peak_bytes",
         52_125_888.0,

@@ -336,12 +336,12 @@ async def test_memory_view_walks_from_the_peak_to_the_module_holding_the_most_ac
         assert table.current_row["activation_bytes"] == 256 * 512 * 4
         assert table.scroll_offset.y <= table.cursor < table.scroll_offset.y + table.size.height - 1  # in view
         detail = plain_text(app.query_one("#memory-detail").content)
-        assert "Holds the most activations" in detail and "512.00 KB" in detail
+        assert "Holds the most activations" in detail and "512.00 KiB" in detail
         await pilot.press("m", "m")  # allocations, then the what-ifs
         await pilot.pause()
         remedies = {row["remedy"]: row for row in table.rows}
         checkpoint = remedies["Activation checkpointing"]
-        assert "blocks.0 (Sequential)" in checkpoint["how"] and "at most its 512.00 KB" in checkpoint["how"]
+        assert "blocks.0 (Sequential)" in checkpoint["how"] and "at most its 512.00 KiB" in checkpoint["how"]
         assert checkpoint["saves_bytes"] is None
 
 

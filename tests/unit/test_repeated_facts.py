@@ -31,8 +31,8 @@ def test_launchers_name_the_call_that_launched_each_device_event(tmp_path) -> No
 
 
 def test_one_byte_unit_table_for_long_and_short_sizes() -> None:
-    assert [unit for unit, _ in BYTE_UNITS] == ["GB", "MB", "KB"]
-    assert (format_bytes(3 << 20), format_bytes_short(3 << 20)) == ("3.00 MB", "3.0MB")
+    assert [unit for unit, _ in BYTE_UNITS] == ["GiB", "MiB", "KiB"]
+    assert (format_bytes(3 << 20), format_bytes_short(3 << 20)) == ("3.00 MiB", "3.0MiB")
     assert (format_bytes(1023), format_bytes_short(1023)) == ("1023 B", "1023B")
 
 

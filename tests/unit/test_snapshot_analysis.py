@@ -219,7 +219,7 @@ def test_two_snapshots_compare_at_their_peaks_by_stack(tmp_path: Path) -> None:
     assert [(r.frames, r.change) for r in diff.changes if r.change] == [
         ((("/home/user/cache.py", 7, "keep_forever"),), 3 << 20)
     ]
-    assert diff_lines(diff)[0].endswith("the largest growth: cache.py:7 keep_forever +3.00 MB")
+    assert diff_lines(diff)[0].endswith("the largest growth: cache.py:7 keep_forever +3.00 MiB")
 
 
 def test_two_snapshots_compare_by_module_too() -> None:

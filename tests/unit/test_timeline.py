@@ -168,7 +168,7 @@ def test_text_output(synthetic) -> None:
         "device idle".ljust(LABEL_WIDTH) + " █    █▇██",
     ]
     # idle 480 us over the step's 900 us device window (not over the 1000 us shown)
-    assert "peak 1.5KB" in result.stdout and "device idle 53.33% of the steps' device windows here" in result.stdout
+    assert "peak 1.5KiB" in result.stdout and "device idle 53.33% of the steps' device windows here" in result.stdout
 
 
 @pytest.mark.parametrize("width", [120, 80, 60, 50, 40, 30, 24])

@@ -163,6 +163,17 @@ def is_own_code(filename: str) -> bool:
     )
 
 
+_TORCH_DIR = re.compile(r"(^|[/\\])torch[/\\]")  # a file of torch's package: .../torch/nn/modules/conv.py
+
+
+def is_torch_frame(filename: str) -> bool:
+    """A frame of torch: a file of its Python package, or native code (C++: the caching
+    allocator, the interpreter; recorded with ``context="all"``), which no user edits.  The
+    stack pane hides these on a key, so that the user's frames and their libraries' remain."""
+    native = not filename.endswith(".py") and not filename.startswith("<")
+    return native or _TORCH_DIR.search(filename) is not None
+
+
 def own_frame(snapshot: Snapshot, stack: int) -> int:
     """The innermost frame of own code in ``stack``, else its innermost Python frame, else its first; -1 if empty."""
     ids = snapshot.stacks.frame_ids(stack)
@@ -184,14 +195,15 @@ def frame_text(snapshot: Snapshot, frame: int) -> str:
     return f"{text} [fx {frames.fx['fx_node_op'][frame]} {node}]" if node else text
 
 
+def frame_lines(snapshot: Snapshot, frame: int) -> list[str]:
+    """A frame's line, then (an FX frame) its original trace's, indented."""
+    original = snapshot.frames.fx["fx_original_trace"][frame]
+    return [frame_text(snapshot, frame)] + ["    " + part for part in original.splitlines() if part.strip()]
+
+
 def stack_lines(snapshot: Snapshot, stack: int) -> list[str]:
     """The full stack, innermost frame first, one frame a line; FX frames add their original trace."""
-    lines = []
-    for frame in snapshot.stacks.frame_ids(stack):
-        lines.append(frame_text(snapshot, int(frame)))
-        original = snapshot.frames.fx["fx_original_trace"][frame]
-        lines.extend("    " + part for part in original.splitlines() if part.strip())
-    return lines
+    return [line for frame in snapshot.stacks.frame_ids(stack).tolist() for line in frame_lines(snapshot, frame)]
 
 
 _MODULE_CALLERS = ("_call_impl", "_wrapped_call_impl")

@@ -45,7 +45,7 @@ def watch_settings_from_args(args: Namespace):
         if value < least:
             raise TraceError(f"{flag} {value}", f"must be at least {least}", f"pass a number >= {least}")
     if not args.watch_disk_mb > 0:
-        raise TraceError(f"--watch-disk-mb {args.watch_disk_mb}", "must be above 0", "pass a size in MB")
+        raise TraceError(f"--watch-disk-mb {args.watch_disk_mb}", "must be above 0", "pass a size in MiB")
     rule = parse_slow_rule(args.watch_threshold, args.watch_warmup)
     return WatchSettings(
         rule,
@@ -241,7 +241,11 @@ def add_watch_arguments(parser) -> None:
         help="captures kept at most; the oldest slow ones are deleted first, the healthy one never (default 10)",
     )
     group.add_argument(
-        "--watch-disk-mb", type=float, default=1024.0, metavar="MB", help="captures' total size at most (default 1024)"
+        "--watch-disk-mb",
+        type=float,
+        default=1024.0,
+        metavar="MIB",
+        help="captures' total size at most, in MiB (2**20 bytes; default 1024)",
     )
     group.add_argument(
         "--catch",

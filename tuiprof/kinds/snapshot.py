@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tuiprof.kinds.base import DIFF, EXPLORER, READING, SUMMARY, TIMELINE, Kind
 from tuiprof.report.catalog import SNAPSHOT
+from tuiprof.report.units import format_bytes
 
 if TYPE_CHECKING:
     from tuiprof.analysis.snapshot import SnapshotModel, Window
@@ -107,7 +108,7 @@ def _read_showing_progress(path: str) -> Snapshot:
         if percent != shown[0]:
             shown[0] = percent
             print(
-                f"\rtuiprof: reading the allocator snapshot: {percent}% of {total / 1e6:,.0f} MB",
+                f"\rtuiprof: reading the allocator snapshot: {percent}% of {format_bytes(total)}",
                 end="",
                 file=sys.stderr,
                 flush=True,

@@ -13,7 +13,7 @@ from tuiprof.analysis.memory_categories import CategorisedMemory
 from tuiprof.analysis.model import TraceModel
 from tuiprof.report.memory_texts import ALLOCATOR_PEAK, NEEDS_CAPTURE_SHORT, PEAK, before_trace_sentence, peak_title
 from tuiprof.report.plain import DISPLAY_CHARS, plain
-from tuiprof.report.units import format_bytes, format_us
+from tuiprof.report.units import SIZE_CHARS, format_bytes, format_us
 from tuiprof.report.views import category_words
 
 LEVELS = " ▁▂▃▄▅▆▇█"
@@ -31,7 +31,7 @@ class MemoryCurve:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         timeline = self.timeline
-        axis = 10
+        axis = SIZE_CHARS
         width = max(10, options.max_width - axis - 1)
         buckets_alloc, buckets_reserved, peak_column = self._bucket(width)
         top = max(max(buckets_alloc), max(buckets_reserved or [0])) or 1
@@ -178,7 +178,7 @@ class CategoryCurve:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         memory = self.memory
-        axis = 10
+        axis = SIZE_CHARS
         width = max(10, options.max_width - axis - 1)
         columns, peak_column = self._bucket(width)
         top = memory.peak_bytes or 1

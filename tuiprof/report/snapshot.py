@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import textwrap
+from dataclasses import dataclass
 
 import orjson
 
@@ -23,7 +24,10 @@ from tuiprof.analysis.snapshot import (
     SnapshotModel,
     StackChange,
     StackGroup,
+    frame_lines,
     frame_text,
+    is_own_code,
+    is_torch_frame,
     module_path,
     module_text,
     own_frame,
@@ -32,7 +36,7 @@ from tuiprof.analysis.snapshot import (
 from tuiprof.analysis.snapshot_trace import PeakPlace
 from tuiprof.report.plain import ELLIPSIS, plain
 from tuiprof.report.render import stdout_is_terminal
-from tuiprof.report.units import format_bytes, format_pct, format_us, plural
+from tuiprof.report.units import SIZE_CHARS, format_bytes, format_pct, format_us, plural
 
 DEFAULT_STACKS = 10
 DETAIL_LINES = 300  # of a stack in the detail pane: a hostile file's million-frame stack stays responsive
@@ -47,6 +51,13 @@ def short_where(model: SnapshotModel, stack: int) -> str:
     text = f"{os.path.basename(frames.filename[frame])}:{frames.line[frame]} {frames.name[frame]}"
     node = frames.fx["fx_node_name"][frame]
     return plain(f"{text} [fx {node}]" if node else text)
+
+
+def where_and_rest(model: SnapshotModel, stack: int) -> str:
+    """The summary's where: the stack's first frame of the user's code and how many frames are
+    left out (the full stack: ``--format json``, or the app's stack pane)."""
+    rest = len(model.snapshot.stacks.frame_ids(stack)) - 1 if stack >= 0 else 0
+    return short_where(model, stack) + (f" (+{plural(rest, 'frame')})" if rest > 0 else "")
 
 
 def since_start(model: SnapshotModel, time_us: int) -> str:
@@ -133,18 +144,22 @@ class TableRow(str):
 
 
 def _stack_rows(model: SnapshotModel, groups: list[StackGroup], whole: int, limit: int) -> list[str]:
-    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  where (innermost own frame)")]
+    lines: list[str] = [
+        TableRow(
+            f"  {'bytes':>{SIZE_CHARS}}  {'share':>6}  {'allocs':>6}  where (your innermost frame, +frames left out)"
+        )
+    ]
     for group in groups[:limit]:
         lines.append(
             TableRow(
-                f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
-                f"{short_where(model, group.stack)}"
+                f"  {format_bytes(group.bytes):>{SIZE_CHARS}}  {_share(group.bytes, whole):>6}  {group.count:>6,}  "
+                f"{where_and_rest(model, group.stack)}"
             )
         )
     if len(groups) > limit:
         rest = sum(g.bytes for g in groups[limit:])
         lines.append(
-            f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)"
+            f"  {format_bytes(rest):>{SIZE_CHARS}}  {_share(rest, whole):>6}  in {plural(len(groups) - limit, 'more stack')} (--limit N)"
         )
     return lines
 
@@ -158,17 +173,19 @@ def _module_rows(modules: list[ModuleGroup], whole: int, limit: int) -> list[str
     """The peak by module: only when some allocation ran inside a module's forward."""
     if not any(m.path for m in modules):
         return []
-    lines: list[str] = [TableRow(f"  {'bytes':>10}  {'share':>6}  {'allocs':>6}  module (its forward's file)")]
+    lines: list[str] = [
+        TableRow(f"  {'bytes':>{SIZE_CHARS}}  {'share':>6}  {'allocs':>6}  module (its forward's file)")
+    ]
     for group in modules[:limit]:
         lines.append(
             TableRow(
-                f"  {format_bytes(group.bytes):>10}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"
+                f"  {format_bytes(group.bytes):>{SIZE_CHARS}}  {_share(group.bytes, whole):>6}  {group.count:>6,}  {plain(module_text(group.path))}"
             )
         )
     if len(modules) > limit:
         rest = sum(m.bytes for m in modules[limit:])
         lines.append(
-            f"  {format_bytes(rest):>10}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)"
+            f"  {format_bytes(rest):>{SIZE_CHARS}}  {_share(rest, whole):>6}  in {plural(len(modules) - limit, 'more module')} (--limit N)"
         )
     return lines
 
@@ -280,54 +297,63 @@ def _group_json(model: SnapshotModel, group: StackGroup) -> dict:
 
 def summary_document(model: SnapshotModel, limit: int = DEFAULT_STACKS, place: PeakPlace | None = None) -> dict:
     """What ``--format json`` prints: stable keys, bytes as integers, times in the file's microseconds."""
-    return ({"trace": placement_document(place)} if place else {}) | {
-        "file": model.snapshot.source,
-        "devices": model.snapshot.device_count,
-        "trace_entries": len(model.snapshot.entries),
-        "times_recorded": model.snapshot.entries.has_times,
-        "oom_count": model.oom_count,
-        "peaks": [
-            {
-                "device": p.device,
-                "entry": p.index,
-                "time_us": p.time_us,
-                "allocated_bytes": p.allocated,
-                "reserved_bytes": p.reserved,
-                "stacks": [_group_json(model, g) for g in p.groups[:limit]],
-                "modules": [{"module": list(m.path), "bytes": m.bytes, "count": m.count} for m in p.modules[:limit]],
-            }
-            for p in model.peaks
-        ],
-        "segments": [
-            {
-                "device": s.device,
-                "address": s.address,
-                "reserved_bytes": s.reserved,
-                "allocated_bytes": s.allocated,
-                "free_bytes": s.free,
-                "largest_free_block_bytes": s.largest_free_block,
-                "stream": s.stream,
-                "segment_type": s.segment_type,
-            }
-            for s in model.segment_use
-        ],
-        "ooms": [
-            {
-                "device": o.device,
-                "entry": o.index,
-                "time_us": o.time_us,
-                "requested_bytes": o.requested,
-                "device_free_bytes": o.device_free,
-                "allocated_bytes": o.allocated,
-                "reserved_bytes": o.reserved,
-                "largest_free_block_bytes": o.largest_free_block,
-                "fragmented": o.fragmented,
-                "requested_from": stack_lines(model.snapshot, o.stack),
-                "held_by": [_group_json(model, g) for g in o.held_by[:limit]],
-            }
-            for o in model.ooms
-        ],
-    }
+    return (
+        ({"trace": placement_document(place)} if place else {})
+        | {
+            "file": model.snapshot.source,
+            "devices": model.snapshot.device_count,
+            "trace_entries": len(model.snapshot.entries),
+            "times_recorded": model.snapshot.entries.has_times,
+            "oom_count": model.oom_count,
+            "peaks": [
+                {
+                    "device": p.device,
+                    "entry": p.index,
+                    "time_us": p.time_us,
+                    "allocated_bytes": p.allocated,
+                    "reserved_bytes": p.reserved,
+                    "stacks_total": len(p.groups),
+                    "stacks_shown": len(p.groups[:limit]),  # the most bytes first; --limit N shows more
+                    "stacks": [_group_json(model, g) for g in p.groups[:limit]],
+                    "modules": [
+                        {"module": list(m.path), "bytes": m.bytes, "count": m.count} for m in p.modules[:limit]
+                    ],
+                }
+                for p in model.peaks
+            ],
+            "segments": [
+                {
+                    "device": s.device,
+                    "address": s.address,
+                    "reserved_bytes": s.reserved,
+                    "allocated_bytes": s.allocated,
+                    "free_bytes": s.free,
+                    "largest_free_block_bytes": s.largest_free_block,
+                    "stream": s.stream,
+                    "segment_type": s.segment_type,
+                }
+                for s in model.segment_use
+            ],
+            "ooms": [
+                {
+                    "device": o.device,
+                    "entry": o.index,
+                    "time_us": o.time_us,
+                    "requested_bytes": o.requested,
+                    "device_free_bytes": o.device_free,
+                    "allocated_bytes": o.allocated,
+                    "reserved_bytes": o.reserved,
+                    "largest_free_block_bytes": o.largest_free_block,
+                    "fragmented": o.fragmented,
+                    "requested_from": stack_lines(model.snapshot, o.stack),
+                    "held_by_total": len(o.held_by),
+                    "held_by_shown": len(o.held_by[:limit]),
+                    "held_by": [_group_json(model, g) for g in o.held_by[:limit]],
+                }
+                for o in model.ooms
+            ],
+        }
+    )
 
 
 def fit(line: str, width: int) -> str:
@@ -356,19 +382,61 @@ def print_snapshot_summary(model: SnapshotModel, fmt: str, limit: int | None, pl
     return 0
 
 
-def stack_detail(model: SnapshotModel, group: StackGroup, whole: int) -> str:
-    """The detail pane's text for a group: its figures, then its full stack, innermost frame first."""
+@dataclass(frozen=True)
+class DetailLine:
+    """A line of the stack pane; ``own``: a frame of the user's code, which the app marks."""
+
+    text: str
+    own: bool = False
+
+
+OWN_MARK = "› "  # before a frame of the user's code (also without colour); two spaces before the others
+
+
+def stack_detail(model: SnapshotModel, group: StackGroup, whole: int, hide_torch: bool = False) -> list[DetailLine]:
+    """The stack pane's lines for a group: its figures, the user's innermost frame (visible
+    without scrolling), then the full stack, innermost frame first, the user's frames marked;
+    ``hide_torch``: without torch's frames (:func:`is_torch_frame`), their count said instead."""
+    snapshot = model.snapshot
     head = (
         f"{format_bytes(group.bytes)} ({_share(group.bytes, whole)}) in {plural(group.count, 'allocation')}, "
         f"the largest {format_bytes(group.largest)}"
     )
-    frames = stack_lines(model.snapshot, group.stack) or [
-        "(no stack: allocated before the trace began, or recorded without stacks)"
+    ids = snapshot.stacks.frame_ids(group.stack).tolist() if group.stack >= 0 else []
+    names = snapshot.frames.filename
+    own = [position for position, frame in enumerate(ids) if is_own_code(names[frame])]
+    if own:
+        yours = f"your frame: {short_where(model, group.stack)} (frame {own[0] + 1} of {len(ids)})"
+    else:
+        yours = f"your frame: none of the {plural(len(ids), 'frame')} is your code (outside torch and libraries)"
+    hidden = sum(1 for frame in ids if is_torch_frame(names[frame])) if hide_torch else 0
+    lines = [  # the user's frame second: a long module path wraps, and it must show without scrolling
+        DetailLine(head),
+        DetailLine(yours),
+        DetailLine(f"module: {module_where(model, group.stack)}"),
+        DetailLine(
+            "stack, innermost frame first"
+            + (f" ({OWN_MARK.strip()} your code)" if own else "")
+            + (f"; {plural(hidden, 'frame')} of torch hidden" if hidden else "")
+            + ":"
+        ),
     ]
-    shown = [plain(line) for line in frames[:DETAIL_LINES]]
+    frames: list[DetailLine] = []
+    for frame in ids:
+        if hide_torch and is_torch_frame(names[frame]):
+            continue
+        mine = is_own_code(names[frame])
+        first, *original = frame_lines(snapshot, frame)
+        frames.append(DetailLine((OWN_MARK if mine else "  ") + plain(first), mine))
+        frames.extend(DetailLine("  " + plain(line)) for line in original)
+    if not ids:
+        frames.append(DetailLine("  (no stack: allocated before the trace began, or recorded without stacks)"))
+    shown = frames[:DETAIL_LINES]
     if len(frames) > DETAIL_LINES:
-        shown.append(f"... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
-    return "\n".join([head, f"module: {module_where(model, group.stack)}", "stack, innermost frame first:", *shown])
+        shown.append(
+            DetailLine(f"  ... {plural(len(frames) - DETAIL_LINES, 'more line')} (--format json has them all)")
+        )
+    return lines + shown
 
 
 def peak_heading(model: SnapshotModel, device: int) -> str:
@@ -401,34 +469,45 @@ def diff_lines(diff: SnapshotDiff, limit: int = DEFAULT_STACKS) -> list[str]:
         f"A: {plain(diff.a.snapshot.source)}",
         f"B: {plain(diff.b.snapshot.source)}",
         "",
-        TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  where (innermost own frame)"),
+        TableRow(
+            f"  {'A':>{SIZE_CHARS}}  {'B':>{SIZE_CHARS}}  {'B - A':>{SIZE_CHARS + 1}}  where (innermost own frame)"
+        ),
     ]
     for row in diff.changes[:limit]:
         lines.append(
             TableRow(
-                f"  {format_bytes(row.a):>10}  {format_bytes(row.b):>10}  {_signed(row.change):>11}  {_change_where(diff, row)}"
+                f"  {format_bytes(row.a):>{SIZE_CHARS}}  {format_bytes(row.b):>{SIZE_CHARS}}  {_signed(row.change):>{SIZE_CHARS + 1}}  {_change_where(diff, row)}"
             )
         )
     if len(diff.changes) > limit:
         rest = sum(r.change for r in diff.changes[limit:])
         lines.append(
             TableRow(
-                f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
+                f"  {'':>{SIZE_CHARS}}  {'':>{SIZE_CHARS}}  {_signed(rest):>{SIZE_CHARS + 1}}  in {plural(len(diff.changes) - limit, 'more stack')} (--limit N)"
             )
         )
     if diff.modules:
-        lines += ["", TableRow(f"  {'A':>10}  {'B':>10}  {'B - A':>11}  module (its forward's file)")]
+        lines += [
+            "",
+            TableRow(
+                f"  {'A':>{SIZE_CHARS}}  {'B':>{SIZE_CHARS}}  {'B - A':>{SIZE_CHARS + 1}}  module (its forward's file)"
+            ),
+        ]
         for module in diff.modules[:limit]:
             lines.append(
                 TableRow(
-                    f"  {format_bytes(module.a):>10}  {format_bytes(module.b):>10}  {_signed(module.change):>11}  "
+                    f"  {format_bytes(module.a):>{SIZE_CHARS}}  {format_bytes(module.b):>{SIZE_CHARS}}  {_signed(module.change):>{SIZE_CHARS + 1}}  "
                     f"{plain(module_text(module.path))}"
                 )
             )
         if len(diff.modules) > limit:
             rest = sum(m.change for m in diff.modules[limit:])
             more = plural(len(diff.modules) - limit, "more module")
-            lines.append(TableRow(f"  {'':>10}  {'':>10}  {_signed(rest):>11}  in {more} (--limit N)"))
+            lines.append(
+                TableRow(
+                    f"  {'':>{SIZE_CHARS}}  {'':>{SIZE_CHARS}}  {_signed(rest):>{SIZE_CHARS + 1}}  in {more} (--limit N)"
+                )
+            )
     return lines
 
 

@@ -52,7 +52,7 @@ SEGMENT_COLUMNS: tuple[Column, ...] = (
     Column("free_pct", "Free %", "pct", "free as a share of the segment"),
     Column("largest_free", "Largest free", "bytes", "the biggest inactive block: the largest request it can serve"),
     Column("stream", "Stream", "int", "the stream the segment belongs to", narrow=False),
-    Column("pool", "Pool", "text", "small (<= 1 MB blocks) or large pool", narrow=False),
+    Column("pool", "Pool", "text", "small (<= 1 MiB blocks) or large pool", narrow=False),
 )
 OOM_COLUMNS: tuple[Column, ...] = (
     Column("order", "#", "int", "the order they happened in, on every GPU"),

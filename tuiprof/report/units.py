@@ -2,8 +2,15 @@
 
 The spacing rule: a time is glued to its unit, as torch's tables write it (``18.347ms``,
 ``24.1s``): tables, panes, the capture's progress and exit lines alike.  Bytes and counts
-keep torch's space (``43.23 MB``, ``296.09 M``); a pane that wraps at spaces glues them
-(report/details.py).  Every time on screen comes from a function here."""
+keep a space (``43.23 MiB``, ``296.09 M``); a pane that wraps at spaces glues them
+(report/details.py).  Every time and every size on screen comes from a function here.
+
+Sizes: one convention, binary.  A size is counted in powers of 1024 and named so: ``KiB``,
+``MiB``, ``GiB`` (IEC), as torch's ``memory_summary`` and memory_viz write them (``52.00 MiB``
+is 54,525,952 bytes; a ``MB`` would be 10^6).  The size options read the same powers
+(``--cache-size 500M`` is 500 MiB, ``--watch-disk-mb`` counts MiB).  Rates keep the decimal
+``GB/s`` (10^9 bytes a second) that GPU specifications give bandwidth in.  docs/columns.md says
+so to the user."""
 
 from __future__ import annotations
 
@@ -27,12 +34,16 @@ def format_us_or_dash(value: float) -> str:
     return format_us(value) if value else "--"
 
 
-# Binary byte units, largest first, named as torch names them (a "MB" is 2**20 bytes).
-BYTE_UNITS = (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10))
+MIB = 1 << 20
+# Binary byte units, largest first, named as torch's memory_summary names them (IEC).
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10))
+
+
+SIZE_CHARS = len("1023.99 MiB")  # the widest unsigned format_bytes: a column or axis this wide never shifts
 
 
 def format_bytes(value: int) -> str:
-    """Bytes in binary units with sign, like torch: ``43.23 MB``, ``-224.00 KB``, ``0 B``."""
+    """Bytes in binary units with sign, like torch: ``43.23 MiB``, ``-224.00 KiB``, ``0 B``."""
     magnitude = abs(value)
     for unit, size in BYTE_UNITS:
         if magnitude >= size:
@@ -70,13 +81,18 @@ def format_clock(seconds: float) -> str:
 
 
 def format_bytes_short(value: int) -> str:
-    """``153MB``, ``2.6GB``: bytes for headers."""
+    """``153MiB``, ``2.6GiB``: bytes for headers."""
     magnitude = abs(value)
     for unit, size in BYTE_UNITS:
         if magnitude >= size:
             scaled = value / size
             return f"{scaled:.1f}{unit}" if abs(scaled) < 10 else f"{scaled:.0f}{unit}"
     return f"{value}B"
+
+
+def format_mib_progress(done: int, total: int) -> str:
+    """``120 / 954 MiB``: how far a read is, in whole MiB (a progress line ticks in place)."""
+    return f"{done / MIB:,.0f} / {total / MIB:,.0f} MiB"
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:

@@ -4,7 +4,8 @@ dolphie do), so a key is described once.
 
 ``scope`` says where a key is bound: ``app`` (anywhere), ``view`` (the view
 keys, anywhere), ``table`` (a :class:`RowTable`), ``tree`` (the module tree),
-``timeline`` (its canvas), ``overview`` (the Overview page), ``memory`` (the Memory view).  Views add their keys
+``timeline`` (its canvas), ``overview`` (the Overview page), ``memory`` (the Memory view),
+``detail`` (a snapshot page's detail pane, once focused).  Views add their keys
 with :meth:`Command` entries of their own and the same helpers.  A pane widget
 names its keys in ``PANE_COMMANDS``: ``?`` lists the keys of the panes the current
 view holds (:func:`pane_commands`), never another view's.

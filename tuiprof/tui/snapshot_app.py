@@ -38,7 +38,15 @@ from tuiprof.tui.messages import ShowOom, SnapshotReady
 from tuiprof.tui.screens.help import HelpScreen
 from tuiprof.tui.table_app import TableApp
 from tuiprof.tui.views import view_keys
-from tuiprof.tui.views.snapshot import SNAPSHOT_PAGES, SnapshotState, SnapshotView, snapshot_page
+from tuiprof.tui.views.snapshot import (
+    DETAIL_COMMANDS,
+    SNAPSHOT_PAGES,
+    DetailScroll,
+    PeakPage,
+    SnapshotState,
+    SnapshotView,
+    snapshot_page,
+)
 from tuiprof.tui.widgets.filter_bar import FilterBar
 from tuiprof.tui.widgets.header import tab_line
 from tuiprof.tui.widgets.key_bar import KeyBar
@@ -49,6 +57,20 @@ SNAPSHOT_COMMANDS: tuple[Command, ...] = (
     Command("d", "next_device", "Next GPU", "the next GPU (cuda:0, cuda:1, ...)", show=True),
     Command(
         "o", "toggle_oom", "Peak/OOM", "the peak, or the GPU's first out-of-memory error: what held memory", show=True
+    ),
+    Command(
+        "f",
+        "focus_detail",
+        "Stack",
+        "the detail pane (the highlighted stack in full): focus it to scroll, or back to the table",
+        show=True,
+    ),
+    Command(
+        "t",
+        "toggle_torch",
+        "Torch frames",
+        "hide or show torch's frames (its package and native code) in the stack; › marks your code",
+        show=True,
     ),
 )
 SNAPSHOT_PAGE_KEYS = view_keys(SNAPSHOT_PAGES)
@@ -74,7 +96,7 @@ class SnapshotApp(TableApp):
 
     @classmethod
     def keymap_commands(cls) -> tuple[Command, ...]:
-        return (*SNAPSHOT_COMMANDS, *view_commands(SNAPSHOT_PAGE_KEYS), *TABLE_COMMANDS)
+        return (*SNAPSHOT_COMMANDS, *view_commands(SNAPSHOT_PAGE_KEYS), *TABLE_COMMANDS, *DETAIL_COMMANDS)
 
     def compose(self) -> ComposeResult:
         yield Static("tuiprof snapshot", id="header")
@@ -154,6 +176,18 @@ class SnapshotApp(TableApp):
         self.state = replace(state, oom=first)
         self.action_show_view(SNAPSHOT_PAGES[0].view_id)
 
+    def action_focus_detail(self) -> None:
+        if self.state is not None:
+            self.view().toggle_detail_focus()
+
+    def action_toggle_torch(self) -> None:
+        page = self.query_one(f"#{SNAPSHOT_PAGES[0].view_id}", PeakPage)
+        page.torch_hidden = not page.torch_hidden
+        if self.current_view != page.id:
+            self.notify(
+                f"torch's frames {'hidden' if page.torch_hidden else 'shown'} in the Peak page's stacks", markup=False
+            )
+
     def on_show_oom(self, message: ShowOom) -> None:
         """Enter on the OOMs page: what held memory at that OOM, on the Peak page."""
         if self.state is not None:
@@ -163,9 +197,13 @@ class SnapshotApp(TableApp):
     # ------------------------------------------------------------ back, export, help, quit
 
     async def action_back(self) -> None:
-        """esc: clear the filter; else back to the Peak page; there, from an OOM to the peak."""
+        """esc: clear the filter; else from the detail pane to the table; else back to the Peak
+        page; there, from an OOM to the peak."""
         state = self.state
         if state is None or self.clear_filter():
+            return
+        if isinstance(self.focused, DetailScroll):
+            self.view().toggle_detail_focus()
             return
         if self.current_view != SNAPSHOT_PAGES[0].view_id:
             self.action_show_view(SNAPSHOT_PAGES[0].view_id)

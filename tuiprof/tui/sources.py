@@ -15,6 +15,7 @@ from typing import Protocol
 
 from tuiprof.analysis import analyze
 from tuiprof.analysis.model import TraceModel
+from tuiprof.report.units import format_mib_progress
 from tuiprof.trace import LoadProgress, load_trace
 from tuiprof.trace.cache import save_in_background
 
@@ -46,10 +47,9 @@ class FileSource:
         def on_progress(progress: LoadProgress) -> None:
             if cancelled():
                 raise LoadCancelled
-            mb_done, mb_total = progress.done_bytes / 1e6, progress.total_bytes / 1e6
             events = f", {progress.events:,} events" if progress.events else ""
             report(
-                f"{progress.phase} {mb_done:,.0f} / {mb_total:,.0f} MB{events}",
+                f"{progress.phase} {format_mib_progress(progress.done_bytes, progress.total_bytes)}{events}",
                 progress.done_bytes / progress.total_bytes if progress.total_bytes else None,
             )
 

@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
@@ -39,6 +40,7 @@ from tuiprof.report.snapshot_tables import (
     stack_rows,
 )
 from tuiprof.report.views import Column, Row, View
+from tuiprof.tui.commands import Command, bindings
 from tuiprof.tui.messages import ShowOom
 from tuiprof.tui.views.base import TableDetailView
 from tuiprof.tui.widgets.row_table import RowTable
@@ -77,18 +79,50 @@ SNAPSHOT_PAGES: tuple[SnapshotPage, ...] = (
 )
 
 
-class SnapshotView(TableDetailView):
-    """A page: one table of the state, a detail pane for the cursor's row."""
+DETAIL_COMMANDS: tuple[Command, ...] = (
+    Command("up,k", "scroll_up", "Up", "detail pane: scroll up", scope="detail", display="↑ k", palette=False),
+    Command("down,j", "scroll_down", "Down", "detail pane: scroll down", scope="detail", display="↓ j", palette=False),
+    Command("pageup", "page_up", "PgUp", "detail pane: page up", scope="detail", palette=False),
+    Command("pagedown", "page_down", "PgDn", "detail pane: page down", scope="detail", palette=False),
+    Command(
+        "home,g", "scroll_home", "Top", "detail pane: the first line", scope="detail", display="g home", palette=False
+    ),
+    Command(
+        "end,G", "scroll_end", "Bottom", "detail pane: the last line", scope="detail", display="G end", palette=False
+    ),
+)
 
-    DEFAULT_CSS = """
-    SnapshotView RowTable { height: 3fr; }
-    SnapshotView .detail { height: 2fr; }
-    """
+
+class DetailScroll(VerticalScroll):
+    """The detail pane: as tall as the table (it grows with the terminal) and scrolled with the
+    tables' keys once focused (the app's ``f``; ``esc`` or ``f`` gives the keys back to the table)."""
+
+    PANE_COMMANDS = DETAIL_COMMANDS  # what ? lists on a snapshot page
+    BINDINGS = bindings(DETAIL_COMMANDS)
+
+
+class SnapshotView(TableDetailView):
+    """A page: one table of the state, a scrolling detail pane for the cursor's row."""
+
     state: reactive[SnapshotState | None] = reactive(None, init=False)
 
     def __init__(self, page: SnapshotPage, **kwargs) -> None:
         super().__init__(id=page.view_id, **kwargs)
         self.page = page
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(id=f"{self.id}-table")
+        with DetailScroll(id=f"{self.id}-pane", classes="detail"):
+            yield Static(id=f"{self.id}-detail")
+
+    def show_detail(self, table: RowTable, row: Row | None) -> None:
+        super().show_detail(table, row)
+        self.query_one(DetailScroll).scroll_home(animate=False)  # a new row: its first lines
+
+    def toggle_detail_focus(self) -> None:
+        """``f``: the keys to the detail pane (to scroll it), or back to the table."""
+        pane = self.query_one(DetailScroll)
+        self.screen.set_focus(self.query_one(RowTable) if pane.has_focus else pane)
 
     def watch_state(self, state: SnapshotState | None) -> None:
         if state is not None and not self.app_quitting():
@@ -116,13 +150,20 @@ class SnapshotView(TableDetailView):
 
 
 class PeakPage(SnapshotView):
-    """The headline, the memory chart, and the stacks live at the peak (or at an OOM: ``o``)."""
+    """The headline, the memory chart, and the stacks live at the peak (or at an OOM: ``o``);
+    the stack pane marks the user's frames and hides torch's on ``t`` (``torch_hidden``)."""
+
+    torch_hidden: reactive[bool] = reactive(False, init=False)
 
     def compose(self) -> ComposeResult:
         yield Static(id="snap-headline")
         yield Static(id="snap-chart")
         yield Static(id="snap-heading", classes="muted")
         yield from super().compose()
+
+    def watch_torch_hidden(self) -> None:
+        table = self.query_one(RowTable)
+        self.show_detail(table, table.current_row)
 
     def watch_state(self, state: SnapshotState | None) -> None:
         if state is None or self.app_quitting():
@@ -158,7 +199,11 @@ class PeakPage(SnapshotView):
         assert self.state is not None
         if not isinstance(row, StackRow):
             return Text()
-        return Text(stack_detail(self.state.model, row.item, self.state.held()[1]))
+        text = Text()
+        for line in stack_detail(self.state.model, row.item, self.state.held()[1], self.torch_hidden):
+            text.append(line.text + "\n", style="bold" if line.own else "")
+        text.rstrip()
+        return text
 
 
 class ModulesPage(SnapshotView):
