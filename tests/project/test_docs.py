@@ -46,9 +46,9 @@ def test_the_readme_test_line_is_what_ci_runs() -> None:
         "python3 -m venv .venv",
         ". .venv/bin/activate",
         'pip install -e ".[test]"',
-        "python -m pytest -q",
+        "python -m pytest -q -n auto",
     ]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "python3 -m venv .venv" in ci and ". .venv/bin/activate" in ci
     assert 'python -m pip install -q -e ".[test]"' in ci
-    assert "python -m pytest -q" in ci
+    assert "python -m pytest -q -n auto" in ci
