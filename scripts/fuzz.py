@@ -1212,7 +1212,10 @@ def run_command(argv: list[str]) -> Outcome:
         return Outcome("clean", output=stdout)
     if code == 2 and len(lines) == 1 and lines[0].startswith("tuiprof: "):
         return Outcome("clean", output=stdout)
-    return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
+    # The signature: the line that is not tuiprof's own (a stray second line), without the case's
+    # folder (the worker's current directory), so that the minimiser's cases can match it.
+    odd = next((line for line in lines if not line.startswith("tuiprof: ")), lines[-1] if lines else "")
+    return Outcome("crash", f"exit {code}: {odd.replace(os.getcwd(), 'CASE')[:80]}", stderr[-2000:])
 
 
 # A case whose files tuiprof writes itself (sidecars, a cache entry) starts its command line with
