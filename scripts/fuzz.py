@@ -53,6 +53,12 @@ its own summary line:
   columns or the same one line ("the readers disagree" is a crash); the summary says how many the
   scanner read itself, how many it left to the unpickler and how many both refused.  Needs numba;
 - ``watch``: ``tuiprof summary DIR --view watch``, a tiny real watch history with ``watch.jsonl`` mutated;
+- ``compiled``: a compiled capture's trace (a small CNN, captured with ``torch.compile`` when the run
+  starts: needs torch) whose ``tuiprofLive.compiled`` member, the kernel -> module map, is mutated
+  structurally (:func:`compiled_member`: module indices past the end, -1 or huge, node counts of 0,
+  wrong types, NaN, deep nesting, members missing or added, kernels and graphs duplicated, module
+  paths nested 1,500 deep, hostile strings), then ``summary FILE --view V --format F`` for the views
+  the map feeds or ``diff A B`` (B the seed or another mutant, either order);
 - ``sidecar``: the gloo run directory's signed sidecars, written by a first run, then mutated or
   replaced (:func:`plant_sidecars`), and ``summary DIR --view V`` run twice;
 - ``cache``: a trace's decoded-store entry (its columns and what the analysis derived),
@@ -67,7 +73,7 @@ raw control character on stdout/stderr) and ``hang`` (past ``--timeout``).
 Each distinct crash (surface, exception type and place) gets a minimised reproducer in
 ``--out`` (for ``run``, the whole run directory, the mutated rank minimised).
 
-    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,snapshot-diff,watch,sidecar,cache] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
+    python scripts/fuzz.py --cases 10000 [--surface summary,diff,timeline,run,snapshot,snapshot-diff,watch,sidecar,cache,compiled] [--jobs 2] [--timeout 60] [--seed 1] [--out fuzz-out]
 
 Every crash and hang is also appended to ``--out``/findings.log the moment it is seen (its
 surface, case number, seed and case seed, and the traceback), so a run stopped early keeps what
@@ -124,7 +130,8 @@ VIEWS = (
 RUN_VIEWS = ("ranks", "rank-steps", "spread", "collectives", "collective-types", "findings")
 RUN_SEED_RANKS = 4  # ranks kept of a bigger run: a case analyses each of them
 FORMATS = ("table", "csv", "json", "markdown")
-SURFACES = ("summary", "diff", "timeline", "run", "snapshot", "snapshot-diff", "watch", "sidecar", "cache")
+SURFACES = ("summary", "diff", "timeline", "run", "snapshot", "snapshot-diff", "watch", "sidecar", "cache", "compiled")
+COMPILED_VIEWS = ("modules", "operators", "kernels", "steps", "findings", "memory-modules")  # those the map feeds
 SURFACE_ALIASES = {"trace": "summary"}  # h/hostile2's name for the summary surface
 DIFF_VIEWS = ("all", "verdict", "ops", "shapes", "modules", "kernels", "launchers", "steps", "memory")
 # Timeline arguments (written --option=value, so that negative values parse): times in us
@@ -302,13 +309,15 @@ def run_seeds() -> list[tuple[str, list[tuple[str, bytes]]]]:
 @dataclass
 class Seeds:
     """What cases are made of: single traces (summary, diff, timeline, cache), run directories
-    (run, sidecar), allocator snapshot pickles (snapshot) and watch directories (watch)."""
+    (run, sidecar), allocator snapshot pickles (snapshot), watch directories (watch) and compiled
+    captures (compiled)."""
 
     traces: list[bytes]
     trace_names: list[str]
     runs: list[tuple[str, list[tuple[str, bytes]]]]
     snapshots: list[tuple[str, bytes]] = field(default_factory=list)
     watches: list[tuple[str, list[tuple[str, bytes]]]] = field(default_factory=list)
+    compiled: list[tuple[str, bytes]] = field(default_factory=list)
 
     def _of(self, surface: str) -> list:
         named = {
@@ -317,6 +326,7 @@ class Seeds:
             "snapshot": self.snapshots,
             "snapshot-diff": SNAPSHOT_KINDS,
             "watch": self.watches,
+            "compiled": self.compiled,
         }
         return named.get(surface, self.traces)
 
@@ -380,6 +390,38 @@ def watch_seeds(traces: list[bytes]) -> list[tuple[str, list[tuple[str, bytes]]]
     history = (watch.HISTORY_NAME, b"".join(lines))
     captures = [("step000003-healthy.pt.trace.json", traces[0]), ("step000009-slow.pt.trace.json", traces[1])]
     return [("watch-history", [history, *captures]), ("watch-history-only", [history])]
+
+
+def compiled_seeds() -> list[tuple[str, bytes]]:
+    """A compiled capture of a small CNN (conv-bn-relu, a nested block, a linear head), one training
+    step on CPU: its map has forward and backward graphs and kernels fused across modules.  Captured
+    in a child process (torch stays out of the fuzzer and its workers); Inductor takes seconds."""
+    with tempfile.TemporaryDirectory(prefix="tuiprof-fuzz-compiled-") as folder:
+        path = Path(folder) / "compiled.json"
+        child = multiprocessing.get_context("spawn").Process(target=_capture_compiled, args=(path,))
+        child.start()
+        child.join()
+        if child.exitcode != 0 or not path.is_file():
+            raise SystemExit(f"fuzz.py: the compiled seed's capture failed (exit {child.exitcode})")
+        return [("compiled-cnn-cpu", path.read_bytes())]
+
+
+def _capture_compiled(path: Path) -> None:
+    import torch
+    from torch import nn
+
+    from tuiprof.capture.config import CaptureConfig
+    from tuiprof.capture.session import profile_training
+
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), block, nn.Flatten(), nn.Linear(8 * 8 * 8, 10)
+    )
+    config = CaptureConfig(
+        model="FuzzCNN", device="cpu", batch_size=4, input_shape="3x8x8", wait=0, warmup=1, active=1, compile=True
+    )
+    profile_training(config, path, model=model)
 
 
 def kineto_layout(document: dict) -> bytes:
@@ -806,6 +848,124 @@ def record_member(record: object, rng: random.Random) -> object:
 
 WATCH_MUTATIONS = BYTE_MUTATIONS + [json_lines(record_member)] * 3
 
+# Numbers a compiled map's indices, node counts and sizes could be: past the ends of their ranges, or not integers.
+MAP_NUMBERS: list[object] = [
+    0,
+    -1,
+    -2,
+    1,
+    2**31,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    2**64,
+    -(2**63),
+    10**30,
+    0.5,
+    float("nan"),
+    float("inf"),
+    "1",
+    None,
+    True,
+]
+
+
+def compiled_member(cmap: object, rng: random.Random) -> object:
+    """One structural damage to a compiled map (tuiprof/trace/compiled_map.py's JSON: modules as
+    [path, class], kernels as [event, kernel, modules, nodes, bytes, FLOPs])."""
+    if not isinstance(cmap, dict):
+        return cmap
+    modules = cmap.get("modules") if isinstance(cmap.get("modules"), list) else []
+    graphs = cmap.get("graphs") if isinstance(cmap.get("graphs"), list) else []
+    kernels = [k for g in graphs if isinstance(g, dict) and isinstance(g.get("kernels"), list) for k in g["kernels"]]
+    kernel = rng.choice(kernels) if kernels else None
+    choice = rng.randrange(11)
+    if choice == 0 and isinstance(kernel, list) and len(kernel) > 2 and isinstance(kernel[2], list) and kernel[2]:
+        kernel[2][rng.randrange(len(kernel[2]))] = rng.choice([len(modules), len(modules) + 1, -1, *MAP_NUMBERS])
+    elif choice == 1 and isinstance(kernel, list) and len(kernel) > 3 and isinstance(kernel[3], list) and kernel[3]:
+        kernel[3][rng.randrange(len(kernel[3]))] = rng.choice(MAP_NUMBERS)
+        if rng.random() < 0.3:
+            kernel[3][:] = [0] * len(kernel[3])
+    elif choice == 2 and isinstance(kernel, list) and len(kernel) > 4:
+        column = kernel[rng.choice((4, 5))] if len(kernel) > 5 else kernel[4]
+        if isinstance(column, list) and column:
+            if rng.random() < 0.3:
+                column.pop()
+            else:
+                column[rng.randrange(len(column))] = rng.choice([*MAP_NUMBERS, 1e308, -1e308])
+    elif choice == 3 and isinstance(kernel, list):  # members missing, added, or another shape
+        pick = rng.randrange(4)
+        if pick == 0:
+            del kernel[rng.randrange(len(kernel) + 1) :]
+        elif pick == 1:
+            kernel.extend(rng.choice(([], [1], "x", None)) for _ in range(rng.randint(1, 3)))
+        elif pick == 2:
+            kernel[rng.randrange(len(kernel))] = _value(rng) if kernel else None
+        else:
+            kernel[2:4] = [list(range(len(modules))), [1] * len(modules)]  # every module, legal
+    elif choice == 4 and kernels:  # kernels or graphs duplicated, reordered, directions swapped
+        graph = rng.choice([g for g in graphs if isinstance(g, dict) and isinstance(g.get("kernels"), list)])
+        pick = rng.randrange(4)
+        if pick == 0:
+            at = rng.randrange(len(graph["kernels"]) + 1)
+            graph["kernels"][at:at] = [kernel] * rng.choice((1, 2, 50))  # shared: a later damage hits every copy
+        elif pick == 1:
+            graphs.append(graph)
+        elif pick == 2:
+            rng.shuffle(graph["kernels"])
+        else:
+            graph["backward"] = not graph.get("backward")
+    elif choice == 5 and kernels:  # regions and event names: another graph's, hostile, or an eager op's
+        graph = rng.choice([g for g in graphs if isinstance(g, dict)])
+        if rng.random() < 0.5:
+            graph["region"] = rng.choice(["1/0", "0/1", "", "0/0/0", "/", *HOSTILE_STRINGS])
+        elif isinstance(kernel, list) and len(kernel) > 1:
+            kernel[rng.randrange(2)] = rng.choice(["aten::mm", "aten::addmm", "ProfilerStep#1", *HOSTILE_STRINGS])
+    elif choice == 6 and modules:  # module paths and classes: hostile, duplicated, odd dots
+        module = rng.choice(modules)
+        if isinstance(module, list) and module:
+            module[rng.randrange(len(module))] = rng.choice(
+                ["", ".", "a..b", "head.", ".head", "0", "head.0.0", rng.choice(modules)[0], *HOSTILE_STRINGS]
+            )
+    elif choice == 7:  # a chain of modules nested deep, a kernel in the deepest
+        depth = rng.choice((50, 1500))
+        first = len(modules)
+        modules.extend([".".join(["m"] * (i + 1)), "Nest"] for i in range(depth))
+        cmap["modules"] = modules
+        if isinstance(kernel, list) and len(kernel) > 3:
+            kernel[2:4] = [[first + depth - 1, rng.randrange(first + depth)], [1, 1]]
+            del kernel[4:]
+    elif choice == 8:  # top-level members
+        key = rng.choice(["version", "root", "cost_s", "unread", "modules", "graphs", "extra"])
+        if rng.random() < 0.15:
+            cmap.pop(key, None)
+        elif key == "root":
+            cmap[key] = rng.choice(["head", "a.b", "x" * 5000, *HOSTILE_STRINGS])
+        else:
+            cmap[key] = rng.choice([*MAP_NUMBERS, *HOSTILE_VALUES, 1e308, _deep(3000)])
+    elif choice == 9:
+        modules.extend([[f"wide{i}", "Wide"] for i in range(rng.choice((1000, 100_000)))])
+        cmap["modules"] = modules
+    else:
+        record_member(cmap, rng)
+    return cmap
+
+
+def compiled_case(seed: bytes, rng: random.Random) -> bytes:
+    """The seed's document with its compiled map damaged 1 to 4 times (or the map replaced by
+    another type), written back in Kineto's layout or as one line."""
+    document = json.loads(seed)
+    live = document["tuiprofLive"]
+    if rng.random() < 0.05:
+        live["compiled"] = rng.choice([None, [], "x", 5, {}, _deep(3000)])
+    else:
+        for _ in range(rng.randint(1, 4)):
+            live["compiled"] = compiled_member(live["compiled"], rng)
+    try:
+        return kineto_layout(document) if rng.random() < 0.7 else json.dumps(document).encode()
+    except (ValueError, RecursionError):  # a member nested too deep for json
+        return seed
+
 
 def mutate_bytes(data: bytes, rng: random.Random, mutations: list) -> bytes:
     for _ in range(rng.randint(1, 3)):
@@ -877,6 +1037,27 @@ def make_command(surface: str, seeds: Seeds, seed_index: int, rng: random.Random
             "--view",
             "watch",
             *formats,
+        ]
+    if surface == "compiled":
+        seed = seeds.compiled[seed_index][1]
+        data = compiled_case(seed, rng)
+        suffix = ".json"
+        if rng.random() < 0.1:
+            data, suffix = gzip.compress(data, compresslevel=1), ".json.gz"
+        if rng.random() < 0.3:
+            other = seed if rng.random() < 0.5 else compiled_case(seed, rng)
+            files = [(data, suffix), (other, ".json")] if rng.random() < 0.5 else [(other, ".json"), (data, suffix)]
+            args = ["diff", "{0}", "{1}", "--format", rng.choice(FORMATS)]
+            if rng.random() < 0.5:
+                args += ["--view", rng.choice(("modules", "kernels", "all"))]
+            return _numbered(files), args
+        return _numbered([(data, suffix)]), [
+            "summary",
+            "{0}",
+            "--view",
+            rng.choice(COMPILED_VIEWS),
+            "--format",
+            rng.choice(FORMATS),
         ]
     if surface == "sidecar":
         view = "ranks" if rng.random() < 0.6 else rng.choice(RUN_VIEWS)
@@ -1031,7 +1212,10 @@ def run_command(argv: list[str]) -> Outcome:
         return Outcome("clean", output=stdout)
     if code == 2 and len(lines) == 1 and lines[0].startswith("tuiprof: "):
         return Outcome("clean", output=stdout)
-    return Outcome("crash", f"exit {code}: {lines[-1][:80] if lines else ''}", stderr[-2000:])
+    # The signature: the line that is not tuiprof's own (a stray second line), without the case's
+    # folder (the worker's current directory), so that the minimiser's cases can match it.
+    odd = next((line for line in lines if not line.startswith("tuiprof: ")), lines[-1] if lines else "")
+    return Outcome("crash", f"exit {code}: {odd.replace(os.getcwd(), 'CASE')[:80]}", stderr[-2000:])
 
 
 # A case whose files tuiprof writes itself (sidecars, a cache entry) starts its command line with
@@ -1491,11 +1675,12 @@ def main() -> int:
         run_seeds() if {"run", "sidecar"} & set(drawn) else [],
         snapshot_seeds() if "snapshot" in drawn else [],
         watch_seeds(traces) if "watch" in drawn else [],
+        compiled_seeds() if "compiled" in drawn else [],
     )
     print(
         f"{len(seeds.traces)} trace seeds ({', '.join(seeds.trace_names[:4])}...), "
         f"run seeds {', '.join(label for label, _ in seeds.runs) or '-'}, {len(seeds.snapshots)} snapshot seeds, "
-        f"{len(seeds.watches)} watch seeds; "
+        f"{len(seeds.watches)} watch seeds, {len(seeds.compiled)} compiled seeds; "
         f"{args.cases} cases per surface ({', '.join(surfaces)}), {args.jobs} jobs"
         + (", snapshots read by the opcode scanner" if args.snapshot_scan else ""),
         file=sys.stderr,

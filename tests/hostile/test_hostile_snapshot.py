@@ -304,3 +304,20 @@ def test_ooms_over_10000_segments_end_in_seconds() -> None:
     model = analyze_snapshot(snapshot)
     assert time.perf_counter() - started < 5
     assert model.ooms[0].largest_free_block == (1 << 20) - 8192  # after the allocation at +4096
+
+
+def test_a_bytearray_past_the_memory_bound_is_one_line_every_time(tmp_path, capsys) -> None:
+    """A BYTEARRAY8 of 8.7e18 bytes (fuzz.py --surface snapshot, seed 20261206, 2 cases in 10,000):
+    CPython 3.11 frees the bytearray it could not allocate with its export count unset and, when
+    that memory held a number, printed ``SystemError: deallocated bytearray object has exported
+    buffers`` before tuiprof's line.  The freed memory is filled with ones before each read (bytes
+    objects of the bytearray's size), which made the old code print it in most of the reads."""
+    path = tmp_path / "bytearray8.pickle"
+    path.write_bytes(b"\x80\x05\x96" + struct.pack("<Q", 8_675_445_206_487_501_972) + b".")
+    for _ in range(50):
+        spray = [bytes([1]) * 23 for _ in range(2000)]  # 32-byte header + 24: a bytearray object's 56 bytes
+        del spray
+        with pytest.raises(TraceError, match="claims more memory than there is"):
+            read_snapshot(path)
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""

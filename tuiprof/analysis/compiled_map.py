@@ -299,16 +299,23 @@ class _Placer:
             own[i] += value
 
     def _node(self, owner: ModuleNode, path: str) -> ModuleNode:
-        """The node for ``path`` below ``owner``, made with its missing ancestors."""
-        key = (id(owner), path)
-        node = self.synthetic.get(key)
-        if node is not None:
-            return node
+        """The node for ``path`` below ``owner``, made with its missing ancestors, outermost
+        first (a loop: a saved map may nest modules deeper than Python's recursion limit)."""
+        chain = []  # path and its enclosing modules not made yet, innermost first
+        head = path
+        while head and (id(owner), head) not in self.synthetic:
+            chain.append(head)
+            head = "" if head == UNATTRIBUTED else self._enclosing_path(head)
+        node = self.synthetic[id(owner), head] if head else owner
+        for missing in reversed(chain):
+            node = self._made(owner, node, missing)
+        return node
+
+    def _made(self, owner: ModuleNode, parent: ModuleNode, path: str) -> ModuleNode:
+        """A new node for ``path`` below ``parent`` (its enclosing module's node, or ``owner``)."""
         if path == UNATTRIBUTED:
             node = ModuleNode(UNATTRIBUTED, owner.depth + 1, parent=owner)
         else:
-            head = self._enclosing_path(path)
-            parent = self._node(owner, head) if head else owner
             qualified = ".".join(p for p in (self.cmap.root, path) if p)
             name = self.key_of.get(qualified) or self._fresh_name(self.class_of.get(path, "Module"))
             node = ModuleNode(name, parent.depth + 1, parent=parent, qualified_name=qualified)
@@ -316,7 +323,7 @@ class _Placer:
             if known is not None:
                 node.parameters, node.output_shape = known.parameters, known.output_shape
         node.parent.children.append(node)  # type: ignore[union-attr]
-        self.synthetic[key] = node
+        self.synthetic[id(owner), path] = node
         return node
 
     def _enclosing_path(self, path: str) -> str:
