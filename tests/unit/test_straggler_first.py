@@ -220,3 +220,25 @@ def test_the_cause_chain_names_the_module_of_the_extra_work(tmp_path, facts, sho
     finding = straggler(summarise_run(open_run(tmp_path), workers=1, use_sidecars=False))
     assert f"module {shown} +20.0 ms, aten::mm +20.0 ms" in finding.text
     assert finding.remedy.startswith(f"rank 1: module {shown} takes 20.0 ms a step more than on the others")
+
+
+def _collective(step: int, index: int, arrivals_ms: tuple[float, ...]):
+    from tuiprof.analysis.collectives import MatchedCollective
+
+    arrivals = tuple(round(a * 1e6) for a in arrivals_ms)
+    return MatchedCollective("0", step, index, "allreduce", 1024, (0, 1, 2), arrivals, (10**5,) * 3, 3)
+
+
+def test_a_rank_late_at_overlapping_buckets_held_the_others_up_once():
+    """DDP's buckets are asynchronous: a rank 70 ms late (10 ms of it behind the next slowest) at
+    the first bucket is late at every following one.  The others were held up by its lead at the
+    last of them, 11 ms, not 4 x 10 ms and more (the sum: a second straggler's step credited to
+    the first).  Blocking collectives' leads follow one another and still add up."""
+    from tuiprof.analysis.collectives import CollectiveMatch
+
+    first = _collective(0, 0, (0.0, 0.0, 0.0))  # a group's first collective: partial, left out
+    buckets = [_collective(1, k, (100.0 + k, 160.0 + k, 170.0 + 1.0 * (k == 3) + k)) for k in range(4)]
+    held = CollectiveMatch((first, *buckets), ()).holdups()
+    assert held.by_step[1] == {2: 11 * 10**6}
+    blocking = [_collective(1, k, (100.0 * k, 100.0 * k + 5, 100.0 * k + 8)) for k in range(1, 4)]
+    assert CollectiveMatch((first, *blocking), ()).holdups().by_step[1] == {2: 9 * 10**6}

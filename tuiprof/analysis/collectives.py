@@ -316,12 +316,17 @@ class CollectiveMatch:
         return Counter(c.last_rank for c in self.collectives if c.skew_ns > 0 and len(c.ranks) > 1)
 
     def holdups(self) -> Holdups:
-        """Per profiler step, per rank: the sum of the leads (:attr:`MatchedCollective.lead_ns`)
-        of the collectives it arrived last at, how long it held every other rank up.  Each
-        process group's first collective in the trace is left out, and its step marked partial:
-        the time before it began before the trace on some rank (the profiler starts on each
-        rank at its own moment), so its lead is not the work the trace shows."""
-        held: dict[int, dict[int, int]] = {}
+        """Per profiler step, per rank: how long it held every other rank up, from its leads
+        (:attr:`MatchedCollective.lead_ns`: from the one before it to its arrival) at the
+        collectives it arrived last at.  A lead that ends before the next one starts was waited
+        for (a blocking collective re-synchronises the ranks): such leads add up.  Leads that
+        overlap were not (DDP's asynchronous buckets: the others reached the next bucket before
+        the late rank reached this one, and a rank 70 ms late is late at every bucket of the
+        step): the run of them held the others up by its last lead.  Each process group's first
+        collective in the trace is left out, and its step marked partial: the time before it
+        began before the trace on some rank (the profiler starts on each rank at its own
+        moment), so its lead is not the work the trace shows."""
+        leads: dict[int, dict[int, list[tuple[int, int]]]] = {}
         partial: set[int] = set()
         seen: set[str] = set()
         for c in sorted(self.collectives, key=lambda c: min(c.arrivals_ns)):
@@ -329,10 +334,24 @@ class CollectiveMatch:
                 seen.add(c.group)
                 partial.add(c.step)
                 continue
-            step = held.setdefault(c.step, {})
+            step = leads.setdefault(c.step, {})
             if c.lead_ns > 0:
-                step[c.last_rank] = step.get(c.last_rank, 0) + c.lead_ns
+                last = max(c.arrivals_ns)
+                step.setdefault(c.last_rank, []).append((last - c.lead_ns, last))
+        held = {step: {rank: waited_ns(spans) for rank, spans in by_rank.items()} for step, by_rank in leads.items()}
         return Holdups(held, frozenset(partial))
+
+
+def waited_ns(spans: list[tuple[int, int]]) -> int:
+    """How long the others waited, from a rank's lead spans ([start, end), in arrival order):
+    the sum over the runs of overlapping spans of each run's last span."""
+    total, reach, last = 0, None, 0
+    for start, end in spans:
+        if reach is not None and start >= reach:
+            total += last
+        reach = end if reach is None or start >= reach else max(reach, end)
+        last = end - start
+    return total + last
 
 
 def match_collectives(
