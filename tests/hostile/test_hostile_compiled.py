@@ -26,17 +26,50 @@ def nested_map_trace() -> GpuTrace:
     return trace
 
 
-def test_modules_nested_past_the_recursion_limit_are_placed(tmp_path) -> None:
+def test_modules_nested_past_the_recursion_limit_are_placed_down_to_the_cut(tmp_path) -> None:
     """A map whose kernel is in a module 1,500 deep: RecursionError (exit 1 in every summary
-    view and diff) while the nodes were made; now each module is a node and the kernel's time
-    is the deepest one's own."""
+    view and diff) while the nodes were made.  Now each module down to MAX_MODULE_DEPTH is a
+    node, deeper ones count in the module at the cut (as eager module frames do, so that the
+    explorer's tree can draw every level), with a note."""
+    from tuiprof.analysis.modules import MAX_MODULE_DEPTH
+
     model = load_model(nested_map_trace().write(tmp_path / "nested.json"))
-    deepest = next(n for n in model.modules.walk() if (n.qualified_name or "").count("m") == DEPTH)
-    assert deepest.self_cpu_us == KERNEL_US
+    deepest = max(model.modules.walk(), key=lambda n: n.depth)
+    assert deepest.depth == MAX_MODULE_DEPTH and deepest.self_cpu_us == KERNEL_US
     chain = []
     node = deepest
     while node is not None and node.qualified_name:
         chain.append(node.qualified_name)
         node = node.parent
-    assert chain == [".".join(["m"] * depth) for depth in range(DEPTH, 0, -1)]
-    assert model.report.problems == []
+    assert chain == [".".join(["m"] * depth) for depth in range(len(chain), 0, -1)]
+    assert MAX_MODULE_DEPTH - 5 < len(chain) <= MAX_MODULE_DEPTH
+    assert [p for p in model.report.problems if "deeper than" in p] == [
+        f"compiled-kernel map: modules deeper than {MAX_MODULE_DEPTH:,} levels count in the module at the cut"
+    ]
+
+
+async def test_the_explorer_draws_the_module_tree_expanded_down_to_the_cut(tmp_path) -> None:
+    """Textual's Tree draws its lines by recursion: expanded level by level past about 980
+    levels it raised RecursionError in the explorer.  Every level down to the cut draws."""
+    from tests.helpers.tui import loaded
+    from tuiprof.analysis.modules import MAX_MODULE_DEPTH
+    from tuiprof.tui.app import ExplorerApp
+    from tuiprof.tui.sources import FileSource
+    from tuiprof.tui.widgets.module_tree import ModuleTreeView
+
+    app = ExplorerApp(FileSource(str(nested_map_trace().write(tmp_path / "nested.json"))))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("2")
+        tree = app.query_one("#module-tree", ModuleTreeView)
+        node = tree.root
+        while node.data is None or node.data.children:
+            if not node.children:  # what expanding adds, without a redraw per level (75 s)
+                for child in node.data.children:
+                    tree._add(node, child)
+            node.expand()
+            node = max(node.children, key=lambda child: child.data.depth if child.data else -1)
+        tree.select_node(node)  # scrolled to: its lines are built and drawn
+        await pilot.pause()
+        assert node.data.depth == MAX_MODULE_DEPTH and app.is_running
+        assert app.return_code is None

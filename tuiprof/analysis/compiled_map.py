@@ -41,7 +41,7 @@ import numpy as np
 
 from tuiprof.analysis.arrays import group_rows, nearest_ancestor
 from tuiprof.analysis.calls import DeviceActivity, OperatorCalls
-from tuiprof.analysis.modules import ModuleNode, ModuleTree
+from tuiprof.analysis.modules import MAX_MODULE_DEPTH, ModuleNode, ModuleTree
 from tuiprof.trace.compiled_map import COMPILED_MAP_VERSION, CompiledGraph, CompiledKernel, CompiledMap
 from tuiprof.trace.decode import DecodeReport
 from tuiprof.trace.live import LiveFacts
@@ -112,6 +112,7 @@ class _Placer:
         self.result = CompiledAttribution(compile_s=facts.compile_s)
         self.synthetic: dict[tuple[int, str], ModuleNode] = {}  # (id of compiled node, path) -> node
         self.synthetic_root: ModuleNode | None = None
+        self.cut = False  # a module path deeper than MAX_MODULE_DEPTH was placed at the cut (noted once)
         self.moved: dict[
             int, tuple[ModuleNode, bool]
         ] = {}  # call row -> (node, backward): it and its subtree count there
@@ -308,6 +309,14 @@ class _Placer:
             head = "" if head == UNATTRIBUTED else self._enclosing_path(head)
         node = self.synthetic[id(owner), head] if head else owner
         for missing in reversed(chain):
+            if node.depth >= MAX_MODULE_DEPTH:  # deeper modules count in the one at the cut, as in eager
+                if not self.cut:
+                    self.report.note(
+                        f"compiled-kernel map: modules deeper than {MAX_MODULE_DEPTH:,} levels count in the module at the cut"
+                    )
+                self.cut = True
+                self.synthetic[id(owner), missing] = node
+                continue
             node = self._made(owner, node, missing)
         return node
 

@@ -46,7 +46,9 @@ from tuiprof.analysis.calls import OperatorCalls, is_step_name
 from tuiprof.trace.columns import NONE, FrameColumns
 from tuiprof.trace.store import TraceEvents
 
-MAX_MODULE_DEPTH = 1000
+# Real models nest a few dozen levels.  The explorer's tree (Textual's Tree) draws its lines by
+# recursion: expanded past about 980 levels it raised RecursionError; 500 leaves it room.
+MAX_MODULE_DEPTH = 500
 ENGINE_PREFIX = "autograd::engine::evaluate_function: "  # autograd runs each backward node under one
 OUTSIDE_MODULES = "(outside modules)"
 
