@@ -27,6 +27,14 @@ WIDE_HELP = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while starting, before _main's own handler (was a traceback)
+        say("tuiprof: interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     from tuiprof.cleanup import install_signal_handlers
     from tuiprof.report.plain import plain
 
@@ -231,6 +239,7 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
         "--view",
         type=view_name,
         choices=summary_view_names(),
+        metavar="VIEW",  # the choices are listed by kind below (spelt out, one line of 217 characters)
         help=f"{FINDINGS}: the Overview's findings, one a line (--format json: id, severity, text); "
         "memory-*: what fills memory at its peak (torch's categories from a tuiprof capture). "
         f"Each kind of input prints its own views, the first by default: {kinds.views_help()}",
@@ -285,7 +294,8 @@ def _add_diff_parser(commands) -> None:
         "--view",
         type=view_name,
         choices=tuple(DIFF_VIEWS),
-        help="what to print (default all: the verdict and every table; shapes: operators by input shapes, "
+        metavar="VIEW",
+        help=f"{', '.join(DIFF_VIEWS)}: what to print (default all: the verdict and every table; shapes: operators by input shapes, "
         "launchers: kernels by launching operator)",
     )
     diff.add_argument(

@@ -328,3 +328,17 @@ def test_summary_title_is_cut_not_wrapped_and_an_empty_view_prints_no_header(mon
     assert cli.main(["summary", str(long_name), "--view", "kernels"]) == 0  # a CPU trace: no kernels
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip() == "tuiprof: the kernels view of this trace is empty"
+
+
+def test_ctrl_c_while_starting_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    """Ctrl-C in the first fraction of a second, before the command's own handler (while the
+    signal handlers were being imported): a Python traceback, said a tmux walk-through."""
+    from tuiprof import cleanup
+    from tuiprof.cli import main
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cleanup, "install_signal_handlers", interrupted)
+    assert main(["summary", "x.json"]) == 130
+    assert capsys.readouterr().err == "tuiprof: interrupted\n"

@@ -76,13 +76,15 @@ def test_no_steps() -> None:
     assert F.no_steps(_model(steps=[_step()])) is None
 
 
-@pytest.mark.parametrize(("self_us", "severity"), [(149.0, "info"), (150.0, "warning")])
-def test_top_operator(self_us, severity) -> None:
+@pytest.mark.parametrize("self_us", [149.0, 150.0])
+def test_top_operator(self_us) -> None:
+    """A fact, never a warning, however large its share: it names no cause and no remedy, and a
+    warning ranks first (the shipped sample's first line said only 'Top operator: ...')."""
     ops = [_op("aten::convolution_backward", self_us, 40), _op("aten::mm", 10.0)]
     model = _model(ops=ops, has_device=False)
     model.operators = lambda: [*ops, _op("ProfilerStep*", 900.0)]
     finding = F.top_operator(model)
-    assert finding.severity == severity
+    assert finding.severity == "info"
     assert finding.text.startswith("Top operator: aten::convolution_backward, ")
     assert f"{self_us / 10:.0f} % of all self CPU time (40 calls)" in finding.text
 

@@ -284,7 +284,7 @@ def test_the_table_and_the_memory_peak_finding_carry_the_replayed_peak(tmp_path)
     model = _trace(tmp_path, ADAM, ADAM_MODULES, 3, [("Optimizer.step#Adam.step", 9.5, 11)])
     assert "instead of Adam" in _what_if(model, "A stateless optimizer")["how"]
     finding = next(f for f in findings(model) if f.id == "memory-peak")
-    assert finding.remedy == "a stateless optimizer (SGD without momentum) instead of Adam"
+    assert finding.remedy == "a stateless optimizer (SGD without momentum) instead of Adam, if the model trains as well"
     assert (finding.saving.metric, finding.saving.current, finding.saving.amount) == (PEAK_MEMORY, 500, 250)
     assert finding.severity == "info" and finding.weight == 0.5
 

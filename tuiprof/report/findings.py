@@ -40,7 +40,6 @@ from tuiprof.report.views import Column, Row, View, ViewOptions
 # A share below these is normal for a healthy training step and not worth a line.
 DATA_LOADING_SHARE = 0.05  # input pipelines that keep up cost a few % of the step
 GPU_IDLE_SHARE = 0.10  # a device busy 90 % of the step is as good as eager mode gets
-DOMINANT_OPERATOR_SHARE = 0.15  # one operator at this share of the time is a warning, not just the top
 COPY_SHARE = 0.10  # host-device copies above this are usually avoidable (pinned memory, .to once)
 LAUNCH_SHARE = 0.20  # CPU time in launch calls above this means the GPU waits for launches
 TINY_KERNEL_US = 10.0  # kernels shorter than this cost less than their launch
@@ -192,7 +191,8 @@ def slow_module(model: TraceModel) -> Finding | None:
     remedy = (
         f"remove the Python work in {name}'s forward (a sleep, I/O, a loop over tensors, .item() or .tolist())"
         if python
-        else f"do in {name} what its siblings do: the extra {found.top_operator or 'operator'} calls"
+        else f"make {name} do what its like siblings do: its {found.top_operator} takes "
+        f"{format_us(found.top_operator_us)} a step more there (extra calls, larger inputs, or a branch only it takes)"
     )
     saving = (
         step_saving(model, found.excess_us)
@@ -329,8 +329,7 @@ def top_module(model: TraceModel) -> Finding | None:
 
 
 def top_operator(model: TraceModel) -> Finding | None:
-    """The costliest operator (self device time on GPU traces, else self CPU); a warning
-    when one operator alone holds DOMINANT_OPERATOR_SHARE of that time."""
+    """The costliest operator (self device time on GPU traces, else self CPU)."""
     top = top_operators(model, 1)
     key = operator_rank_key(model)
     total = model.total_device_us if key == "self_device_us" else model.total_self_cpu_us
@@ -339,10 +338,9 @@ def top_operator(model: TraceModel) -> Finding | None:
     stats = top[0]
     share = getattr(stats, key) / total
     what = "self device" if key == "self_device_us" else "self CPU"
-    severity = "warning" if share >= DOMINANT_OPERATOR_SHARE else "info"
-    return Finding(
+    return Finding(  # a fact, never a warning: it names no cause and no remedy (the rules' findings lead)
         "top-operator",
-        severity,
+        "info",
         f"Top operator: {stats.name}, {format_us(getattr(stats, key))} {what} time, {100 * share:.0f} % of all {what} time ({plural(stats.calls, 'call')}).",
     )
 

@@ -136,12 +136,14 @@ def remedy_line(what_if: WhatIf) -> str:
     if what_if.remedy == "grads-to-none":
         return "optimizer.zero_grad(set_to_none=True)"
     if what_if.remedy == "no-momentum":
-        return "SGD(momentum=0)"
+        return "SGD(momentum=0), if the model trains as well without momentum"
     if what_if.remedy == "stateless-optimizer":
-        return f"a stateless optimizer (SGD without momentum) instead of {what_if.optimizer}"
+        return (
+            f"a stateless optimizer (SGD without momentum) instead of {what_if.optimizer}, if the model trains as well"
+        )
     if what_if.remedy == "checkpoint":
         return f"torch.utils.checkpoint around {what_if.module}"
-    return "half the batch size"
+    return "half the batch size (half the samples a step)"
 
 
 def gradient_bound_sentence(what_if: WhatIf) -> str:
