@@ -328,3 +328,23 @@ def test_a_qualified_name_is_cut_once() -> None:
 )
 def test_a_module_label_keeps_its_name_and_drops_its_bracket_first(label, width, shown) -> None:
     assert fit_name(label, width) == shown
+
+
+def test_a_tree_row_names_a_module_less_its_parents_path() -> None:
+    """At 60 columns the Modules tree showed ``…0`` and ``la…2`` for layer4.0 and layer1.0.2:
+    under its parent's row a module is named by what tells it from its siblings."""
+    from tuiprof.analysis.modules import ModuleNode
+    from tuiprof.report.names import tree_label
+
+    root = ModuleNode("ResNet_0", 0, qualified_name="model")
+    layer4 = ModuleNode("Sequential_4", 1, parent=root, qualified_name="layer4")
+    block = ModuleNode("BasicBlock_7", 2, parent=layer4, qualified_name="layer4.0")
+    down = ModuleNode("Sequential_9", 3, parent=block, qualified_name="layer4.0.downsample")
+    unnamed = ModuleNode("Linear_0", 1, parent=root)
+    assert [tree_label(m) for m in (root, layer4, block, down, unnamed)] == [
+        "model (ResNet)",
+        "layer4 (Sequential)",
+        "0 (BasicBlock)",
+        "downsample (Sequential)",
+        "Linear_0",
+    ]

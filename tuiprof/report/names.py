@@ -21,6 +21,8 @@ from os.path import commonprefix
 
 from rich.cells import cell_len, set_cell_size
 
+from tuiprof.analysis.modules import ModuleNode
+
 OPEN, CLOSE = "<({[", ">)}]"
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 NAME_NOT_NAMESPACE = re.compile(r"[A-Za-z_]\w*(?!\w|::)")
@@ -45,6 +47,20 @@ QUALIFIER = re.compile(r"/|::|: ")
 TEMPLATE = re.compile(r"(?P<base>[^<]+)<(?P<argument>.+)>")  # a short kernel name: base<argument>
 ALIGNED = " → "  # a diff row aligned across a rename: "a → b" (analysis.diff.ALIGN_ARROW)
 BASE_FLOOR = 8  # cells a kernel's base name keeps before its template argument is cut
+
+
+def tree_label(module: ModuleNode) -> str:
+    """A module's row in a tree, under its parent's row: its qualified name less the parent's
+    (``layer4.0.downsample`` under ``layer4.0``: ``downsample (Sequential)``), so that a narrow
+    pane cuts the class, not the part that tells siblings apart (``…0`` and ``la…2`` at 60
+    columns); the whole path is in the detail pane."""
+    qualified = module.qualified_name
+    if not qualified:
+        return module.label
+    above = module.parent.qualified_name if module.parent is not None else ""
+    if above and qualified.startswith(above + "."):
+        qualified = qualified[len(above) + 1 :]
+    return f"{qualified} ({module.class_name})"
 
 
 def fit_name(name: str, width: int) -> str:

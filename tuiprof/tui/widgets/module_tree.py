@@ -12,7 +12,7 @@ from textual.widgets.tree import NodeID, TreeNode
 from tuiprof.analysis.model import TraceModel
 from tuiprof.analysis.modules import ModuleNode
 from tuiprof.analysis.ranking import module_share
-from tuiprof.report.names import fit_name
+from tuiprof.report.names import fit_name, tree_label
 from tuiprof.report.plain import DISPLAY_CHARS, plain
 from tuiprof.report.units import format_us_short
 from tuiprof.tui.commands import TREE_COMMANDS, bindings
@@ -111,7 +111,7 @@ class ModuleTreeView(Tree[ModuleNode]):
             text.append(share_bar(share) + " ", style="cyan")  # the space: a full bar never runs into "100%"
             text.append(f"{100 * share:3.0f}% ", style="bold" if share >= 0.1 else "")
         text.append(f"{format_us_short(module.cost_us):>6} ", style="green")
-        shown = plain(name or module.label, DISPLAY_CHARS)
+        shown = plain(name or tree_label(module), DISPLAY_CHARS)
         calls = f" ×{module.calls}" if module.calls > 1 else ""
         if cut is not None and (cut > 0 or self._counts_dropped):
             cut, calls = cut - len(calls), ""
