@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.helpers.raw_events import cpu_memory_event
 from tuiprof import cli
 
 MEMORY_KEYS = ("cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes")
@@ -31,25 +32,7 @@ def _trace(tmp_path, memory: bool):
         {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 100, "dur": 10, "args": {}},
     ]
     if memory:
-        events.append(
-            {
-                "ph": "i",
-                "cat": "cpu_instant_event",
-                "name": "[memory]",
-                "pid": 1,
-                "tid": 1,
-                "ts": 105,
-                "s": "t",
-                "args": {
-                    "Bytes": 64,
-                    "Addr": 1,
-                    "Total Allocated": 64,
-                    "Total Reserved": 0,
-                    "Device Type": 0,
-                    "Device Id": -1,
-                },
-            }
-        )
+        events.append(cpu_memory_event(105, 64, 64, addr=1))
     path = tmp_path / ("memory.json" if memory else "no_memory.json")
     path.write_text(json.dumps({"traceEvents": events, **({"profile_memory": 1} if memory else {})}))
     return str(path)

@@ -20,3 +20,24 @@ def inside(event: dict, around: dict) -> bool:
 def innermost(event: dict, candidates: list[dict]) -> dict | None:
     """The shortest of ``candidates`` that holds ``event``, if any."""
     return min((c for c in candidates if inside(event, c)), key=lambda c: float(c["dur"]), default=None)
+
+
+def cpu_memory_event(ts: float, size: int, total: int, addr: int) -> dict:
+    """A CPU ``[memory]`` record as Kineto writes it: ``size`` bytes at ``addr``, ``total`` allocated after it."""
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "s": "t",
+        "args": {
+            "Bytes": size,
+            "Addr": addr,
+            "Total Allocated": total,
+            "Total Reserved": 0,
+            "Device Type": 0,
+            "Device Id": -1,
+        },
+    }

@@ -4,46 +4,15 @@ from __future__ import annotations
 
 import json
 
+from tests.helpers.raw_events import cpu_memory_event
 from tuiprof.analysis import load_model
 
 
 def test_allocations_outside_every_operator_are_the_memory_row(tmp_path) -> None:
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 100, "dur": 10, "args": {}},
-        {
-            "ph": "i",
-            "cat": "cpu_instant_event",
-            "name": "[memory]",
-            "pid": 1,
-            "tid": 1,
-            "ts": 105,
-            "s": "t",
-            "args": {
-                "Bytes": 64,
-                "Addr": 1,
-                "Total Allocated": 64,
-                "Total Reserved": 0,
-                "Device Type": 0,
-                "Device Id": -1,
-            },
-        },
-        {
-            "ph": "i",
-            "cat": "cpu_instant_event",
-            "name": "[memory]",
-            "pid": 1,
-            "tid": 1,
-            "ts": 200,
-            "s": "t",
-            "args": {
-                "Bytes": 4096,
-                "Addr": 2,
-                "Total Allocated": 4160,
-                "Total Reserved": 0,
-                "Device Type": 0,
-                "Device Id": -1,
-            },
-        },
+        cpu_memory_event(105, 64, 64, addr=1),
+        cpu_memory_event(200, 4096, 4160, addr=2),
     ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events, "profile_memory": 1}))
